@@ -1,0 +1,282 @@
+package io.npugather;
+
+import io.npugather.bridge.NativeCore;
+import java.util.Objects;
+import org.apache.arrow.memory.ArrowBuf;
+import org.bytedeco.javacpp.BytePointer;
+import org.bytedeco.javacpp.Pointer;
+import org.bytedeco.javacpp.PointerPointer;
+import org.bytedeco.javacpp.SizeTPointer;
+
+/**
+ * One rank's membership in a group of ranks that run collectives together.
+ *
+ * <p>Created from the root rank's {@link RootInfo} ({@link #create}); {@link #close()} releases
+ * its native resources (sockets, shared memory) and may be called once. One collective runs at a
+ * time; {@link #abort()} may be called from any thread and makes a blocked collective fail
+ * promptly with {@link ResultCode#ABORTED} (its peers then fail with a remote error).
+ */
+public final class Communicator implements AutoCloseable {
+  private static final int UINT8 = 7;
+
+  static {
+    NativeCore.load();
+  }
+
+  private final Object lock = new Object();
+  private final int rank;
+  private final int rankSize;
+  private final String backend;
+  private final String transport;
+  private Pointer handle;
+  private int activeCalls;
+
+  private Communicator(Pointer handle, int rank, int rankSize, String backend) {
+    this.handle = handle;
+    this.rank = rank;
+    this.rankSize = rankSize;
+    this.backend = backend;
+    this.transport = NativeCore.npg_comm_transport(handle).getString();
+  }
+
+  /**
+   * Creates the root info on the root rank; every rank, the root included, passes it to {@link
+   * #create}. For {@code host} the root's endpoint stays open in this process until its {@link
+   * #create} consumes it.
+   */
+  public static RootInfo createRootInfo(String backend, CommunicatorOptions options) {
+    Objects.requireNonNull(options, "options");
+    if (!AllGatherParam.BACKENDS.contains(backend)) {
+      throw new IllegalArgumentException(
+          "backend = '" + backend + "' is invalid; allowed: one of " + AllGatherParam.BACKENDS);
+    }
+    try (BytePointer out = new BytePointer(NativeCore.ROOT_INFO_MAX_BYTES);
+        SizeTPointer size = new SizeTPointer(1)) {
+      int rc = NativeCore.npg_get_root_info(
+          backend, options.bindAddress(), out, NativeCore.ROOT_INFO_MAX_BYTES, size);
+      check(rc, "createRootInfo", -1);
+      byte[] bytes = new byte[(int) size.get()];
+      out.get(bytes);
+      return RootInfo.of(backend, bytes);
+    }
+  }
+
+  /**
+   * Joins the communicator described by {@code param} (rank, rankSize, rankRoot, backend,
+   * commMode, rankTableFile, commDomain). Blocks until every rank has joined or the timeout
+   * elapses.
+   *
+   * @throws IllegalArgumentException for invalid parameters, before any communication
+   * @throws NpuGatherException when joining fails (timeout, a peer's failure, ...)
+   */
+  public static Communicator create(
+      AllGatherParam param, RootInfo rootInfo, CommunicatorOptions options) {
+    Objects.requireNonNull(param, "param").validate();
+    Objects.requireNonNull(rootInfo, "rootInfo");
+    Objects.requireNonNull(options, "options");
+    if (param.communicator() != null) {
+      throw new IllegalArgumentException(
+          "AllGatherParam.communicator is set; a caller's communicator is used as it is");
+    }
+    if (!rootInfo.backend().equals(param.backend())) {
+      throw new IllegalArgumentException("rootInfo was made for backend '" + rootInfo.backend()
+          + "' but AllGatherParam.backend = '" + param.backend() + "'");
+    }
+    int flags = switch (options.hostTransport()) {
+      case AUTO -> 0;
+      case TCP -> NativeCore.FLAG_FORCE_TCP;
+      case STAGING -> NativeCore.FLAG_FORCE_STAGING;
+    };
+    byte[] bytes = rootInfo.bytes();
+    try (BytePointer info = new BytePointer(bytes.length);
+        PointerPointer<Pointer> out = new PointerPointer<>(1)) {
+      info.put(bytes);
+      int rc = NativeCore.npg_comm_init(param.backend(), param.rank(), param.rankSize(),
+          param.rankRoot(), param.commDomain(), param.commMode().nativeCode(), options.deviceId(),
+          param.rankTableFile(), options.timeout().toMillis(), flags, info, bytes.length, out);
+      check(rc, "create", param.rank());
+      return new Communicator(out.get(0), param.rank(), param.rankSize(), param.backend());
+    }
+  }
+
+  public int rank() {
+    return rank;
+  }
+
+  public int rankSize() {
+    return rankSize;
+  }
+
+  public String backend() {
+    return backend;
+  }
+
+  /**
+   * How data moves: for {@code host} "self", "threads", "cma" (cross-memory attach), "staging"
+   * (through shared memory) or "tcp".
+   */
+  public String transport() {
+    return transport;
+  }
+
+  /**
+   * All-gather with equal sizes: {@code count} elements from {@code send} land at element {@code
+   * rank * count} of {@code recv} on every rank.
+   */
+  public void allGather(ArrowBuf send, ArrowBuf recv, long count, DType dtype) {
+    long bytes = checkedBytes(count, dtype);
+    requireCapacity("send", send, 0, bytes);
+    requireCapacity("recv", recv, 0, Math.multiplyExact(bytes, rankSize));
+    call("allGather", () -> NativeCore.npg_all_gather(
+        handle(), send.memoryAddress(), recv.memoryAddress(), count, dtype.nativeCode()));
+  }
+
+  /** {@link #allGather} with this rank's input already in its slot of {@code recv}: moves none of it. */
+  public void allGatherInPlace(ArrowBuf recv, long count, DType dtype) {
+    long bytes = checkedBytes(count, dtype);
+    requireCapacity("recv", recv, 0, Math.multiplyExact(bytes, rankSize));
+    long own = recv.memoryAddress() + rank * bytes;
+    call("allGatherInPlace", () -> NativeCore.npg_all_gather(
+        handle(), own, recv.memoryAddress(), count, dtype.nativeCode()));
+  }
+
+  /**
+   * All-gather with per-rank sizes, in bytes: rank r's {@code recvBytes[r]} bytes land at byte
+   * {@code recvDispls[r]} of {@code recv}. Every rank passes the same arrays; this rank sends
+   * {@code recvBytes[rank]} bytes from the start of {@code send}.
+   */
+  public void allGatherV(ArrowBuf send, ArrowBuf recv, long[] recvBytes, long[] recvDispls) {
+    checkLayout(recv, recvBytes, recvDispls);
+    requireCapacity("send", send, 0, recvBytes[rank]);
+    call("allGatherV", () -> NativeCore.npg_all_gather_v(handle(), send.memoryAddress(),
+        recvBytes[rank], recv.memoryAddress(), recvBytes, recvDispls, UINT8));
+  }
+
+  /** {@link #allGatherV} with this rank's bytes already at {@code recvDispls[rank]} of {@code recv}. */
+  public void allGatherVInPlace(ArrowBuf recv, long[] recvBytes, long[] recvDispls) {
+    checkLayout(recv, recvBytes, recvDispls);
+    long own = recv.memoryAddress() + recvDispls[rank];
+    call("allGatherVInPlace", () -> NativeCore.npg_all_gather_v(handle(), own, recvBytes[rank],
+        recv.memoryAddress(), recvBytes, recvDispls, UINT8));
+  }
+
+  /**
+   * Makes a blocked or later collective on this communicator fail with {@link
+   * ResultCode#ABORTED}. Safe from any thread while the communicator is open.
+   */
+  public void abort() {
+    synchronized (lock) {
+      if (handle == null) {
+        throw new IllegalStateException("Communicator rank " + rank + " is already closed");
+      }
+      check(NativeCore.npg_comm_abort(handle), "abort", rank);
+    }
+  }
+
+  /**
+   * Releases the native communicator. A collective still running on another thread is aborted
+   * first. Closing twice is an error.
+   */
+  @Override
+  public void close() {
+    synchronized (lock) {
+      if (handle == null) {
+        throw new IllegalStateException("Communicator rank " + rank + " is already closed");
+      }
+      Pointer closing = handle;
+      handle = null;
+      if (activeCalls > 0) {
+        NativeCore.npg_comm_abort(closing);
+        while (activeCalls > 0) {
+          try {
+            lock.wait();
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+          }
+        }
+      }
+      check(NativeCore.npg_comm_destroy(closing), "close", rank);
+    }
+  }
+
+  /** True until {@link #close()}. */
+  public boolean isOpen() {
+    synchronized (lock) {
+      return handle != null;
+    }
+  }
+
+  private interface NativeCall {
+    int run();
+  }
+
+  private void call(String operation, NativeCall nativeCall) {
+    synchronized (lock) {
+      handle();
+      activeCalls++;
+    }
+    int rc;
+    try {
+      rc = nativeCall.run();
+    } finally {
+      synchronized (lock) {
+        activeCalls--;
+        lock.notifyAll();
+      }
+    }
+    check(rc, operation, rank);
+  }
+
+  private Pointer handle() {
+    synchronized (lock) {
+      if (handle == null) {
+        throw new IllegalStateException("Communicator rank " + rank + " is closed");
+      }
+      return handle;
+    }
+  }
+
+  private void checkLayout(ArrowBuf recv, long[] recvBytes, long[] recvDispls) {
+    Objects.requireNonNull(recvBytes, "recvBytes");
+    Objects.requireNonNull(recvDispls, "recvDispls");
+    if (recvBytes.length != rankSize || recvDispls.length != rankSize) {
+      throw new IllegalArgumentException("recvBytes has " + recvBytes.length + " and recvDispls "
+          + recvDispls.length + " entries; allowed: rankSize (" + rankSize + ") each");
+    }
+    for (int r = 0; r < rankSize; r++) {
+      if (recvBytes[r] < 0 || recvDispls[r] < 0) {
+        throw new IllegalArgumentException("recvBytes[" + r + "] = " + recvBytes[r]
+            + ", recvDispls[" + r + "] = " + recvDispls[r] + "; allowed: >= 0");
+      }
+      requireCapacity("recv", recv, recvDispls[r], recvBytes[r]);
+    }
+  }
+
+  private static long checkedBytes(long count, DType dtype) {
+    Objects.requireNonNull(dtype, "dtype");
+    if (count < 0) {
+      throw new IllegalArgumentException("count = " + count + "; allowed: >= 0");
+    }
+    return Math.multiplyExact(count, (long) dtype.byteWidth());
+  }
+
+  private static void requireCapacity(String name, ArrowBuf buf, long offset, long bytes) {
+    Objects.requireNonNull(buf, name);
+    if (Math.addExact(offset, bytes) > buf.capacity()) {
+      throw new IllegalArgumentException(name + ": needs bytes [" + offset + ", "
+          + (offset + bytes) + ") but its capacity is " + buf.capacity());
+    }
+  }
+
+  static void check(int rc, String operation, int rank) {
+    if (rc != 0) {
+      String text = NativeCore.npg_last_error().getString();
+      throw new NpuGatherException(ResultCode.fromNative(rc), operation, rank, text);
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "Communicator{rank " + rank + "/" + rankSize + ", " + backend + ", " + transport + "}";
+  }
+}

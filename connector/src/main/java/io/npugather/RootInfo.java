@@ -1,0 +1,75 @@
+package io.npugather;
+
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.Objects;
+
+/**
+ * The opaque bytes the root rank creates and every rank joins with (for {@code host}: the root's
+ * endpoint and a per-communicator secret; for {@code hccl}: HCCL's root info). Carry it to the
+ * other ranks by any out-of-band channel; treat it as a secret.
+ */
+public final class RootInfo {
+  private final String backend;
+  private final byte[] bytes;
+
+  private RootInfo(String backend, byte[] bytes) {
+    this.backend = backend;
+    this.bytes = bytes;
+  }
+
+  /** Wraps bytes received from the root rank. */
+  public static RootInfo of(String backend, byte[] bytes) {
+    Objects.requireNonNull(backend, "backend");
+    Objects.requireNonNull(bytes, "bytes");
+    if (bytes.length == 0) {
+      throw new IllegalArgumentException("RootInfo bytes: empty; allowed: the root rank's bytes");
+    }
+    return new RootInfo(backend, bytes.clone());
+  }
+
+  public String backend() {
+    return backend;
+  }
+
+  public byte[] toBytes() {
+    return bytes.clone();
+  }
+
+  /** A text form ({@code backend:base64}) for environment variables and files. */
+  public String encode() {
+    return backend + ":" + Base64.getEncoder().encodeToString(bytes);
+  }
+
+  /** Parses {@link #encode()}'s form. */
+  public static RootInfo decode(String text) {
+    int colon = text == null ? -1 : text.indexOf(':');
+    if (colon <= 0) {
+      throw new IllegalArgumentException("RootInfo text: '" + text + "'; allowed: backend:base64");
+    }
+    return of(text.substring(0, colon), Base64.getDecoder().decode(text.substring(colon + 1)));
+  }
+
+  int length() {
+    return bytes.length;
+  }
+
+  byte[] bytes() {
+    return bytes;
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    return o instanceof RootInfo r && backend.equals(r.backend) && Arrays.equals(bytes, r.bytes);
+  }
+
+  @Override
+  public int hashCode() {
+    return backend.hashCode() * 31 + Arrays.hashCode(bytes);
+  }
+
+  @Override
+  public String toString() {
+    return "RootInfo{" + backend + ", " + bytes.length + " bytes}";
+  }
+}

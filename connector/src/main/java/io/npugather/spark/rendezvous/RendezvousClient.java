@@ -1,0 +1,210 @@
+package io.npugather.spark.rendezvous;
+
+import io.npugather.spark.rendezvous.RendezvousException.Reason;
+import java.io.BufferedInputStream;
+import java.io.DataInputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.net.UnknownHostException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+
+/** Task side of the rendezvous: one call per rank and round. */
+public final class RendezvousClient {
+  /** SO_TIMEOUT of the socket: how often a blocked read checks cancellation and the deadline. */
+  static final int POLL_MS = 50;
+  /**
+   * How long past its own timeout a rank waits for the service's verdict (which names the missing
+   * ranks) before giving up on the service itself.
+   */
+  static final long GRACE_MS = 2_000;
+  /** Longest single connect attempt (attempts repeat until the deadline while they time out). */
+  private static final int CONNECT_SLICE_MS = 500;
+
+  private RendezvousClient() {}
+
+  /**
+   * Sends this rank's entry for round (stageId, stageAttempt) and blocks until all
+   * {@code ticket.rankSize()} ranks of the same round have sent theirs; returns the entries
+   * indexed by rank, identical on every rank.
+   *
+   * @param ticket the registration (from the driver's {@link RendezvousService})
+   * @param stageId the barrier stage's id
+   * @param stageAttempt the barrier stage's attempt number; a newer attempt fails older ones
+   * @param rank this rank, in [0, rankSize)
+   * @param entry this rank's entry, at most 1 MiB
+   * @param timeout how long to wait for all ranks
+   * @param cancelled polled at least every 100 ms while waiting; true ends the wait
+   * @return unmodifiable list of rankSize entries, entry r from rank r
+   * @throws RendezvousException on timeout (naming the ranks the service was still waiting for),
+   *     cancellation, a newer attempt of the stage, an unknown or rejected ticket, a duplicate
+   *     rank, an oversized entry, or a connection failure; the message names rank, round and cause
+   */
+  public static List<byte[]> exchange(RendezvousTicket ticket, int stageId, int stageAttempt, int rank,
+      byte[] entry, Duration timeout, BooleanSupplier cancelled) {
+    Objects.requireNonNull(ticket, "ticket");
+    Objects.requireNonNull(entry, "entry");
+    Objects.requireNonNull(timeout, "timeout");
+    Objects.requireNonNull(cancelled, "cancelled");
+    String where = "rank " + rank + " of " + ticket.rankSize() + " in rendezvous round (registration "
+        + ticket.registrationId() + ", stage " + stageId + ", attempt " + stageAttempt + ") with the driver at "
+        + ticket.host() + ":" + ticket.port();
+    if (rank < 0 || rank >= ticket.rankSize()) {
+      throw new RendezvousException(Reason.INVALID_ARGUMENT, where + ": rank must be in [0, "
+          + ticket.rankSize() + ")");
+    }
+    if (stageId < 0 || stageAttempt < 0) {
+      throw new RendezvousException(Reason.INVALID_ARGUMENT, where + ": stage id and attempt must be >= 0");
+    }
+    if (entry.length > Protocol.MAX_ENTRY_BYTES) {
+      throw new RendezvousException(Reason.TOO_LARGE, where + ": entry of " + entry.length
+          + " bytes exceeds the limit of " + Protocol.MAX_ENTRY_BYTES + " bytes (1 MiB)");
+    }
+    if (timeout.isNegative() || timeout.isZero()) {
+      throw new RendezvousException(Reason.INVALID_ARGUMENT, where + ": timeout must be positive, got " + timeout);
+    }
+    long timeoutMs = saturatedMillis(timeout);
+    long start = System.nanoTime();
+    long deadline = start + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+    long hardDeadline = deadline + TimeUnit.MILLISECONDS.toNanos(GRACE_MS);
+
+    Protocol.Poll poll = () -> {
+      if (cancelled.getAsBoolean() || Thread.currentThread().isInterrupted()) {
+        throw new RendezvousException(Reason.CANCELLED, where + ": cancelled while waiting for the other ranks "
+            + "(task killed or interrupted) after " + elapsedMs(start) + " ms");
+      }
+      if (System.nanoTime() - hardDeadline > 0) {
+        throw new RendezvousException(Reason.TIMEOUT, where + ": no verdict from the rendezvous service within "
+            + "the timeout of " + timeoutMs + " ms (+" + GRACE_MS + " ms grace); the driver may be unreachable "
+            + "or overloaded");
+      }
+    };
+
+    InetSocketAddress address;
+    try {
+      address = new InetSocketAddress(InetAddress.getByName(ticket.host()), ticket.port());
+    } catch (UnknownHostException e) {
+      throw new RendezvousException(Reason.CONNECTION, where + ": cannot resolve the driver host "
+          + ticket.host(), e);
+    }
+
+    Socket socket = null;
+    try {
+      socket = connect(address, poll, hardDeadline, where);
+      socket.setTcpNoDelay(true);
+      socket.setKeepAlive(true);
+      socket.setSoTimeout(POLL_MS);
+      DataInputStream in = new DataInputStream(new BufferedInputStream(
+          new Protocol.PollingInputStream(socket.getInputStream(), poll), 8192));
+      OutputStream out = socket.getOutputStream();
+
+      if (in.readInt() != Protocol.HELLO_MAGIC) {
+        throw new RendezvousException(Reason.CONNECTION, where + ": the peer is not a rendezvous service "
+            + "(bad greeting)");
+      }
+      int version = in.readInt();
+      if (version != Protocol.VERSION) {
+        throw new RendezvousException(Reason.CONNECTION, where + ": the service speaks protocol version "
+            + version + ", this client " + Protocol.VERSION);
+      }
+      byte[] nonce = new byte[Protocol.NONCE_BYTES];
+      in.readFully(nonce);
+
+      long remainingMs = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+      byte[] header = Protocol.requestHeader(ticket.registrationId(), stageId, stageAttempt, rank, remainingMs,
+          entry.length);
+      byte[] mac = Protocol.mac(ticket.secret(), nonce, header);
+      ByteBuffer request = ByteBuffer.allocate(header.length + mac.length + entry.length);
+      request.put(header).put(mac).put(entry);
+      out.write(request.array());
+      out.flush();
+
+      int status = in.readUnsignedByte();
+      if (status != Protocol.STATUS_OK) {
+        int length = in.readInt();
+        if (length < 0 || length > Protocol.MAX_MESSAGE_BYTES) {
+          throw new RendezvousException(Reason.CONNECTION, where + ": malformed error reply (" + length + " bytes)");
+        }
+        byte[] text = new byte[length];
+        in.readFully(text);
+        throw new RendezvousException(Reason.fromCode(status), where + ": "
+            + new String(text, StandardCharsets.UTF_8));
+      }
+      int count = in.readInt();
+      if (count != ticket.rankSize()) {
+        throw new RendezvousException(Reason.CONNECTION, where + ": malformed reply (" + count + " entries, "
+            + "expected " + ticket.rankSize() + ")");
+      }
+      byte[][] table = new byte[count][];
+      long total = 0;
+      for (int r = 0; r < count; r++) {
+        int length = in.readInt();
+        total += Math.max(0, length);
+        if (length < 0 || length > Protocol.MAX_ENTRY_BYTES || total > Protocol.MAX_TABLE_BYTES) {
+          throw new RendezvousException(Reason.CONNECTION, where + ": malformed reply (entry " + r + " has "
+              + length + " bytes)");
+        }
+        table[r] = new byte[length];
+        in.readFully(table[r]);
+      }
+      return Collections.unmodifiableList(Arrays.asList(table));
+    } catch (EOFException e) {
+      throw new RendezvousException(Reason.CONNECTION, where + ": the rendezvous service closed the connection "
+          + "without a verdict", e);
+    } catch (IOException e) {
+      throw new RendezvousException(Reason.CONNECTION, where + ": connection to the rendezvous service failed: "
+          + e, e);
+    } finally {
+      if (socket != null) {
+        try {
+          socket.close();
+        } catch (IOException e) {
+          // ignore
+        }
+      }
+    }
+  }
+
+  private static Socket connect(InetSocketAddress address, Protocol.Poll poll, long hardDeadline, String where)
+      throws IOException {
+    while (true) {
+      poll.check();
+      long leftMs = Math.max(1, TimeUnit.NANOSECONDS.toMillis(hardDeadline - System.nanoTime()));
+      Socket socket = new Socket();
+      try {
+        socket.connect(address, (int) Math.min(leftMs, CONNECT_SLICE_MS));
+        return socket;
+      } catch (SocketTimeoutException e) {
+        socket.close(); // try again (checks cancellation and the deadline first)
+      } catch (IOException e) {
+        socket.close();
+        throw new RendezvousException(Reason.CONNECTION, where + ": cannot connect to the rendezvous service: "
+            + e, e);
+      }
+    }
+  }
+
+  private static long elapsedMs(long startNanos) {
+    return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - startNanos);
+  }
+
+  private static long saturatedMillis(Duration d) {
+    try {
+      return Math.min(d.toMillis(), TimeUnit.DAYS.toMillis(30));
+    } catch (ArithmeticException e) {
+      return TimeUnit.DAYS.toMillis(30);
+    }
+  }
+}

@@ -1,0 +1,21 @@
+/**
+ * The metadata rendezvous of a barrier stage: before moving data, every rank contributes one small
+ * entry (root info, host and device identity, partition metadata) and every rank receives all
+ * entries, indexed by rank and identical everywhere.
+ *
+ * <p>The driver runs one {@link io.npugather.spark.rendezvous.RendezvousService} per SparkContext
+ * (a TCP server on the driver host, ephemeral port). The driver registers each execution of a
+ * barrier stage ({@link io.npugather.spark.rendezvous.RendezvousService#register}) and ships the
+ * resulting {@link io.npugather.spark.rendezvous.RendezvousTicket} in the task closure; each task
+ * calls {@link io.npugather.spark.rendezvous.RendezvousClient#exchange} once per round. The reply
+ * leaves the driver the moment the last rank's entry arrives, unlike
+ * {@code BarrierTaskContext.allGather}, whose wait loop works in whole seconds.
+ *
+ * <p>Guarantees: connections authenticate with an HMAC-SHA256 of a server nonce under the
+ * registration's random secret; every frame is length-checked (entries at most 1 MiB, a table at
+ * most 64 MiB); a bad or stalled connection is dropped without affecting any round; a round is
+ * keyed by (registration, stage id, stage attempt), a newer attempt of a stage fails the older
+ * one, a rank may send once per round, and a round fails (naming the missing ranks) when not all
+ * ranks arrive within the timeout or when a waiting rank disconnects.
+ */
+package io.npugather.spark.rendezvous;

@@ -1,0 +1,267 @@
+package io.npugather;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.npugather.CommunicatorOptions.HostTransport;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/** The communicator's collectives, transports and failure behaviour, ranks as threads. */
+class CommunicatorTest {
+  private static final Duration TIMEOUT = Duration.ofSeconds(20);
+
+  private BufferAllocator allocator;
+
+  @BeforeEach
+  void openAllocator() {
+    allocator = new RootAllocator();
+  }
+
+  @AfterEach
+  void closeAllocatorWithNothingOutstanding() {
+    allocator.close();
+  }
+
+  private static CommunicatorOptions options(HostTransport transport) {
+    return CommunicatorOptions.defaults().withTimeout(TIMEOUT).withHostTransport(transport);
+  }
+
+  /** Rank r sends sizes[r] bytes; blocks are laid out with a gap before each. */
+  private List<String> gatherRagged(int rankSize, HostTransport transport, long[] sizes,
+      boolean inPlace, long seed) throws Exception {
+    long[] displs = new long[rankSize];
+    long end = 0;
+    for (int r = 0; r < rankSize; r++) {
+      displs[r] = end + 3;
+      end = displs[r] + sizes[r];
+    }
+    long total = end;
+    return Ranks.values(Ranks.run(Ranks.hostParam(rankSize), options(transport), (rank, comm) -> {
+      byte[] mine = TestData.bytes(seed, rank, (int) sizes[rank]);
+      try (ArrowBuf send = allocator.buffer(Math.max(1, sizes[rank]));
+          ArrowBuf recv = allocator.buffer(Math.max(1, total))) {
+        recv.setZero(0, recv.capacity());
+        if (inPlace) {
+          TestData.fill(recv, displs[rank], mine);
+          comm.allGatherVInPlace(recv, sizes, displs);
+        } else {
+          TestData.fill(send, 0, mine);
+          comm.allGatherV(send, recv, sizes, displs);
+        }
+        for (int r = 0; r < rankSize; r++) {
+          long at = TestData.firstMismatch(recv, displs[r], TestData.bytes(seed, r, (int) sizes[r]));
+          assertEquals(-1, at, "rank " + rank + ": block of rank " + r + " differs at " + at);
+          for (long gap = displs[r] - 3; gap < displs[r]; gap++) {
+            assertEquals(0, recv.getByte(gap), "rank " + rank + ": gap byte " + gap + " written");
+          }
+        }
+        return comm.transport();
+      }
+    }));
+  }
+
+  @ParameterizedTest(name = "{0} ranks over {1}, in place {2}")
+  @CsvSource({
+      "2, AUTO, false", "3, AUTO, true", "4, AUTO, false", "8, AUTO, true",
+      "2, TCP, false", "3, TCP, true", "4, TCP, false",
+      "2, STAGING, false", "3, STAGING, true"})
+  void raggedBlocksIncludingEmptyOnesLandAtTheirDisplacements(
+      int rankSize, HostTransport transport, boolean inPlace) throws Exception {
+    long[] sizes = new long[rankSize];
+    for (int r = 0; r < rankSize; r++) {
+      sizes[r] = r == 1 ? 0 : 1000L * (r + 1) * (r + 1) + r;
+    }
+    List<String> transports = gatherRagged(rankSize, transport, sizes, inPlace, 42 + rankSize);
+    String expected = switch (transport) {
+      case AUTO -> "threads";
+      case TCP -> "tcp";
+      case STAGING -> "staging";
+    };
+    for (String used : transports) {
+      assertEquals(expected, used);
+    }
+  }
+
+  @ParameterizedTest(name = "{0} ranks over {1}")
+  @CsvSource({"2, TCP", "3, TCP", "2, STAGING", "3, AUTO"})
+  void largeSkewedBlocksArriveIntact(int rankSize, HostTransport transport) throws Exception {
+    long[] sizes = new long[rankSize];
+    sizes[0] = 12L << 20;
+    for (int r = 1; r < rankSize; r++) {
+      sizes[r] = (5L << 20) + 12345 * r;
+    }
+    gatherRagged(rankSize, transport, sizes, false, 7);
+  }
+
+  @Test
+  void oneRankGathersItself() throws Exception {
+    List<String> transports = gatherRagged(1, HostTransport.AUTO, new long[] {4096}, false, 1);
+    assertEquals(List.of("self"), transports);
+  }
+
+  @Test
+  void equalSizedAllGatherInPlaceKeepsOwnSlot() throws Exception {
+    int rankSize = 3;
+    int bytes = 4 * 1000;
+    Ranks.values(Ranks.run(Ranks.hostParam(rankSize), options(HostTransport.AUTO), (rank, comm) -> {
+      try (ArrowBuf recv = allocator.buffer((long) bytes * rankSize)) {
+        TestData.fill(recv, (long) rank * bytes, TestData.bytes(5, rank, bytes));
+        comm.allGatherInPlace(recv, bytes / 4, DType.FLOAT32);
+        for (int r = 0; r < rankSize; r++) {
+          assertEquals(-1, TestData.firstMismatch(recv, (long) r * bytes, TestData.bytes(5, r, bytes)));
+        }
+        return null;
+      }
+    }));
+  }
+
+  @Test
+  void ranksDisagreeingOnCountsAllGetInvalidUsage() throws Exception {
+    var outcomes = Ranks.run(Ranks.hostParam(2), options(HostTransport.AUTO), (rank, comm) -> {
+      long[] sizes = rank == 0 ? new long[] {8, 8} : new long[] {8, 16};
+      try (ArrowBuf send = allocator.buffer(16); ArrowBuf recv = allocator.buffer(32)) {
+        comm.allGatherV(send, recv, sizes, new long[] {0, 8});
+        return "no error";
+      }
+    });
+    for (var outcome : outcomes) {
+      NpuGatherException e = assertInstanceOf(NpuGatherException.class, outcome.error(),
+          "rank " + outcome.rank() + " returned " + outcome.value());
+      assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
+    }
+  }
+
+  @Test
+  void recvTooSmallIsRejectedBeforeAnyCommunication() throws Exception {
+    Ranks.values(Ranks.run(Ranks.hostParam(1), options(HostTransport.AUTO), (rank, comm) -> {
+      try (ArrowBuf send = allocator.buffer(64); ArrowBuf recv = allocator.buffer(32)) {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+            () -> comm.allGather(send, recv, 64, DType.INT8));
+        assertTrue(e.getMessage().startsWith("recv"), e.getMessage());
+      }
+      return null;
+    }));
+  }
+
+  @Test
+  void aRankThatNeverArrivesTimesOutTheOthers() throws Exception {
+    Duration timeout = Duration.ofSeconds(2);
+    CommunicatorOptions options = CommunicatorOptions.defaults().withTimeout(timeout);
+    AllGatherParam.Builder param = Ranks.hostParam(3);
+    RootInfo rootInfo = Communicator.createRootInfo("host", options);
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      long start = System.nanoTime();
+      List<Future<Throwable>> results = new ArrayList<>();
+      for (int rank = 0; rank < 2; rank++) {
+        AllGatherParam p = param.rank(rank).build();
+        results.add(pool.submit(() -> {
+          try (Communicator c = Communicator.create(p, rootInfo, options)) {
+            return null;
+          } catch (Throwable t) {
+            return t;
+          }
+        }));
+      }
+      for (Future<Throwable> result : results) {
+        Throwable error = result.get(30, TimeUnit.SECONDS);
+        NpuGatherException e = assertInstanceOf(NpuGatherException.class, error);
+        assertTrue(e.code() == ResultCode.TIMEOUT || e.code() == ResultCode.REMOTE_ERROR,
+            e.getMessage());
+      }
+      long elapsedMs = (System.nanoTime() - start) / 1_000_000;
+      assertTrue(elapsedMs < 2 * timeout.toMillis() + 1000, "took " + elapsedMs + " ms");
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
+  void abortFromAnotherThreadEndsABlockedAllGatherPromptly() throws Exception {
+    // Rank 1 joins but never calls the collective, so rank 0 blocks until aborted.
+    CountDownLatch joined = new CountDownLatch(2);
+    CountDownLatch finished = new CountDownLatch(1);
+    var outcomes = Ranks.run(Ranks.hostParam(2), options(HostTransport.AUTO), (rank, comm) -> {
+      joined.countDown();
+      if (rank == 1) {
+        finished.await(60, TimeUnit.SECONDS);
+        return "idle";
+      }
+      joined.await();
+      Thread aborter = new Thread(() -> {
+        sleepQuietly(300);
+        comm.abort();
+      });
+      aborter.start();
+      long start = System.nanoTime();
+      try (ArrowBuf send = allocator.buffer(64); ArrowBuf recv = allocator.buffer(128)) {
+        NpuGatherException e = assertThrows(NpuGatherException.class,
+            () -> comm.allGather(send, recv, 64, DType.INT8));
+        long ms = (System.nanoTime() - start) / 1_000_000;
+        assertEquals(ResultCode.ABORTED, e.code(), e.getMessage());
+        assertTrue(ms < 2000, "abort took " + ms + " ms");
+        return "aborted after " + ms + " ms";
+      } finally {
+        aborter.join();
+        finished.countDown();
+      }
+    });
+    assertTrue(outcomes.get(0).get().startsWith("aborted"));
+    assertEquals("idle", outcomes.get(1).get());
+  }
+
+  @Test
+  void closingTwiceIsAnError() throws Exception {
+    RootInfo rootInfo = Communicator.createRootInfo("host", CommunicatorOptions.defaults());
+    Communicator comm = Communicator.create(
+        Ranks.hostParam(1).build(), rootInfo, CommunicatorOptions.defaults());
+    comm.close();
+    assertThrows(IllegalStateException.class, comm::close);
+    try (ArrowBuf buf = allocator.buffer(8)) {
+      assertThrows(IllegalStateException.class, () -> comm.allGatherInPlace(buf, 8, DType.INT8));
+    }
+  }
+
+  @Test
+  void rootInfoOfAnotherBackendIsRejected() {
+    RootInfo rootInfo = RootInfo.of("hccl", new byte[] {1, 2, 3});
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Communicator.create(Ranks.hostParam(1).build(), rootInfo,
+            CommunicatorOptions.defaults()));
+    assertTrue(e.getMessage().contains("hccl"), e.getMessage());
+  }
+
+  @Test
+  void garbageRootInfoIsANativeInvalidArgument() {
+    RootInfo rootInfo = RootInfo.of("host", new byte[] {1, 2, 3});
+    NpuGatherException e = assertThrows(NpuGatherException.class,
+        () -> Communicator.create(Ranks.hostParam(1).build(), rootInfo,
+            CommunicatorOptions.defaults()));
+    assertEquals(ResultCode.INVALID_ARGUMENT, e.code(), e.getMessage());
+  }
+
+  private static void sleepQuietly(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+  }
+}

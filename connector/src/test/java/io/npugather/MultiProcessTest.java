@@ -1,0 +1,152 @@
+package io.npugather;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/** Ranks as separate JVM processes: cross-memory attach, staging and TCP between processes. */
+class MultiProcessTest {
+  private static final long TIMEOUT_MS = 20_000;
+
+  @TempDir Path folder;
+
+  private static final class Rank {
+    final Process process;
+    final List<String> lines = new ArrayList<>();
+    final Thread reader;
+
+    Rank(Process process) {
+      this.process = process;
+      this.reader = new Thread(() -> {
+        try (BufferedReader in = new BufferedReader(
+            new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
+          for (String line = in.readLine(); line != null; line = in.readLine()) {
+            synchronized (lines) {
+              lines.add(line);
+              lines.notifyAll();
+            }
+          }
+        } catch (IOException ignored) {
+          // The process ended.
+        }
+      });
+      reader.start();
+    }
+
+    boolean awaitLine(String prefix, long ms) throws InterruptedException {
+      long deadline = System.currentTimeMillis() + ms;
+      synchronized (lines) {
+        while (lines.stream().noneMatch(l -> l.startsWith(prefix))) {
+          long left = deadline - System.currentTimeMillis();
+          if (left <= 0) {
+            return false;
+          }
+          lines.wait(left);
+        }
+        return true;
+      }
+    }
+
+    String output() {
+      synchronized (lines) {
+        return String.join("\n", lines);
+      }
+    }
+  }
+
+  private Rank launch(int rank, int rankSize, String domain, String transport, int bytes,
+      long timeoutMs, String mode) throws IOException {
+    List<String> command = new ArrayList<>();
+    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    command.addAll(Arrays.asList(System.getProperty("npugather.test.jvmOpens", "").split(" ")));
+    command.removeIf(String::isEmpty);
+    command.addAll(List.of("-Xmx256m", "-cp", System.getProperty("java.class.path"),
+        RankProcess.class.getName(), folder.toString(), Integer.toString(rank),
+        Integer.toString(rankSize), domain, transport, Integer.toString(bytes), "99",
+        Long.toString(timeoutMs), mode));
+    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+    return new Rank(builder.start());
+  }
+
+  /** Yama's ptrace_scope >= 1 forbids cross-memory attach; the core then falls back to staging. */
+  private static boolean cmaAllowedByKernel() throws IOException {
+    Path scope = Path.of("/proc/sys/kernel/yama/ptrace_scope");
+    return !Files.exists(scope) || Files.readString(scope).strip().equals("0");
+  }
+
+  private static String uniqueDomain() {
+    return "mp-" + UUID.randomUUID().toString().substring(0, 8);
+  }
+
+  private static List<Path> shmObjectsOf(String domain) throws IOException {
+    try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
+      return files.filter(p -> p.getFileName().toString().contains(domain)).toList();
+    }
+  }
+
+  @ParameterizedTest(name = "{0} processes over {1}")
+  @CsvSource({"2, AUTO, cma", "3, AUTO, cma", "2, TCP, tcp", "3, STAGING, staging"})
+  void processesGatherEveryByteOverEachTransport(int rankSize, String transport, String used)
+      throws Exception {
+    String domain = uniqueDomain();
+    List<Rank> ranks = new ArrayList<>();
+    try {
+      for (int r = 0; r < rankSize; r++) {
+        ranks.add(launch(r, rankSize, domain, transport, (3 << 20) + 17, TIMEOUT_MS, "gather"));
+      }
+      for (Rank rank : ranks) {
+        assertTrue(rank.process.waitFor(60, TimeUnit.SECONDS), "rank did not finish");
+        rank.reader.join();
+        assertEquals(0, rank.process.exitValue(), rank.output());
+        String expected = used.equals("cma") && !cmaAllowedByKernel() ? "staging" : used;
+        assertTrue(rank.output().contains("OK " + expected), rank.output());
+      }
+      assertEquals(List.of(), shmObjectsOf(domain));
+    } finally {
+      ranks.forEach(r -> r.process.destroyForcibly());
+    }
+  }
+
+  @Test
+  void aRankKilledMidCollectiveFailsTheOthersWithinTheTimeoutAndLeavesNoSharedMemory()
+      throws Exception {
+    long timeoutMs = 3_000;
+    String domain = uniqueDomain();
+    Rank survivor = launch(0, 2, domain, "AUTO", 1 << 20, timeoutMs, "gather");
+    Rank victim = launch(1, 2, domain, "AUTO", 1 << 20, timeoutMs, "stall");
+    try {
+      assertTrue(victim.awaitLine("READY", 60_000), victim.output());
+      assertTrue(survivor.awaitLine("READY", 60_000), survivor.output());
+      long killedAt = System.nanoTime();
+      victim.process.destroyForcibly(); // SIGKILL
+      assertTrue(survivor.process.waitFor(2 * timeoutMs + 5_000, TimeUnit.MILLISECONDS),
+          "survivor still blocked");
+      long ms = (System.nanoTime() - killedAt) / 1_000_000;
+      survivor.reader.join();
+      String out = survivor.output();
+      assertEquals(1, survivor.process.exitValue(), out);
+      assertTrue(out.contains("FAILED REMOTE_ERROR") || out.contains("FAILED TIMEOUT"), out);
+      assertTrue(ms < 2 * timeoutMs + 2_000, "survivor failed after " + ms + " ms");
+      assertEquals(List.of(), shmObjectsOf(domain));
+    } finally {
+      survivor.process.destroyForcibly();
+      victim.process.destroyForcibly();
+    }
+  }
+}

@@ -1,0 +1,311 @@
+// The exported C functions. Every entry point runs through guarded(): no C++
+// exception leaves this file, and the last error names the operation and rank.
+#include <string.h>
+
+#include <algorithm>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "communicator.h"
+#include "error.h"
+#include "npugather.h"
+
+struct npg_comm {
+  std::unique_ptr<npg::Communicator> impl;
+};
+
+namespace npg {
+namespace {
+
+constexpr size_t kMaxCommDomainChars = 128;
+
+std::string context_of(const char* op, int64_t rank, int64_t size) {
+  if (rank < 0 && size < 0) return op;
+  return std::string(op) + "(rank " + std::to_string(rank) + "/" + std::to_string(size) + ")";
+}
+
+template <typename Fn>
+npg_result_t guarded(const char* op, int64_t rank, int64_t size, Fn&& fn) noexcept {
+  npg_result_t code = NPG_INTERNAL_ERROR;
+  std::string text;
+  try {
+    fn();
+    clear_last_error();
+    return NPG_SUCCESS;
+  } catch (const Error& e) {
+    code = e.code();
+    try { text = e.what(); } catch (...) {}
+  } catch (const std::bad_alloc&) {
+    code = NPG_SYSTEM_ERROR;
+    text = "out of memory";
+  } catch (const std::exception& e) {
+    code = NPG_INTERNAL_ERROR;
+    try { text = std::string("unexpected exception: ") + e.what(); } catch (...) {}
+  } catch (...) {
+    code = NPG_INTERNAL_ERROR;
+    text = "unexpected non-standard exception";
+  }
+  try {
+    set_last_error(context_of(op, rank, size) + ": " + text);
+  } catch (...) {
+    set_last_error(op);
+  }
+  return code;
+}
+
+void check_arg(bool ok, const std::string& text) {
+  if (!ok) throw_error(NPG_INVALID_ARGUMENT, text);
+}
+
+Communicator& comm_of(npg_comm_t comm) {
+  if (comm == nullptr || !comm->impl) throw_error(NPG_INVALID_ARGUMENT, "comm is NULL");
+  return *comm->impl;
+}
+
+int64_t rank_of(npg_comm_t comm) { return comm && comm->impl ? comm->impl->rank() : -1; }
+int64_t size_of(npg_comm_t comm) { return comm && comm->impl ? comm->impl->size() : -1; }
+
+size_t checked_width(npg_dtype_t dtype) {
+  size_t width = npg_dtype_size(dtype);
+  check_arg(width != 0, "dtype " + std::to_string(static_cast<int>(dtype)) +
+                            " is not a known dtype; allowed values: 0 (int8), 1 (int16), 2 (int32), "
+                            "3 (float16), 4 (float32), 5 (int64), 7 (uint8), 11 (bfloat16)");
+  return width;
+}
+
+uint64_t to_bytes(uint64_t elements, size_t width, const std::string& name) {
+  check_arg(elements <= UINT64_MAX / width,
+            name + " = " + std::to_string(elements) + " elements overflows 64-bit byte sizes");
+  return elements * width;
+}
+
+// Validates the gather layout and turns it into byte counts and displacements.
+void check_layout(const Communicator& c, const void* send, uint64_t send_count, void* recv,
+                  const uint64_t* counts, const uint64_t* displs, size_t width,
+                  std::vector<uint64_t>* counts_bytes, std::vector<uint64_t>* displs_bytes) {
+  const int32_t n = c.size();
+  const int32_t me = c.rank();
+  counts_bytes->resize(n);
+  displs_bytes->resize(n);
+  uint64_t total = 0;
+  for (int32_t r = 0; r < n; ++r) {
+    std::string idx = "[" + std::to_string(r) + "]";
+    (*counts_bytes)[r] = to_bytes(counts[r], width, "recv_counts" + idx);
+    (*displs_bytes)[r] = to_bytes(displs[r], width, "recv_displs" + idx);
+    check_arg((*displs_bytes)[r] <= UINT64_MAX - (*counts_bytes)[r],
+              "recv_displs" + idx + " + recv_counts" + idx + " overflows 64-bit byte offsets");
+    if ((*counts_bytes)[r] > 0) {
+      check_arg(UINT64_MAX - total >= (*counts_bytes)[r], "sum of recv_counts overflows 64-bit byte sizes");
+      total += (*counts_bytes)[r];
+    }
+  }
+  check_arg(send_count == counts[me], "send_count " + std::to_string(send_count) + " must equal recv_counts[" +
+                                          std::to_string(me) + "] = " + std::to_string(counts[me]));
+  check_arg(send != nullptr || send_count == 0, "send is NULL but send_count is " + std::to_string(send_count));
+  check_arg(recv != nullptr || total == 0, "recv is NULL but the receive counts sum to " + std::to_string(total) +
+                                               " bytes");
+  check_arg(reinterpret_cast<uintptr_t>(recv) <= UINTPTR_MAX - total || total == 0,
+            "recv + receive size overflows the address space");
+  // Receive regions of different ranks must not overlap (empty blocks are exempt).
+  std::vector<int32_t> order;
+  for (int32_t r = 0; r < n; ++r)
+    if ((*counts_bytes)[r] > 0) order.push_back(r);
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return (*displs_bytes)[a] < (*displs_bytes)[b]; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    int32_t a = order[i - 1];
+    int32_t b = order[i];
+    check_arg((*displs_bytes)[a] + (*counts_bytes)[a] <= (*displs_bytes)[b],
+              "recv_displs[" + std::to_string(b) + "] = " + std::to_string(displs[b]) +
+                  " makes rank " + std::to_string(b) + "'s block overlap rank " + std::to_string(a) +
+                  "'s block [" + std::to_string(displs[a]) + ", " + std::to_string(displs[a] + counts[a]) + ")");
+  }
+  // send may alias recv only as the exact in-place position of this rank's block.
+  if (send_count > 0 && recv != nullptr) {
+    auto s = reinterpret_cast<uintptr_t>(send);
+    auto rb = reinterpret_cast<uintptr_t>(recv);
+    uint64_t own = (*displs_bytes)[me];
+    uint64_t sbytes = (*counts_bytes)[me];
+    bool in_place = s == rb + own;
+    for (int32_t r = 0; r < n && !in_place; ++r) {
+      uint64_t lo = rb + (*displs_bytes)[r];
+      uint64_t hi = lo + (*counts_bytes)[r];
+      if ((*counts_bytes)[r] == 0) continue;
+      if (s < hi && s + sbytes > lo) {
+        throw_error(NPG_INVALID_USAGE, "send overlaps rank " + std::to_string(r) +
+                                           "'s receive block; in place requires send == recv + recv_displs[" +
+                                           std::to_string(me) + "] * width");
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace npg
+
+using npg::check_arg;
+using npg::guarded;
+
+extern "C" {
+
+npg_result_t npg_get_root_info(const char* backend, const char* bind_address, void* root_info,
+                               size_t capacity, size_t* root_info_size) {
+  return guarded("npg_get_root_info", -1, -1, [&] {
+    check_arg(root_info != nullptr, "root_info is NULL");
+    check_arg(root_info_size != nullptr, "root_info_size is NULL");
+    check_arg(capacity > 0 && capacity <= NPG_ROOT_INFO_MAX_BYTES,
+              "capacity " + std::to_string(capacity) + " is out of range [1, " +
+                  std::to_string(NPG_ROOT_INFO_MAX_BYTES) + "]");
+    *root_info_size = 0;
+    const npg::Backend& b = npg::find_backend(backend);
+    *root_info_size = b.get_root_info(bind_address, root_info, capacity);
+  });
+}
+
+npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size, int32_t rank_root,
+                           const char* comm_domain, int32_t comm_mode, int32_t device_id,
+                           const char* rank_table_file, int64_t timeout_ms, uint32_t flags,
+                           const void* root_info, size_t root_info_size, npg_comm_t* comm) {
+  return guarded("npg_comm_init", rank, rank_size, [&] {
+    check_arg(comm != nullptr, "comm is NULL");
+    *comm = nullptr;
+    check_arg(rank_size >= 1, "rank_size " + std::to_string(rank_size) + " is out of range [1, 2147483647]");
+    check_arg(rank >= 0 && rank < rank_size,
+              "rank " + std::to_string(rank) + " is out of range [0, " + std::to_string(rank_size - 1) + "]");
+    check_arg(rank_root >= 0 && rank_root < rank_size, "rank_root " + std::to_string(rank_root) +
+                                                          " is out of range [0, " +
+                                                          std::to_string(rank_size - 1) + "]");
+    size_t domain_len = comm_domain ? strnlen(comm_domain, npg::kMaxCommDomainChars + 1) : 0;
+    check_arg(domain_len <= npg::kMaxCommDomainChars,
+              "comm_domain is longer than " + std::to_string(npg::kMaxCommDomainChars) + " characters");
+    check_arg(comm_mode == NPG_COMM_MULTI_PROCESS || comm_mode == NPG_COMM_MULTI_THREAD,
+              "comm_mode " + std::to_string(comm_mode) + " is not one of 0 (multi-process), 1 (multi-thread)");
+    check_arg(timeout_ms > 0, "timeout_ms " + std::to_string(timeout_ms) + " is out of range [1, 2^63-1]");
+    const uint32_t known_flags = NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_STAGING;
+    check_arg((flags & ~known_flags) == 0, "flags " + std::to_string(flags) +
+                                               " has unknown bits; allowed: NPG_FLAG_FORCE_TCP (0x1), "
+                                               "NPG_FLAG_FORCE_STAGING (0x2)");
+    check_arg(root_info != nullptr || rank_table_file != nullptr, "root_info is NULL");
+    const npg::Backend& b = npg::find_backend(backend);
+    npg::CommConfig config;
+    config.rank = rank;
+    config.rank_size = rank_size;
+    config.rank_root = rank_root;
+    config.comm_domain = comm_domain ? std::string(comm_domain, domain_len) : std::string();
+    config.comm_mode = comm_mode;
+    config.device_id = device_id;
+    config.rank_table_file = rank_table_file ? rank_table_file : "";
+    config.timeout_ms = timeout_ms;
+    config.flags = flags;
+    config.root_info = root_info;
+    config.root_info_size = root_info_size;
+    auto handle = std::make_unique<npg_comm>();
+    handle->impl = b.create_communicator(config);
+    *comm = handle.release();
+  });
+}
+
+npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint64_t count,
+                            npg_dtype_t dtype) {
+  return guarded("npg_all_gather", npg::rank_of(comm), npg::size_of(comm), [&] {
+    npg::Communicator& c = npg::comm_of(comm);
+    size_t width = npg::checked_width(dtype);
+    std::vector<uint64_t> counts(c.size(), count);
+    std::vector<uint64_t> displs(c.size());
+    for (int32_t r = 0; r < c.size(); ++r) {
+      check_arg(r == 0 || count <= UINT64_MAX / static_cast<uint64_t>(r),
+                "count " + std::to_string(count) + " times rank_size overflows 64-bit sizes");
+      displs[r] = count * static_cast<uint64_t>(r);
+    }
+    std::vector<uint64_t> counts_bytes, displs_bytes;
+    npg::check_layout(c, send, count, recv, counts.data(), displs.data(), width, &counts_bytes, &displs_bytes);
+    c.all_gather_v(send, counts_bytes[c.rank()], recv, counts_bytes.data(), displs_bytes.data());
+  });
+}
+
+npg_result_t npg_all_gather_v(npg_comm_t comm, const void* send, uint64_t send_count, void* recv,
+                              const uint64_t* recv_counts, const uint64_t* recv_displs,
+                              npg_dtype_t dtype) {
+  return guarded("npg_all_gather_v", npg::rank_of(comm), npg::size_of(comm), [&] {
+    npg::Communicator& c = npg::comm_of(comm);
+    check_arg(recv_counts != nullptr, "recv_counts is NULL");
+    check_arg(recv_displs != nullptr, "recv_displs is NULL");
+    size_t width = npg::checked_width(dtype);
+    std::vector<uint64_t> counts_bytes, displs_bytes;
+    npg::check_layout(c, send, send_count, recv, recv_counts, recv_displs, width, &counts_bytes, &displs_bytes);
+    c.all_gather_v(send, counts_bytes[c.rank()], recv, counts_bytes.data(), displs_bytes.data());
+  });
+}
+
+npg_result_t npg_comm_abort(npg_comm_t comm) {
+  return guarded("npg_comm_abort", npg::rank_of(comm), npg::size_of(comm),
+                 [&] { npg::comm_of(comm).abort(); });
+}
+
+npg_result_t npg_comm_destroy(npg_comm_t comm) {
+  return guarded("npg_comm_destroy", npg::rank_of(comm), npg::size_of(comm), [&] {
+    npg::comm_of(comm);
+    std::unique_ptr<npg_comm> owned(comm);
+    owned->impl->close();  // on failure owned still frees the handle
+  });
+}
+
+npg_result_t npg_comm_rank(npg_comm_t comm, int32_t* rank) {
+  return guarded("npg_comm_rank", npg::rank_of(comm), npg::size_of(comm), [&] {
+    check_arg(rank != nullptr, "rank is NULL");
+    *rank = npg::comm_of(comm).rank();
+  });
+}
+
+npg_result_t npg_comm_size(npg_comm_t comm, int32_t* rank_size) {
+  return guarded("npg_comm_size", npg::rank_of(comm), npg::size_of(comm), [&] {
+    check_arg(rank_size != nullptr, "rank_size is NULL");
+    *rank_size = npg::comm_of(comm).size();
+  });
+}
+
+// Leaves the last error alone on success so it can be called while reporting one.
+const char* npg_comm_transport(npg_comm_t comm) {
+  if (comm != nullptr && comm->impl) return comm->impl->transport();
+  npg::set_last_error("npg_comm_transport: comm is NULL");
+  return "";
+}
+
+size_t npg_dtype_size(npg_dtype_t dtype) {
+  switch (dtype) {
+    case NPG_INT8:
+    case NPG_UINT8:
+      return 1;
+    case NPG_INT16:
+    case NPG_FLOAT16:
+    case NPG_BFLOAT16:
+      return 2;
+    case NPG_INT32:
+    case NPG_FLOAT32:
+      return 4;
+    case NPG_INT64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* npg_result_name(npg_result_t result) {
+  switch (result) {
+    case NPG_SUCCESS: return "NPG_SUCCESS";
+    case NPG_INVALID_ARGUMENT: return "NPG_INVALID_ARGUMENT";
+    case NPG_INVALID_USAGE: return "NPG_INVALID_USAGE";
+    case NPG_SYSTEM_ERROR: return "NPG_SYSTEM_ERROR";
+    case NPG_REMOTE_ERROR: return "NPG_REMOTE_ERROR";
+    case NPG_TIMEOUT: return "NPG_TIMEOUT";
+    case NPG_ABORTED: return "NPG_ABORTED";
+    case NPG_INTERNAL_ERROR: return "NPG_INTERNAL_ERROR";
+  }
+  return "NPG_UNKNOWN_RESULT";
+}
+
+const char* npg_last_error(void) { return npg::last_error(); }
+
+}  // extern "C"

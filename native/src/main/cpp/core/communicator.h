@@ -1,0 +1,33 @@
+// The interface every backend implements; the C ABI sees nothing else.
+#ifndef NPUGATHER_CORE_COMMUNICATOR_H_
+#define NPUGATHER_CORE_COMMUNICATOR_H_
+
+#include <stdint.h>
+
+namespace npg {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int32_t rank() const = 0;
+  virtual int32_t size() const = 0;
+  virtual const char* transport() const = 0;
+
+  // Rank r's counts_bytes[r] bytes land at recv + displs_bytes[r] on every rank.
+  // Arguments are validated by the caller: send_bytes == counts_bytes[rank], regions
+  // of different ranks do not overlap, no sum overflows.
+  virtual void all_gather_v(const void* send, uint64_t send_bytes, void* recv,
+                            const uint64_t* counts_bytes, const uint64_t* displs_bytes) = 0;
+
+  // Thread-safe, may run concurrently with all_gather_v: blocked and later calls
+  // fail with NPG_ABORTED, peers see NPG_REMOTE_ERROR.
+  virtual void abort() noexcept = 0;
+
+  // Releases everything; tries every step and throws the first failure.
+  virtual void close() = 0;
+};
+
+}  // namespace npg
+
+#endif  // NPUGATHER_CORE_COMMUNICATOR_H_

@@ -1,0 +1,357 @@
+#include "bootstrap.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+
+#include <algorithm>
+
+#include "../core/error.h"
+#include "host_identity.h"
+#include "wire.h"
+
+namespace npg {
+namespace host {
+namespace {
+
+constexpr uint32_t kProtocolVersion = 1;
+constexpr size_t kMaxHelloBytes = 1024;
+constexpr size_t kMaxReportBytes = 4096;
+constexpr size_t kMaxGoBytes = 16;
+constexpr int64_t kHelloReadMs = 2000;  // a silent stranger may delay the rendezvous by this much
+constexpr size_t kTableEntryBytes = 4 + 2 + kMaxIdentityChars + 8 + 8 + 20;
+
+std::string rank_name(int32_t r) { return "rank " + std::to_string(r); }
+
+std::vector<uint8_t> encode_hello(const HostRootInfo& info, const RankInfo& self) {
+  ByteWriter w;
+  w.u32(kProtocolVersion);
+  w.bytes(info.id, kIdBytes);
+  w.bytes(info.secret, kSecretBytes);
+  w.i32(self.rank);
+  w.i32(self.rank_size);
+  w.i32(self.rank_root);
+  w.u32(self.flags);
+  w.u64(self.domain_hash);
+  w.i32(self.pid);
+  w.str(self.identity);
+  w.u64(self.canary_addr);
+  w.u64(self.canary_value);
+  w.endpoint(self.ring);
+  return w.data();
+}
+
+// Parses a hello; returns false (with why) when the sender did not prove the secret.
+bool decode_hello(const std::vector<uint8_t>& body, const HostRootInfo& info, RankInfo* out, std::string* why) {
+  ByteReader r(body);
+  uint32_t version = r.u32();
+  uint8_t id[kIdBytes];
+  uint8_t secret[kSecretBytes];
+  r.bytes(id, kIdBytes);
+  r.bytes(secret, kSecretBytes);
+  bool ok = constant_time_equal(id, info.id, kIdBytes) & constant_time_equal(secret, info.secret, kSecretBytes);
+  if (!ok) {
+    *why = "wrong communicator id or secret";
+    return false;
+  }
+  if (version != kProtocolVersion) {
+    *why = "protocol version " + std::to_string(version);
+    return false;
+  }
+  out->rank = r.i32();
+  out->rank_size = r.i32();
+  out->rank_root = r.i32();
+  out->flags = r.u32();
+  out->domain_hash = r.u64();
+  out->pid = r.i32();
+  out->identity = r.str(kMaxIdentityChars);
+  out->canary_addr = r.u64();
+  out->canary_value = r.u64();
+  out->ring = r.endpoint();
+  r.expect_end();
+  return true;
+}
+
+}  // namespace
+
+uint64_t domain_hash(const std::string& comm_domain) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : comm_domain) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, const RankInfo& self,
+                                  const Deadline& deadline) {
+  Bootstrap b;
+  b.info_ = info;
+  b.root_rank_ = self.rank;
+  const int32_t n = self.rank_size;
+  b.members_.resize(n);
+  b.ranks_.resize(n);
+  b.ranks_[self.rank] = self;
+  std::vector<bool> joined(n, false);
+  joined[self.rank] = true;
+  int32_t connected = 1;
+  std::vector<UniqueFd> offenders;  // authenticated but inconsistent: told about the failure too
+  npg_result_t fatal_code = NPG_SUCCESS;
+  std::string fatal;
+  auto fail = [&](const std::string& text) {
+    if (fatal.empty()) {
+      fatal_code = NPG_INVALID_USAGE;
+      fatal = text;
+    }
+  };
+  try {
+    while (connected < n) {
+      if (deadline.expired()) break;
+      UniqueFd fd;
+      try {
+        fd = accept_one(listener.get(), deadline, -1, "waiting for ranks to join");
+      } catch (const Error& e) {
+        if (e.code() != NPG_TIMEOUT) throw;
+        break;
+      }
+      RankInfo hello;
+      std::string why;
+      bool authenticated = false;
+      try {
+        auto body = recv_frame(fd.get(), FrameType::kHello, kMaxHelloBytes, deadline.earlier(kHelloReadMs), -1,
+                               "joining connection");
+        authenticated = decode_hello(body, info, &hello, &why);
+      } catch (const Error& e) {
+        why = e.what();
+      }
+      if (!authenticated) {
+        fprintf(stderr, "npugather: root rank %d dropped a bootstrap connection from %s: %s\n", self.rank,
+                peer_endpoint(fd.get()).to_string().c_str(), why.c_str());
+        continue;
+      }
+      ++connected;
+      const int32_t r = hello.rank;
+      std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(hello.pid) + ")";
+      if (hello.rank_size != n) {
+        fail(who + " passed rank_size " + std::to_string(hello.rank_size) + " but root rank " +
+             std::to_string(self.rank) + " passed " + std::to_string(n));
+      } else if (hello.pid <= 0) {
+        fail(who + " sent an invalid process id");
+      } else if (r < 0 || r >= n) {
+        fail(who + " is out of range [0, " + std::to_string(n - 1) + "]");
+      } else if (joined[r]) {
+        fail("two ranks claim rank " + std::to_string(r) + " (pids " + std::to_string(b.ranks_[r].pid) + " and " +
+             std::to_string(hello.pid) + ")");
+      } else if (hello.rank_root != self.rank_root) {
+        fail(who + " passed rank_root " + std::to_string(hello.rank_root) + " but the root passed " +
+             std::to_string(self.rank_root));
+      } else if (hello.domain_hash != self.domain_hash) {
+        fail(who + " passed a different comm_domain than the root");
+      } else if (hello.flags != self.flags) {
+        fail(who + " passed flags " + std::to_string(hello.flags) + " but the root passed flags " +
+             std::to_string(self.flags));
+      } else {
+        joined[r] = true;
+        b.ranks_[r] = hello;
+        b.members_[r] = std::move(fd);
+        continue;
+      }
+      offenders.push_back(std::move(fd));
+    }
+    if (connected < n && fatal.empty()) {
+      std::vector<int32_t> missing;
+      for (int32_t r = 0; r < n; ++r)
+        if (!joined[r]) missing.push_back(r);
+      std::string list;
+      for (size_t i = 0; i < missing.size() && i < 16; ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
+      if (missing.size() > 16) list += ", ...";
+      fatal_code = NPG_TIMEOUT;
+      fatal = "timed out after " + std::to_string(deadline.budget_ms()) + " ms waiting for rank" +
+              (missing.size() > 1 ? "s " : " ") + list + " to join at " + info.root.to_string();
+    }
+  } catch (const Error& e) {
+    fatal_code = e.code();
+    fatal = e.what();
+  }
+  if (!fatal.empty()) {
+    for (auto& fd : offenders) {
+      try {
+        send_frame(fd.get(), FrameType::kError, encode_error(fatal_code, fatal), deadline.earlier(1000), "offender");
+      } catch (const Error&) {
+      }
+    }
+    b.fail_all(fatal_code, fatal);
+    throw_error(fatal_code, fatal);
+  }
+  return b;
+}
+
+Bootstrap Bootstrap::connect_root(const HostRootInfo& info, int32_t root_rank, const Deadline& deadline) {
+  Bootstrap b;
+  b.info_ = info;
+  b.root_rank_ = root_rank;
+  b.root_ = connect_with_retry(info.root, deadline, "root rank " + std::to_string(root_rank));
+  return b;
+}
+
+void Bootstrap::send_hello(const RankInfo& self, const Deadline& deadline) {
+  send_frame(root_.get(), FrameType::kHello, encode_hello(info_, self), deadline,
+             "root rank " + std::to_string(root_rank_));
+}
+
+void Bootstrap::send_table(const RankTable& table, const Deadline& deadline) {
+  ByteWriter w;
+  w.u8(static_cast<uint8_t>(table.transport));
+  w.str(table.shm_name);
+  w.u64(table.staging_chunk);
+  w.u32(static_cast<uint32_t>(table.ranks.size()));
+  for (const RankInfo& r : table.ranks) {
+    w.i32(r.pid);
+    w.str(r.identity);
+    w.u64(r.canary_addr);
+    w.u64(r.canary_value);
+    w.endpoint(r.ring);
+  }
+  for (size_t r = 0; r < members_.size(); ++r) {
+    if (members_[r]) send_frame(members_[r].get(), FrameType::kTable, w.data(), deadline, rank_name(r));
+  }
+}
+
+RankTable Bootstrap::recv_table(int32_t rank_size, const Deadline& deadline) {
+  const std::string root = "root rank " + std::to_string(root_rank_);
+  size_t max_len = 1024 + static_cast<size_t>(rank_size) * kTableEntryBytes;
+  auto body = recv_frame(root_.get(), FrameType::kTable, max_len, deadline, -1, root);
+  ByteReader r(body);
+  RankTable table;
+  uint8_t kind = r.u8();
+  if (kind < static_cast<uint8_t>(TransportKind::kThreads) || kind > static_cast<uint8_t>(TransportKind::kTcp)) {
+    throw_error(NPG_REMOTE_ERROR, root + " sent an unknown transport " + std::to_string(kind));
+  }
+  table.transport = static_cast<TransportKind>(kind);
+  table.shm_name = r.str(255);
+  table.staging_chunk = r.u64();
+  uint32_t count = r.u32();
+  if (count != static_cast<uint32_t>(rank_size)) throw_error(NPG_REMOTE_ERROR, root + " sent a table of wrong size");
+  table.ranks.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    RankInfo& e = table.ranks[i];
+    e.rank = static_cast<int32_t>(i);
+    e.pid = r.i32();
+    e.identity = r.str(kMaxIdentityChars);
+    e.canary_addr = r.u64();
+    e.canary_value = r.u64();
+    e.ring = r.endpoint();
+  }
+  r.expect_end();
+  return table;
+}
+
+void Bootstrap::send_report(const SetupReport& report, const Deadline& deadline) noexcept {
+  try {
+    ByteWriter w;
+    w.u8(report.ok ? 1 : 0);
+    w.u8(report.cma_ok ? 1 : 0);
+    w.u32(report.code);
+    w.str(report.text.substr(0, kMaxReportBytes - 64));
+    send_frame(root_.get(), FrameType::kReport, w.data(), deadline, "root");
+  } catch (...) {
+    // The root learns about a lost rank from the closed connection.
+  }
+}
+
+std::vector<SetupReport> Bootstrap::collect_reports(const Deadline& deadline) {
+  const int32_t n = static_cast<int32_t>(members_.size());
+  std::vector<SetupReport> reports(n);
+  std::vector<bool> pending(n, false);
+  int32_t remaining = 0;
+  for (int32_t r = 0; r < n; ++r) {
+    if (members_[r]) {
+      pending[r] = true;
+      ++remaining;
+    }
+  }
+  try {
+    while (remaining > 0) {
+      std::vector<pollfd> fds;
+      std::vector<int32_t> who;
+      for (int32_t r = 0; r < n; ++r) {
+        if (pending[r]) {
+          fds.push_back({members_[r].get(), POLLIN, 0});
+          who.push_back(r);
+        }
+      }
+      int rc = poll(fds.data(), fds.size(), deadline.poll_timeout_ms());
+      if (rc < 0 && errno != EINTR) throw_system_error("poll", errno);
+      if (rc <= 0) {
+        if (deadline.expired()) {
+          std::string list;
+          for (size_t i = 0; i < who.size() && i < 16; ++i) list += (i ? ", " : "") + std::to_string(who[i]);
+          throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) +
+                                       " ms waiting for ranks " + list + " to attach to the transport");
+        }
+        continue;
+      }
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        int32_t r = who[i];
+        auto body = recv_frame(members_[r].get(), FrameType::kReport, kMaxReportBytes, deadline, -1, rank_name(r));
+        ByteReader rd(body);
+        SetupReport& rep = reports[r];
+        rep.ok = rd.u8() != 0;
+        rep.cma_ok = rd.u8() != 0;
+        rep.code = rd.u32();
+        rep.text = rd.str(kMaxReportBytes);
+        rd.expect_end();
+        if (!rep.ok) {
+          npg_result_t code = rep.code >= NPG_INVALID_ARGUMENT && rep.code <= NPG_INTERNAL_ERROR
+                                  ? static_cast<npg_result_t>(rep.code)
+                                  : NPG_REMOTE_ERROR;
+          throw_error(code, rank_name(r) + " failed to set up the transport: " + rep.text);
+        }
+        pending[r] = false;
+        --remaining;
+      }
+    }
+  } catch (const Error& e) {
+    fail_all(e.code(), e.what());
+    throw;
+  }
+  return reports;
+}
+
+void Bootstrap::send_go(TransportKind kind, const Deadline& deadline) {
+  std::vector<uint8_t> body{static_cast<uint8_t>(kind)};
+  for (size_t r = 0; r < members_.size(); ++r) {
+    if (members_[r]) send_frame(members_[r].get(), FrameType::kGo, body, deadline, rank_name(r));
+  }
+}
+
+TransportKind Bootstrap::recv_go(const Deadline& deadline) {
+  const std::string root = "root rank " + std::to_string(root_rank_);
+  auto body = recv_frame(root_.get(), FrameType::kGo, kMaxGoBytes, deadline, -1, root);
+  ByteReader r(body);
+  uint8_t kind = r.u8();
+  r.expect_end();
+  if (kind < static_cast<uint8_t>(TransportKind::kThreads) || kind > static_cast<uint8_t>(TransportKind::kTcp)) {
+    throw_error(NPG_REMOTE_ERROR, root + " sent an unknown transport " + std::to_string(kind));
+  }
+  return static_cast<TransportKind>(kind);
+}
+
+void Bootstrap::fail_all(npg_result_t code, const std::string& text) noexcept {
+  try {
+    auto body = encode_error(code, text);
+    Deadline d = Deadline::after_ms(1000);
+    for (size_t r = 0; r < members_.size(); ++r) {
+      if (!members_[r]) continue;
+      try {
+        send_frame(members_[r].get(), FrameType::kError, body, d, rank_name(r));
+      } catch (const Error&) {
+      }
+    }
+  } catch (...) {
+  }
+}
+
+}  // namespace host
+}  // namespace npg

@@ -1,0 +1,94 @@
+// Rendezvous of all ranks through the root's TCP endpoint: hello, rank table, setup
+// reports and the final go. Every frame is authenticated by the communicator secret.
+#ifndef NPUGATHER_HOST_BOOTSTRAP_H_
+#define NPUGATHER_HOST_BOOTSTRAP_H_
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "npugather.h"
+#include "root_info.h"
+#include "socket_util.h"
+
+namespace npg {
+namespace host {
+
+// What a rank tells the root about itself.
+struct RankInfo {
+  int32_t rank = 0;
+  int32_t rank_size = 0;
+  int32_t rank_root = 0;
+  uint32_t flags = 0;
+  uint64_t domain_hash = 0;
+  int32_t pid = 0;
+  std::string identity;
+  uint64_t canary_addr = 0;
+  uint64_t canary_value = 0;
+  Endpoint ring;
+};
+
+enum class TransportKind : uint8_t {
+  kThreads = 1,
+  kProcesses = 2,  // same host, separate processes: cma or staging, decided after the probe
+  kStaging = 3,
+  kCma = 4,
+  kTcp = 5,
+};
+
+struct RankTable {
+  TransportKind transport = TransportKind::kTcp;
+  std::string shm_name;
+  uint64_t staging_chunk = 0;
+  std::vector<RankInfo> ranks;  // indexed by rank
+};
+
+// A rank's result of attaching to the chosen transport.
+struct SetupReport {
+  bool ok = true;
+  bool cma_ok = false;
+  uint32_t code = NPG_SUCCESS;
+  std::string text;
+};
+
+class Bootstrap {
+ public:
+  // Root: accepts the other ranks on listener until all joined. Strangers and wrong
+  // secrets are dropped; inconsistent parameters fail init on every rank.
+  static Bootstrap accept_ranks(UniqueFd listener, const HostRootInfo& info, const RankInfo& self,
+                                const Deadline& deadline);
+  // Other ranks: connect to the root (retrying until the deadline); hello is sent separately
+  // because it carries the ring endpoint bound next to this connection.
+  static Bootstrap connect_root(const HostRootInfo& info, int32_t root_rank, const Deadline& deadline);
+
+  int root_fd() const { return root_.get(); }
+  const std::vector<RankInfo>& ranks() const { return ranks_; }
+
+  void send_hello(const RankInfo& self, const Deadline& deadline);
+  RankTable recv_table(int32_t rank_size, const Deadline& deadline);
+  void send_report(const SetupReport& report, const Deadline& deadline) noexcept;
+  TransportKind recv_go(const Deadline& deadline);
+
+  void send_table(const RankTable& table, const Deadline& deadline);
+  // Root: every other rank's report, indexed by rank; throws (after telling everyone) on failure.
+  std::vector<SetupReport> collect_reports(const Deadline& deadline);
+  void send_go(TransportKind kind, const Deadline& deadline);
+  // Root: best-effort error frame to every connected rank.
+  void fail_all(npg_result_t code, const std::string& text) noexcept;
+
+ private:
+  Bootstrap() = default;
+  HostRootInfo info_;
+  int32_t root_rank_ = 0;
+  UniqueFd root_;                    // other ranks: the connection to the root
+  std::vector<UniqueFd> members_;    // root: connection of each rank (empty for itself)
+  std::vector<RankInfo> ranks_;      // root: every rank's hello
+};
+
+uint64_t domain_hash(const std::string& comm_domain);
+
+}  // namespace host
+}  // namespace npg
+
+#endif  // NPUGATHER_HOST_BOOTSTRAP_H_

@@ -1,0 +1,276 @@
+#include "host_communicator.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/error.h"
+#include "bootstrap.h"
+#include "host_identity.h"
+#include "root_info.h"
+#include "shm_segment.h"
+#include "shm_transport.h"
+#include "tcp_ring.h"
+
+namespace npg {
+namespace host {
+namespace {
+
+// Extra wait of non-root ranks so the root's explanation of a failure arrives first.
+constexpr int64_t kRootGraceMs = 500;
+
+// A communicator of one rank only moves its own block.
+class SelfTransport final : public HostTransport {
+ public:
+  const char* name() const override { return "self"; }
+  void all_gather_v(const GatherArgs& args, const Deadline&) override {
+    if (!args.in_place()) memcpy(args.recv + args.displs[args.rank], args.send, args.send_bytes);
+  }
+  void on_abort() noexcept override {}
+  void on_failure() noexcept override {}
+  void close() override {}
+};
+
+TransportKind choose_transport(const std::vector<RankInfo>& ranks, uint32_t flags) {
+  bool same_host = true;
+  bool same_process = true;
+  for (const RankInfo& r : ranks) {
+    same_host = same_host && r.identity == ranks[0].identity;
+    same_process = same_process && r.pid == ranks[0].pid;
+  }
+  if (!same_host || (flags & NPG_FLAG_FORCE_TCP)) return TransportKind::kTcp;
+  if (flags & NPG_FLAG_FORCE_STAGING) return TransportKind::kStaging;
+  return same_process ? TransportKind::kThreads : TransportKind::kProcesses;
+}
+
+ShmTransport::Mode shm_mode(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kThreads: return ShmTransport::Mode::kThreads;
+    case TransportKind::kCma: return ShmTransport::Mode::kCma;
+    default: return ShmTransport::Mode::kStaging;
+  }
+}
+
+// This rank's part of the set-up after the table: attach, probe, connect the ring.
+struct LocalSetup {
+  ShmSegment segment;
+  std::unique_ptr<TcpRing> ring;
+  SetupReport report;
+};
+
+std::vector<int32_t> pids_of(const RankTable& table) {
+  std::vector<int32_t> pids;
+  for (const RankInfo& r : table.ranks) pids.push_back(r.pid);
+  return pids;
+}
+
+bool probe_peers(const RankTable& table, int32_t rank) {
+  for (const RankInfo& r : table.ranks) {
+    if (r.rank != rank && !cma_probe(r.pid, r.canary_addr, r.canary_value)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+HostCommunicator::HostCommunicator(int32_t rank, int32_t size, int64_t timeout_ms)
+    : rank_(rank), size_(size), timeout_ms_(timeout_ms) {
+  fill_random(&canary_, sizeof(canary_));
+}
+
+std::unique_ptr<HostCommunicator> HostCommunicator::create(const CommConfig& config) {
+  if (!config.rank_table_file.empty()) {
+    throw_error(NPG_INVALID_USAGE, "rank_table_file is only supported by backend 'hccl'; backend 'host' joins "
+                                   "through root_info");
+  }
+  const HostRootInfo info = HostRootInfo::parse(config.root_info, config.root_info_size);
+  std::unique_ptr<HostCommunicator> comm(new HostCommunicator(config.rank, config.rank_size, config.timeout_ms));
+  comm->join(config, info);
+  return comm;
+}
+
+void HostCommunicator::join(const CommConfig& config, const HostRootInfo& info) {
+  const bool is_root = config.rank == config.rank_root;
+  const Deadline deadline = Deadline::after_ms(config.timeout_ms);
+  const Deadline member_deadline =
+      Deadline::after_ms(config.timeout_ms > INT64_MAX - kRootGraceMs ? INT64_MAX : config.timeout_ms + kRootGraceMs);
+  UniqueFd root_listener;
+  if (is_root) root_listener = take_parked_listener(info);
+  if (size_ == 1) {
+    transport_.reset(new SelfTransport());
+    return;
+  }
+
+  RankInfo self;
+  self.rank = rank_;
+  self.rank_size = size_;
+  self.rank_root = config.rank_root;
+  self.flags = config.flags;
+  self.domain_hash = domain_hash(config.comm_domain);
+  self.pid = static_cast<int32_t>(getpid());
+  self.identity = host_identity();
+  self.canary_addr = reinterpret_cast<uintptr_t>(&canary_);
+  self.canary_value = canary_;
+
+  if (is_root) {
+    join_as_root(config, info, std::move(root_listener), self, deadline);
+  } else {
+    join_as_member(config, info, self, deadline, member_deadline);
+  }
+}
+
+void HostCommunicator::install(TransportKind kind, const RankTable& table, ShmSegment segment,
+                               std::unique_ptr<TcpRing> ring) {
+  if (kind == TransportKind::kTcp) {
+    transport_ = std::move(ring);
+  } else {
+    transport_.reset(new ShmTransport(std::move(segment), shm_mode(kind), rank_, size_, table.staging_chunk,
+                                      pids_of(table), abort_));
+  }
+}
+
+void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo& info, UniqueFd listener,
+                                    RankInfo self, const Deadline& deadline) {
+  Endpoint ring_bind = info.root;
+  ring_bind.port = 0;
+  UniqueFd ring_listener = listen_on(ring_bind, &self.ring);
+  Bootstrap boot = Bootstrap::accept_ranks(std::move(listener), info, self, deadline);
+  try {
+    RankTable table;
+    table.ranks = boot.ranks();
+    table.transport = choose_transport(table.ranks, config.flags);
+    ShmSegment segment;
+    if (table.transport != TransportKind::kTcp) {
+      table.staging_chunk = staging_chunk_bytes_from_env();
+      table.shm_name = shm_segment_name(getpid(), info.id_hex(8), config.comm_domain);
+      // Separate processes may fall back to staging after the probe, so their segment
+      // reserves the staging area up front; tmpfs commits its pages only when touched.
+      size_t bytes = ShmTransport::segment_bytes(size_, table.transport != TransportKind::kThreads,
+                                                 table.staging_chunk);
+      segment = ShmSegment::create(table.shm_name, bytes);  // unlinked by its destructor on any failure
+      ShmTransport::format(segment.data(), size_, table.staging_chunk);
+    }
+    boot.send_table(table, deadline);
+    bool cma_ok = table.transport == TransportKind::kProcesses && probe_peers(table, rank_);
+    std::unique_ptr<TcpRing> ring;
+    if (table.transport == TransportKind::kTcp) {
+      ring = TcpRing::connect(rank_, size_, ring_listener.get(), table.ranks[(rank_ + 1) % size_].ring, info,
+                              deadline, -1, abort_);
+    }
+    std::vector<SetupReport> reports = boot.collect_reports(deadline);
+    TransportKind kind = table.transport;
+    if (kind == TransportKind::kProcesses) {
+      for (int32_t r = 0; r < size_; ++r) cma_ok = cma_ok && (r == rank_ || reports[r].cma_ok);
+      kind = cma_ok ? TransportKind::kCma : TransportKind::kStaging;
+    }
+    // Every rank has attached: the name is no longer needed.
+    if (int err = segment.unlink()) throw_system_error("shm_unlink of " + table.shm_name, err);
+    boot.send_go(kind, deadline);
+    install(kind, table, std::move(segment), std::move(ring));
+  } catch (const Error& e) {
+    boot.fail_all(e.code(), e.what());
+    throw;
+  }
+}
+
+void HostCommunicator::join_as_member(const CommConfig& config, const HostRootInfo& info, RankInfo self,
+                                      const Deadline& deadline, const Deadline& member_deadline) {
+  Bootstrap boot = Bootstrap::connect_root(info, config.rank_root, deadline);
+  Endpoint ring_bind = local_endpoint(boot.root_fd());
+  ring_bind.port = 0;
+  UniqueFd ring_listener = listen_on(ring_bind, &self.ring);
+  boot.send_hello(self, deadline);
+  RankTable table = boot.recv_table(size_, member_deadline);
+  if (table.transport != TransportKind::kTcp && (table.staging_chunk < 64 || table.staging_chunk > (1ull << 30))) {
+    throw_error(NPG_REMOTE_ERROR, "root rank " + std::to_string(config.rank_root) + " sent a bad staging size");
+  }
+  SetupReport report;
+  ShmSegment segment;
+  std::unique_ptr<TcpRing> ring;
+  bool interrupted = false;
+  try {
+    if (table.transport != TransportKind::kTcp) {
+      size_t bytes = ShmTransport::segment_bytes(size_, table.transport != TransportKind::kThreads,
+                                                 table.staging_chunk);
+      segment = ShmSegment::open(table.shm_name, bytes);
+      ShmTransport::check_format(segment.data(), size_, table.staging_chunk);
+    }
+    report.cma_ok = table.transport == TransportKind::kProcesses && probe_peers(table, rank_);
+    if (table.transport == TransportKind::kTcp) {
+      // The root's connection doubles as a cancel signal: it only speaks on failure here.
+      ring = TcpRing::connect(rank_, size_, ring_listener.get(), table.ranks[(rank_ + 1) % size_].ring, info,
+                              deadline, boot.root_fd(), abort_);
+      interrupted = ring == nullptr;
+    }
+  } catch (const Error& e) {
+    report.ok = false;
+    report.code = e.code();
+    report.text = e.what();
+  }
+  if (!interrupted) boot.send_report(report, deadline);
+  TransportKind kind = boot.recv_go(member_deadline);
+  if (!report.ok) throw_error(static_cast<npg_result_t>(report.code), report.text);
+  if (interrupted) throw_error(NPG_REMOTE_ERROR, "root rank interrupted the ring set-up without an error");
+  install(kind, table, std::move(segment), std::move(ring));
+}
+
+void HostCommunicator::all_gather_v(const void* send, uint64_t send_bytes, void* recv,
+                                    const uint64_t* counts_bytes, const uint64_t* displs_bytes) {
+  if (abort_.triggered()) throw_aborted();
+  if (!broken_.empty()) {
+    throw_error(NPG_INVALID_USAGE, "communicator is unusable after an earlier failure (" + broken_ +
+                                       "); destroy it and create a new one");
+  }
+  GatherArgs args;
+  args.send = static_cast<const uint8_t*>(send);
+  args.send_bytes = send_bytes;
+  args.recv = static_cast<uint8_t*>(recv);
+  args.counts = counts_bytes;
+  args.displs = displs_bytes;
+  args.seq = ++seq_;
+  args.digest = layout_digest(size_, counts_bytes, displs_bytes);
+  args.rank = rank_;
+  const Deadline deadline = Deadline::after_ms(timeout_ms_);
+  try {
+    transport_->all_gather_v(args, deadline);
+  } catch (const Error& e) {
+    if (abort_.triggered()) throw_aborted();
+    if (e.code() == NPG_INVALID_USAGE) throw;  // all ranks agreed on the verdict; still usable
+    broken_ = e.what();
+    // A timed-out rank stays silent: its peers time out on their own and name the real laggard.
+    if (e.code() != NPG_TIMEOUT) transport_->on_failure();
+    throw;
+  } catch (...) {
+    broken_ = "unexpected failure";
+    transport_->on_failure();
+    throw;
+  }
+}
+
+void HostCommunicator::abort() noexcept {
+  abort_.trigger();
+  if (transport_) transport_->on_abort();
+}
+
+void HostCommunicator::close() {
+  std::string first;
+  npg_result_t code = NPG_SUCCESS;
+  if (transport_) {
+    try {
+      transport_->close();
+    } catch (const Error& e) {
+      code = e.code();
+      first = e.what();
+    }
+    transport_.reset();
+  }
+  int err = abort_.close();
+  if (err != 0 && first.empty()) {
+    code = NPG_SYSTEM_ERROR;
+    first = "closing the abort eventfd: " + errno_text(err);
+  }
+  if (!first.empty()) throw_error(code, first);
+}
+
+}  // namespace host
+}  // namespace npg

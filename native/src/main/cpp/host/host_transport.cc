@@ -1,0 +1,59 @@
+#include "host_transport.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "../core/error.h"
+
+namespace npg {
+namespace host {
+
+bool GatherArgs::in_place() const { return send_bytes == 0 || send == recv + displs[rank]; }
+
+uint64_t GatherArgs::total_bytes(int32_t size) const {
+  uint64_t total = 0;
+  for (int32_t r = 0; r < size; ++r) total += counts[r];
+  return total;
+}
+
+uint64_t layout_digest(int32_t size, const uint64_t* counts, const uint64_t* displs) {
+  // FNV-1a over the 64-bit words, finished with a splitmix64 mix.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(static_cast<uint64_t>(size));
+  for (int32_t r = 0; r < size; ++r) {
+    mix(counts[r]);
+    mix(displs[r]);
+  }
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h;
+}
+
+AbortSignal::AbortSignal() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (!fd_) throw_system_error("eventfd", errno);
+}
+
+void AbortSignal::trigger() noexcept {
+  flag_.store(true, std::memory_order_release);
+  uint64_t one = 1;
+  if (fd_) {
+    ssize_t n = write(fd_.get(), &one, sizeof(one));
+    (void)n;  // EAGAIN means it is already readable
+  }
+}
+
+void throw_aborted() { throw_error(NPG_ABORTED, "communicator was aborted by npg_comm_abort"); }
+
+}  // namespace host
+}  // namespace npg

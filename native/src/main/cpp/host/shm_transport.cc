@@ -1,0 +1,409 @@
+#include "shm_transport.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <new>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include "../core/error.h"
+
+namespace npg {
+namespace host {
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
+
+namespace {
+
+constexpr uint64_t kSegmentMagic = 0x31474d48534750ull;  // "PGSHMG1"
+constexpr size_t kLineBytes = 128;
+constexpr uint64_t kStatusOk = 0;
+constexpr uint64_t kStatusFailed = 1;
+constexpr uint64_t kStatusAborted = 2;
+constexpr uint64_t kStatusTimedOut = 3;  // blame holds the rank it waited for
+constexpr auto kDrainLimit = std::chrono::seconds(10);
+constexpr uint64_t kCmaChunkBytes = 8ull << 20;  // abort is checked between chunks
+constexpr auto kLivenessPeriod = std::chrono::milliseconds(10);
+
+struct alignas(kLineBytes) Header {
+  std::atomic<uint64_t> magic;
+  std::atomic<uint64_t> rank_size;
+  std::atomic<uint64_t> staging_chunk;
+};
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+size_t staging_offset(int32_t size) {
+  size_t control = kLineBytes + static_cast<size_t>(size) * kLineBytes;
+  return (control + 4095) & ~size_t(4095);
+}
+
+std::string rank_list(const std::vector<int32_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 16) out += ", ... (" + std::to_string(ranks.size()) + " ranks)";
+  return out;
+}
+
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+}  // namespace
+
+// One rank's line in the control segment; written by its rank, read by all.
+struct alignas(kLineBytes) ShmTransport::Slot {
+  std::atomic<uint64_t> posted_seq;
+  std::atomic<uint64_t> done_seq;
+  std::atomic<uint64_t> status;
+  std::atomic<uint64_t> send_addr;
+  std::atomic<uint64_t> send_bytes;
+  std::atomic<uint64_t> digest;
+  std::atomic<uint64_t> stage_posted;
+  std::atomic<uint64_t> stage_done;
+  std::atomic<uint64_t> reading;  // seq while copying from peers' send buffers, else 0
+  std::atomic<uint64_t> blame;  // 1 + the rank that made this one fail, 0 if none
+};
+static_assert(sizeof(ShmTransport::Slot) == kLineBytes, "one slot per cache-line pair");
+
+uint64_t staging_chunk_bytes_from_env() {
+  const char* env = getenv("NPUGATHER_STAGING_CHUNK_BYTES");
+  if (env == nullptr || env[0] == '\0') return kDefaultStagingChunkBytes;
+  char* end = nullptr;
+  unsigned long long v = strtoull(env, &end, 10);
+  if (end == env || *end != '\0' || v < 64 || v > (1ull << 30)) return kDefaultStagingChunkBytes;
+  return (v + 63) & ~63ull;
+}
+
+bool cma_probe(pid_t pid, uint64_t addr, uint64_t value) {
+  uint64_t got = 0;
+  iovec local{&got, sizeof(got)};
+  iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(addr)), sizeof(got)};
+  ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  return n == static_cast<ssize_t>(sizeof(got)) && got == value;
+}
+
+size_t ShmTransport::segment_bytes(int32_t size, bool with_staging, uint64_t chunk) {
+  size_t bytes = staging_offset(size);
+  if (with_staging) bytes += static_cast<size_t>(size) * chunk;
+  return bytes;
+}
+
+void ShmTransport::format(uint8_t* base, int32_t size, uint64_t chunk) {
+  auto* header = new (base) Header();
+  for (int32_t r = 0; r < size; ++r) new (base + kLineBytes + r * kLineBytes) Slot();
+  header->rank_size.store(static_cast<uint64_t>(size), std::memory_order_relaxed);
+  header->staging_chunk.store(chunk, std::memory_order_relaxed);
+  header->magic.store(kSegmentMagic, std::memory_order_release);
+}
+
+void ShmTransport::check_format(const uint8_t* base, int32_t size, uint64_t chunk) {
+  const auto* header = reinterpret_cast<const Header*>(base);
+  if (header->magic.load(std::memory_order_acquire) != kSegmentMagic ||
+      header->rank_size.load(std::memory_order_relaxed) != static_cast<uint64_t>(size) ||
+      header->staging_chunk.load(std::memory_order_relaxed) != chunk) {
+    throw_error(NPG_REMOTE_ERROR, "shared control segment has an unexpected header");
+  }
+}
+
+ShmTransport::ShmTransport(ShmSegment segment, Mode mode, int32_t rank, int32_t size, uint64_t chunk,
+                           const std::vector<int32_t>& pids, AbortSignal& abort)
+    : segment_(std::move(segment)), mode_(mode), rank_(rank), size_(size), chunk_(chunk), pids_(pids),
+      pidfds_(size), abort_(abort) {
+  const int32_t self = static_cast<int32_t>(getpid());
+  for (int32_t r = 0; r < size_; ++r) {
+    if (r == rank_ || pids_[r] == self) continue;
+    pidfds_[r] = UniqueFd(open_pidfd(pids_[r]));  // fails softly: kill(pid, 0) is the fallback
+  }
+}
+
+const char* ShmTransport::name() const {
+  switch (mode_) {
+    case Mode::kThreads: return "threads";
+    case Mode::kCma: return "cma";
+    case Mode::kStaging: return "staging";
+  }
+  return "staging";
+}
+
+ShmTransport::Slot& ShmTransport::slot(int32_t r) const {
+  return *reinterpret_cast<Slot*>(segment_.data() + kLineBytes + static_cast<size_t>(r) * kLineBytes);
+}
+
+uint8_t* ShmTransport::staging(int32_t r) const {
+  return segment_.data() + staging_offset(size_) + static_cast<size_t>(r) * chunk_;
+}
+
+void ShmTransport::check_peers_alive(const std::vector<int32_t>& missing) {
+  const int32_t self = static_cast<int32_t>(getpid());
+  for (int32_t r : missing) {
+    if (pids_[r] == self) continue;
+    bool exited = false;
+    if (pidfds_[r]) {
+      pollfd p{pidfds_[r].get(), POLLIN, 0};
+      exited = poll(&p, 1, 0) > 0;
+    } else {
+      exited = kill(pids_[r], 0) != 0 && errno == ESRCH;
+    }
+    if (exited) {
+      slot(rank_).blame.store(static_cast<uint64_t>(r) + 1, std::memory_order_relaxed);
+      throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(r) + " exited (pid " + std::to_string(pids_[r]) + ")");
+    }
+  }
+}
+
+void ShmTransport::check_peer_status() {
+  for (int32_t r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    uint64_t st = slot(r).status.load(std::memory_order_seq_cst);
+    if (st == kStatusOk) continue;
+    std::string who = "rank " + std::to_string(r);
+    uint64_t blame = slot(r).blame.load(std::memory_order_relaxed);
+    std::string culprit = blame > 0 ? "rank " + std::to_string(blame - 1) : "another rank";
+    if (st == kStatusAborted) throw_error(NPG_REMOTE_ERROR, who + " aborted its communicator");
+    if (st == kStatusTimedOut) throw_error(NPG_TIMEOUT, who + " timed out waiting for " + culprit);
+    // Name the root cause when it is visible from here too (the failed rank itself may
+    // exit normally after failing, so only its culprit is checked).
+    if (blame > 0 && static_cast<int32_t>(blame - 1) != rank_ && blame - 1 < static_cast<uint64_t>(size_)) {
+      check_peers_alive({static_cast<int32_t>(blame - 1)});
+    }
+    throw_error(NPG_REMOTE_ERROR, who + " failed" + (blame > 0 ? " after losing " + culprit : std::string()));
+  }
+}
+
+void ShmTransport::wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t target, const Deadline& deadline,
+                              const char* phase) {
+  using Clock = std::chrono::steady_clock;
+  auto next_liveness = Clock::now() + kLivenessPeriod;
+  unsigned spins = 0;
+  int sleep_us = 1;
+  std::vector<int32_t> missing;
+  for (;;) {
+    missing.clear();
+    for (int32_t r = 0; r < size_; ++r) {
+      if (r != rank_ && (slot(r).*field).load(std::memory_order_acquire) < target) missing.push_back(r);
+    }
+    if (missing.empty()) return;
+    if (abort_.triggered()) throw_aborted();
+    check_peer_status();
+    if (++spins < 64) {
+      cpu_relax();
+      continue;
+    }
+    auto now = Clock::now();
+    if (now >= next_liveness) {
+      check_peers_alive(missing);
+      next_liveness = now + kLivenessPeriod;
+    }
+    if (deadline.expired()) {
+      slot(rank_).blame.store(static_cast<uint64_t>(missing[0]) + 1, std::memory_order_relaxed);
+      throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) + " ms waiting for rank" +
+                                   (missing.size() > 1 ? "s " : " ") + rank_list(missing) + " to " + phase);
+    }
+    if (spins < 128) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    sleep_us = std::min(sleep_us * 2, 64);
+  }
+}
+
+void ShmTransport::verify_layout(const GatherArgs& args) {
+  std::string problem;
+  const uint64_t first = slot(0).digest.load(std::memory_order_relaxed);
+  for (int32_t r = 1; r < size_ && problem.empty(); ++r) {
+    if (slot(r).digest.load(std::memory_order_relaxed) != first) {
+      problem = "rank " + std::to_string(r) + "'s recv_counts/recv_displs differ from rank 0's";
+    }
+  }
+  for (int32_t r = 0; r < size_ && problem.empty(); ++r) {
+    uint64_t bytes = slot(r).send_bytes.load(std::memory_order_relaxed);
+    if (bytes != args.counts[r]) {
+      problem = "rank " + std::to_string(r) + " sends " + std::to_string(bytes) + " bytes but recv_counts[" +
+                std::to_string(r) + "] asks for " + std::to_string(args.counts[r]) + " bytes";
+    }
+  }
+  if (!problem.empty()) {
+    // Every rank reads the same slots and reaches the same verdict; finish the round
+    // together so the next collective starts clean.
+    slot(rank_).done_seq.store(args.seq, std::memory_order_release);
+    throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: " + problem);
+  }
+}
+
+void ShmTransport::copy_from_peer(int32_t peer, uint8_t* dst, uint64_t src_addr, uint64_t len) {
+  if (len == 0) return;
+  if (mode_ == Mode::kThreads) {
+    memcpy(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(src_addr)), len);
+    return;
+  }
+  uint64_t done = 0;
+  while (done < len) {
+    if (abort_.triggered()) throw_aborted();
+    uint64_t want = std::min(len - done, kCmaChunkBytes);
+    iovec local{dst + done, want};
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(src_addr + done)), want};
+    ssize_t n = process_vm_readv(pids_[peer], &local, 1, &remote, 1, 0);
+    if (n < 0) {
+      int err = errno;
+      if (err == EINTR) continue;
+      if (err == ESRCH) {
+        slot(rank_).blame.store(static_cast<uint64_t>(peer) + 1, std::memory_order_relaxed);
+        throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(peer) + " exited (pid " + std::to_string(pids_[peer]) + ")");
+      }
+      if (err == EFAULT) {
+        throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(peer) + "'s send buffer is not readable");
+      }
+      throw_system_error("process_vm_readv from rank " + std::to_string(peer), err);
+    }
+    if (n == 0) throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(peer) + "'s send buffer ended early");
+    done += static_cast<uint64_t>(n);
+  }
+}
+
+void ShmTransport::run_staging(const GatherArgs& args, const Deadline& deadline) {
+  uint64_t max_block = 0;
+  for (int32_t r = 0; r < size_; ++r) max_block = std::max(max_block, args.counts[r]);
+  const uint64_t rounds = (max_block + chunk_ - 1) / chunk_;
+  Slot& mine = slot(rank_);
+  for (uint64_t k = 0; k < rounds; ++k) {
+    const uint64_t off = k * chunk_;
+    if (args.send_bytes > off) memcpy(staging(rank_), args.send + off, std::min(chunk_, args.send_bytes - off));
+    const uint64_t round = ++stage_round_;
+    mine.stage_posted.store(round, std::memory_order_release);
+    wait_peers(&Slot::stage_posted, round, deadline, "fill the staging area");
+    for (int32_t i = 1; i < size_; ++i) {
+      int32_t r = (rank_ + i) % size_;
+      if (args.counts[r] > off) {
+        memcpy(args.recv + args.displs[r] + off, staging(r), std::min(chunk_, args.counts[r] - off));
+      }
+    }
+    mine.stage_done.store(round, std::memory_order_release);
+    wait_peers(&Slot::stage_done, round, deadline, "drain the staging area");
+  }
+}
+
+void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline) {
+  Slot& mine = slot(rank_);
+  mine.send_addr.store(reinterpret_cast<uintptr_t>(args.send), std::memory_order_relaxed);
+  mine.send_bytes.store(args.send_bytes, std::memory_order_relaxed);
+  mine.digest.store(args.digest, std::memory_order_relaxed);
+  mine.posted_seq.store(args.seq, std::memory_order_release);
+  try {
+    wait_peers(&Slot::posted_seq, args.seq, deadline, "join the collective");
+  } catch (const Error& e) {
+    leave_after_failure(args.seq, e.code());
+    throw;
+  }
+  try {
+    verify_layout(args);
+  } catch (const Error& e) {
+    if (e.code() != NPG_INVALID_USAGE) throw;
+    try {
+      wait_peers(&Slot::done_seq, args.seq, deadline, "finish the collective");
+    } catch (const Error& inner) {
+      leave_after_failure(args.seq, inner.code());
+      throw;
+    }
+    throw;
+  }
+  try {
+    if (!args.in_place()) memcpy(args.recv + args.displs[rank_], args.send, args.send_bytes);
+    if (mode_ == Mode::kStaging) {
+      run_staging(args, deadline);
+    } else {
+      // Pairs with leave_after_failure: either this rank sees the peer's failure here, or
+      // the failing peer sees reading == seq and waits before its buffer may be freed.
+      mine.reading.store(args.seq, std::memory_order_seq_cst);
+      check_peer_status();
+      for (int32_t i = 1; i < size_; ++i) {
+        int32_t r = (rank_ + i) % size_;
+        copy_from_peer(r, args.recv + args.displs[r], slot(r).send_addr.load(std::memory_order_relaxed),
+                       args.counts[r]);
+      }
+    }
+    mine.done_seq.store(args.seq, std::memory_order_release);
+    mine.reading.store(0, std::memory_order_release);
+    // Peers may still be reading this rank's send buffer.
+    wait_peers(&Slot::done_seq, args.seq, deadline, "finish the collective");
+  } catch (const Error& e) {
+    mine.reading.store(0, std::memory_order_release);
+    leave_after_failure(args.seq, e.code());
+    throw;
+  } catch (...) {
+    mine.reading.store(0, std::memory_order_release);
+    leave_after_failure(args.seq, NPG_INTERNAL_ERROR);
+    throw;
+  }
+}
+
+void ShmTransport::leave_after_failure(uint64_t seq, npg_result_t code) noexcept {
+  Slot& mine = slot(rank_);
+  uint64_t status = abort_.triggered() ? kStatusAborted : code == NPG_TIMEOUT ? kStatusTimedOut : kStatusFailed;
+  uint64_t expected = kStatusOk;
+  mine.status.compare_exchange_strong(expected, status, std::memory_order_seq_cst);
+  // The caller may free its send buffer as soon as this returns: wait for peers that are
+  // copying from it right now (bounded: they only copy, and exited processes read nothing).
+  if (mode_ == Mode::kStaging) return;
+  const auto limit = std::chrono::steady_clock::now() + kDrainLimit;
+  for (int32_t r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    int sleep_us = 1;
+    while (slot(r).reading.load(std::memory_order_seq_cst) == seq && std::chrono::steady_clock::now() < limit) {
+      try {
+        check_peers_alive({r});
+      } catch (...) {
+        break;  // an exited peer reads nothing any more
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+      sleep_us = std::min(sleep_us * 2, 100);
+    }
+  }
+}
+
+void ShmTransport::on_abort() noexcept {
+  if (segment_.data() != nullptr) slot(rank_).status.store(kStatusAborted, std::memory_order_seq_cst);
+}
+
+void ShmTransport::on_failure() noexcept {
+  if (segment_.data() == nullptr) return;
+  uint64_t expected = kStatusOk;
+  slot(rank_).status.compare_exchange_strong(expected, kStatusFailed, std::memory_order_acq_rel);
+}
+
+void ShmTransport::close() {
+  int err = segment_.close();
+  for (auto& fd : pidfds_) {
+    int e = fd.reset();
+    if (err == 0) err = e;
+  }
+  if (err != 0) throw_system_error("releasing shared memory", err);
+}
+
+}  // namespace host
+}  // namespace npg

@@ -1,0 +1,81 @@
+// Same-host transport over a shared control segment: "threads" (memcpy from the peer's
+// buffer), "cma" (process_vm_readv from the peer process) or "staging" (chunks copied
+// through a shared staging area).
+#ifndef NPUGATHER_HOST_SHM_TRANSPORT_H_
+#define NPUGATHER_HOST_SHM_TRANSPORT_H_
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <vector>
+
+#include "host_transport.h"
+#include "npugather.h"
+#include "shm_segment.h"
+#include "socket_util.h"
+
+namespace npg {
+namespace host {
+
+constexpr uint64_t kDefaultStagingChunkBytes = 4ull << 20;
+
+// NPUGATHER_STAGING_CHUNK_BYTES if set and sane, else kDefaultStagingChunkBytes.
+uint64_t staging_chunk_bytes_from_env();
+
+// True when process_vm_readv of pid's canary at addr returns value.
+bool cma_probe(pid_t pid, uint64_t addr, uint64_t value);
+
+class ShmTransport final : public HostTransport {
+ public:
+  enum class Mode { kThreads, kCma, kStaging };
+
+  // Bytes of the segment; the staging area exists only when with_staging.
+  static size_t segment_bytes(int32_t size, bool with_staging, uint64_t chunk);
+  // Creator: writes the header of a fresh (zeroed) segment.
+  static void format(uint8_t* base, int32_t size, uint64_t chunk);
+  // Attacher: checks the header the creator wrote.
+  static void check_format(const uint8_t* base, int32_t size, uint64_t chunk);
+
+  // pids[r] is rank r's process; peers in other processes are watched for exit.
+  ShmTransport(ShmSegment segment, Mode mode, int32_t rank, int32_t size, uint64_t chunk,
+               const std::vector<int32_t>& pids, AbortSignal& abort);
+
+  const char* name() const override;
+  void all_gather_v(const GatherArgs& args, const Deadline& deadline) override;
+  void on_abort() noexcept override;
+  void on_failure() noexcept override;
+  void close() override;
+
+  struct Slot;
+
+ private:
+  Slot& slot(int32_t r) const;
+  uint8_t* staging(int32_t r) const;
+  // Returns once field of every peer >= target; throws on abort, deadline, peer failure or exit.
+  void wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t target, const Deadline& deadline,
+                  const char* phase);
+  void check_peers_alive(const std::vector<int32_t>& missing);
+  // Throws when a peer has failed, aborted or timed out.
+  void check_peer_status();
+  // Publishes this rank's failure and waits until no peer is copying from its send buffer.
+  void leave_after_failure(uint64_t seq, npg_result_t code) noexcept;
+  void verify_layout(const GatherArgs& args);
+  void copy_from_peer(int32_t peer, uint8_t* dst, uint64_t src_addr, uint64_t len);
+  void run_staging(const GatherArgs& args, const Deadline& deadline);
+
+  ShmSegment segment_;
+  Mode mode_;
+  int32_t rank_;
+  int32_t size_;
+  uint64_t chunk_;
+  std::vector<int32_t> pids_;
+  std::vector<UniqueFd> pidfds_;  // empty fd: same process or pidfd unsupported
+  AbortSignal& abort_;
+  uint64_t stage_round_ = 0;
+};
+
+}  // namespace host
+}  // namespace npg
+
+#endif  // NPUGATHER_HOST_SHM_TRANSPORT_H_

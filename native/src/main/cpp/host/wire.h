@@ -1,0 +1,81 @@
+// Explicit little-endian encoding and length-checked frames of the host protocol.
+#ifndef NPUGATHER_HOST_WIRE_H_
+#define NPUGATHER_HOST_WIRE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "socket_util.h"
+
+namespace npg {
+namespace host {
+
+class ByteWriter {
+ public:
+  void u8(uint8_t v) { buf_.push_back(v); }
+  void u16(uint16_t v);
+  void u32(uint32_t v);
+  void u64(uint64_t v);
+  void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
+  void bytes(const void* data, size_t len);
+  void str(const std::string& s);  // u16 length + bytes
+  void endpoint(const Endpoint& ep);
+  const std::vector<uint8_t>& data() const { return buf_; }
+
+ private:
+  std::vector<uint8_t> buf_;
+};
+
+// Reads untrusted bytes: every read is bounds-checked and throws NPG_REMOTE_ERROR.
+class ByteReader {
+ public:
+  ByteReader(const uint8_t* data, size_t len) : p_(data), len_(len) {}
+  explicit ByteReader(const std::vector<uint8_t>& v) : p_(v.data()), len_(v.size()) {}
+  uint8_t u8();
+  uint16_t u16();
+  uint32_t u32();
+  uint64_t u64();
+  int32_t i32() { return static_cast<int32_t>(u32()); }
+  void bytes(void* out, size_t len);
+  std::string str(size_t max_len);
+  Endpoint endpoint();
+  void expect_end() const;
+
+ private:
+  const uint8_t* take(size_t n);
+  const uint8_t* p_;
+  size_t len_;
+  size_t pos_ = 0;
+};
+
+enum class FrameType : uint32_t {
+  kHello = 1,
+  kTable = 2,
+  kError = 3,
+  kReport = 4,
+  kGo = 5,
+  kRingAuth = 6,
+};
+
+constexpr uint32_t kFrameMagic = 0x4647504eu;  // "NPGF"
+constexpr size_t kFrameHeaderBytes = 12;
+constexpr size_t kMaxErrorFrameBytes = 4096;
+
+void send_frame(int fd, FrameType type, const std::vector<uint8_t>& body, const Deadline& deadline,
+                const std::string& peer);
+
+// Reads one frame of the expected type with a body of at most max_len bytes. An error
+// frame is rethrown as npg::Error with its code and "<peer> reported: <text>". Any other
+// type, a bad magic or an oversized length -> NPG_REMOTE_ERROR; nothing past max_len is read.
+std::vector<uint8_t> recv_frame(int fd, FrameType expected, size_t max_len, const Deadline& deadline,
+                                int cancel_fd, const std::string& peer);
+
+std::vector<uint8_t> encode_error(uint32_t code, const std::string& text);
+
+}  // namespace host
+}  // namespace npg
+
+#endif  // NPUGATHER_HOST_WIRE_H_

@@ -1,0 +1,122 @@
+/*
+ * npugather.h: the C ABI of the NpuGather collective core.
+ *
+ * One header, one set of result codes, opaque handles. The Java bridge binds to
+ * exactly these functions; the C++ core behind them never lets an exception out.
+ *
+ * Thread safety: one communicator runs one collective at a time (like NCCL and
+ * HCCL). npg_comm_abort() is the exception: it may be called from any thread at
+ * any time before npg_comm_destroy() and makes a blocked call return NPG_ABORTED.
+ */
+#ifndef NPUGATHER_H_
+#define NPUGATHER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Whose fault it is, in the spirit of ncclResult_t. */
+typedef enum {
+  NPG_SUCCESS = 0,
+  NPG_INVALID_ARGUMENT = 1, /* a parameter is out of range (names it in the last error) */
+  NPG_INVALID_USAGE = 2,    /* arguments valid alone but not together, or ranks disagree */
+  NPG_SYSTEM_ERROR = 3,     /* the OS or a library failed (errno text in the last error) */
+  NPG_REMOTE_ERROR = 4,     /* a peer failed, exited or sent something malformed */
+  NPG_TIMEOUT = 5,          /* the communicator's timeout elapsed */
+  NPG_ABORTED = 6,          /* npg_comm_abort() was called */
+  NPG_INTERNAL_ERROR = 7    /* a bug in this library */
+} npg_result_t;
+
+/* Element types; the numbers equal HcclDataType's so the hccl backend maps 1:1. */
+typedef enum {
+  NPG_INT8 = 0,
+  NPG_INT16 = 1,
+  NPG_INT32 = 2,
+  NPG_FLOAT16 = 3,
+  NPG_FLOAT32 = 4,
+  NPG_INT64 = 5,
+  NPG_UINT8 = 7,
+  NPG_BFLOAT16 = 11
+} npg_dtype_t;
+
+/* Mirrors ATB's CommMode. */
+typedef enum { NPG_COMM_MULTI_PROCESS = 0, NPG_COMM_MULTI_THREAD = 1 } npg_comm_mode_t;
+
+/* Flags for npg_comm_init (host backend). */
+#define NPG_FLAG_FORCE_TCP 0x1u     /* use the TCP ring even when all ranks share a host */
+#define NPG_FLAG_FORCE_STAGING 0x2u /* same host: copy through shared memory, no cross-memory attach */
+
+/* Upper bound of any backend's root info (HCCL's is 4108 bytes). */
+#define NPG_ROOT_INFO_MAX_BYTES 8192
+
+typedef struct npg_comm* npg_comm_t;
+
+/*
+ * Called on the root rank only, before npg_comm_init. Writes the opaque root info
+ * that every rank passes to npg_comm_init. For "host" it names an endpoint of
+ * this process (bound to bind_address, or chosen from the host's interfaces when
+ * NULL/empty) and carries a fresh random secret; the endpoint stays open until
+ * the root's npg_comm_init consumes it (or the process exits).
+ */
+npg_result_t npg_get_root_info(const char* backend, const char* bind_address, void* root_info,
+                               size_t capacity, size_t* root_info_size);
+
+/*
+ * Creates this rank's communicator. Blocks until all rank_size ranks have joined
+ * or timeout_ms elapses. device_id < 0 means "no device" (host backend).
+ */
+npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size, int32_t rank_root,
+                           const char* comm_domain, int32_t comm_mode, int32_t device_id,
+                           const char* rank_table_file, int64_t timeout_ms, uint32_t flags,
+                           const void* root_info, size_t root_info_size, npg_comm_t* comm);
+
+/*
+ * recv holds rank_size * count elements; rank r's count elements land at offset
+ * r * count. In place when send == recv + rank * count * width: then none of this
+ * rank's own bytes are moved.
+ */
+npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint64_t count,
+                            npg_dtype_t dtype);
+
+/*
+ * recv_counts[r] elements of rank r land at element offset recv_displs[r]. Every
+ * rank passes the same recv_counts/recv_displs and send_count == recv_counts[rank];
+ * ranks that disagree all get NPG_INVALID_USAGE. In place when
+ * send == recv + recv_displs[rank] * width.
+ */
+npg_result_t npg_all_gather_v(npg_comm_t comm, const void* send, uint64_t send_count, void* recv,
+                              const uint64_t* recv_counts, const uint64_t* recv_displs,
+                              npg_dtype_t dtype);
+
+/* Makes any blocked or future call on comm fail with NPG_ABORTED; peers see NPG_REMOTE_ERROR. */
+npg_result_t npg_comm_abort(npg_comm_t comm);
+
+/* Releases everything comm owns (sockets, shared memory, threads). comm is invalid afterwards. */
+npg_result_t npg_comm_destroy(npg_comm_t comm);
+
+/* Facts about a communicator, for diagnostics and tests. */
+npg_result_t npg_comm_rank(npg_comm_t comm, int32_t* rank);
+npg_result_t npg_comm_size(npg_comm_t comm, int32_t* rank_size);
+/* "threads", "cma", "staging" or "tcp" for host; the backend's name otherwise. */
+const char* npg_comm_transport(npg_comm_t comm);
+
+/* Bytes per element of dtype, 0 when dtype is unknown. */
+size_t npg_dtype_size(npg_dtype_t dtype);
+
+/* "NPG_TIMEOUT" and so on. */
+const char* npg_result_name(npg_result_t result);
+
+/*
+ * Text of the last error on the calling thread: names the operation and the rank,
+ * e.g. "npg_all_gather_v(rank 1/4): rank 3 exited (pid 4242)". Empty after success.
+ */
+const char* npg_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NPUGATHER_H_ */

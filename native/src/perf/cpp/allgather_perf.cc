@@ -1,0 +1,677 @@
+// allgather_perf: all-gather bandwidth sweep over the NpuGather C ABI, in the
+// style of nccl-tests' all_gather_perf.
+//
+// Uses only npugather.h. Ranks are either forked processes (default) or
+// threads of this process. Rank 0 prints the table.
+//
+// Timing: every rank times each of its npg_all_gather calls with a steady
+// clock. Before each call an 8-byte all-gather acts as a barrier, so the ranks
+// start together and the untimed refill of the input does not show up as
+// waiting time. After the timed loop the ranks all-gather
+// their per-iteration times (as int64 nanoseconds) with the same communicator;
+// the reported time is the median over iterations of the maximum over ranks.
+//
+// Checking: each iteration refills the input (outside the timed region) with
+// a pattern that depends on the rank, the iteration and the byte offset. After
+// the timed loop every byte of every rank's output is compared with the
+// pattern of the last iteration; wrong byte counts are summed across ranks.
+
+#include "npugather.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+struct Options {
+  std::string backend = "host";
+  int ranks = 2;
+  bool threads = false;  // --launch threads
+  uint64_t min_bytes = 64ull << 10;
+  uint64_t max_bytes = 64ull << 20;
+  int iters = 20;
+  int warmup = 5;
+  std::string transport = "auto";
+  uint32_t flags = 0;
+  int64_t timeout_ms = 60000;
+  bool csv = false;
+  npg_dtype_t dtype = NPG_UINT8;
+  std::string dtype_name = "uint8";
+};
+
+struct DtypeName {
+  const char* name;
+  npg_dtype_t dtype;
+};
+
+constexpr DtypeName kDtypes[] = {
+    {"int8", NPG_INT8},       {"uint8", NPG_UINT8},     {"int16", NPG_INT16},
+    {"float16", NPG_FLOAT16}, {"bfloat16", NPG_BFLOAT16}, {"int32", NPG_INT32},
+    {"float32", NPG_FLOAT32}, {"int64", NPG_INT64},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: allgather-perf [options]\n"
+               "  --backend NAME            collective backend (default host)\n"
+               "  --ranks N                 number of ranks, >= 1 (default 2)\n"
+               "  --launch threads|processes  one thread or one forked process per rank\n"
+               "                            (default processes)\n"
+               "  --min-bytes SIZE          smallest per-rank input (default 64K)\n"
+               "  --max-bytes SIZE          largest per-rank input (default 64M); sizes double\n"
+               "                            from min to max. SIZE is bytes with an optional\n"
+               "                            K, M or G suffix (powers of 1024)\n"
+               "  --iters N                 timed iterations per size (default 20)\n"
+               "  --warmup N                untimed iterations per size (default 5)\n"
+               "  --transport auto|tcp|staging  force a host transport (default auto)\n"
+               "  --dtype NAME              element type: int8 uint8 int16 float16 bfloat16\n"
+               "                            int32 float32 int64 (default uint8)\n"
+               "  --timeout-ms N            communicator timeout (default 60000)\n"
+               "  --csv                     print the table as CSV\n"
+               "  --help                    print this help\n"
+               "time(us) is the median over iterations of the slowest rank's time;\n"
+               "algbw = ranks*size/time, busbw = algbw*(ranks-1)/ranks (GB = 1e9 bytes).\n"
+               "Exit status: 0 ok, 1 wrong bytes or a failed call, 2 bad options.\n");
+}
+
+[[noreturn]] void bad_option(const std::string& option, const std::string& value,
+                             const char* allowed) {
+  std::fprintf(stderr, "allgather-perf: invalid value '%s' for %s: expected %s\n",
+               value.c_str(), option.c_str(), allowed);
+  std::fprintf(stderr, "try 'allgather-perf --help'\n");
+  std::exit(kExitUsage);
+}
+
+bool parse_int64(const std::string& text, int64_t* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || !(text[0] >= '0' && text[0] <= '9')) return false;
+  *out = v;
+  return true;
+}
+
+// Bytes with an optional K/M/G (binary) suffix.
+bool parse_size(const std::string& text, uint64_t* out) {
+  if (text.empty() || !(text[0] >= '0' && text[0] <= '9')) return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0) return false;
+  int shift = 0;
+  std::string rest(end);
+  if (rest == "K" || rest == "k") {
+    shift = 10;
+  } else if (rest == "M" || rest == "m") {
+    shift = 20;
+  } else if (rest == "G" || rest == "g") {
+    shift = 30;
+  } else if (!rest.empty()) {
+    return false;
+  }
+  if (shift > 0 && v > (UINT64_MAX >> shift)) return false;
+  *out = static_cast<uint64_t>(v) << shift;
+  return true;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      usage(stdout);
+      std::exit(kExitOk);
+    }
+    if (arg == "--csv") {
+      o.csv = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      std::fprintf(stderr, "allgather-perf: unexpected argument '%s'\n", arg.c_str());
+      std::fprintf(stderr, "try 'allgather-perf --help'\n");
+      std::exit(kExitUsage);
+    }
+    std::string name = arg;
+    std::string value;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+    }
+    static const char* kWithValue[] = {"--backend", "--ranks",     "--launch",    "--min-bytes",
+                                       "--max-bytes", "--iters",   "--warmup",    "--transport",
+                                       "--timeout-ms", "--dtype"};
+    bool known = false;
+    for (const char* k : kWithValue) known = known || name == k;
+    if (!known) {
+      std::fprintf(stderr, "allgather-perf: unknown option '%s'\n", name.c_str());
+      std::fprintf(stderr, "try 'allgather-perf --help'\n");
+      std::exit(kExitUsage);
+    }
+    if (eq == std::string::npos) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "allgather-perf: option %s needs a value\n", name.c_str());
+        std::exit(kExitUsage);
+      }
+      value = argv[++i];
+    }
+    int64_t n = 0;
+    if (name == "--backend") {
+      if (value.empty()) bad_option(name, value, "a backend name, e.g. host");
+      o.backend = value;
+    } else if (name == "--ranks") {
+      if (!parse_int64(value, &n) || n < 1 || n > 1024) {
+        bad_option(name, value, "an integer from 1 to 1024");
+      }
+      o.ranks = static_cast<int>(n);
+    } else if (name == "--launch") {
+      if (value == "threads") {
+        o.threads = true;
+      } else if (value == "processes") {
+        o.threads = false;
+      } else {
+        bad_option(name, value, "threads or processes");
+      }
+    } else if (name == "--min-bytes" || name == "--max-bytes") {
+      uint64_t s = 0;
+      if (!parse_size(value, &s) || s == 0 || s > (uint64_t{1} << 40)) {
+        bad_option(name, value, "a size from 1 to 1024G, e.g. 4096, 64K, 64M, 1G");
+      }
+      (name == "--min-bytes" ? o.min_bytes : o.max_bytes) = s;
+    } else if (name == "--iters") {
+      if (!parse_int64(value, &n) || n < 1 || n > 1000000) {
+        bad_option(name, value, "an integer from 1 to 1000000");
+      }
+      o.iters = static_cast<int>(n);
+    } else if (name == "--warmup") {
+      if (!parse_int64(value, &n) || n < 0 || n > 1000000) {
+        bad_option(name, value, "an integer from 0 to 1000000");
+      }
+      o.warmup = static_cast<int>(n);
+    } else if (name == "--transport") {
+      if (value == "auto") {
+        o.flags = 0;
+      } else if (value == "tcp") {
+        o.flags = NPG_FLAG_FORCE_TCP;
+      } else if (value == "staging") {
+        o.flags = NPG_FLAG_FORCE_STAGING;
+      } else {
+        bad_option(name, value, "auto, tcp or staging");
+      }
+      o.transport = value;
+    } else if (name == "--timeout-ms") {
+      if (!parse_int64(value, &n) || n < 1) bad_option(name, value, "a positive integer");
+      o.timeout_ms = n;
+    } else if (name == "--dtype") {
+      bool found = false;
+      for (const DtypeName& d : kDtypes) {
+        if (value == d.name) {
+          o.dtype = d.dtype;
+          o.dtype_name = d.name;
+          found = true;
+        }
+      }
+      if (!found) {
+        bad_option(name, value, "int8, uint8, int16, float16, bfloat16, int32, float32 or int64");
+      }
+    }
+  }
+  if (o.min_bytes > o.max_bytes) {
+    std::fprintf(stderr, "allgather-perf: --min-bytes (%" PRIu64 ") exceeds --max-bytes (%" PRIu64
+                 ")\n", o.min_bytes, o.max_bytes);
+    std::exit(kExitUsage);
+  }
+  size_t width = npg_dtype_size(o.dtype);
+  if (width == 0) {
+    std::fprintf(stderr, "allgather-perf: the library does not know --dtype %s\n",
+                 o.dtype_name.c_str());
+    std::exit(kExitUsage);
+  }
+  if (o.min_bytes % width != 0) {
+    std::fprintf(stderr,
+                 "allgather-perf: --min-bytes %" PRIu64 " is not a multiple of the %s width (%zu)\n",
+                 o.min_bytes, o.dtype_name.c_str(), width);
+    std::exit(kExitUsage);
+  }
+  return o;
+}
+
+// ---- data pattern -----------------------------------------------------------
+
+uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t pattern_base(int rank, int iter) {
+  return mix64((static_cast<uint64_t>(rank) << 32) ^ static_cast<uint64_t>(iter));
+}
+
+// Word j of rank's input in iteration iter; byte k is byte k%8 (little end
+// first) of word k/8.
+inline uint64_t pattern_word(uint64_t base, uint64_t j) {
+  return base + j * 0xD1B54A32D192ED03ull;
+}
+
+inline uint8_t pattern_byte(uint64_t base, uint64_t k) {
+  return static_cast<uint8_t>(pattern_word(base, k / 8) >> (8 * (k % 8)));
+}
+
+void fill_pattern(uint8_t* dst, uint64_t bytes, int rank, int iter) {
+  const uint64_t base = pattern_base(rank, iter);
+  const uint64_t words = bytes / 8;
+  for (uint64_t j = 0; j < words; ++j) {
+    uint64_t w = pattern_word(base, j);
+    for (int b = 0; b < 8; ++b) dst[j * 8 + b] = static_cast<uint8_t>(w >> (8 * b));
+  }
+  for (uint64_t k = words * 8; k < bytes; ++k) dst[k] = pattern_byte(base, k);
+}
+
+uint64_t count_wrong(const uint8_t* got, uint64_t bytes, int rank, int iter) {
+  const uint64_t base = pattern_base(rank, iter);
+  const uint64_t words = bytes / 8;
+  uint64_t wrong = 0;
+  for (uint64_t j = 0; j < words; ++j) {
+    uint64_t w = pattern_word(base, j);
+    uint64_t g = 0;
+    for (int b = 0; b < 8; ++b) g |= static_cast<uint64_t>(got[j * 8 + b]) << (8 * b);
+    if (g != w) {
+      for (int b = 0; b < 8; ++b) wrong += ((g ^ w) >> (8 * b)) & 0xff ? 1 : 0;
+    }
+  }
+  for (uint64_t k = words * 8; k < bytes; ++k) wrong += got[k] != pattern_byte(base, k) ? 1 : 0;
+  return wrong;
+}
+
+// ---- one rank -------------------------------------------------------------
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+std::mutex g_print_mutex;
+
+void rank_error(int rank, const char* fmt, ...) {
+  std::lock_guard<std::mutex> lock(g_print_mutex);
+  std::fprintf(stderr, "allgather-perf: rank %d: ", rank);
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+void call_failed(int rank, const char* call, npg_result_t r) {
+  rank_error(rank, "%s failed: %s: %s", call, npg_result_name(r), npg_last_error());
+}
+
+void print_header(const Options& o, const char* transport) {
+  const char* launch = o.threads ? "threads" : "processes";
+  std::printf("# allgather-perf: backend %s, ranks %d, launch %s, transport %s (requested %s)\n",
+              o.backend.c_str(), o.ranks, launch, transport, o.transport.c_str());
+  std::printf("# sizes %" PRIu64 "..%" PRIu64 " B/rank, iters %d, warmup %d, timeout %" PRId64
+              " ms; time = median over iters of max over ranks\n",
+              o.min_bytes, o.max_bytes, o.iters, o.warmup, o.timeout_ms);
+  if (o.csv) {
+    std::printf("size_bytes_per_rank,count,type,time_us,algbw_gbps,busbw_gbps,wrong\n");
+  } else {
+    std::printf("%14s %12s %8s %12s %12s %12s %8s\n", "size(B/rank)", "count", "type", "time(us)",
+                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  }
+  std::fflush(stdout);
+}
+
+void print_row(const Options& o, uint64_t bytes, uint64_t count, double time_us,
+               uint64_t wrong) {
+  double total = static_cast<double>(bytes) * o.ranks;
+  double algbw = time_us > 0 ? total / (time_us * 1e3) : 0.0;  // bytes/ns == GB/s
+  double busbw = algbw * (o.ranks - 1) / o.ranks;
+  if (o.csv) {
+    std::printf("%" PRIu64 ",%" PRIu64 ",%s,%.2f,%.3f,%.3f,%" PRIu64 "\n", bytes, count,
+                o.dtype_name.c_str(), time_us, algbw, busbw, wrong);
+  } else {
+    std::printf("%14" PRIu64 " %12" PRIu64 " %8s %12.2f %12.3f %12.3f %8" PRIu64 "\n", bytes,
+                count, o.dtype_name.c_str(), time_us, algbw, busbw, wrong);
+  }
+  std::fflush(stdout);
+}
+
+// Hooks that let a failing rank stop its peers instead of leaving them to time
+// out: threads abort each other's communicators; processes rely on the parent.
+struct PeerAbort {
+  std::mutex mutex;
+  std::vector<npg_comm_t> comms;  // guarded by mutex; null once destroyed
+};
+
+// Runs the whole sweep on one rank. Returns kExitOk or kExitFailed.
+int run_rank(const Options& o, int rank, const void* root_info, size_t root_info_size,
+             PeerAbort* peers) {
+  npg_comm_t comm = nullptr;
+  int32_t mode = o.threads ? NPG_COMM_MULTI_THREAD : NPG_COMM_MULTI_PROCESS;
+  npg_result_t r = npg_comm_init(o.backend.c_str(), rank, o.ranks, 0, "allgather-perf", mode, -1,
+                                 nullptr, o.timeout_ms, o.flags, root_info, root_info_size, &comm);
+  if (r != NPG_SUCCESS) {
+    call_failed(rank, "npg_comm_init", r);
+    return kExitFailed;
+  }
+  if (peers != nullptr) {
+    std::lock_guard<std::mutex> lock(peers->mutex);
+    peers->comms[rank] = comm;
+  }
+  auto fail_all = [&]() {
+    if (peers == nullptr) return;
+    std::lock_guard<std::mutex> lock(peers->mutex);
+    for (size_t i = 0; i < peers->comms.size(); ++i) {
+      if (static_cast<int>(i) != rank && peers->comms[i] != nullptr) npg_comm_abort(peers->comms[i]);
+    }
+  };
+
+  const size_t width = npg_dtype_size(o.dtype);
+  const uint64_t n = static_cast<uint64_t>(o.ranks);
+  std::vector<uint8_t> send(o.max_bytes);
+  std::vector<uint8_t> recv(o.max_bytes * n);
+  std::fill(send.begin(), send.end(), 0);  // touch the pages before timing
+  std::fill(recv.begin(), recv.end(), 0);
+
+  const int total_iters = o.warmup + o.iters;
+  // Per-rank report gathered after each size: iters times (ns), then wrong bytes.
+  std::vector<int64_t> mine(o.iters + 1);
+  std::vector<int64_t> all(static_cast<size_t>(o.iters + 1) * n);
+  const int64_t token = rank;
+  std::vector<int64_t> tokens(n);
+  int status = kExitOk;  // a failed call stops the sweep
+  bool any_wrong = false;  // wrong bytes do not
+
+  if (rank == 0) print_header(o, npg_comm_transport(comm));
+  for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+    if (bytes % width != 0) break;  // cannot happen for power-of-two widths
+    const uint64_t count = bytes / width;
+    for (int it = 0; it < total_iters; ++it) {
+      fill_pattern(send.data(), bytes, rank, it);
+      // Align the ranks' start so one rank's refill is not timed as another's wait.
+      r = npg_all_gather(comm, &token, tokens.data(), 1, NPG_INT64);
+      if (r != NPG_SUCCESS) {
+        call_failed(rank, "npg_all_gather (barrier)", r);
+        fail_all();
+        status = kExitFailed;
+        break;
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      r = npg_all_gather(comm, send.data(), recv.data(), count, o.dtype);
+      auto t1 = std::chrono::steady_clock::now();
+      if (r != NPG_SUCCESS) {
+        call_failed(rank, "npg_all_gather", r);
+        rank_error(rank, "while gathering %" PRIu64 " B/rank, iteration %d", bytes, it);
+        fail_all();
+        status = kExitFailed;
+        break;
+      }
+      if (it >= o.warmup) {
+        mine[it - o.warmup] =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+      }
+    }
+    if (status != kExitOk) break;
+
+    uint64_t wrong = 0;
+    for (uint64_t src = 0; src < n; ++src) {
+      wrong += count_wrong(recv.data() + src * bytes, bytes, static_cast<int>(src),
+                           total_iters - 1);
+    }
+    if (wrong != 0) {
+      rank_error(rank, "%" PRIu64 " wrong bytes in the output at %" PRIu64 " B/rank", wrong,
+                 bytes);
+    }
+    mine[o.iters] = static_cast<int64_t>(wrong);
+
+    r = npg_all_gather(comm, mine.data(), all.data(), mine.size(), NPG_INT64);
+    if (r != NPG_SUCCESS) {
+      call_failed(rank, "npg_all_gather (timings)", r);
+      fail_all();
+      status = kExitFailed;
+      break;
+    }
+    uint64_t wrong_total = 0;
+    std::vector<double> slowest(o.iters, 0.0);
+    for (uint64_t src = 0; src < n; ++src) {
+      const int64_t* row = all.data() + src * mine.size();
+      for (int i = 0; i < o.iters; ++i) slowest[i] = std::max(slowest[i], row[i] / 1e3);
+      wrong_total += static_cast<uint64_t>(row[o.iters]);
+    }
+    if (rank == 0) print_row(o, bytes, count, median(slowest), wrong_total);
+    any_wrong = any_wrong || wrong_total != 0;
+    if (bytes > o.max_bytes / 2) break;  // next doubling would pass max (or overflow)
+  }
+
+  if (peers != nullptr) {
+    std::lock_guard<std::mutex> lock(peers->mutex);
+    peers->comms[rank] = nullptr;
+  }
+  r = npg_comm_destroy(comm);
+  if (r != NPG_SUCCESS) {
+    call_failed(rank, "npg_comm_destroy", r);
+    status = kExitFailed;
+  }
+  return any_wrong ? kExitFailed : status;
+}
+
+// ---- launchers --------------------------------------------------------------
+
+int launch_threads(const Options& o) {
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  size_t info_size = 0;
+  npg_result_t r = npg_get_root_info(o.backend.c_str(), nullptr, info.data(), info.size(),
+                                     &info_size);
+  if (r != NPG_SUCCESS) {
+    call_failed(0, "npg_get_root_info", r);
+    return kExitFailed;
+  }
+  PeerAbort peers;
+  peers.comms.assign(o.ranks, nullptr);
+  std::vector<int> status(o.ranks, kExitFailed);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < o.ranks; ++rank) {
+    threads.emplace_back([&, rank]() {
+      status[rank] = run_rank(o, rank, info.data(), info_size, &peers);
+      if (status[rank] != kExitOk) {
+        std::lock_guard<std::mutex> lock(peers.mutex);
+        for (npg_comm_t c : peers.comms) {
+          if (c != nullptr) npg_comm_abort(c);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int s : status) {
+    if (s != kExitOk) return kExitFailed;
+  }
+  return kExitOk;
+}
+
+bool write_all(int fd, const void* data, size_t size) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    ssize_t w = write(fd, p, size);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    size -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* data, size_t size) {
+  uint8_t* p = static_cast<uint8_t*>(data);
+  while (size > 0) {
+    ssize_t got = read(fd, p, size);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    size -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+// Root info travels as a uint64 length then the bytes: rank 0 -> parent over
+// one pipe, parent -> rank i over a pipe per child. A zero length means rank 0
+// failed; the other ranks then exit quietly.
+int child_main(const Options& o, int rank, int up_fd, int down_fd) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // do not outlive an interrupted run
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  uint64_t size = 0;
+  if (rank == 0) {
+    size_t info_size = 0;
+    npg_result_t r = npg_get_root_info(o.backend.c_str(), nullptr, info.data(), info.size(),
+                                       &info_size);
+    if (r != NPG_SUCCESS) call_failed(0, "npg_get_root_info", r);
+    size = r == NPG_SUCCESS ? info_size : 0;
+    bool ok = write_all(up_fd, &size, sizeof size) && write_all(up_fd, info.data(), size);
+    close(up_fd);
+    if (!ok) rank_error(rank, "cannot pass the root info to the parent: %s", strerror(errno));
+    if (size == 0 || !ok) return kExitFailed;
+  } else {
+    if (!read_all(down_fd, &size, sizeof size) || size == 0 || size > info.size() ||
+        !read_all(down_fd, info.data(), size)) {
+      return kExitFailed;
+    }
+    close(down_fd);
+  }
+  return run_rank(o, rank, info.data(), size, nullptr);
+}
+
+int launch_processes(const Options& o) {
+  int up[2];
+  if (pipe(up) != 0) {
+    std::fprintf(stderr, "allgather-perf: pipe: %s\n", strerror(errno));
+    return kExitFailed;
+  }
+  std::vector<int> down_write(o.ranks, -1);
+  std::vector<pid_t> pids(o.ranks, -1);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  for (int rank = 0; rank < o.ranks; ++rank) {
+    int down[2] = {-1, -1};
+    if (rank > 0 && pipe(down) != 0) {
+      std::fprintf(stderr, "allgather-perf: pipe: %s\n", strerror(errno));
+      return kExitFailed;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::fprintf(stderr, "allgather-perf: fork: %s\n", strerror(errno));
+      for (int i = 0; i < rank; ++i) kill(pids[i], SIGKILL);
+      return kExitFailed;
+    }
+    if (pid == 0) {
+      // Keep only this rank's pipe ends so every EOF is seen.
+      for (int fd : down_write) {
+        if (fd >= 0) close(fd);
+      }
+      close(up[0]);
+      if (rank != 0) close(up[1]);
+      if (down[1] >= 0) close(down[1]);
+      int rc = child_main(o, rank, rank == 0 ? up[1] : -1, down[0]);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      _exit(rc);
+    }
+    pids[rank] = pid;
+    if (rank > 0) {
+      close(down[0]);
+      down_write[rank] = down[1];
+    }
+  }
+  close(up[1]);
+
+  // Relay the root info (or its absence) to ranks 1..N-1.
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  uint64_t size = 0;
+  if (!read_all(up[0], &size, sizeof size) || size > info.size() ||
+      !read_all(up[0], info.data(), size)) {
+    size = 0;
+  }
+  close(up[0]);
+  signal(SIGPIPE, SIG_IGN);
+  for (int rank = 1; rank < o.ranks; ++rank) {
+    write_all(down_write[rank], &size, sizeof size);
+    if (size > 0) write_all(down_write[rank], info.data(), size);
+    close(down_write[rank]);
+  }
+
+  // Reap. After the first failure the others get a grace period to notice it
+  // through the library (and say why); then they are terminated rather than
+  // left blocked until their timeout.
+  constexpr auto kGrace = std::chrono::seconds(3);
+  int status = kExitOk;
+  int live = o.ranks;
+  bool terminated = false;
+  std::chrono::steady_clock::time_point kill_at{};
+  while (live > 0) {
+    int ws = 0;
+    pid_t pid = waitpid(-1, &ws, status == kExitOk ? 0 : WNOHANG);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (pid == 0) {  // failure seen, peers still running
+      if (!terminated && std::chrono::steady_clock::now() >= kill_at) {
+        for (pid_t other : pids) {
+          if (other > 0) kill(other, SIGTERM);
+        }
+        terminated = true;
+      }
+      usleep(10000);
+      continue;
+    }
+    int rank = static_cast<int>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
+    if (rank >= o.ranks) continue;
+    pids[rank] = -1;
+    --live;
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) continue;
+    if (WIFSIGNALED(ws)) {
+      if (!(terminated && WTERMSIG(ws) == SIGTERM)) {
+        std::fprintf(stderr, "allgather-perf: rank %d (pid %d) killed by signal %d\n", rank,
+                     static_cast<int>(pid), WTERMSIG(ws));
+      }
+    } else {
+      std::fprintf(stderr, "allgather-perf: rank %d (pid %d) exited with status %d\n", rank,
+                   static_cast<int>(pid), WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+    }
+    if (status == kExitOk) kill_at = std::chrono::steady_clock::now() + kGrace;
+    status = kExitFailed;
+  }
+  if (terminated) std::fprintf(stderr, "allgather-perf: terminated the remaining ranks\n");
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse_options(argc, argv);
+  return o.threads ? launch_threads(o) : launch_processes(o);
+}

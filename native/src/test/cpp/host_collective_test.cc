@@ -1,0 +1,768 @@
+// Tests of the host backend through the C ABI only: ranks as threads and as forked
+// processes, every byte checked. The last line of output is "N passed, N failed".
+#include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <new>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "npugather.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct TestFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string where(const char* file, int line) { return std::string(file) + ":" + std::to_string(line) + ": "; }
+
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) throw TestFailure(where(__FILE__, __LINE__) + "CHECK(" #cond ")"); \
+  } while (0)
+
+#define CHECK_RC(expr, expected)                                                                        \
+  do {                                                                                                  \
+    npg_result_t rc_ = (expr);                                                                          \
+    if (rc_ != (expected)) {                                                                            \
+      throw TestFailure(where(__FILE__, __LINE__) + #expr " returned " + npg_result_name(rc_) +         \
+                        ", expected " + npg_result_name(expected) + " (last error: " + npg_last_error() + \
+                        ")");                                                                           \
+    }                                                                                                   \
+  } while (0)
+
+#define CHECK_OK(expr) CHECK_RC(expr, NPG_SUCCESS)
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Runs fn(rank) on n threads; rethrows the first failure after all joined.
+void run_ranks(int n, const std::function<void(int)>& fn) {
+  std::mutex mutex;
+  std::string first;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (first.empty()) first = "rank " + std::to_string(r) + ": " + e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (!first.empty()) throw TestFailure(first);
+}
+
+std::vector<uint8_t> make_root_info(const char* bind = "127.0.0.1") {
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
+  CHECK_OK(npg_get_root_info("host", bind, info.data(), info.size(), &size));
+  CHECK(std::string(npg_last_error()).empty());
+  info.resize(size);
+  return info;
+}
+
+npg_comm_t init_rank(int rank, int n, const std::vector<uint8_t>& info, uint32_t flags = 0,
+                     int64_t timeout_ms = 20000, const char* domain = "test") {
+  npg_comm_t comm = nullptr;
+  CHECK_OK(npg_comm_init("host", rank, n, 0, domain, NPG_COMM_MULTI_THREAD, -1, nullptr, timeout_ms, flags,
+                         info.data(), info.size(), &comm));
+  CHECK(comm != nullptr);
+  int32_t got = -1;
+  CHECK_OK(npg_comm_rank(comm, &got));
+  CHECK(got == rank);
+  CHECK_OK(npg_comm_size(comm, &got));
+  CHECK(got == n);
+  return comm;
+}
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Rank r's bytes for a given seed; every rank can regenerate every other rank's block.
+void fill_pattern(uint8_t* p, uint64_t len, uint64_t seed, int rank) {
+  uint64_t base = splitmix(seed * 1315423911u + static_cast<uint64_t>(rank) + 1);
+  uint64_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t v = splitmix(base + i);
+    memcpy(p + i, &v, 8);
+  }
+  if (i < len) {
+    uint64_t v = splitmix(base + i);
+    memcpy(p + i, &v, len - i);
+  }
+}
+
+constexpr uint8_t kSentinel = 0xEE;
+
+struct Layout {
+  std::vector<uint64_t> counts;  // elements
+  std::vector<uint64_t> displs;  // elements
+  uint64_t recv_elems = 0;
+};
+
+Layout equal_layout(int n, uint64_t count) {
+  Layout l;
+  for (int r = 0; r < n; ++r) {
+    l.counts.push_back(count);
+    l.displs.push_back(count * r);
+  }
+  l.recv_elems = count * n;
+  return l;
+}
+
+// Ragged blocks, some empty, placed in a shuffled order with gaps between them.
+Layout ragged_layout(int n, uint64_t max_count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Layout l;
+  l.counts.resize(n);
+  l.displs.resize(n);
+  for (int r = 0; r < n; ++r) l.counts[r] = (r % 3 == 1) ? 0 : 1 + rng() % max_count;
+  std::vector<int> order(n);
+  for (int r = 0; r < n; ++r) order[r] = r;
+  std::shuffle(order.begin(), order.end(), rng);
+  uint64_t at = 0;
+  for (int r : order) {
+    at += rng() % 7;  // gap
+    l.displs[r] = at;
+    at += l.counts[r];
+  }
+  l.recv_elems = at + 3;
+  return l;
+}
+
+// One rank's collective: fills, gathers, checks every byte including gap sentinels.
+void gather_and_verify(npg_comm_t comm, int rank, int n, const Layout& l, npg_dtype_t dtype, bool in_place,
+                       bool use_v, uint64_t seed) {
+  const size_t w = npg_dtype_size(dtype);
+  std::vector<uint8_t> recv(l.recv_elems * w + 1, kSentinel);
+  std::vector<uint8_t> send(l.counts[rank] * w + 1);
+  uint8_t* send_ptr = in_place ? recv.data() + l.displs[rank] * w : send.data();
+  fill_pattern(send_ptr, l.counts[rank] * w, seed, rank);
+  npg_result_t rc;
+  if (use_v) {
+    rc = npg_all_gather_v(comm, send_ptr, l.counts[rank], recv.data(), l.counts.data(), l.displs.data(), dtype);
+  } else {
+    rc = npg_all_gather(comm, send_ptr, recv.data(), l.counts[rank], dtype);
+  }
+  CHECK_RC(rc, NPG_SUCCESS);
+  CHECK(std::string(npg_last_error()).empty());
+  std::vector<bool> covered(recv.size(), false);
+  std::vector<uint8_t> expect;
+  for (int r = 0; r < n; ++r) {
+    uint64_t len = l.counts[r] * w;
+    expect.assign(len, 0);
+    fill_pattern(expect.data(), len, seed, r);
+    const uint8_t* got = recv.data() + l.displs[r] * w;
+    if (len > 0 && memcmp(got, expect.data(), len) != 0) {
+      uint64_t i = 0;
+      while (got[i] == expect[i]) ++i;
+      throw TestFailure("block of rank " + std::to_string(r) + " differs at byte " + std::to_string(i) + " of " +
+                        std::to_string(len));
+    }
+    for (uint64_t i = 0; i < len; ++i) covered[l.displs[r] * w + i] = true;
+  }
+  for (size_t i = 0; i < recv.size(); ++i) {
+    if (!covered[i] && recv[i] != kSentinel) throw TestFailure("byte " + std::to_string(i) + " outside blocks changed");
+  }
+}
+
+// n ranks as threads, `iterations` collectives each.
+void run_threads_case(int n, uint32_t flags, const Layout& l, npg_dtype_t dtype, bool in_place, bool use_v,
+                      const char* transport, int iterations = 2) {
+  auto info = make_root_info();
+  run_ranks(n, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, n, info, flags);
+    std::string got = npg_comm_transport(comm);
+    if (got != transport) throw TestFailure("transport is '" + got + "', expected '" + transport + "'");
+    for (int it = 0; it < iterations; ++it) gather_and_verify(comm, rank, n, l, dtype, in_place, use_v, 77 + it);
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+}
+
+std::vector<std::string> shm_entries(const std::string& prefix) {
+  std::vector<std::string> out;
+  DIR* d = opendir("/dev/shm");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) out.push_back(e->d_name);
+  }
+  closedir(d);
+  return out;
+}
+
+// ---------------------------------------------------------------- processes
+
+constexpr int kMaxProcRanks = 8;
+
+struct ProcShared {
+  std::atomic<int> info_ready;
+  std::atomic<int> inited;
+  size_t info_size;
+  uint8_t info[256];
+  int root_pid;
+  int rc[kMaxProcRanks];
+  double elapsed_ms[kMaxProcRanks];
+  char transport[kMaxProcRanks][16];
+  char error[kMaxProcRanks][512];
+};
+
+ProcShared* map_shared() {
+  void* p = mmap(nullptr, sizeof(ProcShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw TestFailure("mmap failed");
+  return new (p) ProcShared();
+}
+
+// Forks n ranks; the root child creates the root info and publishes it. body returns
+// the child's exit code (0 = pass).
+std::vector<pid_t> fork_ranks(int n, ProcShared* shared, const std::function<int(int, npg_comm_t)>& body,
+                              uint32_t flags, int64_t timeout_ms) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) throw TestFailure("fork failed");
+    if (pid == 0) {
+      int code = 90;
+      try {
+        if (r == 0) {
+          size_t size = 0;
+          if (npg_get_root_info("host", "127.0.0.1", shared->info, sizeof(shared->info), &size) != NPG_SUCCESS) _exit(91);
+          shared->info_size = size;
+          shared->root_pid = getpid();
+          shared->info_ready.store(1);
+        }
+        auto t0 = Clock::now();
+        while (shared->info_ready.load() == 0) {
+          if (ms_since(t0) > 10000) _exit(92);
+          usleep(1000);
+        }
+        npg_comm_t comm = nullptr;
+        npg_result_t rc = npg_comm_init("host", r, n, 0, "proc", NPG_COMM_MULTI_PROCESS, -1, nullptr, timeout_ms,
+                                        flags, shared->info, shared->info_size, &comm);
+        if (rc != NPG_SUCCESS) {
+          snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+          _exit(93);
+        }
+        snprintf(shared->transport[r], sizeof(shared->transport[r]), "%s", npg_comm_transport(comm));
+        shared->inited.fetch_add(1);
+        code = body(r, comm);
+        npg_comm_destroy(comm);
+      } catch (const std::exception& e) {
+        snprintf(shared->error[r], sizeof(shared->error[r]), "%s", e.what());
+        code = 94;
+      }
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
+// Waits for all children; kills the rest after limit_ms. Returns exit codes (-signal if killed).
+std::vector<int> wait_ranks(const std::vector<pid_t>& pids, double limit_ms) {
+  std::vector<int> codes(pids.size(), -1000);
+  auto t0 = Clock::now();
+  size_t left = pids.size();
+  while (left > 0) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (codes[i] != -1000) continue;
+      int status = 0;
+      if (waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+        codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+        --left;
+      }
+    }
+    if (left > 0 && ms_since(t0) > limit_ms) {
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (codes[i] == -1000) kill(pids[i], SIGKILL);
+      limit_ms = 1e18;
+    }
+    usleep(2000);
+  }
+  return codes;
+}
+
+std::string child_report(const ProcShared* s, const std::vector<int>& codes) {
+  std::string out;
+  for (size_t r = 0; r < codes.size(); ++r) {
+    out += " [rank " + std::to_string(r) + " exit " + std::to_string(codes[r]) + " " + s->error[r] + "]";
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- tests
+
+void test_threads_all_gather_delivers_every_byte_for_rank_sizes_1_2_3_4_8() {
+  for (int n : {1, 2, 3, 4, 8}) {
+    run_threads_case(n, 0, equal_layout(n, 1000 + 37 * n), NPG_FLOAT32, false, false, n == 1 ? "self" : "threads");
+  }
+}
+
+void test_threads_all_gather_v_handles_ragged_empty_and_gapped_blocks() {
+  for (int n : {2, 3, 4, 8}) {
+    run_threads_case(n, 0, ragged_layout(n, 5000, 11 + n), NPG_INT16, false, true, "threads");
+  }
+}
+
+void test_in_place_gather_keeps_own_block_and_fills_the_others() {
+  run_threads_case(3, 0, equal_layout(3, 4099), NPG_INT32, true, false, "threads");
+  run_threads_case(4, 0, ragged_layout(4, 3000, 5), NPG_INT8, true, true, "threads");
+  run_threads_case(3, NPG_FLAG_FORCE_TCP, ragged_layout(3, 3000, 6), NPG_INT64, true, true, "tcp");
+  run_threads_case(1, 0, equal_layout(1, 100), NPG_INT64, true, false, "self");
+}
+
+void test_every_dtype_width_round_trips() {
+  for (npg_dtype_t t : {NPG_INT8, NPG_INT16, NPG_INT32, NPG_FLOAT16, NPG_FLOAT32, NPG_INT64, NPG_UINT8, NPG_BFLOAT16}) {
+    run_threads_case(2, 0, ragged_layout(2, 777, 3 + t), t, false, true, "threads", 1);
+  }
+}
+
+void test_forced_tcp_ring_on_loopback_for_2_3_4_ranks() {
+  for (int n : {2, 3, 4}) {
+    // (1 MiB + 13) elements are not a multiple of the 1 MiB socket chunk.
+    run_threads_case(n, NPG_FLAG_FORCE_TCP, ragged_layout(n, (1 << 20) + 13, 21 + n), NPG_INT8, false, true, "tcp");
+    run_threads_case(n, NPG_FLAG_FORCE_TCP, equal_layout(n, 12345), NPG_BFLOAT16, false, false, "tcp");
+  }
+}
+
+void test_forced_tcp_ring_moves_16_mib_per_rank() {
+  run_threads_case(3, NPG_FLAG_FORCE_TCP, equal_layout(3, 4u << 20), NPG_FLOAT32, false, false, "tcp", 1);
+}
+
+void test_forced_staging_with_small_chunk_splits_into_rounds() {
+  setenv("NPUGATHER_STAGING_CHUNK_BYTES", "4096", 1);
+  try {
+    run_threads_case(3, NPG_FLAG_FORCE_STAGING, ragged_layout(3, 50000, 9), NPG_INT8, false, true, "staging", 3);
+    run_threads_case(4, NPG_FLAG_FORCE_STAGING, equal_layout(4, 3000), NPG_INT32, true, false, "staging");
+  } catch (...) {
+    unsetenv("NPUGATHER_STAGING_CHUNK_BYTES");
+    throw;
+  }
+  unsetenv("NPUGATHER_STAGING_CHUNK_BYTES");
+}
+
+// Yama's ptrace_scope >= 1 forbids cross-memory attach between sibling processes.
+bool cma_allowed_by_kernel() {
+  FILE* f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+  if (f == nullptr) return true;
+  int scope = 0;
+  bool read = fscanf(f, "%d", &scope) == 1;
+  fclose(f);
+  return !read || scope == 0;
+}
+
+void test_processes_gather_through_cross_memory_attach() {
+  for (int n : {2, 3}) {
+    ProcShared* shared = map_shared();
+    Layout l = ragged_layout(n, 300000, 40 + n);
+    auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
+      for (int it = 0; it < 3; ++it) gather_and_verify(comm, r, n, l, NPG_FLOAT16, it == 2, true, 500 + it);
+      return 0;
+    }, 0, 20000);
+    auto codes = wait_ranks(pids, 30000);
+    std::string transport = shared->transport[0];
+    std::string report = child_report(shared, codes);
+    munmap(shared, sizeof(ProcShared));
+    for (int c : codes) if (c != 0) throw TestFailure("children failed:" + report);
+    // Where the kernel forbids CMA, staging is the documented fallback.
+    std::string expected = cma_allowed_by_kernel() ? "cma" : "staging";
+    if (transport != expected) {
+      throw TestFailure("transport is '" + transport + "', expected '" + expected + "'");
+    }
+  }
+}
+
+void test_processes_forced_staging_gather_every_byte() {
+  ProcShared* shared = map_shared();
+  const int n = 2;
+  Layout l = ragged_layout(n, 3 << 20, 77);
+  auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
+    gather_and_verify(comm, r, n, l, NPG_UINT8, false, true, 9);
+    return 0;
+  }, NPG_FLAG_FORCE_STAGING, 20000);
+  auto codes = wait_ranks(pids, 30000);
+  std::string transport = shared->transport[0];
+  std::string report = child_report(shared, codes);
+  munmap(shared, sizeof(ProcShared));
+  for (int c : codes) if (c != 0) throw TestFailure("children failed:" + report);
+  CHECK(transport == "staging");
+}
+
+void expect_mismatch_on_every_rank(uint32_t flags, const char* transport) {
+  const int n = 3;
+  auto info = make_root_info();
+  run_ranks(n, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, n, info, flags);
+    CHECK(std::string(npg_comm_transport(comm)) == transport);
+    Layout l = equal_layout(n, 1000);
+    if (rank == 2) {  // rank 2 believes rank 0 sends fewer elements
+      l.counts[0] = 900;
+    }
+    std::vector<uint8_t> send(l.counts[rank] * 4), recv(l.recv_elems * 4);
+    npg_result_t rc = npg_all_gather_v(comm, send.data(), l.counts[rank], recv.data(), l.counts.data(),
+                                       l.displs.data(), NPG_FLOAT32);
+    CHECK_RC(rc, NPG_INVALID_USAGE);
+    CHECK(contains(npg_last_error(), "ranks disagree on receive counts"));
+    CHECK(contains(npg_last_error(), "npg_all_gather_v(rank " + std::to_string(rank) + "/3)"));
+    // The verdict is shared, so the communicator stays usable.
+    gather_and_verify(comm, rank, n, equal_layout(n, 5000), NPG_FLOAT32, false, false, 3);
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+}
+
+void test_mismatched_counts_give_invalid_usage_on_every_rank() {
+  expect_mismatch_on_every_rank(0, "threads");
+  expect_mismatch_on_every_rank(NPG_FLAG_FORCE_TCP, "tcp");
+}
+
+void test_rank_that_never_calls_gather_makes_others_time_out() {
+  const int n = 3;
+  const int64_t timeout = 400;
+  auto info = make_root_info();
+  std::atomic<int> finished{0};
+  run_ranks(n, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, n, info, 0, timeout);
+    if (rank == 2) {
+      while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } else {
+      std::vector<uint8_t> send(64), recv(64 * n);
+      auto t0 = Clock::now();
+      npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8);
+      double ms = ms_since(t0);
+      finished.fetch_add(1);
+      CHECK_RC(rc, NPG_TIMEOUT);
+      CHECK(contains(npg_last_error(), "rank 2"));
+      CHECK(ms < 2 * timeout);
+      // A communicator that timed out refuses further work instead of hanging.
+      CHECK_RC(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8), NPG_INVALID_USAGE);
+    }
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+}
+
+void test_rank_that_never_joins_makes_init_time_out() {
+  const int64_t timeout = 400;
+  auto info = make_root_info();
+  run_ranks(2, [&](int rank) {  // rank 2 of 3 never calls npg_comm_init
+    npg_comm_t comm = nullptr;
+    auto t0 = Clock::now();
+    npg_result_t rc = npg_comm_init("host", rank, 3, 0, "", 0, -1, nullptr, timeout, 0, info.data(), info.size(),
+                                    &comm);
+    double ms = ms_since(t0);
+    CHECK_RC(rc, NPG_TIMEOUT);
+    CHECK(comm == nullptr);
+    CHECK(contains(npg_last_error(), "rank 2"));
+    CHECK(ms < 2 * timeout + 600);
+  });
+}
+
+void expect_killed_rank_fails_survivors(uint32_t flags) {
+  const int n = 3;
+  const int64_t timeout = 3000;
+  ProcShared* shared = map_shared();
+  auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
+    if (r == 2) {
+      for (;;) pause();  // killed before it posts
+    }
+    while (shared->inited.load() < n) usleep(1000);
+    std::vector<uint8_t> send(1 << 20), recv((1 << 20) * n);
+    auto t0 = Clock::now();
+    npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
+    shared->elapsed_ms[r] = ms_since(t0);
+    shared->rc[r] = rc;
+    snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+    return (rc == NPG_REMOTE_ERROR || rc == NPG_TIMEOUT) && shared->elapsed_ms[r] < 2 * timeout ? 0 : 1;
+  }, flags, timeout);
+  auto t0 = Clock::now();
+  while (shared->inited.load() < n && ms_since(t0) < 20000) usleep(1000);
+  usleep(200 * 1000);
+  kill(pids[2], SIGKILL);
+  auto codes = wait_ranks(pids, 20000);
+  std::string report = child_report(shared, codes);
+  int root_pid = shared->root_pid;
+  std::string survivor_error = shared->error[0];
+  // Over shared memory everyone watches rank 2; on the ring only its right neighbour does.
+  bool named = contains(shared->error[0], "rank 2") && (flags != 0 || contains(shared->error[1], "rank 2"));
+  munmap(shared, sizeof(ProcShared));
+  if (codes[0] != 0 || codes[1] != 0 || codes[2] != -SIGKILL) throw TestFailure("unexpected outcome:" + report);
+  if (!named) throw TestFailure("survivors do not name rank 2:" + report);
+  printf("  survivor error: %s\n", survivor_error.c_str());
+  CHECK(shm_entries("npugather." + std::to_string(root_pid) + ".").empty());
+}
+
+void test_killed_process_rank_fails_survivors_promptly_and_leaves_no_shm() {
+  expect_killed_rank_fails_survivors(0);
+  expect_killed_rank_fails_survivors(NPG_FLAG_FORCE_TCP);
+}
+
+void test_default_bind_address_reaches_the_root() {
+  auto info = make_root_info(nullptr);
+  run_ranks(2, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, 2, info, NPG_FLAG_FORCE_TCP, 10000);
+    gather_and_verify(comm, rank, 2, ragged_layout(2, 100000, 8), NPG_INT32, false, true, 4);
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+}
+
+void test_foreign_and_garbage_connections_during_init_are_dropped() {
+  auto info = make_root_info();
+  // Root endpoint from the root info: magic(4) version(4) id(16) secret(16) family(2) port(2) addr(16).
+  uint16_t port = static_cast<uint16_t>(info[42] | (info[43] << 8));
+  auto connect_root = [&]() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    memcpy(&sa.sin_addr, &info[44], 4);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) throw TestFailure("connect failed");
+    return fd;
+  };
+  int garbage = connect_root();
+  const char junk[] = "GET / HTTP/1.0\r\n\r\n\xff\xff\xff\xff";
+  CHECK(send(garbage, junk, sizeof(junk), 0) > 0);
+  int oversized = connect_root();
+  uint8_t big[12] = {'N', 'P', 'G', 'F', 1, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f};
+  CHECK(send(oversized, big, sizeof(big), 0) > 0);
+  int wrong_secret = connect_root();
+  std::vector<uint8_t> hello = {'N', 'P', 'G', 'F', 1, 0, 0, 0, 0, 0, 0, 0};
+  std::vector<uint8_t> body = {1, 0, 0, 0};
+  body.insert(body.end(), info.begin() + 8, info.begin() + 24);  // the right id
+  for (int i = 0; i < 16; ++i) body.push_back(static_cast<uint8_t>(info[24 + i] ^ 0x5a));  // a wrong secret
+  body.resize(body.size() + 100, 0);
+  hello[8] = static_cast<uint8_t>(body.size());
+  hello.insert(hello.end(), body.begin(), body.end());
+  CHECK(send(wrong_secret, hello.data(), hello.size(), 0) > 0);
+  int silent = connect_root();  // connects and never speaks: costs at most the per-connection limit
+  auto t0 = Clock::now();
+  run_ranks(2, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, 2, info, 0, 10000);
+    gather_and_verify(comm, rank, 2, equal_layout(2, 999), NPG_INT8, false, false, 1);
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+  CHECK(ms_since(t0) < 5000);
+  close(garbage);
+  close(oversized);
+  close(wrong_secret);
+  close(silent);
+}
+
+void expect_abort_ends_blocked_gather(uint32_t flags) {
+  auto info = make_root_info();
+  std::atomic<int> aborted{0};
+  run_ranks(2, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, 2, info, flags, 20000);
+    std::vector<uint8_t> send(4096), recv(8192);
+    if (rank == 0) {
+      std::thread aborter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        npg_comm_abort(comm);
+      });
+      auto t0 = Clock::now();
+      npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
+      double ms = ms_since(t0);
+      aborter.join();
+      aborted.store(1);
+      CHECK_RC(rc, NPG_ABORTED);
+      CHECK(ms < 200 + 300);
+      CHECK_RC(npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8), NPG_ABORTED);
+    } else {
+      while (aborted.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      auto t0 = Clock::now();
+      npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
+      CHECK_RC(rc, NPG_REMOTE_ERROR);  // the peer learns about the abort, no timeout needed
+      CHECK(ms_since(t0) < 1000);
+    }
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+}
+
+void test_abort_from_another_thread_ends_a_blocked_gather_promptly() {
+  expect_abort_ends_blocked_gather(0);
+  expect_abort_ends_blocked_gather(NPG_FLAG_FORCE_TCP);
+}
+
+void test_inconsistent_rank_size_fails_init_on_every_rank() {
+  auto info = make_root_info();
+  run_ranks(2, [&](int rank) {
+    npg_comm_t comm = nullptr;
+    int size = rank == 0 ? 2 : 3;
+    npg_result_t rc = npg_comm_init("host", rank, size, 0, "", 0, -1, nullptr, 5000, 0, info.data(), info.size(),
+                                    &comm);
+    CHECK_RC(rc, NPG_INVALID_USAGE);
+    CHECK(contains(npg_last_error(), "rank_size"));
+  });
+}
+
+void expect_arg_error(npg_result_t rc, npg_result_t expected, const char* needle) {
+  if (rc != expected || !contains(npg_last_error(), needle)) {
+    throw TestFailure(std::string("got ") + npg_result_name(rc) + " '" + npg_last_error() + "', expected " +
+                      npg_result_name(expected) + " naming '" + needle + "'");
+  }
+}
+
+void test_argument_errors_name_the_argument() {
+  std::vector<uint8_t> buf(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
+  expect_arg_error(npg_get_root_info("nccl", nullptr, buf.data(), buf.size(), &size), NPG_INVALID_ARGUMENT,
+                   "backend 'nccl'");
+  expect_arg_error(npg_get_root_info("hccl", nullptr, buf.data(), buf.size(), &size), NPG_INVALID_USAGE,
+                   "backend 'hccl' is not available in this build of the native library; use backend 'host'");
+  expect_arg_error(npg_get_root_info("host", "127.0.0.1", buf.data(), 8, &size), NPG_INVALID_ARGUMENT, "capacity");
+  expect_arg_error(npg_get_root_info("host", "not an address!", buf.data(), buf.size(), &size),
+                   NPG_INVALID_ARGUMENT, "bind_address");
+  auto info = make_root_info();
+  npg_comm_t comm = nullptr;
+  auto init = [&](const char* backend, int rank, int n, int root, const char* domain, int64_t timeout,
+                  const void* ri, size_t ri_size) {
+    return npg_comm_init(backend, rank, n, root, domain, 0, -1, nullptr, timeout, 0, ri, ri_size, &comm);
+  };
+  expect_arg_error(init("lccl", 0, 1, 0, "", 1000, info.data(), info.size()), NPG_INVALID_USAGE, "backend 'lccl'");
+  expect_arg_error(init("host", 0, 0, 0, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT, "rank_size 0");
+  expect_arg_error(init("host", 2, 2, 0, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT, "rank 2");
+  expect_arg_error(init("host", 0, 2, 5, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT, "rank_root 5");
+  expect_arg_error(init("host", 0, 1, 0, "", 0, info.data(), info.size()), NPG_INVALID_ARGUMENT, "timeout_ms 0");
+  std::string long_domain(200, 'd');
+  expect_arg_error(init("host", 0, 1, 0, long_domain.c_str(), 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT,
+                   "comm_domain");
+  expect_arg_error(init("host", 0, 1, 0, "", 1000, info.data(), 7), NPG_INVALID_ARGUMENT, "root_info_size 7");
+  std::vector<uint8_t> bad = info;
+  bad[0] = 'X';
+  expect_arg_error(init("host", 0, 1, 0, "", 1000, bad.data(), bad.size()), NPG_INVALID_ARGUMENT, "root_info");
+  std::vector<uint8_t> foreign = info;
+  foreign[10] ^= 1;  // an id this process never created
+  expect_arg_error(init("host", 0, 1, 0, "", 1000, foreign.data(), foreign.size()), NPG_INVALID_USAGE,
+                   "not created in this process");
+  CHECK(comm == nullptr);
+  CHECK_OK(init("host", 0, 1, 0, "", 1000, info.data(), info.size()));
+  CHECK(std::string(npg_last_error()).empty());
+  CHECK(std::string(npg_comm_transport(comm)) == "self");
+  npg_comm_t kept = comm;
+  expect_arg_error(init("host", 0, 1, 0, "", 1000, info.data(), info.size()), NPG_INVALID_USAGE,
+                   "not created in this process");  // its listener was consumed by the first init
+  CHECK(comm == nullptr);
+  comm = kept;
+  std::vector<uint8_t> send(16), recv(16);
+  expect_arg_error(npg_all_gather(comm, send.data(), recv.data(), 4, static_cast<npg_dtype_t>(9)),
+                   NPG_INVALID_ARGUMENT, "dtype 9");
+  expect_arg_error(npg_all_gather(comm, nullptr, recv.data(), 4, NPG_INT32), NPG_INVALID_ARGUMENT, "send is NULL");
+  expect_arg_error(npg_all_gather(comm, send.data(), nullptr, 4, NPG_INT32), NPG_INVALID_ARGUMENT, "recv is NULL");
+  expect_arg_error(npg_all_gather(comm, send.data(), recv.data(), UINT64_MAX / 2, NPG_INT32), NPG_INVALID_ARGUMENT,
+                   "overflows");
+  uint64_t counts[1] = {4};
+  uint64_t displs[1] = {0};
+  expect_arg_error(npg_all_gather_v(comm, send.data(), 3, recv.data(), counts, displs, NPG_INT32),
+                   NPG_INVALID_ARGUMENT, "send_count 3");
+  expect_arg_error(npg_all_gather_v(comm, send.data(), 4, recv.data(), nullptr, displs, NPG_INT32),
+                   NPG_INVALID_ARGUMENT, "recv_counts");
+  expect_arg_error(npg_all_gather(nullptr, send.data(), recv.data(), 4, NPG_INT32), NPG_INVALID_ARGUMENT,
+                   "comm is NULL");
+  CHECK_OK(npg_all_gather(comm, send.data(), recv.data(), 4, NPG_INT32));
+  CHECK(std::string(npg_last_error()).empty());
+  CHECK_OK(npg_comm_destroy(comm));
+  expect_arg_error(npg_comm_destroy(nullptr), NPG_INVALID_ARGUMENT, "comm is NULL");
+  // Overlapping receive blocks are rejected before any communication.
+  auto info2 = make_root_info();
+  run_ranks(2, [&](int rank) {
+    npg_comm_t c = init_rank(rank, 2, info2);
+    uint64_t cnt[2] = {8, 8};
+    uint64_t dsp[2] = {0, 4};
+    std::vector<uint8_t> s(8), r(64);
+    expect_arg_error(npg_all_gather_v(c, s.data(), 8, r.data(), cnt, dsp, NPG_UINT8), NPG_INVALID_ARGUMENT,
+                     "overlap");
+    CHECK(contains(npg_last_error(), "npg_all_gather_v(rank " + std::to_string(rank) + "/2)"));
+    CHECK_OK(npg_comm_destroy(c));
+  });
+  CHECK(npg_dtype_size(NPG_BFLOAT16) == 2 && npg_dtype_size(NPG_INT64) == 8 &&
+        npg_dtype_size(static_cast<npg_dtype_t>(6)) == 0);
+  CHECK(std::string(npg_result_name(NPG_TIMEOUT)) == "NPG_TIMEOUT");
+}
+
+void test_successful_runs_leave_no_shared_memory_behind() {
+  std::string prefix = "npugather." + std::to_string(getpid()) + ".";
+  CHECK(shm_entries(prefix).empty());
+}
+
+struct TestCase {
+  const char* name;
+  void (*fn)();
+};
+
+const TestCase kTests[] = {
+    {"threads_all_gather_delivers_every_byte_for_rank_sizes_1_2_3_4_8",
+     test_threads_all_gather_delivers_every_byte_for_rank_sizes_1_2_3_4_8},
+    {"threads_all_gather_v_handles_ragged_empty_and_gapped_blocks",
+     test_threads_all_gather_v_handles_ragged_empty_and_gapped_blocks},
+    {"in_place_gather_keeps_own_block_and_fills_the_others", test_in_place_gather_keeps_own_block_and_fills_the_others},
+    {"every_dtype_width_round_trips", test_every_dtype_width_round_trips},
+    {"forced_tcp_ring_on_loopback_for_2_3_4_ranks", test_forced_tcp_ring_on_loopback_for_2_3_4_ranks},
+    {"forced_tcp_ring_moves_16_mib_per_rank", test_forced_tcp_ring_moves_16_mib_per_rank},
+    {"forced_staging_with_small_chunk_splits_into_rounds", test_forced_staging_with_small_chunk_splits_into_rounds},
+    {"processes_gather_through_cross_memory_attach", test_processes_gather_through_cross_memory_attach},
+    {"processes_forced_staging_gather_every_byte", test_processes_forced_staging_gather_every_byte},
+    {"mismatched_counts_give_invalid_usage_on_every_rank", test_mismatched_counts_give_invalid_usage_on_every_rank},
+    {"rank_that_never_calls_gather_makes_others_time_out", test_rank_that_never_calls_gather_makes_others_time_out},
+    {"rank_that_never_joins_makes_init_time_out", test_rank_that_never_joins_makes_init_time_out},
+    {"killed_process_rank_fails_survivors_promptly_and_leaves_no_shm",
+     test_killed_process_rank_fails_survivors_promptly_and_leaves_no_shm},
+    {"default_bind_address_reaches_the_root", test_default_bind_address_reaches_the_root},
+    {"foreign_and_garbage_connections_during_init_are_dropped",
+     test_foreign_and_garbage_connections_during_init_are_dropped},
+    {"abort_from_another_thread_ends_a_blocked_gather_promptly",
+     test_abort_from_another_thread_ends_a_blocked_gather_promptly},
+    {"inconsistent_rank_size_fails_init_on_every_rank", test_inconsistent_rank_size_fails_init_on_every_rank},
+    {"argument_errors_name_the_argument", test_argument_errors_name_the_argument},
+    {"successful_runs_leave_no_shared_memory_behind", test_successful_runs_leave_no_shared_memory_behind},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  int passed = 0;
+  int failed = 0;
+  for (const TestCase& t : kTests) {
+    if (argc > 1 && !contains(t.name, argv[1])) continue;
+    auto t0 = Clock::now();
+    try {
+      t.fn();
+      ++passed;
+      printf("PASS %s (%.0f ms)\n", t.name, ms_since(t0));
+    } catch (const std::exception& e) {
+      ++failed;
+      printf("FAIL %s (%.0f ms): %s\n", t.name, ms_since(t0), e.what());
+    }
+    fflush(stdout);
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,76 @@
+package io.npugather.bridge;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Builds and runs the C++ core's own test programs (native/src/test/cpp) against the core archive
+ * the build produced, and the cleanup command's test. Each program ends with "N passed, N failed".
+ */
+class NativeCoreCppTest {
+  private static final Path MODULE = Path.of(System.getProperty("user.dir"));
+  private static final Path CORE_ARCHIVE = MODULE.resolve("target/native/libnpugather_core.a");
+
+  private static String run(List<String> command, long timeoutSeconds) throws Exception {
+    Path log = Files.createTempFile("npugather-native-test", ".log");
+    try {
+      Process process = new ProcessBuilder(command).directory(MODULE.toFile())
+          .redirectErrorStream(true).redirectOutput(log.toFile()).start();
+      boolean finished = process.waitFor(timeoutSeconds, TimeUnit.SECONDS);
+      if (!finished) {
+        process.destroyForcibly().waitFor();
+      }
+      String output = Files.readString(log, StandardCharsets.UTF_8);
+      System.out.println(output);
+      assertTrue(finished, "timed out after " + timeoutSeconds + " s: " + command);
+      assertEquals(0, process.exitValue(), "exit code of " + command + "\n" + output);
+      return output;
+    } finally {
+      Files.deleteIfExists(log);
+    }
+  }
+
+  private static void assertAllPassed(String output) {
+    String[] lines = output.strip().split("\n");
+    String last = lines[lines.length - 1].strip();
+    assertTrue(last.matches("\\d+ passed, 0 failed"), "last line: " + last);
+    assertTrue(!last.startsWith("0 passed"), "no test ran: " + last);
+  }
+
+  private static List<Path> testSources() throws IOException {
+    try (Stream<Path> files = Files.list(MODULE.resolve("src/test/cpp"))) {
+      return files.filter(p -> p.toString().endsWith(".cc")).sorted().toList();
+    }
+  }
+
+  @Test
+  void cppCoreTestsPass() throws Exception {
+    assertTrue(Files.isRegularFile(CORE_ARCHIVE), "missing " + CORE_ARCHIVE);
+    for (Path source : testSources()) {
+      String name = source.getFileName().toString().replace(".cc", "");
+      Path binary = MODULE.resolve("target/native/" + name);
+      List<String> compile = new ArrayList<>(List.of("g++", "-std=c++17", "-O2", "-pthread",
+          "-Wall", "-Wextra", "-Werror", "-Isrc/main/cpp/include", "-Isrc/main/cpp",
+          source.toString(), CORE_ARCHIVE.toString(), "-o", binary.toString()));
+      run(compile, 300);
+      assertAllPassed(run(List.of(binary.toString()), 300));
+    }
+  }
+
+  @Test
+  void cleanupCommandRemovesOnlyStaleObjectsOfThisUser() throws Exception {
+    Path script = MODULE.resolve("src/test/sh/npugather_cleanup_test.sh");
+    assertTrue(Files.isRegularFile(script), "missing " + script);
+    assertAllPassed(run(List.of("bash", script.toString()), 120));
+  }
+}
