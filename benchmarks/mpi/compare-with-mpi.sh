@@ -40,6 +40,14 @@ USAGE
 
 while (($#)); do
   case "$1" in
+    --repeats | --ranks | --min-bytes | --max-bytes | --iters | --warmup | --transport | --mpi-arg | --out)
+      if (($# < 2)); then
+        echo "compare-with-mpi: $1 needs a value" >&2
+        exit 2
+      fi
+      ;;
+  esac
+  case "$1" in
     --repeats) repeats="$2"; shift ;;
     --ranks) ranks="$2"; shift ;;
     --min-bytes) min_bytes="$2"; shift ;;

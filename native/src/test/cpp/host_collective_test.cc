@@ -197,6 +197,50 @@ void gather_and_verify(npg_comm_t comm, int rank, int n, const Layout& l, npg_dt
   }
 }
 
+// One rank's segmented collective: its block is sent from three pieces of a separate
+// buffer (one of them empty); every other block must arrive, its own region stay untouched.
+void gather_segments_and_verify(npg_comm_t comm, int rank, int n, const Layout& l, uint64_t seed) {
+  std::vector<uint8_t> recv(l.recv_elems + 1, kSentinel);
+  const uint64_t len = l.counts[rank];
+  std::vector<uint8_t> source(len + 16);
+  fill_pattern(source.data() + 16, len, seed, rank);
+  const uint64_t first = std::min<uint64_t>(len, 1);
+  npg_segment_t segments[3] = {{source.data() + 16, first},
+                               {source.data(), 0},
+                               {source.data() + 16 + first, len - first}};
+  // The own block is not received, so its displacement is ignored (here it overlaps others).
+  std::vector<uint64_t> displs = l.displs;
+  displs[rank] = 0;
+  CHECK_OK(npg_all_gather_v_segments(comm, segments, 3, recv.data(), l.counts.data(), displs.data()));
+  std::vector<uint8_t> expect;
+  for (int r = 0; r < n; ++r) {
+    const uint8_t* got = recv.data() + l.displs[r];
+    if (r == rank) {
+      for (uint64_t i = 0; i < l.counts[r]; ++i) {
+        if (got[i] != kSentinel) throw TestFailure("own region written at byte " + std::to_string(i));
+      }
+      continue;
+    }
+    expect.assign(l.counts[r], 0);
+    fill_pattern(expect.data(), l.counts[r], seed, r);
+    if (l.counts[r] > 0 && memcmp(got, expect.data(), l.counts[r]) != 0) {
+      throw TestFailure("segmented send: block of rank " + std::to_string(r) + " differs");
+    }
+  }
+}
+
+void run_threads_segments_case(int n, uint32_t flags, const char* transport) {
+  auto info = make_root_info();
+  Layout l = ragged_layout(n, 200000, 90 + n);
+  run_ranks(n, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, n, info, flags);
+    std::string got = npg_comm_transport(comm);
+    if (got != transport) throw TestFailure("transport is '" + got + "', expected '" + transport + "'");
+    for (int it = 0; it < 2; ++it) gather_segments_and_verify(comm, rank, n, l, 300 + it);
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+}
+
 // n ranks as threads, `iterations` collectives each.
 void run_threads_case(int n, uint32_t flags, const Layout& l, npg_dtype_t dtype, bool in_place, bool use_v,
                       const char* transport, int iterations = 2) {
@@ -400,6 +444,25 @@ void test_processes_gather_through_cross_memory_attach() {
       throw TestFailure("transport is '" + transport + "', expected '" + expected + "'");
     }
   }
+}
+
+void test_segmented_sends_deliver_every_block_and_leave_own_region_untouched() {
+  run_threads_segments_case(1, 0, "self");
+  run_threads_segments_case(4, 0, "threads");
+  run_threads_segments_case(3, NPG_FLAG_FORCE_TCP, "tcp");
+  setenv("NPUGATHER_STAGING_CHUNK_BYTES", "4096", 1);
+  run_threads_segments_case(3, NPG_FLAG_FORCE_STAGING, "staging");
+  unsetenv("NPUGATHER_STAGING_CHUNK_BYTES");
+  ProcShared* shared = map_shared();
+  Layout l = ragged_layout(3, 300000, 61);
+  auto pids = fork_ranks(3, shared, [&](int r, npg_comm_t comm) {
+    for (int it = 0; it < 2; ++it) gather_segments_and_verify(comm, r, 3, l, 700 + it);
+    return 0;
+  }, 0, 20000);
+  auto codes = wait_ranks(pids, 30000);
+  std::string report = child_report(shared, codes);
+  munmap(shared, sizeof(ProcShared));
+  for (int c : codes) if (c != 0) throw TestFailure("children failed:" + report);
 }
 
 void test_processes_forced_staging_gather_every_byte() {
@@ -728,6 +791,8 @@ const TestCase kTests[] = {
     {"forced_tcp_ring_moves_16_mib_per_rank", test_forced_tcp_ring_moves_16_mib_per_rank},
     {"forced_staging_with_small_chunk_splits_into_rounds", test_forced_staging_with_small_chunk_splits_into_rounds},
     {"processes_gather_through_cross_memory_attach", test_processes_gather_through_cross_memory_attach},
+    {"segmented_sends_deliver_every_block_and_leave_own_region_untouched",
+     test_segmented_sends_deliver_every_block_and_leave_own_region_untouched},
     {"processes_forced_staging_gather_every_byte", test_processes_forced_staging_gather_every_byte},
     {"mismatched_counts_give_invalid_usage_on_every_rank", test_mismatched_counts_give_invalid_usage_on_every_rank},
     {"rank_that_never_calls_gather_makes_others_time_out", test_rank_that_never_calls_gather_makes_others_time_out},

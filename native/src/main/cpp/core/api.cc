@@ -82,12 +82,12 @@ uint64_t to_bytes(uint64_t elements, size_t width, const std::string& name) {
   return elements * width;
 }
 
-// Validates the gather layout and turns it into byte counts and displacements.
-void check_layout(const Communicator& c, const void* send, uint64_t send_count, void* recv,
-                  const uint64_t* counts, const uint64_t* displs, size_t width,
-                  std::vector<uint64_t>* counts_bytes, std::vector<uint64_t>* displs_bytes) {
+// Validates the gather layout and turns it into byte counts and displacements. The block
+// of skip_rank (if >= 0) is not received, so it needs no room in recv.
+void check_layout(const Communicator& c, void* recv, const uint64_t* counts, const uint64_t* displs,
+                  size_t width, int32_t skip_rank, std::vector<uint64_t>* counts_bytes,
+                  std::vector<uint64_t>* displs_bytes) {
   const int32_t n = c.size();
-  const int32_t me = c.rank();
   counts_bytes->resize(n);
   displs_bytes->resize(n);
   uint64_t total = 0;
@@ -97,14 +97,11 @@ void check_layout(const Communicator& c, const void* send, uint64_t send_count, 
     (*displs_bytes)[r] = to_bytes(displs[r], width, "recv_displs" + idx);
     check_arg((*displs_bytes)[r] <= UINT64_MAX - (*counts_bytes)[r],
               "recv_displs" + idx + " + recv_counts" + idx + " overflows 64-bit byte offsets");
-    if ((*counts_bytes)[r] > 0) {
+    if ((*counts_bytes)[r] > 0 && r != skip_rank) {
       check_arg(UINT64_MAX - total >= (*counts_bytes)[r], "sum of recv_counts overflows 64-bit byte sizes");
       total += (*counts_bytes)[r];
     }
   }
-  check_arg(send_count == counts[me], "send_count " + std::to_string(send_count) + " must equal recv_counts[" +
-                                          std::to_string(me) + "] = " + std::to_string(counts[me]));
-  check_arg(send != nullptr || send_count == 0, "send is NULL but send_count is " + std::to_string(send_count));
   check_arg(recv != nullptr || total == 0, "recv is NULL but the receive counts sum to " + std::to_string(total) +
                                                " bytes");
   check_arg(reinterpret_cast<uintptr_t>(recv) <= UINTPTR_MAX - total || total == 0,
@@ -112,7 +109,7 @@ void check_layout(const Communicator& c, const void* send, uint64_t send_count, 
   // Receive regions of different ranks must not overlap (empty blocks are exempt).
   std::vector<int32_t> order;
   for (int32_t r = 0; r < n; ++r)
-    if ((*counts_bytes)[r] > 0) order.push_back(r);
+    if ((*counts_bytes)[r] > 0 && r != skip_rank) order.push_back(r);
   std::sort(order.begin(), order.end(),
             [&](int32_t a, int32_t b) { return (*displs_bytes)[a] < (*displs_bytes)[b]; });
   for (size_t i = 1; i < order.size(); ++i) {
@@ -123,24 +120,44 @@ void check_layout(const Communicator& c, const void* send, uint64_t send_count, 
                   " makes rank " + std::to_string(b) + "'s block overlap rank " + std::to_string(a) +
                   "'s block [" + std::to_string(displs[a]) + ", " + std::to_string(displs[a] + counts[a]) + ")");
   }
-  // send may alias recv only as the exact in-place position of this rank's block.
-  if (send_count > 0 && recv != nullptr) {
-    auto s = reinterpret_cast<uintptr_t>(send);
-    auto rb = reinterpret_cast<uintptr_t>(recv);
-    uint64_t own = (*displs_bytes)[me];
-    uint64_t sbytes = (*counts_bytes)[me];
-    bool in_place = s == rb + own;
-    for (int32_t r = 0; r < n && !in_place; ++r) {
-      uint64_t lo = rb + (*displs_bytes)[r];
-      uint64_t hi = lo + (*counts_bytes)[r];
-      if ((*counts_bytes)[r] == 0) continue;
-      if (s < hi && s + sbytes > lo) {
-        throw_error(NPG_INVALID_USAGE, "send overlaps rank " + std::to_string(r) +
-                                           "'s receive block; in place requires send == recv + recv_displs[" +
-                                           std::to_string(me) + "] * width");
-      }
+}
+
+// A send region [s, s + bytes) may not overlap another rank's receive block; it may be
+// this rank's own block exactly when own_block_allowed (in place).
+void check_send_region(const Communicator& c, uintptr_t s, uint64_t bytes, const void* recv,
+                       const std::vector<uint64_t>& counts_bytes, const std::vector<uint64_t>& displs_bytes,
+                       bool own_block_allowed, const std::string& name) {
+  if (bytes == 0 || recv == nullptr) return;
+  const int32_t me = c.rank();
+  auto rb = reinterpret_cast<uintptr_t>(recv);
+  if (own_block_allowed && s == rb + displs_bytes[me]) return;
+  for (int32_t r = 0; r < c.size(); ++r) {
+    if (counts_bytes[r] == 0 || (r == me && !own_block_allowed)) continue;
+    uint64_t lo = rb + displs_bytes[r];
+    uint64_t hi = lo + counts_bytes[r];
+    if (s < hi && s + bytes > lo) {
+      throw_error(NPG_INVALID_USAGE, name + " overlaps rank " + std::to_string(r) +
+                                         "'s receive block; in place requires send == recv + recv_displs[" +
+                                         std::to_string(me) + "] * width");
     }
   }
+}
+
+// The classic single-buffer send: one segment, own block copied unless in place.
+void gather_from_buffer(Communicator& c, const void* send, uint64_t send_count, void* recv,
+                        const uint64_t* counts, const uint64_t* displs, size_t width) {
+  std::vector<uint64_t> counts_bytes, displs_bytes;
+  check_layout(c, recv, counts, displs, width, -1, &counts_bytes, &displs_bytes);
+  const int32_t me = c.rank();
+  check_arg(send_count == counts[me], "send_count " + std::to_string(send_count) + " must equal recv_counts[" +
+                                          std::to_string(me) + "] = " + std::to_string(counts[me]));
+  check_arg(send != nullptr || send_count == 0, "send is NULL but send_count is " + std::to_string(send_count));
+  const uint64_t bytes = counts_bytes[me];
+  check_send_region(c, reinterpret_cast<uintptr_t>(send), bytes, recv, counts_bytes, displs_bytes, true, "send");
+  const bool in_place =
+      bytes == 0 || reinterpret_cast<uintptr_t>(send) == reinterpret_cast<uintptr_t>(recv) + displs_bytes[me];
+  npg_segment_t segment{send, bytes};
+  c.all_gather_v(&segment, 1, !in_place, recv, counts_bytes.data(), displs_bytes.data());
 }
 
 }  // namespace
@@ -220,9 +237,7 @@ npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint6
                 "count " + std::to_string(count) + " times rank_size overflows 64-bit sizes");
       displs[r] = count * static_cast<uint64_t>(r);
     }
-    std::vector<uint64_t> counts_bytes, displs_bytes;
-    npg::check_layout(c, send, count, recv, counts.data(), displs.data(), width, &counts_bytes, &displs_bytes);
-    c.all_gather_v(send, counts_bytes[c.rank()], recv, counts_bytes.data(), displs_bytes.data());
+    npg::gather_from_buffer(c, send, count, recv, counts.data(), displs.data(), width);
   });
 }
 
@@ -234,9 +249,38 @@ npg_result_t npg_all_gather_v(npg_comm_t comm, const void* send, uint64_t send_c
     check_arg(recv_counts != nullptr, "recv_counts is NULL");
     check_arg(recv_displs != nullptr, "recv_displs is NULL");
     size_t width = npg::checked_width(dtype);
+    npg::gather_from_buffer(c, send, send_count, recv, recv_counts, recv_displs, width);
+  });
+}
+
+npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* send_segments,
+                                       size_t segment_count, void* recv, const uint64_t* recv_counts,
+                                       const uint64_t* recv_displs) {
+  return guarded("npg_all_gather_v_segments", npg::rank_of(comm), npg::size_of(comm), [&] {
+    npg::Communicator& c = npg::comm_of(comm);
+    check_arg(recv_counts != nullptr, "recv_counts is NULL");
+    check_arg(recv_displs != nullptr, "recv_displs is NULL");
+    check_arg(segment_count <= NPG_MAX_SEGMENTS, "segment_count " + std::to_string(segment_count) +
+                                                     " is out of range [0, " + std::to_string(NPG_MAX_SEGMENTS) + "]");
+    check_arg(send_segments != nullptr || segment_count == 0, "send_segments is NULL but segment_count is " +
+                                                                  std::to_string(segment_count));
     std::vector<uint64_t> counts_bytes, displs_bytes;
-    npg::check_layout(c, send, send_count, recv, recv_counts, recv_displs, width, &counts_bytes, &displs_bytes);
-    c.all_gather_v(send, counts_bytes[c.rank()], recv, counts_bytes.data(), displs_bytes.data());
+    npg::check_layout(c, recv, recv_counts, recv_displs, 1, c.rank(), &counts_bytes, &displs_bytes);
+    uint64_t total = 0;
+    for (size_t i = 0; i < segment_count; ++i) {
+      const npg_segment_t& seg = send_segments[i];
+      std::string name = "send_segments[" + std::to_string(i) + "]";
+      check_arg(seg.address != nullptr || seg.bytes == 0, name + ".address is NULL but its bytes is " +
+                                                              std::to_string(seg.bytes));
+      check_arg(seg.bytes <= UINT64_MAX - total, "sum of send_segments' bytes overflows 64-bit sizes");
+      total += seg.bytes;
+      npg::check_send_region(c, reinterpret_cast<uintptr_t>(seg.address), seg.bytes, recv, counts_bytes,
+                             displs_bytes, false, name);
+    }
+    check_arg(total == counts_bytes[c.rank()], "send_segments hold " + std::to_string(total) +
+                                                   " bytes but recv_counts[" + std::to_string(c.rank()) + "] = " +
+                                                   std::to_string(counts_bytes[c.rank()]));
+    c.all_gather_v(send_segments, segment_count, false, recv, counts_bytes.data(), displs_bytes.data());
   });
 }
 

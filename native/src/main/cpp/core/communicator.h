@@ -2,7 +2,10 @@
 #ifndef NPUGATHER_CORE_COMMUNICATOR_H_
 #define NPUGATHER_CORE_COMMUNICATOR_H_
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "npugather.h"
 
 namespace npg {
 
@@ -14,10 +17,11 @@ class Communicator {
   virtual int32_t size() const = 0;
   virtual const char* transport() const = 0;
 
-  // Rank r's counts_bytes[r] bytes land at recv + displs_bytes[r] on every rank.
-  // Arguments are validated by the caller: send_bytes == counts_bytes[rank], regions
-  // of different ranks do not overlap, no sum overflows.
-  virtual void all_gather_v(const void* send, uint64_t send_bytes, void* recv,
+  // Rank r's counts_bytes[r] bytes land at recv + displs_bytes[r] on every rank. This
+  // rank's block is the concatenation of segments; it is copied to its own place in recv
+  // only when write_own. Arguments are validated by the caller: the segments add up to
+  // counts_bytes[rank], regions of different ranks do not overlap, no sum overflows.
+  virtual void all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
                             const uint64_t* counts_bytes, const uint64_t* displs_bytes) = 0;
 
   // Thread-safe, may run concurrently with all_gather_v: blocked and later calls

@@ -24,7 +24,7 @@ class SelfTransport final : public HostTransport {
  public:
   const char* name() const override { return "self"; }
   void all_gather_v(const GatherArgs& args, const Deadline&) override {
-    if (!args.in_place()) memcpy(args.recv + args.displs[args.rank], args.send, args.send_bytes);
+    args.write_own_block();
   }
   void on_abort() noexcept override {}
   void on_failure() noexcept override {}
@@ -214,21 +214,23 @@ void HostCommunicator::join_as_member(const CommConfig& config, const HostRootIn
   install(kind, table, std::move(segment), std::move(ring));
 }
 
-void HostCommunicator::all_gather_v(const void* send, uint64_t send_bytes, void* recv,
-                                    const uint64_t* counts_bytes, const uint64_t* displs_bytes) {
+void HostCommunicator::all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own,
+                                    void* recv, const uint64_t* counts_bytes, const uint64_t* displs_bytes) {
   if (abort_.triggered()) throw_aborted();
   if (!broken_.empty()) {
     throw_error(NPG_INVALID_USAGE, "communicator is unusable after an earlier failure (" + broken_ +
                                        "); destroy it and create a new one");
   }
   GatherArgs args;
-  args.send = static_cast<const uint8_t*>(send);
-  args.send_bytes = send_bytes;
+  args.segments = segments;
+  args.segment_count = segment_count;
+  args.send_bytes = counts_bytes[rank_];
+  args.write_own = write_own;
   args.recv = static_cast<uint8_t*>(recv);
   args.counts = counts_bytes;
   args.displs = displs_bytes;
   args.seq = ++seq_;
-  args.digest = layout_digest(size_, counts_bytes, displs_bytes);
+  args.digest = counts_digest(size_, counts_bytes);
   args.rank = rank_;
   const Deadline deadline = Deadline::after_ms(timeout_ms_);
   try {

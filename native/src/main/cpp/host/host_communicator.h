@@ -26,8 +26,8 @@ class HostCommunicator final : public Communicator {
   int32_t rank() const override { return rank_; }
   int32_t size() const override { return size_; }
   const char* transport() const override { return transport_ ? transport_->name() : "none"; }
-  void all_gather_v(const void* send, uint64_t send_bytes, void* recv, const uint64_t* counts_bytes,
-                    const uint64_t* displs_bytes) override;
+  void all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
+                    const uint64_t* counts_bytes, const uint64_t* displs_bytes) override;
   void abort() noexcept override;
   void close() override;
 

@@ -5,12 +5,31 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "../core/error.h"
 
 namespace npg {
 namespace host {
 
-bool GatherArgs::in_place() const { return send_bytes == 0 || send == recv + displs[rank]; }
+void GatherArgs::write_own_block() const {
+  if (write_own) copy_from_segments(segments, segment_count, 0, send_bytes, recv + displs[rank]);
+}
+
+void copy_from_segments(const npg_segment_t* segments, size_t count, uint64_t offset, uint64_t len, uint8_t* dst) {
+  for (size_t i = 0; i < count && len > 0; ++i) {
+    const uint64_t bytes = segments[i].bytes;
+    if (offset >= bytes) {
+      offset -= bytes;
+      continue;
+    }
+    const uint64_t take = std::min(bytes - offset, len);
+    memcpy(dst, static_cast<const uint8_t*>(segments[i].address) + offset, take);
+    dst += take;
+    len -= take;
+    offset = 0;
+  }
+}
 
 uint64_t GatherArgs::total_bytes(int32_t size) const {
   uint64_t total = 0;
@@ -18,7 +37,7 @@ uint64_t GatherArgs::total_bytes(int32_t size) const {
   return total;
 }
 
-uint64_t layout_digest(int32_t size, const uint64_t* counts, const uint64_t* displs) {
+uint64_t counts_digest(int32_t size, const uint64_t* counts) {
   // FNV-1a over the 64-bit words, finished with a splitmix64 mix.
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](uint64_t v) {
@@ -28,10 +47,7 @@ uint64_t layout_digest(int32_t size, const uint64_t* counts, const uint64_t* dis
     }
   };
   mix(static_cast<uint64_t>(size));
-  for (int32_t r = 0; r < size; ++r) {
-    mix(counts[r]);
-    mix(displs[r]);
-  }
+  for (int32_t r = 0; r < size; ++r) mix(counts[r]);
   h ^= h >> 30;
   h *= 0xbf58476d1ce4e5b9ull;
   h ^= h >> 27;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <string>
 
+#include "npugather.h"
 #include "socket_util.h"
 
 namespace npg {
@@ -14,21 +15,27 @@ namespace host {
 
 // One collective, in bytes. Regions of different ranks in recv do not overlap.
 struct GatherArgs {
-  const uint8_t* send = nullptr;
-  uint64_t send_bytes = 0;
+  const npg_segment_t* segments = nullptr;  // this rank's block, in order
+  size_t segment_count = 0;
+  uint64_t send_bytes = 0;  // sum of the segments' bytes
+  bool write_own = false;   // copy this rank's block to its place in recv
   uint8_t* recv = nullptr;
   const uint64_t* counts = nullptr;
   const uint64_t* displs = nullptr;
   uint64_t seq = 0;     // 1, 2, ... identical on all ranks for the same collective
-  uint64_t digest = 0;  // layout_digest of counts/displs
+  uint64_t digest = 0;  // counts_digest of counts
   int32_t rank = 0;
-  // Own bytes already sit at their place in recv (or there are none).
-  bool in_place() const;
   uint64_t total_bytes(int32_t size) const;
+  // Copies this rank's block to its place in recv when write_own.
+  void write_own_block() const;
 };
 
-// Digest of the layout every rank must agree on.
-uint64_t layout_digest(int32_t size, const uint64_t* counts, const uint64_t* displs);
+// Copies bytes [offset, offset + len) of the concatenation of segments to dst.
+void copy_from_segments(const npg_segment_t* segments, size_t count, uint64_t offset, uint64_t len, uint8_t* dst);
+
+// Digest of the receive counts, which every rank must agree on. Displacements are each
+// rank's own receive layout and may differ between ranks.
+uint64_t counts_digest(int32_t size, const uint64_t* counts);
 
 // Abort flag plus an eventfd that wakes poll()s; shared by the communicator and its transport.
 class AbortSignal {

@@ -80,7 +80,8 @@ struct alignas(kLineBytes) ShmTransport::Slot {
   std::atomic<uint64_t> posted_seq;
   std::atomic<uint64_t> done_seq;
   std::atomic<uint64_t> status;
-  std::atomic<uint64_t> send_addr;
+  std::atomic<uint64_t> segments_addr;  // this rank's npg_segment_t array, in its own memory
+  std::atomic<uint64_t> segment_count;
   std::atomic<uint64_t> send_bytes;
   std::atomic<uint64_t> digest;
   std::atomic<uint64_t> stage_posted;
@@ -256,12 +257,33 @@ void ShmTransport::verify_layout(const GatherArgs& args) {
   }
 }
 
-void ShmTransport::copy_from_peer(int32_t peer, uint8_t* dst, uint64_t src_addr, uint64_t len) {
+void ShmTransport::copy_from_peer(int32_t peer, uint8_t* dst, uint64_t segments_addr, uint64_t segment_count,
+                                  uint64_t len) {
   if (len == 0) return;
+  const auto* remote = reinterpret_cast<const npg_segment_t*>(static_cast<uintptr_t>(segments_addr));
   if (mode_ == Mode::kThreads) {
-    memcpy(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(src_addr)), len);
+    copy_from_segments(remote, segment_count, 0, len, dst);
     return;
   }
+  if (segment_count > NPG_MAX_SEGMENTS) {
+    throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(peer) + " published " + std::to_string(segment_count) +
+                                      " send segments; at most " + std::to_string(NPG_MAX_SEGMENTS) + " are allowed");
+  }
+  std::vector<npg_segment_t> segments(segment_count);
+  cma_read(peer, reinterpret_cast<uint8_t*>(segments.data()), segments_addr, segment_count * sizeof(npg_segment_t));
+  uint64_t done = 0;
+  for (const npg_segment_t& segment : segments) {
+    if (segment.bytes > len - done) break;
+    cma_read(peer, dst + done, reinterpret_cast<uintptr_t>(segment.address), segment.bytes);
+    done += segment.bytes;
+  }
+  if (done != len) {
+    throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(peer) + "'s send segments do not add up to its " +
+                                      std::to_string(len) + " bytes");
+  }
+}
+
+void ShmTransport::cma_read(int32_t peer, uint8_t* dst, uint64_t src_addr, uint64_t len) {
   uint64_t done = 0;
   while (done < len) {
     if (abort_.triggered()) throw_aborted();
@@ -293,7 +315,10 @@ void ShmTransport::run_staging(const GatherArgs& args, const Deadline& deadline)
   Slot& mine = slot(rank_);
   for (uint64_t k = 0; k < rounds; ++k) {
     const uint64_t off = k * chunk_;
-    if (args.send_bytes > off) memcpy(staging(rank_), args.send + off, std::min(chunk_, args.send_bytes - off));
+    if (args.send_bytes > off) {
+      copy_from_segments(args.segments, args.segment_count, off, std::min(chunk_, args.send_bytes - off),
+                         staging(rank_));
+    }
     const uint64_t round = ++stage_round_;
     mine.stage_posted.store(round, std::memory_order_release);
     wait_peers(&Slot::stage_posted, round, deadline, "fill the staging area");
@@ -310,7 +335,8 @@ void ShmTransport::run_staging(const GatherArgs& args, const Deadline& deadline)
 
 void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline) {
   Slot& mine = slot(rank_);
-  mine.send_addr.store(reinterpret_cast<uintptr_t>(args.send), std::memory_order_relaxed);
+  mine.segments_addr.store(reinterpret_cast<uintptr_t>(args.segments), std::memory_order_relaxed);
+  mine.segment_count.store(args.segment_count, std::memory_order_relaxed);
   mine.send_bytes.store(args.send_bytes, std::memory_order_relaxed);
   mine.digest.store(args.digest, std::memory_order_relaxed);
   mine.posted_seq.store(args.seq, std::memory_order_release);
@@ -333,7 +359,7 @@ void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline
     throw;
   }
   try {
-    if (!args.in_place()) memcpy(args.recv + args.displs[rank_], args.send, args.send_bytes);
+    args.write_own_block();
     if (mode_ == Mode::kStaging) {
       run_staging(args, deadline);
     } else {
@@ -343,8 +369,8 @@ void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline
       check_peer_status();
       for (int32_t i = 1; i < size_; ++i) {
         int32_t r = (rank_ + i) % size_;
-        copy_from_peer(r, args.recv + args.displs[r], slot(r).send_addr.load(std::memory_order_relaxed),
-                       args.counts[r]);
+        copy_from_peer(r, args.recv + args.displs[r], slot(r).segments_addr.load(std::memory_order_relaxed),
+                       slot(r).segment_count.load(std::memory_order_relaxed), args.counts[r]);
       }
     }
     mine.done_seq.store(args.seq, std::memory_order_release);

@@ -61,7 +61,10 @@ class ShmTransport final : public HostTransport {
   // Publishes this rank's failure and waits until no peer is copying from its send buffer.
   void leave_after_failure(uint64_t seq, npg_result_t code) noexcept;
   void verify_layout(const GatherArgs& args);
-  void copy_from_peer(int32_t peer, uint8_t* dst, uint64_t src_addr, uint64_t len);
+  // Copies peer's block (its segments, listed at segments_addr in its memory) to dst.
+  void copy_from_peer(int32_t peer, uint8_t* dst, uint64_t segments_addr, uint64_t segment_count, uint64_t len);
+  // process_vm_readv of len bytes at src_addr in peer's memory, in abortable chunks.
+  void cma_read(int32_t peer, uint8_t* dst, uint64_t src_addr, uint64_t len);
   void run_staging(const GatherArgs& args, const Deadline& deadline);
 
   ShmSegment segment_;

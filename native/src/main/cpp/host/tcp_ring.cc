@@ -87,15 +87,16 @@ std::unique_ptr<TcpRing> TcpRing::connect(int32_t rank, int32_t size, int listen
   }
 }
 
-void TcpRing::pump(const std::vector<Segment>& send, const std::vector<Segment>& recv, const Deadline& deadline,
-                   const char* phase) {
+void TcpRing::pump(const std::vector<Segment>& send, size_t own_segments, const std::vector<Segment>& recv,
+                   const Deadline& deadline, const char* phase) {
   const int32_t left_rank = (rank_ + size_ - 1) % size_;
   const int32_t right_rank = (rank_ + 1) % size_;
   uint64_t send_total = 0;
   uint64_t recv_total = 0;
   for (const auto& s : send) send_total += s.len;
   for (const auto& s : recv) recv_total += s.len;
-  const uint64_t own = send.empty() ? 0 : send[0].len;
+  uint64_t own = 0;
+  for (size_t i = 0; i < own_segments && i < send.size(); ++i) own += send[i].len;
   uint64_t sent = 0;
   uint64_t received = 0;
   size_t si = 0, ri = 0;      // current segment
@@ -185,7 +186,7 @@ void TcpRing::exchange_headers(const GatherArgs& args, const Deadline& deadline)
   std::vector<Segment> send, recv;
   for (int32_t i = 0; i < size_ - 1; ++i) send.push_back({at((rank_ - i + size_) % size_), kHeaderBytes});
   for (int32_t i = 1; i < size_; ++i) recv.push_back({at((rank_ - i + size_) % size_), kHeaderBytes});
-  pump(send, recv, deadline, "header exchange");
+  pump(send, 1, recv, deadline, "header exchange");
   const int32_t left_rank = (rank_ + size_ - 1) % size_;
   std::vector<uint64_t> digest(size_), bytes(size_);
   for (int32_t r = 0; r < size_; ++r) {
@@ -204,7 +205,7 @@ void TcpRing::exchange_headers(const GatherArgs& args, const Deadline& deadline)
   for (int32_t r = 1; r < size_; ++r) {
     if (digest[r] != digest[0]) {
       throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: rank " + std::to_string(r) +
-                                         "'s recv_counts/recv_displs differ from rank 0's");
+                                         "'s recv_counts differ from rank 0's");
     }
   }
   for (int32_t r = 0; r < size_; ++r) {
@@ -221,15 +222,18 @@ void TcpRing::all_gather_v(const GatherArgs& args, const Deadline& deadline) {
   // Send stream: own block, then blocks rank-1, ..., rank-N+2 as they arrive from the left.
   // Receive stream: blocks rank-1, ..., rank-N+1, written straight to their place.
   std::vector<Segment> send, recv;
-  send.push_back({const_cast<uint8_t*>(args.send), args.send_bytes});
+  for (size_t i = 0; i < args.segment_count; ++i) {
+    send.push_back({static_cast<uint8_t*>(const_cast<void*>(args.segments[i].address)), args.segments[i].bytes});
+  }
+  const size_t own_segments = send.size();
   for (int32_t i = 1; i < size_; ++i) {
     int32_t r = (rank_ - i + size_) % size_;
     Segment s{args.recv + args.displs[r], args.counts[r]};
     recv.push_back(s);
     if (i < size_ - 1) send.push_back(s);
   }
-  pump(send, recv, deadline, "data exchange");
-  if (!args.in_place()) memcpy(args.recv + args.displs[rank_], args.send, args.send_bytes);
+  pump(send, own_segments, recv, deadline, "data exchange");
+  args.write_own_block();
 }
 
 void TcpRing::on_abort() noexcept {

@@ -36,10 +36,11 @@ class TcpRing final : public HostTransport {
     uint64_t len;
   };
   TcpRing(int32_t rank, int32_t size, UniqueFd left, UniqueFd right, AbortSignal& abort);
-  // Streams send to the right while receiving recv from the left. send[1..] must be the
-  // first recv segments in order: bytes are forwarded as soon as they have arrived.
-  void pump(const std::vector<Segment>& send, const std::vector<Segment>& recv, const Deadline& deadline,
-            const char* phase);
+  // Streams send to the right while receiving recv from the left. send[0, own_segments)
+  // is this rank's own data; send[own_segments..] must be the first recv segments in
+  // order: their bytes are forwarded as soon as they have arrived.
+  void pump(const std::vector<Segment>& send, size_t own_segments, const std::vector<Segment>& recv,
+            const Deadline& deadline, const char* phase);
   void exchange_headers(const GatherArgs& args, const Deadline& deadline);
 
   int32_t rank_;

@@ -83,13 +83,33 @@ npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint6
 
 /*
  * recv_counts[r] elements of rank r land at element offset recv_displs[r]. Every
- * rank passes the same recv_counts/recv_displs and send_count == recv_counts[rank];
- * ranks that disagree all get NPG_INVALID_USAGE. In place when
- * send == recv + recv_displs[rank] * width.
+ * rank passes the same recv_counts and send_count == recv_counts[rank]; ranks that
+ * disagree all get NPG_INVALID_USAGE. recv_displs is this rank's own receive layout
+ * (blocks must not overlap). In place when send == recv + recv_displs[rank] * width.
  */
 npg_result_t npg_all_gather_v(npg_comm_t comm, const void* send, uint64_t send_count, void* recv,
                               const uint64_t* recv_counts, const uint64_t* recv_displs,
                               npg_dtype_t dtype);
+
+/* One piece of a rank's block: the block is the concatenation of its segments. */
+typedef struct {
+  const void* address;
+  uint64_t bytes;
+} npg_segment_t;
+
+/* Most segments one rank may send in one npg_all_gather_v_segments call. */
+#define NPG_MAX_SEGMENTS 65536
+
+/*
+ * npg_all_gather_v in bytes, for data spread over several buffers: this rank's block is
+ * the concatenation of send_segments (their bytes add up to recv_counts[rank]) and is sent
+ * straight from them. This rank's own block is not received: recv needs no room for it
+ * (recv_displs[rank] is ignored), because the caller serves it from its input buffers.
+ * Counts and displacements are in bytes; recv_counts is the same on every rank.
+ */
+npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* send_segments,
+                                       size_t segment_count, void* recv, const uint64_t* recv_counts,
+                                       const uint64_t* recv_displs);
 
 /* Makes any blocked or future call on comm fail with NPG_ABORTED; peers see NPG_REMOTE_ERROR. */
 npg_result_t npg_comm_abort(npg_comm_t comm);

@@ -142,7 +142,8 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * All-gather with per-rank sizes, in bytes: rank r's {@code recvBytes[r]} bytes land at byte
-   * {@code recvDispls[r]} of {@code recv}. Every rank passes the same arrays; this rank sends
+   * {@code recvDispls[r]} of {@code recv}. Every rank passes the same {@code recvBytes}
+   * ({@code recvDispls} is this rank's own layout); this rank sends
    * {@code recvBytes[rank]} bytes from the start of {@code send}.
    */
   public void allGatherV(ArrowBuf send, ArrowBuf recv, long[] recvBytes, long[] recvDispls) {
@@ -158,6 +159,37 @@ public final class Communicator implements AutoCloseable {
     long own = recv.memoryAddress() + recvDispls[rank];
     call("allGatherVInPlace", () -> NativeCore.npg_all_gather_v(handle(), own, recvBytes[rank],
         recv.memoryAddress(), recvBytes, recvDispls, UINT8));
+  }
+
+  /**
+   * {@link #allGatherV} for a block spread over several buffers: this rank's bytes are the
+   * concatenation of the segments {@code (sendAddresses[i], sendLengths[i])} and go out straight
+   * from them; this rank's own region of {@code recv} is left untouched (the caller serves its
+   * own block from its input buffers) and needs no room for it: {@code recvDispls[rank]} is
+   * ignored, and {@code recv} may be null when no other rank sends anything.
+   */
+  public void allGatherVSegments(long[] sendAddresses, long[] sendLengths, ArrowBuf recv,
+      long[] recvBytes, long[] recvDispls) {
+    Objects.requireNonNull(sendAddresses, "sendAddresses");
+    Objects.requireNonNull(sendLengths, "sendLengths");
+    if (sendAddresses.length != sendLengths.length) {
+      throw new IllegalArgumentException("sendAddresses has " + sendAddresses.length
+          + " entries but sendLengths " + sendLengths.length + "; allowed: the same count");
+    }
+    checkLayoutCounts(recvBytes, recvDispls);
+    for (int r = 0; r < rankSize; r++) {
+      if (r != rank && recvBytes[r] > 0) {
+        requireCapacity("recv", recv, recvDispls[r], recvBytes[r]);
+      }
+    }
+    long[] segments = new long[2 * sendAddresses.length];
+    for (int i = 0; i < sendAddresses.length; i++) {
+      segments[2 * i] = sendAddresses[i];
+      segments[2 * i + 1] = sendLengths[i];
+    }
+    long recvAddress = recv == null ? 0 : recv.memoryAddress();
+    call("allGatherVSegments", () -> NativeCore.npg_all_gather_v_segments(handle(), segments,
+        sendAddresses.length, recvAddress, recvBytes, recvDispls));
   }
 
   /**
@@ -237,6 +269,13 @@ public final class Communicator implements AutoCloseable {
   }
 
   private void checkLayout(ArrowBuf recv, long[] recvBytes, long[] recvDispls) {
+    checkLayoutCounts(recvBytes, recvDispls);
+    for (int r = 0; r < rankSize; r++) {
+      requireCapacity("recv", recv, recvDispls[r], recvBytes[r]);
+    }
+  }
+
+  private void checkLayoutCounts(long[] recvBytes, long[] recvDispls) {
     Objects.requireNonNull(recvBytes, "recvBytes");
     Objects.requireNonNull(recvDispls, "recvDispls");
     if (recvBytes.length != rankSize || recvDispls.length != rankSize) {
@@ -248,7 +287,6 @@ public final class Communicator implements AutoCloseable {
         throw new IllegalArgumentException("recvBytes[" + r + "] = " + recvBytes[r]
             + ", recvDispls[" + r + "] = " + recvDispls[r] + "; allowed: >= 0");
       }
-      requireCapacity("recv", recv, recvDispls[r], recvBytes[r]);
     }
   }
 

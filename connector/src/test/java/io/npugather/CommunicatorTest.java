@@ -110,6 +110,43 @@ class CommunicatorTest {
     gatherRagged(rankSize, transport, sizes, false, 7);
   }
 
+  @ParameterizedTest(name = "{0} ranks over {1}")
+  @CsvSource({"1, AUTO", "3, AUTO", "3, TCP", "2, STAGING"})
+  void segmentedSendsArriveAndNeedNoRoomForTheOwnBlock(int rankSize, HostTransport transport)
+      throws Exception {
+    long[] sizes = new long[rankSize];
+    for (int r = 0; r < rankSize; r++) {
+      sizes[r] = 7000L * (r + 1) + 3;
+    }
+    Ranks.values(Ranks.run(Ranks.hostParam(rankSize), options(transport), (rank, comm) -> {
+      // Each rank's own block is left out of its receive layout.
+      long[] displs = new long[rankSize];
+      long end = 0;
+      for (int r = 0; r < rankSize; r++) {
+        displs[r] = r == rank ? 0 : end;
+        end += r == rank ? 0 : sizes[r];
+      }
+      byte[] mine = TestData.bytes(31, rank, (int) sizes[rank]);
+      int head = 100;
+      try (ArrowBuf first = allocator.buffer(head);
+          ArrowBuf second = allocator.buffer(sizes[rank] - head);
+          ArrowBuf recv = end == 0 ? null : allocator.buffer(end)) {
+        first.setBytes(0, mine, 0, head);
+        second.setBytes(0, mine, head, mine.length - head);
+        comm.allGatherVSegments(
+            new long[] {first.memoryAddress(), second.memoryAddress()},
+            new long[] {head, sizes[rank] - head}, recv, sizes, displs);
+        for (int r = 0; r < rankSize; r++) {
+          if (r != rank) {
+            assertEquals(-1, TestData.firstMismatch(recv, displs[r],
+                TestData.bytes(31, r, (int) sizes[r])), "rank " + rank + ": block of rank " + r);
+          }
+        }
+      }
+      return null;
+    }));
+  }
+
   @Test
   void oneRankGathersItself() throws Exception {
     List<String> transports = gatherRagged(1, HostTransport.AUTO, new long[] {4096}, false, 1);

@@ -78,6 +78,18 @@ public final class NativeCore {
       @Cast("const uint64_t*") long[] recvDispls,
       @Cast("npg_dtype_t") int dtype);
 
+  /**
+   * {@code segments} holds (address, bytes) pairs: on the 64-bit platforms this library is built
+   * for, that is exactly the layout of an {@code npg_segment_t} array.
+   */
+  public static native int npg_all_gather_v_segments(
+      @Cast("npg_comm_t") Pointer comm,
+      @Cast("const npg_segment_t*") long[] segments,
+      @Cast("size_t") long segmentCount,
+      @Cast("void*") long recvAddress,
+      @Cast("const uint64_t*") long[] recvCounts,
+      @Cast("const uint64_t*") long[] recvDispls);
+
   public static native int npg_comm_abort(@Cast("npg_comm_t") Pointer comm);
 
   public static native int npg_comm_destroy(@Cast("npg_comm_t") Pointer comm);

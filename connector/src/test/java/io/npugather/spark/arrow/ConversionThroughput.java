@@ -1,0 +1,211 @@
+package io.npugather.spark.arrow;
+
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ArrowColumnVector;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.Platform;
+
+/**
+ * Conversion throughput for 1M rows of 16 float + 1 long columns (or {@code args[0]} rows):
+ * rows to Arrow (Spark's ArrowWriter), columnar batches to Arrow (Arrow and on-heap sources), and
+ * rebuilding gathered vectors over a receive buffer, plus a full scan of the gathered batches.
+ *
+ * <p>Run from the test class path; see the package's tests for the class path the build uses.
+ */
+public final class ConversionThroughput {
+  private ConversionThroughput() {}
+
+  static final int FLOATS = 16;
+
+  static StructType schema() {
+    StructField[] f = new StructField[FLOATS + 1];
+    f[0] = DataTypes.createStructField("id", DataTypes.LongType, false);
+    for (int i = 0; i < FLOATS; i++) {
+      f[i + 1] = DataTypes.createStructField("f" + i, DataTypes.FloatType, true);
+    }
+    return new StructType(f);
+  }
+
+  /** UnsafeRows produced on the fly into one reused row, as a Spark scan hands them out. */
+  static Iterator<InternalRow> rows(int n) {
+    int bytes = UnsafeRow.calculateBitSetWidthInBytes(FLOATS + 1) + 8 * (FLOATS + 1);
+    byte[] buf = new byte[bytes];
+    UnsafeRow row = new UnsafeRow(FLOATS + 1);
+    row.pointTo(buf, Platform.BYTE_ARRAY_OFFSET, bytes);
+    return new Iterator<>() {
+      int i;
+
+      @Override
+      public boolean hasNext() {
+        return i < n;
+      }
+
+      @Override
+      public InternalRow next() {
+        row.setLong(0, i);
+        for (int k = 1; k <= FLOATS; k++) {
+          row.setFloat(k, i * 0.5f + k);
+        }
+        i++;
+        return row;
+      }
+    };
+  }
+
+  static double mb(long bytes) {
+    return bytes / 1e6;
+  }
+
+  static void report(String what, long rows, long bytes, long nanos) {
+    double s = nanos / 1e9;
+    System.out.printf(
+        "%-46s %8.1f ms  %7.2f M rows/s  %8.1f MB/s%n", what, s * 1e3, rows / s / 1e6, mb(bytes) / s);
+  }
+
+  public static void main(String[] args) {
+    int n = args.length > 0 ? Integer.parseInt(args[0]) : 1_000_000;
+    int iterations = args.length > 1 ? Integer.parseInt(args[1]) : 5;
+    int ranks = 3;
+    StructType schema = schema();
+    long payload = (long) n * (8 + 4L * FLOATS);
+    System.out.printf(
+        "rows=%d, columns=1 long + %d float, payload=%.1f MB (values only), iterations=%d (best shown)%n",
+        n, FLOATS, mb(payload), iterations);
+    try (RootAllocator root = TestAllocators.newRoot()) {
+      long bestRows = Long.MAX_VALUE;
+      long bestIterate = Long.MAX_VALUE;
+      long bestArrow = Long.MAX_VALUE;
+      long bestHeap = Long.MAX_VALUE;
+      long bestWrap = Long.MAX_VALUE;
+      long bestScan = Long.MAX_VALUE;
+      long bestCopy = Long.MAX_VALUE;
+      long blockBytes = 0;
+      OnHeapColumnVector[] heap = OnHeapColumnVector.allocateColumns(n, schema);
+      for (int i = 0; i < n; i++) {
+        heap[0].putLong(i, i);
+        for (int k = 1; k <= FLOATS; k++) {
+          heap[k].putFloat(i, i * 0.5f + k);
+        }
+      }
+      ColumnarBatch heapBatch = new ColumnarBatch(heap, n);
+      for (int it = 0; it < iterations; it++) {
+        BufferAllocator task = root.newChildAllocator("task", 0, Long.MAX_VALUE);
+        long t0 = System.nanoTime();
+        PartitionBuffers p = PartitionBuffers.fromRows(rows(n), schema, "UTC", task);
+        long t1 = System.nanoTime();
+        bestRows = Math.min(bestRows, t1 - t0);
+        t0 = System.nanoTime();
+        long check = 0;
+        for (Iterator<InternalRow> it2 = rows(n); it2.hasNext(); ) {
+          check += it2.next().getLong(0);
+        }
+        t1 = System.nanoTime();
+        bestIterate = Math.min(bestIterate, t1 - t0);
+        if (check == 42) {
+          System.out.println();
+        }
+        blockBytes = p.layout().blockBytes();
+
+        // Columnar, Arrow source: the vectors just written, as a Spark batch.
+        List<FieldVector> vs = p.root().getFieldVectors();
+        ColumnVector[] cols = new ColumnVector[vs.size()];
+        for (int c = 0; c < cols.length; c++) {
+          cols[c] = new ArrowColumnVector(vs.get(c));
+        }
+        ColumnarBatch arrowBatch = new ColumnarBatch(cols, n);
+        t0 = System.nanoTime();
+        try (PartitionBuffers q =
+            PartitionBuffers.fromBatches(List.of(arrowBatch).iterator(), schema, "UTC", task)) {
+          t1 = System.nanoTime();
+          bestArrow = Math.min(bestArrow, t1 - t0);
+        }
+        t0 = System.nanoTime();
+        try (PartitionBuffers q =
+            PartitionBuffers.fromBatches(List.of(heapBatch).iterator(), schema, "UTC", task)) {
+          t1 = System.nanoTime();
+          bestHeap = Math.min(bestHeap, t1 - t0);
+        }
+
+        // Receive side: every rank sent the same block; this is rank 0.
+        List<PartitionLayout> layouts = new ArrayList<>();
+        for (int r = 0; r < ranks; r++) {
+          layouts.add(PartitionLayout.fromBytes(p.layout().toBytes()));
+        }
+        long[] displs = PartitionLayout.displacements(layouts);
+        BufferAllocator comm = root.newChildAllocator("comm", 0, Long.MAX_VALUE);
+        ArrowBuf recv = comm.buffer(displs[ranks]);
+        long[] addr = p.segmentAddresses();
+        long[] len = p.segmentLengths();
+        t0 = System.nanoTime();
+        for (int r = 1; r < ranks; r++) {
+          long pos = recv.memoryAddress() + displs[r];
+          for (int s = 0; s < addr.length; s++) {
+            org.apache.arrow.memory.util.MemoryUtil.copyMemory(addr[s], pos, len[s]);
+            pos += len[s];
+          }
+        }
+        t1 = System.nanoTime();
+        bestCopy = Math.min(bestCopy, t1 - t0);
+        BufferAllocator out = root.newChildAllocator("out", 0, Long.MAX_VALUE);
+        t0 = System.nanoTime();
+        GatheredPartitions g = GatheredPartitions.wrap(recv, layouts, displs, 0, p, schema, out);
+        t1 = System.nanoTime();
+        bestWrap = Math.min(bestWrap, t1 - t0);
+        recv.close();
+        // Scan every value of every rank through the ColumnarBatch API, as a consumer would.
+        t0 = System.nanoTime();
+        double sum = 0;
+        for (int r = 0; r < ranks; r++) {
+          ColumnarBatch b = g.batch(r);
+          int rowsInBatch = b.numRows();
+          for (int c = 1; c < b.numCols(); c++) {
+            ColumnVector v = b.column(c);
+            if (c == 1) {
+              for (int i = 0; i < rowsInBatch; i++) {
+                sum += v.getLong(i);
+              }
+            } else {
+              for (int i = 0; i < rowsInBatch; i++) {
+                if (!v.isNullAt(i)) {
+                  sum += v.getFloat(i);
+                }
+              }
+            }
+          }
+        }
+        t1 = System.nanoTime();
+        bestScan = Math.min(bestScan, t1 - t0);
+        if (sum == 42) {
+          System.out.println();
+        }
+        g.close();
+        out.close();
+        comm.close();
+        p.close();
+        task.close();
+      }
+      heapBatch.close();
+      System.out.printf("block per rank: %.1f MB (incl. validity bitmaps and padding)%n", mb(blockBytes));
+      report("rows -> Arrow (fromRows, UnsafeRow input)", n, blockBytes, bestRows);
+      report("  (input iterator alone, no conversion)", n, blockBytes, bestIterate);
+      report("Arrow batch -> Arrow (fromBatches, append)", n, blockBytes, bestArrow);
+      report("on-heap batch -> Arrow (fromBatches)", n, blockBytes, bestHeap);
+      report("simulated transfer of 2 blocks (memcpy)", 2L * n, 2 * blockBytes, bestCopy);
+      report("wrap " + ranks + " ranks (zero copy)", (long) ranks * n, ranks * blockBytes, bestWrap);
+      report("scan " + ranks + " ranks via ColumnVector getters", (long) ranks * n, ranks * blockBytes, bestScan);
+    }
+  }
+}

@@ -1,0 +1,241 @@
+package io.npugather.spark.arrow;
+
+import static io.npugather.spark.arrow.ArrowTestSupport.TZ;
+import static io.npugather.spark.arrow.ArrowTestSupport.assertBatch;
+import static io.npugather.spark.arrow.ArrowTestSupport.field;
+import static io.npugather.spark.arrow.ArrowTestSupport.notNull;
+import static io.npugather.spark.arrow.ArrowTestSupport.randomRows;
+import static io.npugather.spark.arrow.ArrowTestSupport.struct;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.DecimalType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ArrowColumnVector;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+class PartitionBuffersTest {
+  private RootAllocator root;
+
+  @BeforeEach
+  void openAllocator() {
+    root = TestAllocators.newRoot();
+  }
+
+  @AfterEach
+  void closeAllocator() {
+    assertEquals(0, root.getAllocatedMemory(), "bytes still allocated: " + root.toVerboseString());
+    root.close();
+  }
+
+  static final StructType SCHEMA =
+      struct(
+          field("bool", DataTypes.BooleanType),
+          field("byte", DataTypes.ByteType),
+          field("short", DataTypes.ShortType),
+          field("int", DataTypes.IntegerType),
+          notNull("int_nn", DataTypes.IntegerType),
+          field("long", DataTypes.LongType),
+          field("float", DataTypes.FloatType),
+          field("double", DataTypes.DoubleType),
+          field("date", DataTypes.DateType),
+          field("ts_ntz", DataTypes.TimestampNTZType),
+          field("dec", new DecimalType(38, 18)),
+          field("str", DataTypes.StringType),
+          field("ts", DataTypes.TimestampType),
+          field("features", DataTypes.createArrayType(DataTypes.FloatType, true)),
+          field("m", DataTypes.createMapType(DataTypes.StringType, DataTypes.IntegerType, true)),
+          field(
+              "s",
+              struct(
+                  field("a", DataTypes.IntegerType),
+                  field("l", DataTypes.createArrayType(DataTypes.StringType, true)))));
+
+  /** A batch of ArrowColumnVectors over Arrow vectors written from {@code rows}. */
+  private static ColumnarBatch arrowBatch(PartitionBuffers p) {
+    List<FieldVector> vs = p.root().getFieldVectors();
+    ColumnVector[] cols = new ColumnVector[vs.size()];
+    for (int i = 0; i < cols.length; i++) {
+      cols[i] = new ArrowColumnVector(vs.get(i));
+    }
+    return new ColumnarBatch(cols, p.root().getRowCount());
+  }
+
+  @Test
+  void arrowAndSparkBatchesInAnyMixConcatenateInOrder() {
+    Random rnd = new Random(21);
+    BufferAllocator src = root.newChildAllocator("src", 0, Long.MAX_VALUE);
+    List<InternalRow> all = new ArrayList<>();
+    List<ColumnarBatch> batches = new ArrayList<>();
+    List<PartitionBuffers> sources = new ArrayList<>();
+    // kind: a = Arrow batch of the same types (buffer-wise append), h = on-heap, e = empty,
+    // n = Arrow batch whose types differ in nullability (value-wise), o = off-heap,
+    // z = off-heap without any null (single memory copies for primitives).
+    String[] orders = {"aahae", "haan", "nnha", "e", "ohzoz", "zzzz", "azoh"};
+    try {
+      for (String order : orders) {
+        all.clear();
+        batches.clear();
+        for (char kind : order.toCharArray()) {
+          int n = kind == 'e' ? 0 : 1 + rnd.nextInt(300);
+          List<InternalRow> rows = randomRows(SCHEMA, n, rnd, kind == 'z' ? 0.0 : 0.2);
+          all.addAll(rows);
+          if (kind == 'a' || kind == 'e') {
+            PartitionBuffers p = PartitionBuffers.fromRows(rows.iterator(), SCHEMA, TZ, src);
+            sources.add(p);
+            batches.add(arrowBatch(p));
+          } else if (kind == 'n') {
+            StructType nonNull = struct(notNull("bool", DataTypes.BooleanType));
+            // Only the first column differs; the generator must then not produce nulls in it.
+            List<InternalRow> fixed = new ArrayList<>();
+            for (InternalRow r : rows) {
+              org.apache.spark.sql.catalyst.expressions.GenericInternalRow g =
+                  (org.apache.spark.sql.catalyst.expressions.GenericInternalRow) r;
+              if (g.isNullAt(0)) {
+                g.update(0, Boolean.TRUE);
+              }
+              fixed.add(g);
+            }
+            StructType mixed = nonNull;
+            for (int f = 1; f < SCHEMA.fields().length; f++) {
+              mixed = mixed.add(SCHEMA.fields()[f]);
+            }
+            PartitionBuffers p = PartitionBuffers.fromRows(fixed.iterator(), mixed, TZ, src);
+            sources.add(p);
+            batches.add(arrowBatch(p));
+          } else {
+            batches.add(ArrowTestSupport.sparkBatch(SCHEMA, rows, kind == 'o' || kind == 'z'));
+          }
+        }
+        try (PartitionBuffers p = PartitionBuffers.fromBatches(batches.iterator(), SCHEMA, TZ, root)) {
+          assertEquals(all.size(), p.rowCount(), order);
+          assertBatch(SCHEMA, all, p.ownBatch(3), 3);
+          // The same vectors a row-wise conversion gives, byte for byte in layout.
+          try (PartitionBuffers viaRows = PartitionBuffers.fromRows(all.iterator(), SCHEMA, TZ, root)) {
+            assertEquals(viaRows.layout().schemaFingerprint(), p.layout().schemaFingerprint());
+            assertEquals(viaRows.layout().nodeCount(), p.layout().nodeCount());
+            for (int i = 0; i < p.layout().nodeCount(); i++) {
+              assertEquals(viaRows.layout().nodeLength(i), p.layout().nodeLength(i), order + " node " + i);
+              assertEquals(viaRows.layout().nodeNullCount(i), p.layout().nodeNullCount(i), order + " node " + i);
+            }
+          }
+        } finally {
+          for (ColumnarBatch b : batches) {
+            if (!(b.column(0) instanceof ArrowColumnVector)) {
+              b.close();
+            }
+          }
+          for (PartitionBuffers s : sources) {
+            s.close();
+          }
+          sources.clear();
+        }
+      }
+    } finally {
+      for (PartitionBuffers s : sources) {
+        s.close();
+      }
+      src.close();
+    }
+  }
+
+  @Test
+  void constantColumnsAreExpanded() {
+    StructType s = struct(field("c", DataTypes.LongType), field("t", DataTypes.StringType));
+    ConstantColumnVector c = new ConstantColumnVector(7, DataTypes.LongType);
+    c.setLong(42L);
+    ConstantColumnVector t = new ConstantColumnVector(7, DataTypes.StringType);
+    t.setNull();
+    ColumnarBatch b = new ColumnarBatch(new ColumnVector[] {c, t}, 7);
+    List<InternalRow> expected = new ArrayList<>();
+    for (int i = 0; i < 7; i++) {
+      expected.add(new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(new Object[] {42L, null}));
+    }
+    try (PartitionBuffers p = PartitionBuffers.fromBatches(List.of(b).iterator(), s, TZ, root)) {
+      assertBatch(s, expected, p.ownBatch(0), 0);
+    }
+  }
+
+  @Test
+  void batchWithTheWrongColumnCountIsRejected() {
+    StructType s = struct(field("a", DataTypes.LongType), field("b", DataTypes.LongType));
+    ColumnarBatch b = ArrowTestSupport.onHeapBatch(struct(field("a", DataTypes.LongType)), randomRows(struct(field("a", DataTypes.LongType)), 3, new Random(1), 0.2));
+    try {
+      IllegalArgumentException e =
+          assertThrows(
+              IllegalArgumentException.class,
+              () -> PartitionBuffers.fromBatches(List.of(b).iterator(), s, TZ, root));
+      assertTrue(e.getMessage().contains("1 column(s)"), e.getMessage());
+    } finally {
+      b.close();
+    }
+  }
+
+  @Test
+  void segmentsConcatenateToTheBlockWithZeroPadding() {
+    checkSegments();
+    PartitionBuffers.padInPlace = false;
+    try {
+      checkSegments();
+    } finally {
+      PartitionBuffers.padInPlace = true;
+    }
+  }
+
+  private void checkSegments() {
+    for (int rows : new int[] {0, 1, 7, 333}) {
+      try (PartitionBuffers p =
+              PartitionBuffers.fromRows(randomRows(SCHEMA, rows, new Random(22 + rows), 0.2).iterator(), SCHEMA, TZ, root);
+          org.apache.arrow.memory.ArrowBuf block = root.buffer(Math.max(8, p.layout().blockBytes()))) {
+        long[] addr = p.segmentAddresses();
+        long[] len = p.segmentLengths();
+        assertEquals(p.segmentCount(), addr.length);
+        long total = 0;
+        for (long l : len) {
+          assertTrue(l > 0);
+          total += l;
+        }
+        PartitionLayout l = p.layout();
+        assertEquals(l.blockBytes(), total);
+        boolean padSegments = java.util.Arrays.stream(len).anyMatch(x -> x % 8 != 0);
+        if (PartitionBuffers.padInPlace) {
+          assertTrue(!padSegments, "Arrow's buffers have room for their padding");
+        } else if (rows > 0) {
+          assertTrue(padSegments, "padding segments in use");
+        }
+        block.setOne(0, block.capacity());
+        p.copyBlockTo(block.memoryAddress());
+        // Buffers sit at their layout offsets: compare with the vectors' own buffers, in order.
+        try (org.apache.arrow.vector.ipc.message.ArrowRecordBatch rb =
+            new org.apache.arrow.vector.VectorUnloader(p.root()).getRecordBatch()) {
+          List<org.apache.arrow.memory.ArrowBuf> bufs = rb.getBuffers();
+          assertEquals(l.bufferCount(), bufs.size());
+          for (int i = 0; i < bufs.size(); i++) {
+            long n = l.bufferLength(i);
+            assertEquals(bufs.get(i).readableBytes(), n);
+            for (long k = 0; k < n; k++) {
+              assertEquals(bufs.get(i).getByte(k), block.getByte(l.bufferOffset(i) + k), "buffer " + i + " byte " + k);
+            }
+            for (long k = n; k < PartitionLayout.align8(n); k++) {
+              assertEquals(0, block.getByte(l.bufferOffset(i) + k), "padding of buffer " + i);
+            }
+          }
+        }
+      }
+    }
+  }
+}
