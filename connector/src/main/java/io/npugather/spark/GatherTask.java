@@ -1,0 +1,299 @@
+package io.npugather.spark;
+
+import io.npugather.AllGatherParam;
+import io.npugather.CommMode;
+import io.npugather.Communicator;
+import io.npugather.CommunicatorOptions;
+import io.npugather.RootInfo;
+import io.npugather.spark.arrow.GatheredPartitions;
+import io.npugather.spark.arrow.PartitionBuffers;
+import io.npugather.spark.arrow.PartitionLayout;
+import io.npugather.spark.rendezvous.RendezvousClient;
+import io.npugather.spark.rendezvous.RendezvousTicket;
+import java.io.Serializable;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.spark.BarrierTaskContext;
+import org.apache.spark.resource.ResourceInformation;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.ArrowUtils;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.util.TaskCompletionListener;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One rank of an {@code allGatherOnNpu} run, inside a barrier task: partition to Arrow, one
+ * rendezvous round, one all-gather-v, and the gathered partitions out as columnar batches.
+ *
+ * <p>Everything the task allocates comes from one child allocator and is released when the task
+ * completes (success or failure), after Spark has consumed the batches.
+ */
+public final class GatherTask implements Serializable {
+  private static final long serialVersionUID = 1L;
+  private static final Logger LOG = LoggerFactory.getLogger(GatherTask.class);
+
+  private final StructType schema;
+  private final String timeZoneId;
+  private final AllGatherOptions options;
+  private final RendezvousTicket ticket;
+  private final String runDomain;
+  private final GatherMetrics metrics;
+
+  GatherTask(StructType schema, String timeZoneId, AllGatherOptions options,
+      RendezvousTicket ticket, String runDomain, GatherMetrics metrics) {
+    this.schema = schema;
+    this.timeZoneId = timeZoneId;
+    this.options = options;
+    this.ticket = ticket;
+    this.runDomain = runDomain;
+    this.metrics = metrics;
+  }
+
+  /** Gathers a partition of rows. */
+  public Iterator<ColumnarBatch> runOnRows(Iterator<InternalRow> rows) {
+    return run(allocator -> PartitionBuffers.fromRows(rows, schema, timeZoneId, allocator));
+  }
+
+  /** Gathers a partition that arrives as columnar batches (no detour through rows). */
+  public Iterator<ColumnarBatch> runOnBatches(Iterator<ColumnarBatch> batches) {
+    return run(allocator -> PartitionBuffers.fromBatches(batches, schema, timeZoneId, allocator));
+  }
+
+  private interface Conversion {
+    PartitionBuffers convert(BufferAllocator allocator);
+  }
+
+  private Iterator<ColumnarBatch> run(Conversion conversion) {
+    BarrierTaskContext context = BarrierTaskContext.get();
+    int rank = context.partitionId();
+    int rankSize = ticket.rankSize();
+    TaskResources resources = new TaskResources(ArrowUtils.rootAllocator().newChildAllocator(
+        "npugather-rank-" + rank + "-task-" + context.taskAttemptId(), 0, Long.MAX_VALUE));
+    TaskCompletionListener release = ctx -> resources.close();
+    context.addTaskCompletionListener(release);
+    String where = "allGatherOnNpu rank " + rank + "/" + rankSize + " (stage " + context.stageId()
+        + "." + context.stageAttemptNumber() + ")";
+    try {
+      long t0 = System.nanoTime();
+      PartitionBuffers own = conversion.convert(resources.allocator);
+      resources.own = own;
+      long t1 = System.nanoTime();
+
+      CommunicatorOptions commOptions = CommunicatorOptions.defaults()
+          .withTimeout(options.timeout()).withHostTransport(options.hostTransport())
+          .withDeviceId(deviceId(context));
+      byte[] rootInfo = rank == options.rankRoot()
+          ? Communicator.createRootInfo(options.backend(), commOptions).toBytes() : new byte[0];
+      RankEntry mine = new RankEntry(hostName(), commOptions.deviceId(), rootInfo,
+          own.layout().toBytes());
+      List<byte[]> table = RendezvousClient.exchange(ticket, context.stageId(),
+          context.stageAttemptNumber(), rank, mine.toBytes(), options.timeout(),
+          context::isInterrupted);
+      List<RankEntry> entries = new ArrayList<>(rankSize);
+      for (int r = 0; r < rankSize; r++) {
+        entries.add(RankEntry.fromBytes(r, table.get(r)));
+      }
+      refuseSharedDevices(entries);
+      List<PartitionLayout> layouts = new ArrayList<>(rankSize);
+      for (RankEntry entry : entries) {
+        layouts.add(PartitionLayout.fromBytes(entry.layout()));
+      }
+      long t2 = System.nanoTime();
+
+      AllGatherParam param = AllGatherParam.builder().backend(options.backend()).rank(rank)
+          .rankSize(rankSize).rankRoot(options.rankRoot()).commMode(CommMode.COMM_MULTI_PROCESS)
+          .commDomain(runDomain + "-s" + context.stageId() + "a" + context.stageAttemptNumber())
+          .build();
+      RootInfo root = RootInfo.of(options.backend(), entries.get(options.rankRoot()).rootInfo());
+      resources.communicator = Communicator.create(param, root, commOptions);
+      resources.watchForKill(context);
+      if (options.failureInjectedFor(rank, context.stageAttemptNumber())) {
+        // As a rank that dies in the collective: its peers see it fail at once.
+        throw new IllegalStateException(where + ": failure injected by "
+            + AllGatherOptions.INJECT_FAILURE);
+      }
+
+      // This rank's own block is served from its input vectors: the receive buffer holds
+      // only the peers' blocks, 8-byte aligned.
+      long[] counts = new long[rankSize];
+      long[] displs = new long[rankSize];
+      long received = 0;
+      for (int r = 0; r < rankSize; r++) {
+        counts[r] = layouts.get(r).blockBytes();
+        if (r != rank) {
+          displs[r] = received;
+          received += PartitionLayout.align8(counts[r]);
+        }
+      }
+      ArrowBuf recv = received == 0 ? null : resources.allocator.buffer(received);
+      try {
+        resources.communicator.allGatherVSegments(own.segmentAddresses(), own.segmentLengths(),
+            recv, counts, displs);
+        resources.closeCommunicator();
+        resources.gathered = GatheredPartitions.wrap(recv, layouts, displs, rank, own, schema,
+            resources.allocator);
+      } finally {
+        if (recv != null) {
+          recv.close(); // the gathered partitions hold their own reference
+        }
+      }
+      long t3 = System.nanoTime();
+
+      long rows = resources.gathered.totalRows();
+      metrics.addTask(counts[rank] * (rankSize - 1), received, rows, t1 - t0, t2 - t1, t3 - t2);
+      LOG.info("{}: gathered {} rows, {} bytes received, {} sent; conversion {} ms, rendezvous {}"
+          + " ms, collective {} ms", where, rows, received, counts[rank] * (rankSize - 1),
+          (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000);
+      return resources.batches(rankSize);
+    } catch (RuntimeException | Error e) {
+      resources.abortCommunicator();
+      throw e;
+    }
+  }
+
+  private int deviceId(BarrierTaskContext context) {
+    Map<String, ResourceInformation> resources = context.resourcesJMap();
+    ResourceInformation device = resources.get(options.resourceName());
+    if (device == null || device.addresses().length == 0) {
+      return -1;
+    }
+    String address = device.addresses()[0];
+    try {
+      return Integer.parseInt(address.trim());
+    } catch (NumberFormatException e) {
+      throw new IllegalStateException("resource '" + options.resourceName() + "' gave address '"
+          + address + "'; a device id (an integer) is needed");
+    }
+  }
+
+  /** The spec allows one communicating process per device: two ranks on one device fail all. */
+  private void refuseSharedDevices(List<RankEntry> entries) {
+    for (int a = 0; a < entries.size(); a++) {
+      for (int b = a + 1; b < entries.size(); b++) {
+        RankEntry x = entries.get(a);
+        RankEntry y = entries.get(b);
+        if (x.deviceId() >= 0 && x.deviceId() == y.deviceId() && x.host().equals(y.host())) {
+          throw new IllegalStateException("ranks " + a + " and " + b + " were both given device "
+              + x.deviceId() + " of host " + x.host() + " (Spark resource '"
+              + options.resourceName() + "'); only one communicating process per device is"
+              + " allowed: give every task its own device (spark.task.resource."
+              + options.resourceName() + ".amount=1 and enough devices per executor)");
+        }
+      }
+    }
+  }
+
+  private static String hostName() {
+    try {
+      return InetAddress.getLocalHost().getHostName();
+    } catch (UnknownHostException e) {
+      return "unknown-host";
+    }
+  }
+
+  /** Everything one task owns; closed once, in reverse order of creation. */
+  private static final class TaskResources {
+    final BufferAllocator allocator;
+    PartitionBuffers own;
+    Communicator communicator;
+    GatheredPartitions gathered;
+    Thread watchdog;
+
+    TaskResources(BufferAllocator allocator) {
+      this.allocator = allocator;
+    }
+
+    /** A killed task (job cancelled, stage failed) aborts a blocked collective at once. */
+    void watchForKill(BarrierTaskContext context) {
+      Communicator watched = communicator;
+      watchdog = new Thread(() -> {
+        try {
+          while (watched.isOpen()) {
+            if (context.isInterrupted()) {
+              watched.abort();
+              return;
+            }
+            Thread.sleep(50);
+          }
+        } catch (InterruptedException | IllegalStateException e) {
+          // Stopped, or the communicator closed in between: nothing to abort.
+        }
+      }, "npugather-kill-watch-" + context.partitionId());
+      watchdog.setDaemon(true);
+      watchdog.start();
+    }
+
+    synchronized void abortCommunicator() {
+      if (communicator != null && communicator.isOpen()) {
+        try {
+          communicator.abort(); // peers fail at once instead of waiting for the timeout
+        } catch (RuntimeException ignored) {
+          // Closing below reports what matters.
+        }
+      }
+    }
+
+    synchronized void closeCommunicator() {
+      if (watchdog != null) {
+        watchdog.interrupt();
+      }
+      if (communicator != null && communicator.isOpen()) {
+        communicator.close();
+      }
+    }
+
+    Iterator<ColumnarBatch> batches(int rankSize) {
+      GatheredPartitions out = gathered;
+      return new Iterator<>() {
+        private int next = 0;
+
+        @Override
+        public boolean hasNext() {
+          return next < rankSize;
+        }
+
+        @Override
+        public ColumnarBatch next() {
+          if (next >= rankSize) {
+            throw new NoSuchElementException();
+          }
+          return out.batch(next++);
+        }
+      };
+    }
+
+    synchronized void close() {
+      RuntimeException first = null;
+      try {
+        closeCommunicator();
+      } catch (RuntimeException e) {
+        first = e;
+      }
+      if (gathered != null) {
+        gathered.close();
+      }
+      if (own != null) {
+        own.close();
+      }
+      try {
+        allocator.close(); // throws if anything leaked
+      } catch (RuntimeException e) {
+        if (first == null) {
+          first = e;
+        }
+      }
+      if (first != null) {
+        LOG.warn("allGatherOnNpu: releasing task resources failed", first);
+      }
+    }
+  }
+}

@@ -1,0 +1,65 @@
+package io.npugather.spark;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+
+/**
+ * What one rank contributes to the rendezvous round: the root info (root rank only), where it
+ * runs (host, device) and its partition's layout. Every rank decodes the same table.
+ */
+record RankEntry(String host, int deviceId, byte[] rootInfo, byte[] layout) {
+  private static final int VERSION = 1;
+  private static final int MAX_FIELD_BYTES = 1 << 20;
+
+  byte[] toBytes() {
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream(64 + rootInfo.length + layout.length);
+    try (DataOutputStream out = new DataOutputStream(bytes)) {
+      out.writeByte(VERSION);
+      out.writeUTF(host);
+      out.writeInt(deviceId);
+      out.writeInt(rootInfo.length);
+      out.write(rootInfo);
+      out.writeInt(layout.length);
+      out.write(layout);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return bytes.toByteArray();
+  }
+
+  static RankEntry fromBytes(int rank, byte[] bytes) {
+    try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
+      int version = in.readUnsignedByte();
+      if (version != VERSION) {
+        throw new IllegalStateException("rank " + rank + " sent a rendezvous entry of version "
+            + version + "; this rank speaks version " + VERSION
+            + " (are all executors running the same NpuGather jar?)");
+      }
+      String host = in.readUTF();
+      int deviceId = in.readInt();
+      byte[] rootInfo = readField(in, rank, "root info");
+      byte[] layout = readField(in, rank, "layout");
+      if (in.available() != 0) {
+        throw new IllegalStateException("rank " + rank + "'s rendezvous entry has trailing bytes");
+      }
+      return new RankEntry(host, deviceId, rootInfo, layout);
+    } catch (IOException e) {
+      throw new IllegalStateException("rank " + rank + "'s rendezvous entry is truncated", e);
+    }
+  }
+
+  private static byte[] readField(DataInputStream in, int rank, String name) throws IOException {
+    int length = in.readInt();
+    if (length < 0 || length > MAX_FIELD_BYTES) {
+      throw new IllegalStateException(
+          "rank " + rank + "'s rendezvous entry has a " + name + " of " + length + " bytes");
+    }
+    byte[] field = new byte[length];
+    in.readFully(field);
+    return field;
+  }
+}

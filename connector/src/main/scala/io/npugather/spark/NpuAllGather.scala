@@ -1,0 +1,151 @@
+package io.npugather.spark
+
+import java.util.UUID
+
+import scala.jdk.CollectionConverters._
+
+import io.npugather.spark.rendezvous.RendezvousService
+import org.apache.spark.{NarrowDependency, Partitioner}
+import org.apache.spark.internal.Logging
+import org.apache.spark.rdd.{PartitionPruningRDD, RDD, ShuffledRDD, UnionRDD}
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, UnsafeProjection}
+import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
+import org.apache.spark.sql.catalyst.plans.physical.{Partitioning, UnknownPartitioning}
+import org.apache.spark.sql.execution.{SparkPlan, SparkStrategy, UnaryExecNode, UnsafeRowSerializer}
+import org.apache.spark.sql.vectorized.ColumnarBatch
+
+/** Logical node of allGatherOnNpu: every output partition holds every input row, rank-major. */
+case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child: LogicalPlan)
+    extends UnaryNode {
+  override def output: Seq[Attribute] = sourceRank +: child.output
+
+  override def producedAttributes: AttributeSet = AttributeSet(sourceRank)
+
+  override protected def withNewChildInternal(newChild: LogicalPlan): NpuAllGather =
+    copy(child = newChild)
+}
+
+/** Plans [[NpuAllGather]]; installed into the session by [[NpuGatherPlanning]]. */
+object NpuAllGatherStrategy extends SparkStrategy {
+  override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
+    case g: NpuAllGather => NpuAllGatherExec(g.sourceRank, g.options, planLater(g.child)) :: Nil
+    case _ => Nil
+  }
+}
+
+/**
+ * The barrier stage: one task per input partition (rank = partition id), each gathering every
+ * partition. Columnar out (Arrow vectors over the receive buffer, no copy); in retryable mode the
+ * rows go through an identity shuffle so that Spark retries the barrier stage as a whole.
+ */
+case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, child: SparkPlan)
+    extends UnaryExecNode {
+  override def output: Seq[Attribute] = sourceRank +: child.output
+
+  override def producedAttributes: AttributeSet = AttributeSet(sourceRank)
+
+  override def outputPartitioning: Partitioning =
+    UnknownPartitioning(child.outputPartitioning.numPartitions)
+
+  override def supportsColumnar: Boolean = !options.retryable
+
+  override protected def doExecuteColumnar(): RDD[ColumnarBatch] = gather()
+
+  override protected def doExecute(): RDD[InternalRow] = {
+    val outputSchema = schema
+    val rows = gather().mapPartitions { batches =>
+      val toUnsafe = UnsafeProjection.create(outputSchema)
+      batches.flatMap(_.rowIterator().asScala.map(toUnsafe))
+    }
+    if (!options.retryable) {
+      rows
+    } else {
+      // Partition r's rows go to partition r: the barrier stage becomes a shuffle-map stage.
+      NpuAllGatherExec.identityShuffle(rows, outputSchema.length)
+    }
+  }
+
+  private def gather(): RDD[ColumnarBatch] = {
+    val sc = sparkContext
+    val columnar = if (child.supportsColumnar) child.executeColumnar() else null
+    val columnarInput = columnar != null && !NpuAllGatherExec.breaksBarrierStage(columnar)
+    val batches = if (columnarInput) columnar else null
+    val rows = if (columnarInput) null
+      else NpuAllGatherExec.barrierReady(child.execute(), child.schema.length)
+    val rankSize = if (columnarInput) batches.getNumPartitions else rows.getNumPartitions
+    if (options.rankRoot >= rankSize) {
+      throw new IllegalArgumentException(s"${AllGatherOptions.RANK_ROOT} = ${options.rankRoot} " +
+        s"is invalid; allowed: 0 <= rankRoot < rankSize ($rankSize)")
+    }
+    ClusterCheck.requireBarrierSlots(sc, rankSize)
+    val service = RendezvousService.getOrStart(sc)
+    val ticket = service.register(rankSize, options.timeout)
+    val metrics = new GatherMetrics(sc)
+    NpuGather.recordRun(metrics)
+    val domain = (if (options.commDomain.isEmpty) "npg" else options.commDomain) + "-" +
+      UUID.randomUUID().toString.substring(0, 8)
+    val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, options, ticket, domain,
+      metrics)
+    val gathered = if (columnarInput) {
+      batches.barrier().mapPartitions(it => task.runOnBatches(it.asJava).asScala)
+    } else {
+      rows.barrier().mapPartitions(it => task.runOnRows(it.asJava).asScala)
+    }
+    service.unregisterWhenJobEnds(ticket, gathered.id)
+    logInfo(s"allGatherOnNpu: $rankSize ranks, ${if (columnarInput) "columnar" else "row"} " +
+      s"input, $options")
+    gathered
+  }
+
+  override protected def withNewChildInternal(newChild: SparkPlan): NpuAllGatherExec =
+    copy(child = newChild)
+}
+
+object NpuAllGatherExec extends Logging {
+  /**
+   * True when the stage that computes `rdd` contains an RDD that Spark refuses in a barrier
+   * stage (a union, or partition pruning): those need a stage boundary before the gather.
+   */
+  def breaksBarrierStage(rdd: RDD[_]): Boolean = rdd match {
+    case _: UnionRDD[_] | _: PartitionPruningRDD[_] => true
+    case _ => rdd.dependencies.exists {
+      case narrow: NarrowDependency[_] => breaksBarrierStage(narrow.rdd)
+      case _ => false
+    }
+  }
+
+  /**
+   * `rows` itself, or, when its stage cannot run in barrier mode, its rows moved unchanged
+   * through an identity shuffle (partition r to partition r, order kept) so that the barrier
+   * stage starts after it.
+   */
+  def barrierReady(rows: RDD[InternalRow], numFields: Int): RDD[InternalRow] = {
+    if (!breaksBarrierStage(rows)) {
+      rows
+    } else {
+      logInfo("allGatherOnNpu: the input's stage contains a union or partition pruning, which " +
+        "Spark does not run in barrier mode; adding an identity shuffle before the gather")
+      identityShuffle(rows, numFields)
+    }
+  }
+
+  /** Partition r's rows to partition r, through a shuffle. */
+  def identityShuffle(rows: RDD[InternalRow], numFields: Int): RDD[InternalRow] = {
+    val keyed = rows.mapPartitionsWithIndex { (rank, it) => it.map(row => (rank, row.copy())) }
+    new ShuffledRDD[Int, InternalRow, InternalRow](keyed, new RankPartitioner(rows.getNumPartitions))
+      .setSerializer(new UnsafeRowSerializer(numFields))
+      .map(_._2)
+  }
+}
+
+/** Key r goes to partition r. */
+private[spark] class RankPartitioner(ranks: Int) extends Partitioner {
+  override def numPartitions: Int = ranks
+  override def getPartition(key: Any): Int = key.asInstanceOf[Int]
+  override def equals(other: Any): Boolean = other match {
+    case p: RankPartitioner => p.numPartitions == numPartitions
+    case _ => false
+  }
+  override def hashCode(): Int = numPartitions
+}

@@ -1,0 +1,291 @@
+package io.npugather.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.math.BigDecimal;
+import java.sql.Date;
+import java.sql.Timestamp;
+import java.time.LocalDateTime;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.apache.spark.SparkException;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.ArrowUtils;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import scala.jdk.javaapi.CollectionConverters;
+
+/** allGatherOnNpu end to end in Spark local[4], backend host. */
+class NpuGatherTest {
+  private static SparkSession spark;
+  private static JavaSparkContext jsc;
+
+  @BeforeAll
+  static void startSpark() {
+    spark = SparkSession.builder().master("local[4]").appName("NpuGatherTest")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate();
+    jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+  }
+
+  @AfterAll
+  static void stopSpark() {
+    spark.stop();
+  }
+
+  @AfterEach
+  void nothingLeftInArrowOrSharedMemory() throws Exception {
+    // Tasks killed by a failed stage release their memory when they end, shortly after the job.
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (ArrowUtils.rootAllocator().getAllocatedMemory() != 0 && System.nanoTime() < deadline) {
+      Thread.sleep(50);
+    }
+    assertEquals(0, ArrowUtils.rootAllocator().getAllocatedMemory(), "Arrow bytes outstanding");
+    try (var files = java.nio.file.Files.list(java.nio.file.Path.of("/dev/shm"))) {
+      assertEquals(List.of(), files.map(p -> p.getFileName().toString())
+          .filter(n -> n.startsWith("npugather.") && n.contains(".npg-")).toList());
+    }
+  }
+
+  /** Every output partition must be: for r in ranks, "r" + each row of input partition r. */
+  private static void assertRankMajorOnEveryPartition(Dataset<Row> input, Dataset<Row> output) {
+    List<List<Row>> in = input.javaRDD().glom().collect();
+    List<List<Row>> out = output.javaRDD().glom().collect();
+    assertEquals(in.size(), out.size(), "one output partition per rank");
+    List<Row> expected = new ArrayList<>();
+    for (int r = 0; r < in.size(); r++) {
+      for (Row row : in.get(r)) {
+        Object[] values = new Object[row.size() + 1];
+        values[0] = r;
+        for (int i = 0; i < row.size(); i++) {
+          values[i + 1] = row.get(i);
+        }
+        expected.add(RowFactory.create(values));
+      }
+    }
+    for (int p = 0; p < out.size(); p++) {
+      List<Row> got = out.get(p);
+      assertEquals(expected.size(), got.size(), "rows on output partition " + p);
+      for (int i = 0; i < expected.size(); i++) {
+        assertEquals(expected.get(i), got.get(i), "output partition " + p + ", row " + i);
+      }
+    }
+  }
+
+  @Test
+  void specExampleThroughADataFrame() {
+    StructType schema = new StructType().add("a", DataTypes.IntegerType).add("b",
+        DataTypes.IntegerType);
+    List<Row> rows = List.of(RowFactory.create(16, 56), RowFactory.create(5, 96),
+        RowFactory.create(-7, -91), RowFactory.create(-75, 38));
+    Dataset<Row> df = spark.createDataFrame(jsc.parallelize(rows, 2), schema);
+    Dataset<Row> out = NpuGather.allGatherOnNpu(df);
+    assertEquals("source_rank", out.schema().fields()[0].name());
+    List<List<Row>> partitions = out.javaRDD().glom().collect();
+    assertEquals(2, partitions.size());
+    List<Row> expected = List.of(RowFactory.create(0, 16, 56), RowFactory.create(0, 5, 96),
+        RowFactory.create(1, -7, -91), RowFactory.create(1, -75, 38));
+    assertEquals(expected, partitions.get(0));
+    assertEquals(expected, partitions.get(1));
+  }
+
+  @Test
+  void everySupportedTypeWithNullsArrivesRowByRowOnEveryPartition() {
+    StructType schema = new StructType(new StructField[] {
+        DataTypes.createStructField("id", DataTypes.LongType, false),
+        DataTypes.createStructField("flag", DataTypes.BooleanType, true),
+        DataTypes.createStructField("b", DataTypes.ByteType, true),
+        DataTypes.createStructField("s", DataTypes.ShortType, true),
+        DataTypes.createStructField("i", DataTypes.IntegerType, true),
+        DataTypes.createStructField("f", DataTypes.FloatType, true),
+        DataTypes.createStructField("d", DataTypes.DoubleType, true),
+        DataTypes.createStructField("dec", DataTypes.createDecimalType(12, 3), true),
+        DataTypes.createStructField("str", DataTypes.StringType, true),
+        DataTypes.createStructField("bin", DataTypes.BinaryType, true),
+        DataTypes.createStructField("date", DataTypes.DateType, true),
+        DataTypes.createStructField("ts", DataTypes.TimestampType, true),
+        DataTypes.createStructField("ts_ntz", DataTypes.TimestampNTZType, true),
+        DataTypes.createStructField("features", DataTypes.createArrayType(DataTypes.FloatType,
+            true), true),
+        DataTypes.createStructField("point", new StructType().add("x", DataTypes.DoubleType)
+            .add("tags", DataTypes.createArrayType(DataTypes.StringType)), true),
+        DataTypes.createStructField("attrs", DataTypes.createMapType(DataTypes.StringType,
+            DataTypes.IntegerType), true)});
+    Random random = new Random(7);
+    List<Row> rows = new ArrayList<>();
+    for (int n = 0; n < 500; n++) {
+      rows.add(RowFactory.create((long) n, maybe(random, random.nextBoolean()),
+          maybe(random, (byte) random.nextInt()), maybe(random, (short) random.nextInt()),
+          maybe(random, random.nextInt()), maybe(random, random.nextFloat()),
+          maybe(random, random.nextDouble()),
+          maybe(random, BigDecimal.valueOf(random.nextInt(1_000_000), 3)),
+          maybe(random, "s" + random.nextInt(1000) + "é"),
+          maybe(random, new byte[] {(byte) n, 1, 2}),
+          maybe(random, Date.valueOf("2024-01-" + (1 + n % 28))),
+          maybe(random, new Timestamp(1_700_000_000_000L + n * 1000L)),
+          maybe(random, LocalDateTime.of(2024, 5, 1, 12, 0).plusSeconds(n)),
+          maybe(random, scalaSeq(random.nextFloat(), null, random.nextFloat())),
+          maybe(random, RowFactory.create(random.nextDouble(), scalaSeq("a", null))),
+          maybe(random, scalaMap(Map.of("k" + n, n)))));
+    }
+    Dataset<Row> df = spark.createDataFrame(jsc.parallelize(rows, 3), schema);
+    assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+  }
+
+  @Test
+  void emptyAndSkewedPartitionsWork() {
+    StructType schema = new StructType().add("id", DataTypes.LongType).add("v",
+        DataTypes.StringType);
+    List<Row> rows = new ArrayList<>();
+    for (long n = 0; n < 20_000; n++) {
+      rows.add(RowFactory.create(n, n % 5 == 0 ? null : "v" + n));
+    }
+    // One row, 20000 rows, nothing; the union also needs a stage boundary before the barrier.
+    Dataset<Row> skewed = spark.createDataFrame(
+        jsc.parallelize(List.of(RowFactory.create(1L, "x")), 1).union(
+            jsc.parallelize(rows, 1)).union(jsc.parallelize(new ArrayList<Row>(), 1)), schema);
+    assertRankMajorOnEveryPartition(skewed, NpuGather.allGatherOnNpu(skewed));
+  }
+
+  @Test
+  void onePartitionGathersItself() {
+    Dataset<Row> df = spark.range(0, 100, 1, 1).toDF();
+    assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+  }
+
+  @Test
+  void rankIsThePartitionIdAndColumnarInputWorks() {
+    // A range is produced by whole-stage codegen; a cached DataFrame is read columnar.
+    Dataset<Row> df = spark.range(0, 40_000, 1, 4).selectExpr("id", "cast(id as float) as f");
+    df.cache().count();
+    try {
+      Dataset<Row> out = NpuGather.allGatherOnNpu(df);
+      assertRankMajorOnEveryPartition(df, out);
+      GatherMetrics metrics = NpuGather.lastMetrics();
+      assertEquals(4L * 40_000, metrics.rowsGathered());
+      assertTrue(metrics.bytesReceived() > 0, metrics.toString());
+    } finally {
+      df.unpersist(true);
+    }
+  }
+
+  @Test
+  void moreRanksThanTaskSlotsFailAtOnceWithAClearMessage() {
+    Dataset<Row> df = spark.range(0, 100, 1, 6).toDF();
+    long start = System.nanoTime();
+    Exception e = assertThrows(Exception.class, () -> NpuGather.allGatherOnNpu(df).count());
+    assertTrue(rootMessage(e).contains("6") && rootMessage(e).contains("4"), rootMessage(e));
+    assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(30), "not at once");
+  }
+
+  @Test
+  void optionsMapAndRankSizeRepartition() {
+    Dataset<Row> df = spark.range(0, 1000, 1, 1).toDF();
+    Map<String, String> options = new HashMap<>();
+    options.put(AllGatherOptions.RANK_SIZE, "3");
+    options.put(AllGatherOptions.SOURCE_RANK_COLUMN, "src");
+    options.put(AllGatherOptions.HOST_TRANSPORT, "tcp");
+    Dataset<Row> out = NpuGather.allGatherOnNpu(df, options);
+    assertEquals("src", out.schema().fields()[0].name());
+    List<List<Row>> partitions = out.javaRDD().glom().collect();
+    assertEquals(3, partitions.size());
+    for (List<Row> partition : partitions) {
+      assertEquals(1000, partition.size());
+      assertEquals(partitions.get(0), partition);
+    }
+  }
+
+  @Test
+  void sourceRankColumnCollidingWithAnInputColumnIsRejected() {
+    Dataset<Row> df = spark.range(0, 10, 1, 2).toDF("source_rank");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> NpuGather.allGatherOnNpu(df));
+    assertTrue(e.getMessage().contains("source_rank"), e.getMessage());
+  }
+
+  @Test
+  void injectedRankFailureFailsFastByDefault() {
+    // The gather is the job's result stage here, which Spark does not retry.
+    Dataset<Row> df = spark.range(0, 1000, 1, 2).toDF();
+    long start = System.nanoTime();
+    AllGatherOptions options = AllGatherOptions.defaults().withInjectFailure("1");
+    SparkException e = assertThrows(SparkException.class,
+        () -> NpuGather.allGatherOnNpu(df, options).collectAsList());
+    // Whichever rank's failure reaches the driver first: the injected one, or its peer's.
+    assertTrue(rootMessage(e).contains("failure injected")
+        || rootMessage(e).contains("rank 1 aborted its communicator"), rootMessage(e));
+    assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(60), "did not fail fast");
+  }
+
+  @Test
+  void retryableModeSurvivesAnInjectedRankFailureWithCorrectOutput() {
+    Dataset<Row> df = spark.range(0, 5000, 1, 2).selectExpr("id", "id * 2 as twice");
+    AllGatherOptions options = AllGatherOptions.defaults().withRetryable(true)
+        .withInjectFailure("1:0");
+    assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df, options));
+  }
+
+  @Test
+  void cancellingTheJobEndsABlockedGatherWithinSeconds() throws Exception {
+    // Rank 1 sleeps before converting; rank 0 waits in the rendezvous until the job is cancelled.
+    Dataset<Row> df = spark.range(0, 100, 1, 2).toDF().where(
+        org.apache.spark.sql.functions.udf((Long id) -> {
+          if (org.apache.spark.TaskContext.getPartitionId() == 1) {
+            Thread.sleep(120_000);
+          }
+          return true;
+        }, DataTypes.BooleanType).apply(org.apache.spark.sql.functions.col("id")));
+    spark.sparkContext().setJobGroup("cancel-me", "cancel test", true);
+    CompletableFuture<Long> job = CompletableFuture.supplyAsync(() -> {
+      spark.sparkContext().setJobGroup("cancel-me", "cancel test", true);
+      return NpuGather.allGatherOnNpu(df).count();
+    });
+    Thread.sleep(3000);
+    long start = System.nanoTime();
+    spark.sparkContext().cancelJobGroup("cancel-me");
+    Exception e = assertThrows(Exception.class, () -> job.get(60, TimeUnit.SECONDS));
+    assertTrue(rootMessage(e).toLowerCase().contains("cancel"), rootMessage(e));
+    assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(20), "cancel took too long");
+    spark.sparkContext().clearJobGroup();
+  }
+
+  private static Object maybe(Random random, Object value) {
+    return random.nextInt(5) == 0 ? null : value;
+  }
+
+  @SafeVarargs
+  private static <T> scala.collection.immutable.Seq<T> scalaSeq(T... values) {
+    return CollectionConverters.asScala(Arrays.asList(values)).toSeq();
+  }
+
+  private static <K, V> scala.collection.Map<K, V> scalaMap(Map<K, V> map) {
+    return CollectionConverters.asScala(map);
+  }
+
+  private static String rootMessage(Throwable e) {
+    StringBuilder all = new StringBuilder();
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      all.append(t.getMessage()).append(" | ");
+    }
+    return all.toString();
+  }
+}
