@@ -15,7 +15,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Builds and runs the C++ core's own test programs (native/src/test/cpp) against the core archive
- * the build produced, and the cleanup command's test. Each program ends with "N passed, N failed".
+ * the build produced, and the tests of the bin/ commands. Each program ends with "N passed, N failed".
  */
 class NativeCoreCppTest {
   private static final Path MODULE = Path.of(System.getProperty("user.dir"));
@@ -67,10 +67,16 @@ class NativeCoreCppTest {
     }
   }
 
+  /** The tests of the bin/ commands (cleanup, NPU discovery), one shell script each. */
   @Test
-  void cleanupCommandRemovesOnlyStaleObjectsOfThisUser() throws Exception {
-    Path script = MODULE.resolve("src/test/sh/npugather_cleanup_test.sh");
-    assertTrue(Files.isRegularFile(script), "missing " + script);
-    assertAllPassed(run(List.of("bash", script.toString()), 120));
+  void commandTestsPass() throws Exception {
+    List<Path> scripts;
+    try (Stream<Path> files = Files.list(MODULE.resolve("src/test/sh"))) {
+      scripts = files.filter(p -> p.toString().endsWith(".sh")).sorted().toList();
+    }
+    assertTrue(scripts.size() >= 2, "missing command tests: " + scripts);
+    for (Path script : scripts) {
+      assertAllPassed(run(List.of("bash", script.toString()), 120));
+    }
   }
 }
