@@ -126,7 +126,7 @@ grep -h '^# mpi_allgather_perf' "$out_dir/mpi.1.csv" || true
 if command -v ompi_info >/dev/null 2>&1; then
   mech="$(ompi_info --param btl vader --level 3 2>/dev/null |
     sed -n 's/.*btl_vader_single_copy_mechanism" (current value: "\([^"]*\)".*/\1/p')"
-  echo "# Open MPI shared-memory BTL: vader, single-copy mechanism: ${mech:-unknown}"
+  echo "# Open MPI default for on-host ranks: BTL vader, single-copy mechanism ${mech:-unknown} (--mpi-arg may override)"
 fi
 echo "# $repeats runs per tool, interleaved; per size the median of the per-run medians; raw: $out_dir"
 
