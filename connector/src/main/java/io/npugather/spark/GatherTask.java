@@ -1,27 +1,17 @@
 package io.npugather.spark;
 
-import io.npugather.AllGatherParam;
-import io.npugather.CommMode;
-import io.npugather.Communicator;
-import io.npugather.CommunicatorOptions;
-import io.npugather.RootInfo;
 import io.npugather.spark.arrow.GatheredPartitions;
 import io.npugather.spark.arrow.PartitionBuffers;
 import io.npugather.spark.arrow.PartitionLayout;
-import io.npugather.spark.rendezvous.RendezvousClient;
 import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.io.Serializable;
-import java.net.InetAddress;
-import java.net.UnknownHostException;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
-import java.util.Map;
 import java.util.NoSuchElementException;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.spark.BarrierTaskContext;
-import org.apache.spark.resource.ResourceInformation;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.ArrowUtils;
@@ -88,34 +78,15 @@ public final class GatherTask implements Serializable {
       resources.own = own;
       long t1 = System.nanoTime();
 
-      CommunicatorOptions commOptions = CommunicatorOptions.defaults()
-          .withTimeout(options.timeout()).withHostTransport(options.hostTransport())
-          .withDeviceId(deviceId(context));
-      byte[] rootInfo = rank == options.rankRoot()
-          ? Communicator.createRootInfo(options.backend(), commOptions).toBytes() : new byte[0];
-      RankEntry mine = new RankEntry(hostName(), commOptions.deviceId(), rootInfo,
-          own.layout().toBytes());
-      List<byte[]> table = RendezvousClient.exchange(ticket, context.stageId(),
-          context.stageAttemptNumber(), rank, mine.toBytes(), options.timeout(),
-          context::isInterrupted);
-      List<RankEntry> entries = new ArrayList<>(rankSize);
-      for (int r = 0; r < rankSize; r++) {
-        entries.add(RankEntry.fromBytes(r, table.get(r)));
-      }
-      refuseSharedDevices(entries);
+      RankGroup group = RankGroup.meet(context, options, ticket, own.layout().toBytes());
+      resources.group = group;
       List<PartitionLayout> layouts = new ArrayList<>(rankSize);
-      for (RankEntry entry : entries) {
-        layouts.add(PartitionLayout.fromBytes(entry.layout()));
+      for (RankEntry entry : group.entries()) {
+        layouts.add(PartitionLayout.fromBytes(entry.payload()));
       }
       long t2 = System.nanoTime();
 
-      AllGatherParam param = AllGatherParam.builder().backend(options.backend()).rank(rank)
-          .rankSize(rankSize).rankRoot(options.rankRoot()).commMode(CommMode.COMM_MULTI_PROCESS)
-          .commDomain(runDomain + "-s" + context.stageId() + "a" + context.stageAttemptNumber())
-          .build();
-      RootInfo root = RootInfo.of(options.backend(), entries.get(options.rankRoot()).rootInfo());
-      resources.communicator = Communicator.create(param, root, commOptions);
-      resources.watchForKill(context);
+      group.connect(runDomain);
       if (options.failureInjectedFor(rank, context.stageAttemptNumber())) {
         // As a rank that dies in the collective: its peers see it fail at once.
         throw new IllegalStateException(where + ": failure injected by "
@@ -136,7 +107,7 @@ public final class GatherTask implements Serializable {
       }
       ArrowBuf recv = received == 0 ? null : resources.allocator.buffer(received);
       try {
-        resources.communicator.allGatherVSegments(own.segmentAddresses(), own.segmentLengths(),
+        group.communicator().allGatherVSegments(own.segmentAddresses(), own.segmentLengths(),
             recv, counts, displs);
         resources.closeCommunicator();
         resources.gathered = GatheredPartitions.wrap(recv, layouts, displs, rank, own, schema,
@@ -160,94 +131,26 @@ public final class GatherTask implements Serializable {
     }
   }
 
-  private int deviceId(BarrierTaskContext context) {
-    Map<String, ResourceInformation> resources = context.resourcesJMap();
-    ResourceInformation device = resources.get(options.resourceName());
-    if (device == null || device.addresses().length == 0) {
-      return -1;
-    }
-    String address = device.addresses()[0];
-    try {
-      return Integer.parseInt(address.trim());
-    } catch (NumberFormatException e) {
-      throw new IllegalStateException("resource '" + options.resourceName() + "' gave address '"
-          + address + "'; a device id (an integer) is needed");
-    }
-  }
-
-  /** The spec allows one communicating process per device: two ranks on one device fail all. */
-  private void refuseSharedDevices(List<RankEntry> entries) {
-    for (int a = 0; a < entries.size(); a++) {
-      for (int b = a + 1; b < entries.size(); b++) {
-        RankEntry x = entries.get(a);
-        RankEntry y = entries.get(b);
-        if (x.deviceId() >= 0 && x.deviceId() == y.deviceId() && x.host().equals(y.host())) {
-          throw new IllegalStateException("ranks " + a + " and " + b + " were both given device "
-              + x.deviceId() + " of host " + x.host() + " (Spark resource '"
-              + options.resourceName() + "'); only one communicating process per device is"
-              + " allowed: give every task its own device (spark.task.resource."
-              + options.resourceName() + ".amount=1 and enough devices per executor)");
-        }
-      }
-    }
-  }
-
-  private static String hostName() {
-    try {
-      return InetAddress.getLocalHost().getHostName();
-    } catch (UnknownHostException e) {
-      return "unknown-host";
-    }
-  }
-
   /** Everything one task owns; closed once, in reverse order of creation. */
   private static final class TaskResources {
     final BufferAllocator allocator;
     PartitionBuffers own;
-    Communicator communicator;
+    RankGroup group;
     GatheredPartitions gathered;
-    Thread watchdog;
 
     TaskResources(BufferAllocator allocator) {
       this.allocator = allocator;
     }
 
-    /** A killed task (job cancelled, stage failed) aborts a blocked collective at once. */
-    void watchForKill(BarrierTaskContext context) {
-      Communicator watched = communicator;
-      watchdog = new Thread(() -> {
-        try {
-          while (watched.isOpen()) {
-            if (context.isInterrupted()) {
-              watched.abort();
-              return;
-            }
-            Thread.sleep(50);
-          }
-        } catch (InterruptedException | IllegalStateException e) {
-          // Stopped, or the communicator closed in between: nothing to abort.
-        }
-      }, "npugather-kill-watch-" + context.partitionId());
-      watchdog.setDaemon(true);
-      watchdog.start();
-    }
-
     synchronized void abortCommunicator() {
-      if (communicator != null && communicator.isOpen()) {
-        try {
-          communicator.abort(); // peers fail at once instead of waiting for the timeout
-        } catch (RuntimeException ignored) {
-          // Closing below reports what matters.
-        }
+      if (group != null) {
+        group.abort(); // peers fail at once instead of waiting for the timeout
       }
     }
 
     synchronized void closeCommunicator() {
-      if (watchdog != null) {
-        watchdog.interrupt();
-      }
-      if (communicator != null && communicator.isOpen()) {
-        communicator.close();
+      if (group != null) {
+        group.close();
       }
     }
 

@@ -1,9 +1,12 @@
 package io.npugather.spark;
 
+import io.npugather.DType;
 import io.npugather.spark.arrow.GatheredPartitions;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicReference;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import scala.jdk.javaapi.CollectionConverters;
@@ -17,6 +20,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * int} column naming the source rank ({@code source_rank} unless configured). Works with {@code
  * df.transform(NpuGather::allGatherOnNpu)}; from Scala, {@code import
  * io.npugather.spark.implicits._} gives {@code df.allGatherOnNpu()}.
+ *
+ * <p>{@code onRanks}: the tensor API inside barrier tasks, for model-parallel code. Every rank
+ * turns its partition into a tensor, the ranks all-gather it with {@link
+ * io.npugather.AllGatherOperation}, and a {@link RankFunction} runs on each rank with the
+ * gathered tensor; the driver gets the functions' results in rank order.
  */
 public final class NpuGather {
   private static final AtomicReference<GatherMetrics> LAST_RUN = new AtomicReference<>();
@@ -57,6 +65,78 @@ public final class NpuGather {
     NpuGatherPlanning.install(classic.sparkSession());
     return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(classic.sparkSession(),
         NpuGatherPlanning.node(classic.logicalPlan(), options));
+  }
+
+  /**
+   * {@link #onRanks(Dataset, List, AllGatherOptions, DType, RankFunction)} with the session's
+   * defaults ({@code spark.npugather.*} conf entries) and float32 on the wire.
+   */
+  public static <T> List<T> onRanks(Dataset<Row> df, List<String> columns, RankFunction<T> fn) {
+    Objects.requireNonNull(df, "df");
+    return onRanks(df, columns, AllGatherOptions.fromConf(
+        CollectionConverters.asJava(df.sparkSession().conf().getAll())), DType.FLOAT32, fn);
+  }
+
+  /**
+   * Runs {@code fn} on every rank (one barrier task per partition: rank = partition id, rankSize
+   * = number of partitions) with the all-gather of the ranks' tensors, and returns the results
+   * indexed by rank. An action: it runs a Spark job and blocks until it ends.
+   *
+   * <p>On rank r, {@code x} = float32 {@code [rows, features]} is partition r's rows of {@code
+   * columns}: either numeric columns (float, double, int, bigint, smallint, tinyint; converted to
+   * float32, one feature per column, in the order given) or one {@code array<float>} column
+   * (one feature per element; every row the same length, else the rank fails naming the row and
+   * the lengths). Nulls are an error. Every rank must have the same shape, so every partition the
+   * same number of rows: otherwise every rank fails with the same error listing each rank's
+   * shape. The ranks all-gather x with {@link io.npugather.AllGatherOperation}, and {@code
+   * fn.apply(r, gathered)} runs with {@code gathered} = {@code [rankSize, rows, features]}, rank
+   * the x of rank q at index q.
+   *
+   * <p>{@code wireDtype} float16 or bfloat16 halves the bytes moved: each rank rounds its x to
+   * that dtype (to nearest, ties to even; see {@link io.npugather.HalfFloats}) before the
+   * collective, and {@code gathered} is then in that dtype ({@link
+   * io.npugather.HalfFloats#toFloat32} widens it back). float32 sends x unchanged.
+   *
+   * <p>Memory: each task allocates from one child of Spark's Arrow root allocator and releases
+   * all of it, {@code gathered} included, before it ends. When {@code options.rankSize()} is set
+   * and differs from the number of partitions, the input is repartitioned (round-robin) first.
+   *
+   * @param columns the columns forming x, at least one
+   * @param options backend, timeout, root rank, ... ({@code sourceRankColumn} and
+   *     {@code retryable} do not apply)
+   * @param wireDtype float32, float16 or bfloat16
+   * @param fn runs on every rank; its results must be Serializable (or null)
+   * @return the results, element r from rank r (unmodifiable)
+   * @throws IllegalArgumentException when a column is missing or of another type, or the wire
+   *     dtype is not a float type
+   * @throws org.apache.spark.SparkException when a rank fails (its error is the cause)
+   */
+  @SuppressWarnings("unchecked")
+  public static <T> List<T> onRanks(Dataset<Row> df, List<String> columns,
+      AllGatherOptions options, DType wireDtype, RankFunction<T> fn) {
+    Objects.requireNonNull(df, "df");
+    Objects.requireNonNull(columns, "columns");
+    Objects.requireNonNull(options, "options");
+    Objects.requireNonNull(wireDtype, "wireDtype");
+    Objects.requireNonNull(fn, "fn");
+    if (columns.isEmpty()) {
+      throw new IllegalArgumentException("onRanks: columns is empty; allowed: numeric columns"
+          + " (float, double, int, bigint, smallint, tinyint) or one array<float> column");
+    }
+    OnRanksTask.checkWireDtype(wireDtype);
+    Column[] selected = new Column[columns.size()];
+    for (int i = 0; i < selected.length; i++) {
+      selected[i] = df.col(Objects.requireNonNull(columns.get(i), "columns[" + i + "]"));
+    }
+    Dataset<Row> input = df.select(selected);
+    OnRanksTask.checkInput(input.schema());
+    if (options.rankSize() > 0 && options.rankSize() != input.rdd().getNumPartitions()) {
+      input = input.repartition(options.rankSize());
+    }
+    List<Object> results = OnRanksStage.collect(
+        (org.apache.spark.sql.classic.Dataset<Row>) input, wireDtype,
+        (RankFunction<Object>) (RankFunction<?>) fn, options);
+    return (List<T>) results;
   }
 
   /** The figures of the most recent run planned in this driver, or null before the first. */

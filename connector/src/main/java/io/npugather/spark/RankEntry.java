@@ -9,22 +9,23 @@ import java.io.UncheckedIOException;
 
 /**
  * What one rank contributes to the rendezvous round: the root info (root rank only), where it
- * runs (host, device) and its partition's layout. Every rank decodes the same table.
+ * runs (host, device) and a payload of the caller's (for {@code allGatherOnNpu}, the partition's
+ * layout; empty for {@code onRanks}). Every rank decodes the same table.
  */
-record RankEntry(String host, int deviceId, byte[] rootInfo, byte[] layout) {
+record RankEntry(String host, int deviceId, byte[] rootInfo, byte[] payload) {
   private static final int VERSION = 1;
   private static final int MAX_FIELD_BYTES = 1 << 20;
 
   byte[] toBytes() {
-    ByteArrayOutputStream bytes = new ByteArrayOutputStream(64 + rootInfo.length + layout.length);
+    ByteArrayOutputStream bytes = new ByteArrayOutputStream(64 + rootInfo.length + payload.length);
     try (DataOutputStream out = new DataOutputStream(bytes)) {
       out.writeByte(VERSION);
       out.writeUTF(host);
       out.writeInt(deviceId);
       out.writeInt(rootInfo.length);
       out.write(rootInfo);
-      out.writeInt(layout.length);
-      out.write(layout);
+      out.writeInt(payload.length);
+      out.write(payload);
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
@@ -42,11 +43,11 @@ record RankEntry(String host, int deviceId, byte[] rootInfo, byte[] layout) {
       String host = in.readUTF();
       int deviceId = in.readInt();
       byte[] rootInfo = readField(in, rank, "root info");
-      byte[] layout = readField(in, rank, "layout");
+      byte[] payload = readField(in, rank, "payload");
       if (in.available() != 0) {
         throw new IllegalStateException("rank " + rank + "'s rendezvous entry has trailing bytes");
       }
-      return new RankEntry(host, deviceId, rootInfo, layout);
+      return new RankEntry(host, deviceId, rootInfo, payload);
     } catch (IOException e) {
       throw new IllegalStateException("rank " + rank + "'s rendezvous entry is truncated", e);
     }

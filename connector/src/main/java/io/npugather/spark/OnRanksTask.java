@@ -1,0 +1,371 @@
+package io.npugather.spark;
+
+import io.npugather.AllGatherOperation;
+import io.npugather.AllGatherParam;
+import io.npugather.Communicator;
+import io.npugather.DType;
+import io.npugather.HalfFloats;
+import io.npugather.NpuGatherException;
+import io.npugather.ResultCode;
+import io.npugather.Tensor;
+import io.npugather.spark.rendezvous.RendezvousTicket;
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Iterator;
+import java.util.List;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.spark.BarrierTaskContext;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.ArrowUtils;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One rank of an {@link NpuGather#onRanks} run, inside a barrier task: the partition's rows to a
+ * float32 tensor {@code [rows, features]} (narrowed to the wire dtype), one rendezvous round, the
+ * all-gather through {@link AllGatherOperation}, then the user's {@link RankFunction} on the
+ * gathered tensor. Everything comes from one child allocator, released before the task returns.
+ */
+final class OnRanksTask<T> implements Serializable {
+  private static final long serialVersionUID = 1L;
+  private static final Logger LOG = LoggerFactory.getLogger(OnRanksTask.class);
+  private static final int INITIAL_FLOATS = 4096;
+
+  private final StructType schema;
+  private final DType wireDtype;
+  private final RankFunction<T> fn;
+  private final AllGatherOptions options;
+  private final RendezvousTicket ticket;
+  private final String runDomain;
+  private final GatherMetrics metrics;
+
+  OnRanksTask(StructType schema, DType wireDtype, RankFunction<T> fn, AllGatherOptions options,
+      RendezvousTicket ticket, String runDomain, GatherMetrics metrics) {
+    this.schema = checkInput(schema);
+    this.wireDtype = checkWireDtype(wireDtype);
+    this.fn = fn;
+    this.options = options;
+    this.ticket = ticket;
+    this.runDomain = runDomain;
+    this.metrics = metrics;
+  }
+
+  /** The dtypes a run may send: float32, or float32 narrowed to float16 or bfloat16. */
+  static DType checkWireDtype(DType wireDtype) {
+    if (wireDtype != DType.FLOAT32 && wireDtype != DType.FLOAT16
+        && wireDtype != DType.BFLOAT16) {
+      throw new IllegalArgumentException("wire dtype " + wireDtype
+          + " is not supported; allowed: float32, float16, bfloat16");
+    }
+    return wireDtype;
+  }
+
+  /**
+   * Checks the selected columns: numeric columns (float, double, int, long, short, byte), or one
+   * {@code array<float>} column.
+   */
+  static StructType checkInput(StructType schema) {
+    StructField[] fields = schema.fields();
+    if (fields.length == 0) {
+      throw new IllegalArgumentException("onRanks: no columns selected; allowed: numeric columns"
+          + " (float, double, int, long, short, byte) or one array<float> column");
+    }
+    for (StructField field : fields) {
+      DataType type = field.dataType();
+      if (isFloatArray(type)) {
+        if (fields.length != 1) {
+          throw new IllegalArgumentException("onRanks: column '" + field.name() + "' is "
+              + type.simpleString() + ", which must be the only selected column (got "
+              + fields.length + " columns)");
+        }
+      } else if (!isNumeric(type)) {
+        throw new IllegalArgumentException("onRanks: column '" + field.name() + "' is "
+            + type.simpleString() + "; allowed: float, double, int, bigint, smallint, tinyint,"
+            + " or a single array<float> column");
+      }
+    }
+    return schema;
+  }
+
+  private static boolean isFloatArray(DataType type) {
+    return type instanceof ArrayType array && array.elementType() instanceof FloatType;
+  }
+
+  private static boolean isNumeric(DataType type) {
+    return type instanceof FloatType || type instanceof DoubleType || type instanceof IntegerType
+        || type instanceof LongType || type instanceof ShortType || type instanceof ByteType;
+  }
+
+  /** Runs this rank; the iterator holds the function's single result. */
+  Iterator<Object> run(Iterator<InternalRow> rows) {
+    BarrierTaskContext context = BarrierTaskContext.get();
+    int rank = context.partitionId();
+    int rankSize = ticket.rankSize();
+    String where = "onRanks rank " + rank + "/" + rankSize + " (stage " + context.stageId() + "."
+        + context.stageAttemptNumber() + ")";
+    BufferAllocator allocator = ArrowUtils.rootAllocator().newChildAllocator(
+        "npugather-onranks-rank-" + rank + "-task-" + context.taskAttemptId(), 0, Long.MAX_VALUE);
+    Tensor x = null;
+    Tensor gathered = null;
+    RankGroup group = null;
+    Throwable failure = null;
+    try {
+      long t0 = System.nanoTime();
+      x = readPartition(rows, allocator, where);
+      if (wireDtype != DType.FLOAT32) {
+        Tensor narrow = HalfFloats.fromFloat32(x, wireDtype, allocator);
+        x.close();
+        x = narrow;
+      }
+      long t1 = System.nanoTime();
+
+      group = RankGroup.meet(context, options, ticket, new byte[0]);
+      long t2 = System.nanoTime();
+      Communicator communicator = group.connect(runDomain);
+      if (options.failureInjectedFor(rank, context.stageAttemptNumber())) {
+        throw new IllegalStateException(where + ": failure injected by "
+            + AllGatherOptions.INJECT_FAILURE);
+      }
+      AllGatherParam param = AllGatherParam.builder().backend(options.backend()).rank(rank)
+          .rankSize(rankSize).rankRoot(options.rankRoot()).communicator(communicator).build();
+      try {
+        gathered = new AllGatherOperation(param).execute(communicator, x, allocator);
+      } catch (NpuGatherException e) {
+        if (e.code() == ResultCode.INVALID_USAGE && "AllGatherOperation".equals(e.operation())) {
+          // Every rank fails the same way here: no abort, which would blur the peers' errors.
+          group.close();
+          throw new IllegalStateException(where + ": " + e.getMessage() + ". onRanks needs the"
+              + " same number of rows (and features) in every partition: repartition the input"
+              + " so that every rank holds an equal share", e);
+        }
+        throw e;
+      }
+      group.close(); // the communicator's job is done; the function may run long
+      long bytes = x.byteSize();
+      x.close();
+      x = null;
+      long t3 = System.nanoTime();
+      long[] shape = gathered.shape();
+      metrics.addTask(bytes * (rankSize - 1), bytes * (rankSize - 1), shape[0] * shape[1],
+          t1 - t0, t2 - t1, t3 - t2);
+      LOG.info("{}: gathered {}; conversion {} ms, rendezvous {} ms, collective {} ms", where,
+          gathered, (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000);
+
+      T result;
+      try {
+        result = fn.apply(rank, gathered);
+      } catch (RuntimeException | Error e) {
+        throw e;
+      } catch (Exception e) {
+        throw new IllegalStateException(where + ": the rank function failed: " + e, e);
+      }
+      return Collections.singletonList((Object) result).iterator();
+    } catch (RuntimeException | Error e) {
+      failure = e;
+      if (group != null) {
+        group.abort(); // no-op once closed; otherwise the peers fail at once
+      }
+      throw e;
+    } finally {
+      release(failure, where, gathered, x, group, allocator);
+    }
+  }
+
+  private static void release(Throwable failure, String where, Tensor gathered, Tensor x,
+      RankGroup group, BufferAllocator allocator) {
+    List<RuntimeException> errors = new ArrayList<>();
+    for (AutoCloseable resource : new AutoCloseable[] {group, gathered, x, allocator}) {
+      if (resource == null) {
+        continue;
+      }
+      try {
+        resource.close();
+      } catch (RuntimeException e) {
+        errors.add(e);
+      } catch (Exception e) {
+        errors.add(new IllegalStateException(e));
+      }
+    }
+    if (errors.isEmpty()) {
+      return;
+    }
+    if (failure != null) {
+      errors.forEach(failure::addSuppressed);
+      return;
+    }
+    IllegalStateException e = new IllegalStateException(where + ": releasing the task's memory"
+        + " failed (did the rank function close the gathered tensor, or keep a reference to it?)",
+        errors.get(0));
+    errors.subList(1, errors.size()).forEach(e::addSuppressed);
+    throw e;
+  }
+
+  /** The partition as float32 {@code [rows, features]}, from {@code allocator}. */
+  private Tensor readPartition(Iterator<InternalRow> rows, BufferAllocator allocator,
+      String where) {
+    FloatRows out = new FloatRows(allocator);
+    try {
+      if (isFloatArray(schema.fields()[0].dataType())) {
+        readArrayColumn(rows, out, where);
+      } else {
+        readNumericColumns(rows, out, where);
+      }
+      return out.toTensor();
+    } catch (RuntimeException | Error e) {
+      out.close();
+      throw e;
+    }
+  }
+
+  private void readNumericColumns(Iterator<InternalRow> rows, FloatRows out, String where) {
+    StructField[] fields = schema.fields();
+    int features = fields.length;
+    int[] kinds = new int[features];
+    for (int j = 0; j < features; j++) {
+      kinds[j] = kind(fields[j].dataType());
+    }
+    out.features = features;
+    long row = 0;
+    while (rows.hasNext()) {
+      InternalRow r = rows.next();
+      out.ensure(features);
+      for (int j = 0; j < features; j++) {
+        if (r.isNullAt(j)) {
+          throw new IllegalArgumentException(where + ": column '" + fields[j].name() + "' is null"
+              + " in row " + row + " of this partition; onRanks needs a value in every row");
+        }
+        out.put(j, switch (kinds[j]) {
+          case 0 -> r.getFloat(j);
+          case 1 -> (float) r.getDouble(j);
+          case 2 -> (float) r.getInt(j);
+          case 3 -> (float) r.getLong(j);
+          case 4 -> r.getShort(j);
+          default -> r.getByte(j);
+        });
+      }
+      out.endRow();
+      row++;
+    }
+  }
+
+  private static int kind(DataType type) {
+    if (type instanceof FloatType) {
+      return 0;
+    } else if (type instanceof DoubleType) {
+      return 1;
+    } else if (type instanceof IntegerType) {
+      return 2;
+    } else if (type instanceof LongType) {
+      return 3;
+    } else if (type instanceof ShortType) {
+      return 4;
+    }
+    return 5;
+  }
+
+  private void readArrayColumn(Iterator<InternalRow> rows, FloatRows out, String where) {
+    String column = schema.fields()[0].name();
+    long row = 0;
+    while (rows.hasNext()) {
+      InternalRow r = rows.next();
+      if (r.isNullAt(0)) {
+        throw new IllegalArgumentException(where + ": column '" + column + "' is null in row "
+            + row + " of this partition; onRanks needs an array in every row");
+      }
+      ArrayData values = r.getArray(0);
+      int length = values.numElements();
+      if (row == 0) {
+        out.features = length;
+      } else if (length != out.features) {
+        throw new IllegalArgumentException(where + ": column '" + column + "' has "
+            + length + " elements in row " + row + " of this partition but " + out.features
+            + " in row 0; every row of an array<float> column must have the same length");
+      }
+      out.ensure(length);
+      for (int j = 0; j < length; j++) {
+        if (values.isNullAt(j)) {
+          throw new IllegalArgumentException(where + ": column '" + column + "' has a null"
+              + " element at index " + j + " in row " + row + " of this partition; onRanks"
+              + " needs a value in every element");
+        }
+        out.put(j, values.getFloat(j));
+      }
+      out.endRow();
+      row++;
+    }
+  }
+
+  /** float32 rows appended to a growing Arrow buffer. */
+  private static final class FloatRows {
+    private final BufferAllocator allocator;
+    private ArrowBuf buffer;
+    private long capacity; // floats
+    private long written; // floats of complete rows
+    private long rows;
+    int features;
+
+    FloatRows(BufferAllocator allocator) {
+      this.allocator = allocator;
+    }
+
+    /** Room for {@code floats} more after the complete rows. */
+    void ensure(int floats) {
+      long needed = Math.addExact(written, floats);
+      if (buffer != null && needed <= capacity) {
+        return;
+      }
+      long grown = Math.max(needed, Math.max(INITIAL_FLOATS, Math.multiplyExact(capacity, 2)));
+      ArrowBuf next = allocator.buffer(Math.multiplyExact(grown, 4L));
+      if (buffer != null) {
+        next.setBytes(0, buffer, 0, written * 4);
+        buffer.close();
+      }
+      buffer = next;
+      capacity = grown;
+    }
+
+    void put(int index, float value) {
+      buffer.setFloat((written + index) * 4, value);
+    }
+
+    void endRow() {
+      written += features;
+      rows++;
+    }
+
+    /** The rows as a tensor, which takes over the buffer. */
+    Tensor toTensor() {
+      if (buffer == null) {
+        buffer = allocator.buffer(0);
+      }
+      ArrowBuf taken = buffer;
+      buffer = null;
+      try {
+        return Tensor.wrap(taken, DType.FLOAT32, rows, features);
+      } catch (RuntimeException e) {
+        taken.close();
+        throw e;
+      }
+    }
+
+    void close() {
+      if (buffer != null) {
+        buffer.close();
+        buffer = null;
+      }
+    }
+  }
+}

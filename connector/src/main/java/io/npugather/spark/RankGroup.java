@@ -1,0 +1,202 @@
+package io.npugather.spark;
+
+import io.npugather.AllGatherParam;
+import io.npugather.CommMode;
+import io.npugather.Communicator;
+import io.npugather.CommunicatorOptions;
+import io.npugather.RootInfo;
+import io.npugather.spark.rendezvous.RendezvousClient;
+import io.npugather.spark.rendezvous.RendezvousTicket;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.BarrierTaskContext;
+import org.apache.spark.resource.ResourceInformation;
+
+/**
+ * The ranks of one barrier stage joined into a communicator, seen from one rank (one barrier
+ * task): one rendezvous round through the driver, then the communicator.
+ *
+ * <p>{@link #meet} runs the round: the root rank creates the root info, every rank sends a {@link
+ * RankEntry} (host, device, root info, the caller's payload) and receives all of them; two ranks
+ * on one device of one host fail every rank. {@link #connect} then creates the communicator in the
+ * run's domain and starts a watchdog that aborts a blocked collective when Spark kills the task.
+ * {@link #join} does both. {@link #close()} stops the watchdog and closes the communicator.
+ */
+final class RankGroup implements AutoCloseable {
+  private final BarrierTaskContext context;
+  private final AllGatherOptions options;
+  private final CommunicatorOptions commOptions;
+  private final List<RankEntry> entries;
+  private Communicator communicator;
+  private Thread watchdog;
+
+  private RankGroup(BarrierTaskContext context, AllGatherOptions options,
+      CommunicatorOptions commOptions, List<RankEntry> entries) {
+    this.context = context;
+    this.options = options;
+    this.commOptions = commOptions;
+    this.entries = entries;
+  }
+
+  /** {@link #meet} and {@link #connect}: the rank's communicator, ready for collectives. */
+  static RankGroup join(BarrierTaskContext context, AllGatherOptions options,
+      RendezvousTicket ticket, String runDomain, byte[] payload) {
+    RankGroup group = meet(context, options, ticket, payload);
+    group.connect(runDomain);
+    return group;
+  }
+
+  /**
+   * The rendezvous round of this task's stage attempt: every rank's entry, identical on every
+   * rank. Rank = partition id, rankSize = the ticket's.
+   *
+   * @throws IllegalStateException when two ranks were given the same device of one host
+   * @throws io.npugather.spark.rendezvous.RendezvousException when the round fails
+   */
+  static RankGroup meet(BarrierTaskContext context, AllGatherOptions options,
+      RendezvousTicket ticket, byte[] payload) {
+    int rank = context.partitionId();
+    int rankSize = ticket.rankSize();
+    CommunicatorOptions commOptions = CommunicatorOptions.defaults()
+        .withTimeout(options.timeout()).withHostTransport(options.hostTransport())
+        .withDeviceId(deviceId(context, options));
+    byte[] rootInfo = rank == options.rankRoot()
+        ? Communicator.createRootInfo(options.backend(), commOptions).toBytes() : new byte[0];
+    RankEntry mine = new RankEntry(hostName(), commOptions.deviceId(), rootInfo, payload);
+    List<byte[]> table = RendezvousClient.exchange(ticket, context.stageId(),
+        context.stageAttemptNumber(), rank, mine.toBytes(), options.timeout(),
+        context::isInterrupted);
+    List<RankEntry> entries = new ArrayList<>(rankSize);
+    for (int r = 0; r < rankSize; r++) {
+      entries.add(RankEntry.fromBytes(r, table.get(r)));
+    }
+    refuseSharedDevices(entries, options);
+    return new RankGroup(context, options, commOptions, Collections.unmodifiableList(entries));
+  }
+
+  int rank() {
+    return context.partitionId();
+  }
+
+  int rankSize() {
+    return entries.size();
+  }
+
+  /** Every rank's entry, indexed by rank. */
+  List<RankEntry> entries() {
+    return entries;
+  }
+
+  /**
+   * Creates this rank's communicator in domain {@code runDomain + "-s<stage>a<attempt>"} (so a
+   * retried stage never meets its failed attempt) and starts the kill watchdog.
+   */
+  Communicator connect(String runDomain) {
+    synchronized (this) {
+      if (communicator != null) {
+        throw new IllegalStateException("rank " + rank() + " is already connected");
+      }
+    }
+    AllGatherParam param = AllGatherParam.builder().backend(options.backend()).rank(rank())
+        .rankSize(rankSize()).rankRoot(options.rankRoot()).commMode(CommMode.COMM_MULTI_PROCESS)
+        .commDomain(runDomain + "-s" + context.stageId() + "a" + context.stageAttemptNumber())
+        .build();
+    RootInfo root = RootInfo.of(options.backend(), entries.get(options.rankRoot()).rootInfo());
+    Communicator created = Communicator.create(param, root, commOptions);
+    synchronized (this) {
+      communicator = created;
+      watchForKill(created);
+    }
+    return created;
+  }
+
+  /** The communicator, or null before {@link #connect}. */
+  synchronized Communicator communicator() {
+    return communicator;
+  }
+
+  /** A killed task (job cancelled, stage failed) aborts a blocked collective at once. */
+  private void watchForKill(Communicator watched) {
+    watchdog = new Thread(() -> {
+      try {
+        while (watched.isOpen()) {
+          if (context.isInterrupted()) {
+            watched.abort();
+            return;
+          }
+          Thread.sleep(50);
+        }
+      } catch (InterruptedException | IllegalStateException e) {
+        // Stopped, or the communicator closed in between: nothing to abort.
+      }
+    }, "npugather-kill-watch-" + context.partitionId());
+    watchdog.setDaemon(true);
+    watchdog.start();
+  }
+
+  /** Makes the peers fail at once instead of waiting for the timeout; never throws. */
+  synchronized void abort() {
+    if (communicator != null && communicator.isOpen()) {
+      try {
+        communicator.abort();
+      } catch (RuntimeException ignored) {
+        // Closing reports what matters.
+      }
+    }
+  }
+
+  /** Stops the watchdog and closes the communicator if open; idempotent. */
+  @Override
+  public synchronized void close() {
+    if (watchdog != null) {
+      watchdog.interrupt();
+    }
+    if (communicator != null && communicator.isOpen()) {
+      communicator.close();
+    }
+  }
+
+  private static int deviceId(BarrierTaskContext context, AllGatherOptions options) {
+    Map<String, ResourceInformation> resources = context.resourcesJMap();
+    ResourceInformation device = resources.get(options.resourceName());
+    if (device == null || device.addresses().length == 0) {
+      return -1;
+    }
+    String address = device.addresses()[0];
+    try {
+      return Integer.parseInt(address.trim());
+    } catch (NumberFormatException e) {
+      throw new IllegalStateException("resource '" + options.resourceName() + "' gave address '"
+          + address + "'; a device id (an integer) is needed");
+    }
+  }
+
+  /** The spec allows one communicating process per device: two ranks on one device fail all. */
+  private static void refuseSharedDevices(List<RankEntry> entries, AllGatherOptions options) {
+    for (int a = 0; a < entries.size(); a++) {
+      for (int b = a + 1; b < entries.size(); b++) {
+        RankEntry x = entries.get(a);
+        RankEntry y = entries.get(b);
+        if (x.deviceId() >= 0 && x.deviceId() == y.deviceId() && x.host().equals(y.host())) {
+          throw new IllegalStateException("ranks " + a + " and " + b + " were both given device "
+              + x.deviceId() + " of host " + x.host() + " (Spark resource '"
+              + options.resourceName() + "'); only one communicating process per device is"
+              + " allowed: give every task its own device (spark.task.resource."
+              + options.resourceName() + ".amount=1 and enough devices per executor)");
+        }
+      }
+    }
+  }
+
+  private static String hostName() {
+    try {
+      return InetAddress.getLocalHost().getHostName();
+    } catch (UnknownHostException e) {
+      return "unknown-host";
+    }
+  }
+}
