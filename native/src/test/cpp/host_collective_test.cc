@@ -698,8 +698,8 @@ void test_argument_errors_name_the_argument() {
   size_t size = 0;
   expect_arg_error(npg_get_root_info("nccl", nullptr, buf.data(), buf.size(), &size), NPG_INVALID_ARGUMENT,
                    "backend 'nccl'");
-  expect_arg_error(npg_get_root_info("hccl", nullptr, buf.data(), buf.size(), &size), NPG_INVALID_USAGE,
-                   "backend 'hccl' is not available in this build of the native library; use backend 'host'");
+  expect_arg_error(npg_get_root_info("lccl", nullptr, buf.data(), buf.size(), &size), NPG_INVALID_USAGE,
+                   "backend 'lccl' is not available in this build of the native library; use backend");
   expect_arg_error(npg_get_root_info("host", "127.0.0.1", buf.data(), 8, &size), NPG_INVALID_ARGUMENT, "capacity");
   expect_arg_error(npg_get_root_info("host", "not an address!", buf.data(), buf.size(), &size),
                    NPG_INVALID_ARGUMENT, "bind_address");

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "error.h"
+#include "../hccl/hccl_backend.h"
 #include "../host/host_backend.h"
 
 namespace npg {
@@ -18,7 +19,8 @@ struct BackendEntry {
   const char* name;
   BackendFactory factory;
 };
-constexpr BackendEntry kBuiltBackends[] = {{"host", &host::make_host_backend}};
+constexpr BackendEntry kBuiltBackends[] = {{"host", &host::make_host_backend},
+                                           {"hccl", &hccl::make_hccl_backend}};
 
 struct Registry {
   std::mutex mutex;

@@ -59,7 +59,8 @@ typedef struct npg_comm* npg_comm_t;
  * that every rank passes to npg_comm_init. For "host" it names an endpoint of
  * this process (bound to bind_address, or chosen from the host's interfaces when
  * NULL/empty) and carries a fresh random secret; the endpoint stays open until
- * the root's npg_comm_init consumes it (or the process exits).
+ * the root's npg_comm_init consumes it (or the process exits). For "hccl",
+ * bind_address may be "device:N", the device HcclGetRootInfo runs on.
  */
 npg_result_t npg_get_root_info(const char* backend, const char* bind_address, void* root_info,
                                size_t capacity, size_t* root_info_size);

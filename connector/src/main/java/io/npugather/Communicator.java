@@ -52,8 +52,11 @@ public final class Communicator implements AutoCloseable {
     }
     try (BytePointer out = new BytePointer(NativeCore.ROOT_INFO_MAX_BYTES);
         SizeTPointer size = new SizeTPointer(1)) {
+      // hccl makes its root info on a device: the rank's own, named as "device:N".
+      String bind = backend.equals("hccl") && options.bindAddress() == null
+          && options.deviceId() >= 0 ? "device:" + options.deviceId() : options.bindAddress();
       int rc = NativeCore.npg_get_root_info(
-          backend, options.bindAddress(), out, NativeCore.ROOT_INFO_MAX_BYTES, size);
+          backend, bind, out, NativeCore.ROOT_INFO_MAX_BYTES, size);
       check(rc, "createRootInfo", -1);
       byte[] bytes = new byte[(int) size.get()];
       out.get(bytes);
@@ -64,7 +67,7 @@ public final class Communicator implements AutoCloseable {
   /**
    * Joins the communicator described by {@code param} (rank, rankSize, rankRoot, backend,
    * commMode, rankTableFile, commDomain). Blocks until every rank has joined or the timeout
-   * elapses.
+   * elapses. {@code rootInfo} may be null when a rank table file describes the cluster (hccl).
    *
    * @throws IllegalArgumentException for invalid parameters, before any communication
    * @throws NpuGatherException when joining fails (timeout, a peer's failure, ...)
@@ -72,13 +75,16 @@ public final class Communicator implements AutoCloseable {
   public static Communicator create(
       AllGatherParam param, RootInfo rootInfo, CommunicatorOptions options) {
     Objects.requireNonNull(param, "param").validate();
-    Objects.requireNonNull(rootInfo, "rootInfo");
     Objects.requireNonNull(options, "options");
     if (param.communicator() != null) {
       throw new IllegalArgumentException(
           "AllGatherParam.communicator is set; a caller's communicator is used as it is");
     }
-    if (!rootInfo.backend().equals(param.backend())) {
+    if (rootInfo == null && param.rankTableFile().isEmpty()) {
+      throw new IllegalArgumentException(
+          "rootInfo is null; allowed: the root rank's RootInfo, or null with a rankTableFile");
+    }
+    if (rootInfo != null && !rootInfo.backend().equals(param.backend())) {
       throw new IllegalArgumentException("rootInfo was made for backend '" + rootInfo.backend()
           + "' but AllGatherParam.backend = '" + param.backend() + "'");
     }
@@ -87,10 +93,12 @@ public final class Communicator implements AutoCloseable {
       case TCP -> NativeCore.FLAG_FORCE_TCP;
       case STAGING -> NativeCore.FLAG_FORCE_STAGING;
     };
-    byte[] bytes = rootInfo.bytes();
-    try (BytePointer info = new BytePointer(bytes.length);
+    byte[] bytes = rootInfo == null ? new byte[0] : rootInfo.bytes();
+    try (BytePointer info = rootInfo == null ? null : new BytePointer(bytes.length);
         PointerPointer<Pointer> out = new PointerPointer<>(1)) {
-      info.put(bytes);
+      if (info != null) {
+        info.put(bytes);
+      }
       int rc = NativeCore.npg_comm_init(param.backend(), param.rank(), param.rankSize(),
           param.rankRoot(), param.commDomain(), param.commMode().nativeCode(), options.deviceId(),
           param.rankTableFile(), options.timeout().toMillis(), flags, info, bytes.length, out);

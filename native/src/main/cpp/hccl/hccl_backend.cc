@@ -1,0 +1,143 @@
+#include "hccl_backend.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "cann_errors.h"
+#include "cann_library.h"
+#include "hccl_communicator.h"
+#include "rank_table.h"
+
+namespace npg {
+namespace hccl {
+namespace {
+
+// Our root info: a small header, then HCCL's 4108 bytes unchanged. The header lets a root
+// info of another backend (or of another version of this one) fail clearly.
+constexpr char kMagic[8] = {'N', 'P', 'G', 'H', 'C', 'C', 'L', '\0'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kHeaderBytes = sizeof(kMagic) + 2 * sizeof(uint32_t);
+constexpr size_t kRootInfoBytes = kHeaderBytes + kHcclRootInfoBytes;
+
+void write_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+uint32_t read_u32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+
+HcclRootInfo parse_root_info(const void* data, size_t size) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  if (p == nullptr) throw_error(NPG_INVALID_ARGUMENT, "root_info is NULL and no rank_table_file is given");
+  if (size < kHeaderBytes || memcmp(p, kMagic, sizeof(kMagic)) != 0) {
+    throw_error(NPG_INVALID_ARGUMENT, "root_info (" + std::to_string(size) +
+                                          " bytes) is not a root info of backend hccl; pass the bytes that "
+                                          "npg_get_root_info(\"hccl\") wrote on the root rank (a root info of "
+                                          "backend host cannot be used with backend hccl)");
+  }
+  uint32_t version = read_u32(p + sizeof(kMagic));
+  uint32_t payload = read_u32(p + sizeof(kMagic) + 4);
+  if (version != kVersion || payload != kHcclRootInfoBytes || size != kRootInfoBytes) {
+    throw_error(NPG_INVALID_ARGUMENT, "root_info has version " + std::to_string(version) + ", payload " +
+                                          std::to_string(payload) + " bytes, size " + std::to_string(size) +
+                                          "; this library expects version " + std::to_string(kVersion) + ", " +
+                                          std::to_string(kHcclRootInfoBytes) + " and " +
+                                          std::to_string(kRootInfoBytes) +
+                                          " (all ranks must run the same NpuGather version)");
+  }
+  HcclRootInfo info;
+  memcpy(info.internal, p + kHeaderBytes, kHcclRootInfoBytes);
+  return info;
+}
+
+int32_t parse_device(const std::string& text, const std::string& name) {
+  char* end = nullptr;
+  errno = 0;
+  long v = strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) {
+    throw_error(NPG_INVALID_ARGUMENT, name + "=\"" + text + "\" is not a device id (a non-negative integer)");
+  }
+  return static_cast<int32_t>(v);
+}
+
+// npg_get_root_info has no device argument, yet HCCL wants a device set first. The device is,
+// in order: bind_address "device:N" (the only form backend hccl accepts there; HCCL picks its
+// network interface from HCCL_IF_IP / HCCL_SOCKET_IFNAME), the device already current on this
+// thread, NPUGATHER_DEVICE_ID, else 0. It is only where HCCL's root endpoint is opened from;
+// the root rank's npg_comm_init binds its own device.
+int32_t root_device(const CannApi& api, const char* bind_address) {
+  const std::string bind = bind_address ? bind_address : "";
+  const std::string prefix = "device:";
+  if (!bind.empty()) {
+    if (bind.compare(0, prefix.size(), prefix) != 0) {
+      throw_error(NPG_INVALID_ARGUMENT, "bind_address \"" + bind +
+                                            "\" is not valid for backend hccl: pass NULL, \"\" or \"device:N\" "
+                                            "(the NPU to create the root info on); HCCL chooses its network "
+                                            "interface from HCCL_IF_IP or HCCL_SOCKET_IFNAME");
+    }
+    return parse_device(bind.substr(prefix.size()), "bind_address device");
+  }
+  int32_t current = -1;
+  if (api.aclrtGetDevice(&current) == kAclSuccess && current >= 0) return current;
+  const char* env = getenv("NPUGATHER_DEVICE_ID");
+  if (env != nullptr && env[0] != '\0') return parse_device(env, "NPUGATHER_DEVICE_ID");
+  return 0;
+}
+
+class HcclBackend final : public Backend {
+ public:
+  size_t get_root_info(const char* bind_address, void* out, size_t capacity) const override {
+    if (capacity < kRootInfoBytes) {
+      throw_error(NPG_INVALID_ARGUMENT, "capacity " + std::to_string(capacity) +
+                                            " is too small: the hccl root info needs " +
+                                            std::to_string(kRootInfoBytes) + " bytes");
+    }
+    const CannApi& api = cann_api();
+    ensure_acl_initialized(api);
+    const int32_t device = root_device(api, bind_address);
+    const std::string where = "(device " + std::to_string(device) + ")";
+    int32_t current = -1;
+    if (api.aclrtGetDevice(&current) != kAclSuccess || current != device) {
+      aclError rc = api.aclrtSetDevice(device);
+      if (rc != kAclSuccess) throw_acl_error(api, "aclrtSetDevice", rc, where);
+    }
+    HcclRootInfo info;
+    memset(&info, 0, sizeof(info));
+    HcclResult hr = api.HcclGetRootInfo(&info);
+    if (hr != kHcclSuccess) throw_hccl_error(api, "HcclGetRootInfo", hr, where);
+    uint8_t* p = static_cast<uint8_t*>(out);
+    memcpy(p, kMagic, sizeof(kMagic));
+    write_u32(p + sizeof(kMagic), kVersion);
+    write_u32(p + sizeof(kMagic) + 4, static_cast<uint32_t>(kHcclRootInfoBytes));
+    memcpy(p + kHeaderBytes, info.internal, kHcclRootInfoBytes);
+    return kRootInfoBytes;
+  }
+
+  // comm_domain, comm_mode and the host-transport flags do not apply to HCCL and are ignored.
+  std::unique_ptr<Communicator> create_communicator(const CommConfig& config) const override {
+    if (config.device_id < 0) {
+      throw_error(NPG_INVALID_ARGUMENT, "backend hccl needs a device id: device_id is " +
+                                            std::to_string(config.device_id) +
+                                            "; pass the NPU's logical id (0 <= device_id < device count)");
+    }
+    if (!config.rank_table_file.empty()) {
+      // Checked before CANN is touched, so a bad file fails clearly even without an NPU.
+      RankTableFile table = load_rank_table(config.rank_table_file, config.rank, config.rank_size);
+      return HcclCommunicator::create(config, nullptr, table.path);
+    }
+    HcclRootInfo info = parse_root_info(config.root_info, config.root_info_size);
+    return HcclCommunicator::create(config, &info, "");
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_hccl_backend() { return std::unique_ptr<Backend>(new HcclBackend()); }
+
+}  // namespace hccl
+}  // namespace npg

@@ -1,0 +1,291 @@
+#include "rank_table.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <memory>
+#include <utility>
+
+#include "../core/error.h"
+
+namespace npg {
+namespace hccl {
+namespace {
+
+constexpr size_t kMaxFileBytes = 16u << 20;
+constexpr int kMaxDepth = 32;
+
+// Just enough JSON for the rank table: objects, arrays, strings, numbers, literals.
+struct Json {
+  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
+  std::string text;  // string value, or the number's literal
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+
+  const Json* member(const std::string& key) const {
+    for (const auto& m : members)
+      if (m.first == key) return &m.second;
+    return nullptr;
+  }
+};
+
+class Parser {
+ public:
+  Parser(const std::string& path, const std::string& text) : path_(path), s_(text) {}
+
+  Json parse_document() {
+    Json v = value(0);
+    skip_space();
+    if (pos_ != s_.size()) fail("unexpected text after the JSON value");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    size_t line = 1;
+    for (size_t i = 0; i < pos_ && i < s_.size(); ++i) line += s_[i] == '\n';
+    throw_error(NPG_INVALID_ARGUMENT, "rank table " + path_ + " is not valid JSON: " + what + " at line " +
+                                          std::to_string(line) + " (byte " + std::to_string(pos_) + ")");
+  }
+
+  void skip_space() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
+  }
+
+  bool literal(const char* word) {
+    size_t n = std::char_traits<char>::length(word);
+    if (s_.compare(pos_, n, word) != 0) return false;
+    pos_ += n;
+    return true;
+  }
+
+  Json value(int depth) {
+    if (depth > kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth));
+    skip_space();
+    if (pos_ >= s_.size()) fail("unexpected end of file");
+    Json v;
+    char c = s_[pos_];
+    if (c == '{') {
+      v.kind = Json::kObject;
+      ++pos_;
+      skip_space();
+      if (pos_ < s_.size() && s_[pos_] == '}') {
+        ++pos_;
+        return v;
+      }
+      for (;;) {
+        skip_space();
+        if (pos_ >= s_.size() || s_[pos_] != '"') fail("expected a quoted key");
+        std::string key = string_body();
+        skip_space();
+        if (pos_ >= s_.size() || s_[pos_] != ':') fail("expected ':' after key \"" + key + "\"");
+        ++pos_;
+        v.members.emplace_back(key, value(depth + 1));
+        skip_space();
+        if (pos_ < s_.size() && s_[pos_] == ',') {
+          ++pos_;
+          continue;
+        }
+        if (pos_ < s_.size() && s_[pos_] == '}') {
+          ++pos_;
+          return v;
+        }
+        fail("expected ',' or '}' in an object");
+      }
+    }
+    if (c == '[') {
+      v.kind = Json::kArray;
+      ++pos_;
+      skip_space();
+      if (pos_ < s_.size() && s_[pos_] == ']') {
+        ++pos_;
+        return v;
+      }
+      for (;;) {
+        v.items.push_back(value(depth + 1));
+        skip_space();
+        if (pos_ < s_.size() && s_[pos_] == ',') {
+          ++pos_;
+          continue;
+        }
+        if (pos_ < s_.size() && s_[pos_] == ']') {
+          ++pos_;
+          return v;
+        }
+        fail("expected ',' or ']' in an array");
+      }
+    }
+    if (c == '"') {
+      v.kind = Json::kString;
+      v.text = string_body();
+      return v;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      v.kind = Json::kNumber;
+      size_t start = pos_;
+      while (pos_ < s_.size() && (isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '-' ||
+                                  s_[pos_] == '+' || s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E'))
+        ++pos_;
+      v.text = s_.substr(start, pos_ - start);
+      return v;
+    }
+    if (literal("true") || literal("false")) {
+      v.kind = Json::kBool;
+      return v;
+    }
+    if (literal("null")) return v;
+    fail(std::string("unexpected character '") + c + "'");
+  }
+
+  std::string string_body() {
+    ++pos_;  // opening quote
+    std::string out;
+    while (pos_ < s_.size()) {
+      char c = s_[pos_++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) fail("control character inside a string");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= s_.size()) break;
+      char e = s_[pos_++];
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u':
+          if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
+          out += '?';  // no field we read holds non-ASCII text
+          pos_ += 4;
+          break;
+        default: fail(std::string("unknown escape \\") + e);
+      }
+    }
+    fail("unterminated string");
+  }
+
+  const std::string& path_;
+  const std::string& s_;
+  size_t pos_ = 0;
+};
+
+[[noreturn]] void invalid(const std::string& path, const std::string& what) {
+  throw_error(NPG_INVALID_ARGUMENT, "rank table " + path + ": " + what);
+}
+
+const Json& require(const std::string& path, const Json& obj, const std::string& key, Json::Kind kind,
+                    const std::string& where) {
+  const Json* v = obj.member(key);
+  if (v == nullptr) invalid(path, where + " has no \"" + key + "\"");
+  if (v->kind != kind) {
+    static const char* const kKinds[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+    invalid(path, where + "\"" + key + "\" must be " + kKinds[kind] + ", found " + kKinds[v->kind]);
+  }
+  return *v;
+}
+
+// A rank id is a non-negative integer written as a string ("3", as the HCCL docs show) or a number.
+int64_t rank_id_of(const std::string& path, const Json& v, const std::string& where) {
+  if (v.kind != Json::kString && v.kind != Json::kNumber) invalid(path, where + ".rank_id must be a string");
+  const std::string& t = v.text;
+  bool digits = !t.empty() && t.size() <= 9;
+  for (char c : t) digits = digits && c >= '0' && c <= '9';
+  if (!digits) invalid(path, where + ".rank_id \"" + t + "\" is not a non-negative integer");
+  return strtoll(t.c_str(), nullptr, 10);
+}
+
+}  // namespace
+
+RankTableFile parse_rank_table(const std::string& path, const std::string& text, int32_t rank, int32_t rank_size) {
+  Json root = Parser(path, text).parse_document();
+  if (root.kind != Json::kObject) invalid(path, "the top level must be a JSON object");
+  RankTableFile table;
+  table.path = path;
+  table.version = require(path, root, "version", Json::kString, "the top level").text;
+  if (table.version != "1.0" && table.version != "1.2") {
+    invalid(path, "version \"" + table.version + "\" is not supported; allowed values: \"1.0\", \"1.2\"");
+  }
+  const std::string& status = require(path, root, "status", Json::kString, "the top level").text;
+  if (status != "completed") {
+    invalid(path, "status is \"" + status + "\"; the table is usable only when status is \"completed\"");
+  }
+  const Json& servers = require(path, root, "server_list", Json::kArray, "the top level");
+  if (servers.items.empty()) invalid(path, "server_list is empty");
+  std::vector<RankTableDevice> found;
+  for (size_t s = 0; s < servers.items.size(); ++s) {
+    const Json& server = servers.items[s];
+    std::string where = "server_list[" + std::to_string(s) + "]";
+    if (server.kind != Json::kObject) invalid(path, where + " must be an object");
+    const Json* sid = server.member("server_id");
+    std::string server_id = sid && sid->kind == Json::kString ? sid->text : std::string();
+    const Json& devices = require(path, server, "device", Json::kArray, where);
+    for (size_t d = 0; d < devices.items.size(); ++d) {
+      const Json& dev = devices.items[d];
+      std::string dwhere = where + ".device[" + std::to_string(d) + "]";
+      if (dev.kind != Json::kObject) invalid(path, dwhere + " must be an object");
+      const Json* rid = dev.member("rank_id");
+      if (rid == nullptr) invalid(path, dwhere + " has no \"rank_id\"");
+      const Json* did = dev.member("device_id");
+      if (did == nullptr) invalid(path, dwhere + " has no \"device_id\"");
+      RankTableDevice entry;
+      entry.rank_id = static_cast<int32_t>(rank_id_of(path, *rid, dwhere));
+      entry.device_id = did->text;
+      entry.server_id = server_id;
+      found.push_back(entry);
+    }
+  }
+  if (static_cast<int64_t>(found.size()) != rank_size) {
+    invalid(path, "lists " + std::to_string(found.size()) + " devices but rank_size is " + std::to_string(rank_size));
+  }
+  table.devices.assign(found.size(), RankTableDevice());
+  for (const RankTableDevice& e : found) {
+    if (e.rank_id >= rank_size) {
+      invalid(path, "rank_id " + std::to_string(e.rank_id) + " is out of range [0, " + std::to_string(rank_size - 1) +
+                        "]; rank ids must be 0..n-1");
+    }
+    if (table.devices[e.rank_id].rank_id >= 0) {
+      invalid(path, "rank_id " + std::to_string(e.rank_id) + " appears more than once (server \"" +
+                        table.devices[e.rank_id].server_id + "\" and server \"" + e.server_id + "\")");
+    }
+    table.devices[e.rank_id] = e;
+  }
+  // With rank_size unique ids in [0, rank_size) every rank, this one included, is present.
+  if (rank < 0 || rank >= rank_size || table.devices[rank].rank_id != rank) {
+    invalid(path, "this rank " + std::to_string(rank) + " is not in the table");
+  }
+  return table;
+}
+
+RankTableFile load_rank_table(const std::string& path, int32_t rank, int32_t rank_size) {
+  char resolved[PATH_MAX];
+  if (realpath(path.c_str(), resolved) == nullptr) {
+    int err = errno;
+    throw_error(NPG_INVALID_ARGUMENT, "rank_table_file " + path + " cannot be opened: " + errno_text(err));
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> file(fopen(resolved, "rb"), &fclose);
+  if (!file) {
+    int err = errno;
+    throw_error(NPG_INVALID_ARGUMENT, "rank_table_file " + std::string(resolved) + " cannot be read: " + errno_text(err));
+  }
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), file.get())) > 0) {
+    text.append(buf, n);
+    if (text.size() > kMaxFileBytes) invalid(resolved, "is larger than 16 MiB");
+  }
+  if (ferror(file.get())) throw_system_error("reading rank_table_file " + std::string(resolved), EIO);
+  return parse_rank_table(resolved, text, rank, rank_size);
+}
+
+}  // namespace hccl
+}  // namespace npg

@@ -1,0 +1,38 @@
+// The HCCL rank table file (cluster info JSON, versions 1.0 and 1.2), checked before it
+// reaches HcclCommInitClusterInfo so that a bad file fails with a clear message.
+#ifndef NPUGATHER_HCCL_RANK_TABLE_H_
+#define NPUGATHER_HCCL_RANK_TABLE_H_
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+namespace npg {
+namespace hccl {
+
+struct RankTableDevice {
+  int32_t rank_id = -1;
+  std::string device_id;
+  std::string server_id;
+};
+
+struct RankTableFile {
+  std::string path;  // canonical (realpath)
+  std::string version;
+  std::vector<RankTableDevice> devices;  // indexed by rank_id
+};
+
+// Parses text (the content of path) and checks: version "1.0" or "1.2", status "completed",
+// a non-empty server_list whose entries hold a device list with device_id and rank_id,
+// rank ids exactly 0..rank_size-1 without duplicates (so `rank` is present). Throws
+// NPG_INVALID_ARGUMENT naming the file and the offending field.
+RankTableFile parse_rank_table(const std::string& path, const std::string& text, int32_t rank, int32_t rank_size);
+
+// Reads the file (realpath first) and parses it as above.
+RankTableFile load_rank_table(const std::string& path, int32_t rank, int32_t rank_size);
+
+}  // namespace hccl
+}  // namespace npg
+
+#endif  // NPUGATHER_HCCL_RANK_TABLE_H_

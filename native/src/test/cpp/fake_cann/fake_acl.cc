@@ -1,0 +1,243 @@
+// Simulated libascendcl.so: devices, streams (one worker thread each) and "device" memory
+// in host memory. Test-only; see fake_cann.h.
+#include <stdlib.h>
+#include <string.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "fake_cann.h"
+
+namespace fake_cann {
+namespace {
+
+thread_local int tls_device = -1;
+thread_local std::string tls_recent_error;
+
+std::mutex g_mutex;
+std::map<uintptr_t, size_t>* g_allocations = new std::map<uintptr_t, size_t>();
+int g_streams = 0;
+int g_comms = 0;
+bool g_initialized = false;
+
+int device_count() {
+  const char* v = getenv("NPUGATHER_FAKE_CANN_DEVICE_COUNT");
+  return v ? atoi(v) : 8;
+}
+
+int fail(int code, const std::string& text) {
+  tls_recent_error = "simulated CANN: " + text;
+  return code;
+}
+
+struct Stream {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<Task> queue;
+  bool running = false;
+  int error = kAclSuccess;  // first failure of a task since the last synchronize
+  std::atomic<bool> cancelled{false};
+  std::thread worker;
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      cv.wait(lock, [&] { return cancelled.load() || !queue.empty(); });
+      if (cancelled.load()) break;
+      Task task = std::move(queue.front());
+      queue.pop_front();
+      running = true;
+      lock.unlock();
+      int rc = error == kAclSuccess ? task(cancelled) : kAclSuccess;  // a failed stream skips later tasks
+      lock.lock();
+      running = false;
+      if (rc != kAclSuccess && error == kAclSuccess) error = rc;
+      cv.notify_all();
+    }
+    queue.clear();
+    running = false;
+    cv.notify_all();
+  }
+};
+
+}  // namespace
+
+int enqueue(void* stream, Task task) {
+  if (stream == nullptr) return fail(kAclErrorInvalidParam, "stream is NULL");
+  Stream* s = static_cast<Stream*>(stream);
+  std::lock_guard<std::mutex> lock(s->mutex);
+  s->queue.push_back(std::move(task));
+  s->cv.notify_all();
+  return kAclSuccess;
+}
+
+bool is_device_range(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = g_allocations->upper_bound(a);
+  if (it == g_allocations->begin()) return false;
+  --it;
+  return a >= it->first && a - it->first <= it->second && bytes <= it->second - (a - it->first);
+}
+
+int current_device() { return tls_device; }
+
+void set_recent_error(const char* text) { tls_recent_error = text; }
+
+void count_comms(int delta) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_comms += delta;
+}
+
+}  // namespace fake_cann
+
+using namespace fake_cann;
+
+extern "C" {
+
+FAKE_CANN_EXPORT int aclInit(const char*) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_initialized) return fail(kAclErrorRepeatInitialize, "aclInit: repeat initialize");
+  g_initialized = true;
+  return kAclSuccess;
+}
+
+FAKE_CANN_EXPORT int aclFinalize() { return kAclSuccess; }
+
+FAKE_CANN_EXPORT int aclrtSetDevice(int32_t device_id) {
+  if (device_id < 0 || device_id >= device_count()) {
+    return fail(kAclErrorRtInvalidDeviceId, "device " + std::to_string(device_id) + " does not exist");
+  }
+  tls_device = device_id;
+  return kAclSuccess;
+}
+
+FAKE_CANN_EXPORT int aclrtResetDevice(int32_t) { return kAclSuccess; }
+
+FAKE_CANN_EXPORT int aclrtGetDevice(int32_t* device_id) {
+  if (device_id == nullptr) return fail(kAclErrorInvalidParam, "deviceId is NULL");
+  if (tls_device < 0) return fail(kAclErrorRtContextNull, "no device set on this thread");
+  *device_id = tls_device;
+  return kAclSuccess;
+}
+
+FAKE_CANN_EXPORT int aclrtGetDeviceCount(uint32_t* count) {
+  *count = static_cast<uint32_t>(device_count());
+  return kAclSuccess;
+}
+
+FAKE_CANN_EXPORT int aclrtCreateStream(void** stream) {
+  if (tls_device < 0) return fail(kAclErrorRtContextNull, "aclrtCreateStream without aclrtSetDevice on this thread");
+  Stream* s = new Stream();
+  s->worker = std::thread([s] { s->run(); });
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    ++g_streams;
+  }
+  *stream = s;
+  return kAclSuccess;
+}
+
+FAKE_CANN_EXPORT int aclrtDestroyStream(void* stream) {
+  if (stream == nullptr) return fail(kAclErrorInvalidParam, "stream is NULL");
+  Stream* s = static_cast<Stream*>(stream);
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->cancelled.store(true);
+    s->cv.notify_all();
+  }
+  s->worker.join();
+  delete s;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  --g_streams;
+  return kAclSuccess;
+}
+
+static int sync_stream(void* stream, int32_t timeout_ms) {
+  if (stream == nullptr) return fail(kAclErrorInvalidParam, "stream is NULL");
+  if (tls_device < 0) return fail(kAclErrorRtContextNull, "stream synchronize without aclrtSetDevice on this thread");
+  Stream* s = static_cast<Stream*>(stream);
+  std::unique_lock<std::mutex> lock(s->mutex);
+  auto idle = [&] { return (s->queue.empty() && !s->running) || s->cancelled.load(); };
+  if (timeout_ms < 0) {
+    s->cv.wait(lock, idle);
+  } else if (!s->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), idle)) {
+    return fail(kAclErrorRtStreamSyncTimeout, "stream synchronize timed out");
+  }
+  int rc = s->error;
+  s->error = kAclSuccess;
+  if (rc != kAclSuccess) return fail(rc, "a task on the stream failed");
+  return kAclSuccess;
+}
+
+FAKE_CANN_EXPORT int aclrtSynchronizeStream(void* stream) { return sync_stream(stream, -1); }
+
+#ifndef FAKE_CANN_MINIMAL
+FAKE_CANN_EXPORT int aclrtSynchronizeStreamWithTimeout(void* stream, int32_t timeout_ms) {
+  return sync_stream(stream, timeout_ms);
+}
+
+FAKE_CANN_EXPORT const char* aclGetRecentErrMsg() { return tls_recent_error.c_str(); }
+#endif
+
+FAKE_CANN_EXPORT int aclrtMalloc(void** ptr, size_t size, int /*policy*/) {
+  if (tls_device < 0) return fail(kAclErrorRtContextNull, "aclrtMalloc without aclrtSetDevice on this thread");
+  if (ptr == nullptr || size == 0) return fail(kAclErrorInvalidParam, "aclrtMalloc: NULL pointer or size 0");
+  void* p = malloc(size);
+  if (p == nullptr) return fail(207001, "out of simulated device memory");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  (*g_allocations)[reinterpret_cast<uintptr_t>(p)] = size;
+  *ptr = p;
+  return kAclSuccess;
+}
+
+FAKE_CANN_EXPORT int aclrtFree(void* ptr) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_allocations->find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == g_allocations->end()) return fail(kAclErrorRtParamInvalid, "aclrtFree of a pointer not from aclrtMalloc");
+  g_allocations->erase(it);
+  free(ptr);
+  return kAclSuccess;
+}
+
+FAKE_CANN_EXPORT int aclrtMemcpy(void* dst, size_t dest_max, const void* src, size_t count, int kind) {
+  if (tls_device < 0) return fail(kAclErrorRtContextNull, "aclrtMemcpy without aclrtSetDevice on this thread");
+  if (count > dest_max) return fail(kAclErrorInvalidParam, "aclrtMemcpy: count > destMax");
+  if (count == 0) return kAclSuccess;
+  if (dst == nullptr || src == nullptr) return fail(kAclErrorInvalidParam, "aclrtMemcpy: NULL pointer");
+  const bool dst_dev = is_device_range(dst, dest_max);
+  const bool src_dev = is_device_range(src, count);
+  bool ok = true;
+  switch (kind) {
+    case 0: ok = !dst_dev && !src_dev; break;  // host to host
+    case 1: ok = dst_dev && !src_dev; break;   // host to device
+    case 2: ok = !dst_dev && src_dev; break;   // device to host
+    case 3: ok = dst_dev && src_dev; break;    // device to device
+    default: ok = false;
+  }
+  if (!ok) return fail(kAclErrorInvalidParam, "aclrtMemcpy: pointers do not match kind " + std::to_string(kind));
+  memmove(dst, src, count);
+  return kAclSuccess;
+}
+
+FAKE_CANN_EXPORT int npgFakeCannLiveAllocations() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return static_cast<int>(g_allocations->size());
+}
+
+FAKE_CANN_EXPORT int npgFakeCannLiveComms() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_comms;
+}
+
+FAKE_CANN_EXPORT int npgFakeCannLiveStreams() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_streams;
+}
+
+}  // extern "C"

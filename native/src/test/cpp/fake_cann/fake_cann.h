@@ -1,0 +1,68 @@
+// A simulated CANN runtime for testing the hccl backend's binding without an NPU: the ACL
+// and HCCL symbols the backend resolves, with "device" memory in host memory and a real
+// all-gather between ranks (threads of one process or separate processes, through POSIX
+// shared memory). It proves the binding, never anything about NPU hardware.
+//
+// Fault switches, read at call time:
+//   NPUGATHER_FAKE_CANN_INIT_FAIL=<HcclResult>   HcclCommInit* returns this code ...
+//   NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES=<n>      ... only for the first n attempts of each rank
+//   NPUGATHER_FAKE_CANN_HANG=allgather           collectives never complete (until destroyed)
+//   NPUGATHER_FAKE_CANN_FAIL_RANK=<rank>         collectives fail on that rank (HCCL_E_INTERNAL);
+//                                                peers' streams fail with SUSPECT_REMOTE_ERROR
+//   NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS=<ms>  rendezvous timeout (default HCCL_CONNECT_TIMEOUT s)
+//   NPUGATHER_FAKE_CANN_DEVICE_COUNT=<n>         devices 0..n-1 exist (default 8)
+// Built with FAKE_CANN_MINIMAL the optional symbols (HcclAllGatherV, HcclGetErrorString,
+// aclrtSynchronizeStreamWithTimeout, aclGetRecentErrMsg) are absent, like an old CANN.
+// FAKE_CANN_COLLECTIVES_ONLY / FAKE_CANN_COMM_MANAGEMENT_ONLY build the two halves of a newer
+// CANN, where communicator management lives in libhcomm.so and the collectives in libhccl.so.
+#ifndef NPUGATHER_TEST_FAKE_CANN_H_
+#define NPUGATHER_TEST_FAKE_CANN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
+#include <functional>
+
+#define FAKE_CANN_EXPORT __attribute__((visibility("default")))
+
+namespace fake_cann {
+
+constexpr int kAclSuccess = 0;
+constexpr int kAclErrorInvalidParam = 100000;
+constexpr int kAclErrorRepeatInitialize = 100002;
+constexpr int kAclErrorRtParamInvalid = 107000;
+constexpr int kAclErrorRtInvalidDeviceId = 107001;
+constexpr int kAclErrorRtContextNull = 107002;
+constexpr int kAclErrorRtDeviceTaskAbort = 107022;
+constexpr int kAclErrorRtInternal = 507000;
+constexpr int kAclErrorRtStreamSyncTimeout = 507046;
+constexpr int kAclErrorRtSuspectRemoteError = 507057;
+
+constexpr int kHcclSuccess = 0;
+constexpr int kHcclEPara = 1;
+constexpr int kHcclEPtr = 2;
+constexpr int kHcclEInternal = 4;
+constexpr int kHcclETimeout = 9;
+constexpr int kHcclERuntime = 15;
+
+// A stream task: returns an aclError; must return promptly once cancelled becomes true.
+using Task = std::function<int(const std::atomic<bool>& cancelled)>;
+
+// Internal interface of the fake libascendcl.so used by the fake libhccl.so.
+FAKE_CANN_EXPORT int enqueue(void* stream, Task task);
+FAKE_CANN_EXPORT bool is_device_range(const void* p, size_t bytes);
+FAKE_CANN_EXPORT int current_device();  // -1 when the thread has none
+FAKE_CANN_EXPORT void set_recent_error(const char* text);
+FAKE_CANN_EXPORT void count_comms(int delta);  // the live count sits here: HCCL may be split in two libraries
+
+}  // namespace fake_cann
+
+extern "C" {
+// Live object counts, for leak checks in tests.
+FAKE_CANN_EXPORT int npgFakeCannLiveAllocations();
+FAKE_CANN_EXPORT int npgFakeCannLiveStreams();
+FAKE_CANN_EXPORT int npgFakeCannLiveComms();
+}
+
+#endif  // NPUGATHER_TEST_FAKE_CANN_H_

@@ -1,0 +1,808 @@
+// Tests of the hccl backend's binding through the C ABI, over the simulated CANN runtime in
+// this folder (no NPU is involved: this proves the dlopen/dlsym binding, the staging, the
+// error mapping and the fault handling, never anything about NPU hardware).
+//
+// Usage: hccl_over_simulated_cann_test SUITE [FILTER]
+//   full     NPUGATHER_CANN_LIB_DIR holds the complete simulated libraries
+//   minimal  NPUGATHER_CANN_LIB_DIR holds libraries without the optional symbols
+//   split    communicator management in libhcomm.so, collectives in libhccl.so (newer CANN)
+//   missing  NPUGATHER_CANN_LIB_DIR is an empty directory, no CANN anywhere
+//   no-hccl  NPUGATHER_CANN_LIB_DIR holds libascendcl.so only
+//   no-hcomm NPUGATHER_CANN_LIB_DIR holds the split libhccl.so without its libhcomm.so
+// The last line of output is "N passed, N failed".
+#include <dirent.h>
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "npugather.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+#define EXPECT(cond)                                                                                   \
+  do {                                                                                                 \
+    if (!(cond)) throw Failure(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " #cond); \
+  } while (0)
+
+#define EXPECT_RC(expr, expected)                                                                              \
+  do {                                                                                                         \
+    npg_result_t got_ = (expr);                                                                                \
+    if (got_ != (expected)) {                                                                                  \
+      throw Failure(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " #expr " gave " +             \
+                    npg_result_name(got_) + ", expected " + npg_result_name(expected) + " (" + npg_last_error() + \
+                    ")");                                                                                      \
+    }                                                                                                          \
+  } while (0)
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+void expect_text(const std::string& text, const std::vector<std::string>& parts) {
+  for (const std::string& p : parts)
+    if (!has(text, p)) throw Failure("error text lacks \"" + p + "\": " + text);
+}
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+std::string g_suite;
+
+bool has_vendor_text() { return g_suite != "minimal"; }
+
+// Prints an error text once per test, so a run's log shows what users would read.
+void show(const char* what) { printf("  %s: %s\n", what, npg_last_error()); }
+
+// Runs fn(rank) on n threads and rethrows the first failure once all have finished.
+void on_threads(int n, const std::function<void(int)>& fn) {
+  std::mutex m;
+  std::string first;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(m);
+        if (first.empty()) first = "rank " + std::to_string(r) + ": " + e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (!first.empty()) throw Failure(first);
+}
+
+std::vector<uint8_t> hccl_root_info() {
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
+  EXPECT_RC(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size), NPG_SUCCESS);
+  info.resize(size);
+  return info;
+}
+
+npg_comm_t join(int rank, int n, const std::vector<uint8_t>& info, int64_t timeout_ms = 20000, int device = -2) {
+  npg_comm_t comm = nullptr;
+  EXPECT_RC(npg_comm_init("hccl", rank, n, 0, "", NPG_COMM_MULTI_THREAD, device == -2 ? rank : device, nullptr,
+                          timeout_ms, 0, info.data(), info.size(), &comm),
+            NPG_SUCCESS);
+  EXPECT(std::string(npg_comm_transport(comm)) == "hccl");
+  return comm;
+}
+
+// Deterministic bytes of rank r for a seed: any rank can rebuild any other rank's block.
+void fill(uint8_t* p, uint64_t len, uint64_t seed, int r) {
+  std::mt19937_64 rng(seed * 7919 + static_cast<uint64_t>(r) * 104729 + 1);
+  for (uint64_t i = 0; i < len; ++i) p[i] = static_cast<uint8_t>(rng() >> 13);
+}
+
+constexpr uint8_t kUntouched = 0xA5;
+
+struct Layout {
+  std::vector<uint64_t> counts;
+  std::vector<uint64_t> displs;
+  uint64_t total = 0;  // elements in recv, gaps included
+};
+
+Layout equal_blocks(int n, uint64_t count) {
+  Layout l;
+  for (int r = 0; r < n; ++r) {
+    l.counts.push_back(count);
+    l.displs.push_back(count * r);
+  }
+  l.total = count * n;
+  return l;
+}
+
+// Different sizes (one empty), stored in reverse rank order with gaps.
+Layout ragged_blocks(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Layout l;
+  l.counts.resize(n);
+  l.displs.resize(n);
+  for (int r = 0; r < n; ++r) l.counts[r] = r == 1 ? 0 : 1 + rng() % 70000;
+  uint64_t at = 0;
+  for (int r = n - 1; r >= 0; --r) {
+    at += 1 + rng() % 5;
+    l.displs[r] = at;
+    at += l.counts[r];
+  }
+  l.total = at + 2;
+  return l;
+}
+
+// Gathers with npg_all_gather(_v) and checks every byte, the gaps included.
+void gather_checked(npg_comm_t comm, int rank, int n, const Layout& l, npg_dtype_t dtype, bool use_v, uint64_t seed,
+                    bool in_place = false) {
+  const size_t w = npg_dtype_size(dtype);
+  std::vector<uint8_t> recv(l.total * w, kUntouched);
+  std::vector<uint8_t> send(l.counts[rank] * w + 1);
+  uint8_t* src = in_place ? recv.data() + l.displs[rank] * w : send.data();
+  fill(src, l.counts[rank] * w, seed, rank);
+  if (use_v) {
+    EXPECT_RC(npg_all_gather_v(comm, src, l.counts[rank], recv.data(), l.counts.data(), l.displs.data(), dtype),
+              NPG_SUCCESS);
+  } else {
+    EXPECT_RC(npg_all_gather(comm, src, recv.data(), l.counts[rank], dtype), NPG_SUCCESS);
+  }
+  std::vector<uint8_t> expected(l.total * w, kUntouched);
+  for (int r = 0; r < n; ++r) fill(expected.data() + l.displs[r] * w, l.counts[r] * w, seed, r);
+  for (size_t i = 0; i < recv.size(); ++i) {
+    if (recv[i] != expected[i]) {
+      throw Failure("rank " + std::to_string(rank) + ": byte " + std::to_string(i) + " is " +
+                    std::to_string(recv[i]) + ", expected " + std::to_string(expected[i]));
+    }
+  }
+}
+
+// Leak check through the simulated runtime's counters and /dev/shm.
+template <typename Fn>
+Fn fake_symbol(const char* lib, const char* name) {
+  std::string path = std::string(getenv("NPUGATHER_CANN_LIB_DIR")) + "/" + lib;
+  void* h = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  if (h == nullptr) throw Failure(path + " is not loaded");
+  Fn fn = reinterpret_cast<Fn>(dlsym(h, name));
+  dlclose(h);
+  if (fn == nullptr) throw Failure(std::string(name) + " not found");
+  return fn;
+}
+
+std::vector<std::string> shm_leftovers() {
+  std::vector<std::string> out;
+  std::string prefix = "npgfake-" + std::to_string(getpid()) + "-";
+  DIR* d = opendir("/dev/shm");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d))
+    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0 || strncmp(e->d_name, "npgfake-rt-", 11) == 0)
+      out.push_back(e->d_name);
+  closedir(d);
+  return out;
+}
+
+void expect_nothing_leaked() {
+  int allocations = fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannLiveAllocations")();
+  int streams = fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannLiveStreams")();
+  int comms = fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannLiveComms")();
+  if (allocations != 0 || streams != 0 || comms != 0) {
+    throw Failure("leaked: " + std::to_string(allocations) + " device allocations, " + std::to_string(streams) +
+                  " streams, " + std::to_string(comms) + " HCCL communicators");
+  }
+  auto left = shm_leftovers();
+  if (!left.empty()) throw Failure("shared memory left behind: /dev/shm/" + left[0]);
+}
+
+// Sets an environment variable for one test (the simulated runtime reads it at call time),
+// then restores the previous value.
+struct ScopedEnv {
+  std::string name;
+  bool had = false;
+  std::string previous;
+  ScopedEnv(const char* n, const std::string& value) : name(n) {
+    const char* old = getenv(n);
+    had = old != nullptr;
+    if (had) previous = old;
+    setenv(n, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had) setenv(name.c_str(), previous.c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+};
+
+// ---- tests ----
+
+void test_timeouts_are_mapped_onto_hccl_environment() {
+  // Runs first: the process's first communicator sets them (the test runner leaves them unset),
+  // while other threads read the environment, as CANN and the JVM do.
+  auto info = hccl_root_info();
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 2; ++i) {
+    readers.emplace_back([&] {
+      while (!stop.load()) EXPECT(getenv("PATH") != nullptr || true);
+    });
+  }
+  on_threads(4, [&](int r) { EXPECT_RC(npg_comm_destroy(join(r, 4, info, 5000)), NPG_SUCCESS); });
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  EXPECT(getenv("HCCL_CONNECT_TIMEOUT") != nullptr && std::string(getenv("HCCL_CONNECT_TIMEOUT")) == "120");
+  EXPECT(getenv("HCCL_EXEC_TIMEOUT") != nullptr && std::string(getenv("HCCL_EXEC_TIMEOUT")) == "68");
+  expect_nothing_leaked();
+}
+
+void test_all_gather_delivers_every_byte_for_2_3_4_thread_ranks() {
+  for (int n = 2; n <= 4; ++n) {
+    auto info = hccl_root_info();
+    on_threads(n, [&](int r) {
+      npg_comm_t comm = join(r, n, info);
+      gather_checked(comm, r, n, equal_blocks(n, 4099), NPG_INT32, false, 10 + n);
+      gather_checked(comm, r, n, equal_blocks(n, 1), NPG_UINT8, false, 20 + n);
+      gather_checked(comm, r, n, equal_blocks(n, 300000), NPG_FLOAT16, false, 30 + n);
+      gather_checked(comm, r, n, equal_blocks(n, 777), NPG_INT64, false, 40 + n, /*in_place=*/true);
+      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    });
+  }
+  expect_nothing_leaked();
+}
+
+// Ragged layouts go through HcclAllGatherV when the library has it, else through padded blocks.
+void test_all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks() {
+  const std::string hccl = std::string(getenv("NPUGATHER_CANN_LIB_DIR")) + "/libhccl.so";
+  void* lib = dlopen(hccl.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  int (*v_calls)() = nullptr;
+  if (lib != nullptr) {
+    EXPECT((dlsym(lib, "HcclAllGatherV") == nullptr) == (g_suite == "minimal"));
+    v_calls = reinterpret_cast<int (*)()>(dlsym(lib, "npgFakeCannAllGatherVCalls"));
+    dlclose(lib);
+  }
+  EXPECT(v_calls != nullptr);
+  const int v_before = v_calls();
+  for (int n = 2; n <= 4; ++n) {
+    auto info = hccl_root_info();
+    on_threads(n, [&](int r) {
+      npg_comm_t comm = join(r, n, info);
+      gather_checked(comm, r, n, ragged_blocks(n, 50 + n), NPG_UINT8, true, 60 + n);
+      gather_checked(comm, r, n, ragged_blocks(n, 70 + n), NPG_FLOAT32, true, 80 + n);
+      gather_checked(comm, r, n, equal_blocks(n, 1234), NPG_INT16, true, 90 + n);
+      gather_checked(comm, r, n, equal_blocks(n, 0), NPG_INT8, true, 95 + n);  // nothing to move
+      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    });
+  }
+  EXPECT((v_calls() > v_before) == (g_suite != "minimal"));
+  expect_nothing_leaked();
+}
+
+// Many small segments (packed before the copy to the device) and a few large ones.
+void test_segmented_sends_deliver_every_block() {
+  const int n = 3;
+  auto info = hccl_root_info();
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = join(r, n, info);
+    for (size_t pieces : {size_t(3), size_t(100)}) {
+      Layout l = ragged_blocks(n, 200 + pieces);
+      std::vector<uint8_t> mine(l.counts[r]);
+      fill(mine.data(), mine.size(), pieces, r);
+      std::vector<npg_segment_t> segs;
+      uint64_t at = 0;
+      for (size_t i = 0; i < pieces; ++i) {
+        uint64_t len = i + 1 == pieces ? mine.size() - at : std::min<uint64_t>(mine.size() - at, mine.size() / pieces);
+        segs.push_back({mine.data() + at, len});
+        at += len;
+      }
+      std::vector<uint8_t> recv(l.total, kUntouched);
+      EXPECT_RC(npg_all_gather_v_segments(comm, segs.data(), segs.size(), recv.data(), l.counts.data(), l.displs.data()),
+                NPG_SUCCESS);
+      std::vector<uint8_t> expected(l.total, kUntouched);
+      for (int p = 0; p < n; ++p)
+        if (p != r) fill(expected.data() + l.displs[p], l.counts[p], pieces, p);
+      EXPECT(recv == expected);  // the own block is not written
+    }
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  expect_nothing_leaked();
+}
+
+// Java calls from pooled threads: every call binds the device of its communicator.
+void test_calls_from_threads_other_than_the_creator_bind_the_device() {
+  const int n = 2;
+  auto info = hccl_root_info();
+  npg_comm_t comms[n];
+  on_threads(n, [&](int r) { comms[r] = join(r, n, info); });
+  on_threads(n, [&](int r) { gather_checked(comms[r], r, n, equal_blocks(n, 5000), NPG_UINT8, false, 3); });
+  on_threads(n, [&](int r) { gather_checked(comms[r], r, n, ragged_blocks(n, 4), NPG_UINT8, true, 4); });
+  on_threads(n, [&](int r) { EXPECT_RC(npg_comm_destroy(comms[r]), NPG_SUCCESS); });
+  expect_nothing_leaked();
+}
+
+void test_two_process_ranks_gather_every_byte() {
+  auto info = hccl_root_info();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        npg_comm_t comm = join(r, 2, info);
+        gather_checked(comm, r, 2, equal_blocks(2, 1 << 20), NPG_UINT8, false, 7);
+        gather_checked(comm, r, 2, ragged_blocks(2, 8), NPG_INT32, true, 8);
+        EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+        expect_nothing_leaked();
+      } catch (const std::exception& e) {
+        fprintf(stderr, "process rank %d: %s\n", r, e.what());
+        code = 1;
+      }
+      fflush(stderr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    EXPECT(waitpid(pid, &status, 0) == pid);
+    EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+}
+
+// Rank 1 is a process that joins, then dies without entering the collective.
+void test_killed_process_rank_fails_its_peer_with_remote_error_promptly() {
+  auto info = hccl_root_info();
+  int ready[2];
+  EXPECT(pipe(ready) == 0);
+  pid_t victim = fork();
+  if (victim == 0) {
+    close(ready[0]);
+    try {
+      npg_comm_t comm = join(1, 2, info);
+      (void)comm;
+      EXPECT(write(ready[1], "R", 1) == 1);
+    } catch (const std::exception& e) {
+      fprintf(stderr, "victim: %s\n", e.what());
+    }
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  npg_comm_t comm = join(0, 2, info, 10000);
+  char c = 0;
+  EXPECT(read(ready[0], &c, 1) == 1);
+  close(ready[0]);
+  std::thread killer([victim] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    kill(victim, SIGKILL);
+    int status = 0;
+    waitpid(victim, &status, 0);  // a zombie would still look alive to its peer
+  });
+  auto t0 = Clock::now();
+  std::vector<uint8_t> send(256), recv(512);
+  npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), 256, NPG_UINT8);
+  killer.join();
+  EXPECT(rc == NPG_REMOTE_ERROR);
+  expect_text(npg_last_error(), {"ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", "rank 0"});
+  EXPECT(ms_since(t0) < 3000);
+  EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  expect_nothing_leaked();
+}
+
+void test_rank_that_never_joins_makes_init_time_out() {
+  ScopedEnv connect("NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS", "500");
+  auto info = hccl_root_info();
+  on_threads(2, [&](int r) {  // ranks 0 and 1 of 3; rank 2 never comes
+    npg_comm_t comm = nullptr;
+    EXPECT(npg_comm_init("hccl", r, 3, 0, "", 0, r, nullptr, 2000, 0, info.data(), info.size(), &comm) ==
+           NPG_TIMEOUT);
+    expect_text(npg_last_error(), {"HcclCommInitRootInfo", "HCCL_E_TIMEOUT (9)"});
+  });
+  expect_nothing_leaked();
+}
+
+
+void test_ranks_that_disagree_on_counts_all_get_invalid_usage_and_can_go_on() {
+  const int n = 3;
+  auto info = hccl_root_info();
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = join(r, n, info);
+    Layout l = equal_blocks(n, 100);
+    if (r == 2) l.counts[0] = 99;  // rank 2 expects less from rank 0
+    std::vector<uint8_t> send(100), recv(300);
+    npg_result_t rc = npg_all_gather_v(comm, send.data(), l.counts[r], recv.data(), l.counts.data(), l.displs.data(),
+                                       NPG_UINT8);
+    EXPECT(rc == NPG_INVALID_USAGE);
+    expect_text(npg_last_error(), {"ranks disagree on recv_counts", "npg_all_gather_v(rank " + std::to_string(r)});
+    gather_checked(comm, r, n, equal_blocks(n, 100), NPG_UINT8, true, 5);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  expect_nothing_leaked();
+}
+
+void test_injected_init_failure_is_a_named_system_error_on_every_rank() {
+  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "4");
+  auto info = hccl_root_info();
+  on_threads(3, [&](int r) {
+    npg_comm_t comm = nullptr;
+    EXPECT(npg_comm_init("hccl", r, 3, 0, "", 0, r, nullptr, 5000, 0, info.data(), info.size(), &comm) ==
+           NPG_SYSTEM_ERROR);
+    EXPECT(comm == nullptr);
+    std::vector<std::string> parts = {"HcclCommInitRootInfo", "HCCL_E_INTERNAL (4)", "rank " + std::to_string(r),
+                                      "device " + std::to_string(r)};
+    if (has_vendor_text()) parts.push_back("simulated HCCL error code 4");
+    expect_text(npg_last_error(), parts);
+    if (r == 0) show("init failure");
+  });
+  expect_nothing_leaked();
+}
+
+void test_busy_device_at_init_is_retried_until_it_frees_up() {
+  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "20");
+  ScopedEnv times("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES", "2");
+  auto info = hccl_root_info();
+  auto t0 = Clock::now();
+  on_threads(2, [&](int r) {
+    npg_comm_t comm = join(r, 2, info, 10000);
+    gather_checked(comm, r, 2, equal_blocks(2, 10), NPG_UINT8, false, 1);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  EXPECT(ms_since(t0) >= 250);  // two failed attempts, backing off 100 ms then 200 ms
+  expect_nothing_leaked();
+}
+
+void test_device_that_stays_busy_fails_init_with_timeout_within_the_timeout() {
+  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "7");
+  auto info = hccl_root_info();
+  auto t0 = Clock::now();
+  on_threads(2, [&](int r) {
+    npg_comm_t comm = nullptr;
+    EXPECT(npg_comm_init("hccl", r, 2, 0, "", 0, r, nullptr, 1500, 0, info.data(), info.size(), &comm) ==
+           NPG_TIMEOUT);
+    expect_text(npg_last_error(), {"HCCL_E_UNAVAIL (7)", "attempts", "rank " + std::to_string(r)});
+  });
+  EXPECT(ms_since(t0) < 2500);
+  expect_nothing_leaked();
+}
+
+void test_collective_that_never_completes_times_out_on_every_rank() {
+  ScopedEnv hang("NPUGATHER_FAKE_CANN_HANG", "allgather");
+  const int n = 3;
+  auto info = hccl_root_info();
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = join(r, n, info, 800);
+    std::vector<uint8_t> send(64), recv(64 * n);
+    auto t0 = Clock::now();
+    npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8);
+    double took = ms_since(t0);
+    EXPECT(rc == NPG_TIMEOUT);
+    expect_text(npg_last_error(), {"did not complete within the timeout of 800 ms", "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",
+                                   "rank " + std::to_string(r)});
+    EXPECT(took >= 700 && took < 2000);
+    if (r == 0) show("timeout");
+    EXPECT(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8) == NPG_INVALID_USAGE);
+    expect_text(npg_last_error(), {"unusable after an earlier failure"});
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  expect_nothing_leaked();
+}
+
+void test_rank_whose_collective_fails_makes_every_peer_fail_with_remote_error() {
+  ScopedEnv fail_rank("NPUGATHER_FAKE_CANN_FAIL_RANK", "1");
+  const int n = 3;
+  auto info = hccl_root_info();
+  auto t0 = Clock::now();
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = join(r, n, info, 5000);
+    std::vector<uint8_t> send(64), recv(64 * n);
+    npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8);
+    if (r == 1) {
+      EXPECT(rc == NPG_SYSTEM_ERROR);
+      expect_text(npg_last_error(), {"HcclAllGather", "HCCL_E_INTERNAL (4)", "rank 1"});
+    } else {
+      EXPECT(rc == NPG_REMOTE_ERROR);
+      expect_text(npg_last_error(), {"ACL_ERROR_RT_SUSPECT_REMOTE_ERROR (507057)", "HcclAllGather",
+                                     "rank " + std::to_string(r)});
+      if (r == 0) show("peer of the failed rank");
+    }
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  EXPECT(ms_since(t0) < 3000);
+  expect_nothing_leaked();
+}
+
+void test_abort_from_another_thread_ends_a_blocked_gather_promptly() {
+  ScopedEnv hang("NPUGATHER_FAKE_CANN_HANG", "allgather");
+  const int n = 2;
+  auto info = hccl_root_info();
+  npg_comm_t comms[n];
+  on_threads(n, [&](int r) { comms[r] = join(r, n, info, 30000); });
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (int r = 0; r < n; ++r) npg_comm_abort(comms[r]);
+  });
+  auto t0 = Clock::now();
+  on_threads(n, [&](int r) {
+    std::vector<uint8_t> send(64), recv(64 * n);
+    EXPECT(npg_all_gather(comms[r], send.data(), recv.data(), 64, NPG_UINT8) == NPG_ABORTED);
+    expect_text(npg_last_error(), {"aborted"});
+    EXPECT(npg_all_gather(comms[r], send.data(), recv.data(), 64, NPG_UINT8) == NPG_ABORTED);
+  });
+  aborter.join();
+  EXPECT(ms_since(t0) < 1500);
+  for (int r = 0; r < n; ++r) EXPECT_RC(npg_comm_destroy(comms[r]), NPG_SUCCESS);
+  expect_nothing_leaked();
+}
+
+void test_abort_of_an_idle_communicator_fails_later_calls() {
+  auto info = hccl_root_info();
+  npg_comm_t comm = join(0, 1, info);
+  EXPECT_RC(npg_comm_abort(comm), NPG_SUCCESS);
+  uint8_t b[4] = {1, 2, 3, 4}, out[4];
+  EXPECT(npg_all_gather(comm, b, out, 4, NPG_UINT8) == NPG_ABORTED);
+  EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  expect_nothing_leaked();
+}
+
+void test_second_communicator_on_a_busy_device_is_refused() {
+  auto info = hccl_root_info();
+  npg_comm_t first = join(0, 1, info, 5000, 3);
+  npg_comm_t second = nullptr;
+  auto info2 = hccl_root_info();
+  EXPECT(npg_comm_init("hccl", 0, 1, 0, "", 0, 3, nullptr, 5000, 0, info2.data(), info2.size(), &second) ==
+         NPG_INVALID_USAGE);
+  expect_text(npg_last_error(), {"device 3 is already used", "destroy that communicator first"});
+  EXPECT_RC(npg_comm_destroy(first), NPG_SUCCESS);
+  second = join(0, 1, info2, 5000, 3);  // free again
+  uint8_t b[3] = {9, 8, 7}, out[3] = {};
+  EXPECT_RC(npg_all_gather(second, b, out, 3, NPG_UINT8), NPG_SUCCESS);
+  EXPECT(memcmp(b, out, 3) == 0);
+  EXPECT_RC(npg_comm_destroy(second), NPG_SUCCESS);
+  expect_nothing_leaked();
+}
+
+void test_argument_errors_name_the_problem() {
+  auto info = hccl_root_info();
+  npg_comm_t comm = nullptr;
+  EXPECT(npg_comm_init("hccl", 0, 1, 0, "", 0, -1, nullptr, 1000, 0, info.data(), info.size(), &comm) ==
+         NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"backend hccl needs a device id"});
+  EXPECT(npg_comm_init("hccl", 0, 1, 0, "", 0, 99, nullptr, 1000, 0, info.data(), info.size(), &comm) ==
+         NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"aclrtSetDevice", "ACL_ERROR_RT_INVALID_DEVICEID (107001)"});
+  std::vector<uint8_t> host(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
+  EXPECT_RC(npg_get_root_info("host", "127.0.0.1", host.data(), host.size(), &size), NPG_SUCCESS);
+  EXPECT(npg_comm_init("hccl", 0, 1, 0, "", 0, 0, nullptr, 1000, 0, host.data(), size, &comm) == NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"not a root info of backend hccl"});
+  std::vector<uint8_t> small(100);
+  EXPECT(npg_get_root_info("hccl", nullptr, small.data(), small.size(), &size) == NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"too small"});
+  // A thread without a current device takes the root's device from NPUGATHER_DEVICE_ID.
+  for (const char* value : {"99", "abc"}) {
+    npg_result_t rc = NPG_SUCCESS;
+    std::string text;
+    std::thread([&] {
+      ScopedEnv device("NPUGATHER_DEVICE_ID", value);
+      rc = npg_get_root_info("hccl", nullptr, host.data(), host.size(), &size);
+      text = npg_last_error();
+    }).join();
+    EXPECT(rc == NPG_INVALID_ARGUMENT);
+    expect_text(text, {value[0] == '9' ? "(device 99)" : "NPUGATHER_DEVICE_ID=\"abc\""});
+  }
+  // bind_address names the root's device for hccl; a host address is refused.
+  EXPECT(npg_get_root_info("hccl", "device:98", host.data(), host.size(), &size) == NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"aclrtSetDevice", "(device 98)"});
+  EXPECT(npg_get_root_info("hccl", "127.0.0.1", host.data(), host.size(), &size) == NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"not valid for backend hccl", "device:N"});
+  EXPECT_RC(npg_get_root_info("hccl", "device:2", host.data(), host.size(), &size), NPG_SUCCESS);
+  expect_nothing_leaked();
+}
+
+// A file in a fresh temporary directory, both removed when it goes out of scope.
+struct TempFile {
+  std::string dir;
+  std::string path;
+  explicit TempFile(const std::string& text) {
+    char tmpl[] = "/tmp/npg-rank-table-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) throw Failure("mkdtemp failed");
+    dir = tmpl;
+    path = dir + "/ranks.json";
+    std::ofstream(path) << text;
+  }
+  ~TempFile() {
+    unlink(path.c_str());
+    rmdir(dir.c_str());
+  }
+};
+
+std::string table_json(const std::string& version, const std::string& status, const std::vector<std::string>& ids) {
+  std::string devices;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    devices += std::string(i ? "," : "") + "{\"device_id\": \"" + std::to_string(i) +
+               "\", \"device_ip\": \"192.168.1." + std::to_string(8 + i) + "\", \"rank_id\": " + ids[i] + "}";
+  }
+  return "{\"status\": \"" + status + "\", \"version\": \"" + version +
+         "\", \"server_count\": \"1\",\n \"server_list\": [{\"server_id\": \"node_0\", \"device\": [" + devices +
+         "]}]}";
+}
+
+void test_rank_table_file_initialises_every_rank() {
+  TempFile file(table_json("1.0", "completed", {"\"0\"", "\"1\""}));
+  const std::string& path = file.path;
+  on_threads(2, [&](int r) {
+    npg_comm_t comm = nullptr;
+    EXPECT_RC(npg_comm_init("hccl", r, 2, 0, "", 0, r, path.c_str(), 10000, 0, nullptr, 0, &comm), NPG_SUCCESS);
+    gather_checked(comm, r, 2, ragged_blocks(2, 11), NPG_UINT8, true, 12);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  expect_nothing_leaked();
+}
+
+// Checked before CANN is touched: runs in every suite, also without any CANN library.
+void test_malformed_rank_tables_are_rejected_with_the_reason() {
+  struct Case {
+    std::string text;
+    std::string reason;
+  };
+  const Case cases[] = {
+      {"{\"status\": \"completed\", \"version\": \"1.0\", \"server_list\": [", "is not valid JSON"},
+      {table_json("2.0", "completed", {"\"0\"", "\"1\""}), "version \"2.0\" is not supported"},
+      {table_json("1.2", "initializing", {"\"0\"", "\"1\""}), "usable only when status is \"completed\""},
+      {table_json("1.0", "completed", {"\"0\"", "\"0\""}), "rank_id 0 appears more than once"},
+      {table_json("1.0", "completed", {"\"0\"", "\"2\""}), "rank_id 2 is out of range [0, 1]"},
+      {table_json("1.0", "completed", {"\"0\"", "\"1\"", "\"2\""}), "lists 3 devices but rank_size is 2"},
+      {table_json("1.0", "completed", {"\"0\"", "\"x1\""}), "is not a non-negative integer"},
+      {"{\"status\": \"completed\", \"version\": \"1.0\", \"server_list\": []}", "server_list is empty"},
+      {"{\"status\": \"completed\", \"version\": \"1.0\", \"server_list\": [{\"server_id\": \"a\"}]}",
+       "has no \"device\""},
+      {"{\"status\": \"completed\", \"version\": \"1.0\", \"server_list\": [{\"device\": [{\"rank_id\": \"0\"}]}]}",
+       "has no \"device_id\""},
+  };
+  for (const Case& c : cases) {
+    TempFile file(c.text);
+    npg_comm_t comm = nullptr;
+    npg_result_t rc = npg_comm_init("hccl", 1, 2, 0, "", 0, 1, file.path.c_str(), 1000, 0, nullptr, 0, &comm);
+    if (rc != NPG_INVALID_ARGUMENT) throw Failure("expected NPG_INVALID_ARGUMENT for: " + c.text);
+    expect_text(npg_last_error(), {"rank table", c.reason});
+    if (&c == &cases[3]) show("duplicate rank id");
+  }
+  npg_comm_t comm = nullptr;
+  EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, "/nonexistent/ranks.json", 1000, 0, nullptr, 0, &comm) ==
+         NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"/nonexistent/ranks.json", "No such file"});
+}
+
+void test_missing_cann_gives_an_actionable_message() {
+  const std::string dir = getenv("NPUGATHER_CANN_LIB_DIR");
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
+  EXPECT(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
+  expect_text(npg_last_error(),
+              {"cannot load libascendcl.so", dir + "/libascendcl.so (NPUGATHER_CANN_LIB_DIR): no such file",
+               "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so",
+               "/usr/local/Ascend/cann/lib64/libascendcl.so", "source /usr/local/Ascend/ascend-toolkit/set_env.sh",
+               "ASCEND_HOME_PATH"});
+  show("no CANN");
+  npg_comm_t comm = nullptr;
+  std::vector<uint8_t> fake(4124, 0);
+  EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, nullptr, 1000, 0, fake.data(), fake.size(), &comm) ==
+         NPG_INVALID_ARGUMENT);  // the root info is checked before the libraries are loaded
+  memcpy(fake.data(), "NPGHCCL", 8);
+  fake[8] = 1;
+  fake[12] = 4108 & 0xff;
+  fake[13] = 4108 >> 8;
+  EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, nullptr, 1000, 0, fake.data(), fake.size(), &comm) ==
+         NPG_SYSTEM_ERROR);
+  expect_text(npg_last_error(), {"npg_comm_init(rank 0/2)", "cannot load libascendcl.so", "set_env.sh"});
+}
+
+// NPUGATHER_CANN_LIB_DIR holds libascendcl.so only.
+void test_missing_libhccl_names_the_file_and_every_path_tried() {
+  const std::string dir = getenv("NPUGATHER_CANN_LIB_DIR");
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
+  EXPECT(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
+  expect_text(npg_last_error(), {"loaded " + dir + "/libascendcl.so but cannot load libhccl.so",
+                                 dir + "/libhccl.so (next to libascendcl.so): no such file",
+                                 "/usr/local/Ascend/cann/lib64/libhccl.so", "set_env.sh"});
+  show("no libhccl.so");
+}
+
+// A newer CANN's libhccl.so without its libhcomm.so: the management symbols are missing.
+void test_missing_required_symbol_names_the_symbol_and_the_files() {
+  const std::string dir = getenv("NPUGATHER_CANN_LIB_DIR");
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
+  EXPECT(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
+  expect_text(npg_last_error(), {"required symbol HcclGetRootInfo was not found in " + dir + "/libhccl.so",
+                                 "no libhcomm.so found", "set_env.sh"});
+  show("no libhcomm.so");
+}
+
+struct Test {
+  const char* name;
+  void (*fn)();
+  const char* suites;  // the suites it runs in
+};
+
+const Test kTests[] = {
+    {"timeouts_are_mapped_onto_hccl_environment", test_timeouts_are_mapped_onto_hccl_environment, "full minimal split"},
+    {"all_gather_delivers_every_byte_for_2_3_4_thread_ranks", test_all_gather_delivers_every_byte_for_2_3_4_thread_ranks,
+     "full minimal split"},
+    {"all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks",
+     test_all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks, "full minimal split"},
+    {"segmented_sends_deliver_every_block", test_segmented_sends_deliver_every_block, "full minimal"},
+    {"calls_from_threads_other_than_the_creator_bind_the_device",
+     test_calls_from_threads_other_than_the_creator_bind_the_device, "full"},
+    {"two_process_ranks_gather_every_byte", test_two_process_ranks_gather_every_byte, "full minimal split"},
+    {"killed_process_rank_fails_its_peer_with_remote_error_promptly",
+     test_killed_process_rank_fails_its_peer_with_remote_error_promptly, "full"},
+    {"rank_that_never_joins_makes_init_time_out", test_rank_that_never_joins_makes_init_time_out, "full"},
+    {"ranks_that_disagree_on_counts_all_get_invalid_usage_and_can_go_on",
+     test_ranks_that_disagree_on_counts_all_get_invalid_usage_and_can_go_on, "full"},
+    {"injected_init_failure_is_a_named_system_error_on_every_rank",
+     test_injected_init_failure_is_a_named_system_error_on_every_rank, "full minimal split"},
+    {"busy_device_at_init_is_retried_until_it_frees_up", test_busy_device_at_init_is_retried_until_it_frees_up, "full"},
+    {"device_that_stays_busy_fails_init_with_timeout_within_the_timeout",
+     test_device_that_stays_busy_fails_init_with_timeout_within_the_timeout, "full"},
+    {"collective_that_never_completes_times_out_on_every_rank",
+     test_collective_that_never_completes_times_out_on_every_rank, "full"},
+    {"rank_whose_collective_fails_makes_every_peer_fail_with_remote_error",
+     test_rank_whose_collective_fails_makes_every_peer_fail_with_remote_error, "full minimal"},
+    {"abort_from_another_thread_ends_a_blocked_gather_promptly",
+     test_abort_from_another_thread_ends_a_blocked_gather_promptly, "full"},
+    {"abort_of_an_idle_communicator_fails_later_calls", test_abort_of_an_idle_communicator_fails_later_calls, "full"},
+    {"second_communicator_on_a_busy_device_is_refused", test_second_communicator_on_a_busy_device_is_refused, "full"},
+    {"argument_errors_name_the_problem", test_argument_errors_name_the_problem, "full"},
+    {"rank_table_file_initialises_every_rank", test_rank_table_file_initialises_every_rank, "full split"},
+    {"malformed_rank_tables_are_rejected_with_the_reason", test_malformed_rank_tables_are_rejected_with_the_reason,
+     "full missing"},
+    {"missing_cann_gives_an_actionable_message", test_missing_cann_gives_an_actionable_message, "missing"},
+    {"missing_libhccl_names_the_file_and_every_path_tried", test_missing_libhccl_names_the_file_and_every_path_tried,
+     "no-hccl"},
+    {"missing_required_symbol_names_the_symbol_and_the_files",
+     test_missing_required_symbol_names_the_symbol_and_the_files, "no-hcomm"},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  if (argc < 2 || getenv("NPUGATHER_CANN_LIB_DIR") == nullptr) {
+    fprintf(stderr, "usage: NPUGATHER_CANN_LIB_DIR=DIR %s full|minimal|split|missing|no-hccl|no-hcomm [FILTER]\n", argv[0]);
+    return 2;
+  }
+  g_suite = argv[1];
+  // Bounds the simulated rendezvous, so one failed test cannot stall the next ones for 120 s.
+  setenv("NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS", "10000", 0);
+  int passed = 0;
+  int failed = 0;
+  for (const Test& t : kTests) {
+    if (!has(std::string(" ") + t.suites + " ", " " + g_suite + " ")) continue;
+    if (argc > 2 && !has(t.name, argv[2])) continue;
+    auto t0 = Clock::now();
+    try {
+      t.fn();
+      ++passed;
+      printf("PASS %s [%s, simulated CANN] (%.0f ms)\n", t.name, g_suite.c_str(), ms_since(t0));
+    } catch (const std::exception& e) {
+      ++failed;
+      printf("FAIL %s [%s, simulated CANN] (%.0f ms): %s\n", t.name, g_suite.c_str(), ms_since(t0), e.what());
+    }
+    fflush(stdout);
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
