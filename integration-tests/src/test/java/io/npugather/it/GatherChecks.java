@@ -1,0 +1,180 @@
+package io.npugather.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Stream;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
+
+/** Expected-output checks, test data and log / shared-memory inspection. */
+final class GatherChecks {
+  /** The line a rank logs when its gather is done (logger GatherTask; see log4j2.properties). */
+  private static final Pattern GATHERED =
+      Pattern.compile("(?m)^.* GatherTask: .*\\brank (\\d+)/\\d+\\b.*gathered.*$");
+
+  private GatherChecks() {}
+
+  /**
+   * Every output partition must be: for r in ranks, r + each row of input partition r, in
+   * order. {@code in} is the input's partitions (collected with glom).
+   */
+  static void assertRankMajorOnEveryPartition(List<List<Row>> in, List<List<Row>> out) {
+    assertEquals(in.size(), out.size(), "one output partition per rank");
+    List<Row> expected = new ArrayList<>();
+    for (int r = 0; r < in.size(); r++) {
+      for (Row row : in.get(r)) {
+        Object[] values = new Object[row.size() + 1];
+        values[0] = r;
+        for (int i = 0; i < row.size(); i++) {
+          values[i + 1] = row.get(i);
+        }
+        expected.add(RowFactory.create(values));
+      }
+    }
+    for (int p = 0; p < out.size(); p++) {
+      List<Row> got = out.get(p);
+      assertEquals(expected.size(), got.size(), "rows on output partition " + p);
+      for (int i = 0; i < expected.size(); i++) {
+        assertEquals(expected.get(i), got.get(i), "output partition " + p + ", row " + i);
+      }
+    }
+  }
+
+  static List<List<Row>> partitions(Dataset<Row> df) {
+    return df.javaRDD().glom().collect();
+  }
+
+  /** Strings (with multi-byte characters), nested arrays with null elements, maps, nulls. */
+  static final StructType MIXED = new StructType(new StructField[] {
+      DataTypes.createStructField("id", DataTypes.LongType, false),
+      DataTypes.createStructField("name", DataTypes.StringType, true),
+      DataTypes.createStructField("score", DataTypes.DoubleType, true),
+      DataTypes.createStructField("count", DataTypes.IntegerType, true),
+      DataTypes.createStructField("tags", DataTypes.createArrayType(DataTypes.StringType, true),
+          true),
+      DataTypes.createStructField("features", DataTypes.createArrayType(DataTypes.FloatType,
+          true), true),
+      DataTypes.createStructField("matrix", DataTypes.createArrayType(
+          DataTypes.createArrayType(DataTypes.LongType, true), true), true),
+      DataTypes.createStructField("point", new StructType().add("x", DataTypes.DoubleType)
+          .add("label", DataTypes.StringType), true),
+      DataTypes.createStructField("attrs", DataTypes.createMapType(DataTypes.StringType,
+          DataTypes.IntegerType), true),
+      DataTypes.createStructField("payload", DataTypes.BinaryType, true)});
+
+  static List<Row> mixedRows(int count, long seed) {
+    Random random = new Random(seed);
+    List<Row> rows = new ArrayList<>(count);
+    for (int n = 0; n < count; n++) {
+      int tagCount = random.nextInt(5);
+      List<String> tags = new ArrayList<>();
+      for (int t = 0; t < tagCount; t++) {
+        tags.add(random.nextInt(6) == 0 ? null : randomString(random));
+      }
+      List<Float> features = new ArrayList<>();
+      for (int f = random.nextInt(9); f > 0; f--) {
+        features.add(random.nextInt(10) == 0 ? null : random.nextFloat());
+      }
+      List<scala.collection.immutable.Seq<Long>> matrix = new ArrayList<>();
+      for (int m = random.nextInt(3); m > 0; m--) {
+        matrix.add(random.nextInt(4) == 0 ? null
+            : seq(Arrays.asList(random.nextLong(), null, (long) n)));
+      }
+      Map<String, Integer> attrs = new HashMap<>();
+      for (int a = random.nextInt(3); a > 0; a--) {
+        attrs.put("k" + random.nextInt(100), random.nextInt());
+      }
+      byte[] payload = new byte[random.nextInt(40)];
+      random.nextBytes(payload);
+      rows.add(RowFactory.create((long) n,
+          maybe(random, randomString(random)),
+          maybe(random, random.nextGaussian()),
+          maybe(random, random.nextInt()),
+          maybe(random, seq(tags)),
+          maybe(random, seq(features)),
+          maybe(random, seq(matrix)),
+          maybe(random, RowFactory.create(random.nextDouble(),
+              random.nextBoolean() ? null : randomString(random))),
+          maybe(random, CollectionConverters.asScala(attrs)),
+          maybe(random, payload)));
+    }
+    return rows;
+  }
+
+  /**
+   * Which executor logged the gather of which rank, from the text the executors logged after
+   * {@code offsets} (as returned by {@link #logOffsets}): rank -> executor directories.
+   */
+  static Map<Integer, List<Path>> ranksByExecutor(SparkCluster cluster,
+      Map<Path, Integer> offsets) {
+    Map<Integer, List<Path>> ranks = new TreeMap<>();
+    cluster.executorStderr().forEach((dir, text) -> {
+      String fresh = text.substring(Math.min(text.length(), offsets.getOrDefault(dir, 0)));
+      Matcher m = GATHERED.matcher(fresh);
+      while (m.find()) {
+        ranks.computeIfAbsent(Integer.parseInt(m.group(1)), r -> new ArrayList<>()).add(dir);
+      }
+    });
+    return ranks;
+  }
+
+  static Map<Path, Integer> logOffsets(SparkCluster cluster) {
+    Map<Path, Integer> offsets = new HashMap<>();
+    cluster.executorStderr().forEach((dir, text) -> offsets.put(dir, text.length()));
+    return offsets;
+  }
+
+  /** The /dev/shm objects of this project that carry the cluster's name suffix. */
+  static List<String> sharedMemoryObjects(SparkCluster cluster) {
+    try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
+      return files.map(p -> p.getFileName().toString())
+          .filter(n -> n.startsWith("npugather.") && n.contains(cluster.sharedMemorySuffix()))
+          .sorted().toList();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  static String messages(Throwable e) {
+    StringBuilder all = new StringBuilder();
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      all.append(t.getClass().getName()).append(": ").append(t.getMessage()).append(" | ");
+    }
+    return all.toString();
+  }
+
+  private static Object maybe(Random random, Object value) {
+    return random.nextInt(6) == 0 ? null : value;
+  }
+
+  private static String randomString(Random random) {
+    StringBuilder s = new StringBuilder();
+    for (int i = random.nextInt(24); i > 0; i--) {
+      int kind = random.nextInt(10);
+      s.append(kind == 0 ? 'é' : kind == 1 ? '数' : (char) ('a' + random.nextInt(26)));
+    }
+    return s.toString();
+  }
+
+  private static <T> scala.collection.immutable.Seq<T> seq(List<T> values) {
+    return CollectionConverters.asScala(values).toSeq();
+  }
+}
