@@ -1,0 +1,799 @@
+package io.npugather.examples;
+
+import static org.apache.spark.sql.functions.asc;
+import static org.apache.spark.sql.functions.broadcast;
+import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.desc;
+import static org.apache.spark.sql.functions.rand;
+import static org.apache.spark.sql.functions.row_number;
+import static org.apache.spark.sql.functions.udf;
+
+import io.npugather.spark.AllGatherOptions;
+import io.npugather.spark.GatherMetrics;
+import io.npugather.spark.NpuGather;
+import java.io.IOException;
+import java.io.Serializable;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.SplittableRandom;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.network.util.JavaUtils;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SaveMode;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.api.java.UDF2;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.expressions.Window;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.CollectionAccumulator;
+import scala.collection.Seq;
+
+/**
+ * Batch feature sharding: every rank gets the whole item-embedding table through {@code
+ * allGatherOnNpu} and scores its own shard of queries against it.
+ *
+ * <ol>
+ *   <li>Items {@code (id bigint, embedding array<float>)} and queries (same schema) are read from
+ *       Parquet, or generated first ({@code --items}, {@code --queries}, {@code --dim},
+ *       {@code --seed}).
+ *   <li>The item table, split into N shards (one per rank), is all-gathered: afterwards every
+ *       rank holds every item ({@link NpuGather#allGatherOnNpu}).
+ *   <li>The queries are split into the same N shards; rank r zips its gathered partition with
+ *       query shard r, loads the items once into a flat {@code float[]} and keeps, for each of its
+ *       queries, the top-k items by dot product in a small heap.
+ *   <li>The recommendations {@code (query_id, item_id, score, rank)} are written as Parquet, and
+ *       a random sample of queries is checked against the same top-k computed with plain Spark
+ *       SQL (a cross join with every item, a dot-product UDF, a window rank).
+ * </ol>
+ *
+ * <p>Scores are float dot products summed in dimension order (so the check's UDF, or Spark SQL's
+ * {@code aggregate(zip_with(q, e, (x, y) -> x * y), 0f, (acc, v) -> acc + v)}, gives the same
+ * floats); ties are broken by the smaller item id. Run {@code bin/npugather-example --help} for the options.
+ */
+public final class FeatureSharding {
+  private FeatureSharding() {}
+
+  /** What a run did; {@link #passed} is what the exit code reports. */
+  public record Result(int ranks, long items, int dim, long queries, int topK, Path output,
+      long recommendationRows, int checkedQueries, int matchingQueries) {
+    /** Every checked query matched plain Spark. */
+    public boolean checkPassed() {
+      return checkedQueries == matchingQueries;
+    }
+
+    /** The check passed and every query got its top-k. */
+    public boolean passed() {
+      return checkPassed() && recommendationRows == queries * topK;
+    }
+
+    public Path recommendations() {
+      return output.resolve("recommendations");
+    }
+  }
+
+  /** Command-line options; see {@link #USAGE}. */
+  static final class Options {
+    long items = 100_000;
+    int dim = 64;
+    long queries = 2_000;
+    int topK = 10;
+    long seed = 7;
+    int checkQueries = 20;
+    String itemsPath;
+    String queriesPath;
+    String output;
+    String master = "local[*]";
+    String backend = "host";
+    int ranks;
+    Duration timeout = Duration.ofSeconds(120);
+    boolean help;
+  }
+
+  static final String USAGE = String.join("\n",
+      "usage: bin/npugather-example [options]",
+      "  Feature sharding: all-gather an item-embedding table onto every rank, score each rank's",
+      "  shard of queries against every item (top-k by dot product), write the recommendations",
+      "  as Parquet and check a sample of queries against plain Spark SQL.",
+      "",
+      "  data (generated unless both paths are given):",
+      "    --items N            items to generate (default 100000)",
+      "    --dim D              embedding dimension of generated data (default 64)",
+      "    --queries N          queries to generate (default 2000)",
+      "    --seed S             seed of the generated data and of the checked sample (default 7)",
+      "    --items-path P       Parquet items: id bigint, embedding array<float>",
+      "    --queries-path P     Parquet queries: id bigint, embedding array<float>",
+      "  job:",
+      "    --top-k K            recommendations per query (default 10)",
+      "    --output DIR         where generated data and recommendations go (default: a new temp dir)",
+      "    --master URL         Spark master (default local[*])",
+      "    --ranks N            ranks = shards (default: the cluster's cores, one rank per core)",
+      "    --backend B          host, hccl or lccl (default host)",
+      "    --timeout T          bound of every wait of the gather (default 120s)",
+      "    --check N            queries checked against plain Spark (default 20; 0 skips the check)",
+      "  example run with bin/npugather-example; the operator demo with",
+      "  bin/npugather-example --demo [--ranks N --rows N --features N]");
+
+  public static void main(String[] args) throws Exception {
+    if (args.length > 0 && args[0].equals("--demo")) {
+      AllGatherDemo.main(Arrays.copyOfRange(args, 1, args.length));
+      return;
+    }
+    Options options;
+    try {
+      options = parse(args);
+    } catch (IllegalArgumentException e) {
+      System.err.println("error: " + e.getMessage());
+      System.err.println(USAGE);
+      System.exit(2);
+      return;
+    }
+    if (options.help) {
+      System.out.println(USAGE);
+      return;
+    }
+    Result result = run(options);
+    System.exit(result.passed() ? 0 : 1);
+  }
+
+  /** Runs the job with command-line arguments; see {@link #USAGE}. */
+  public static Result run(String... args) throws IOException {
+    return run(parse(args));
+  }
+
+  static Options parse(String[] args) {
+    Options o = new Options();
+    for (int i = 0; i < args.length; i++) {
+      String option = args[i];
+      if (option.equals("--help") || option.equals("-h")) {
+        o.help = true;
+        continue;
+      }
+      if (i + 1 >= args.length) {
+        throw new IllegalArgumentException("option " + option + " needs a value");
+      }
+      String value = args[++i];
+      switch (option) {
+        case "--items" -> o.items = positiveLong(option, value);
+        case "--dim" -> o.dim = (int) positiveLong(option, value);
+        case "--queries" -> o.queries = positiveLong(option, value);
+        case "--top-k" -> o.topK = (int) positiveLong(option, value);
+        case "--seed" -> o.seed = parseLong(option, value);
+        case "--check" -> o.checkQueries = (int) Math.min(Integer.MAX_VALUE,
+            Math.max(0, parseLong(option, value)));
+        case "--items-path" -> o.itemsPath = value;
+        case "--queries-path" -> o.queriesPath = value;
+        case "--output" -> o.output = value;
+        case "--master" -> o.master = value;
+        case "--backend" -> o.backend = value.trim().toLowerCase(Locale.ROOT);
+        case "--ranks" -> o.ranks = (int) positiveLong(option, value);
+        case "--timeout" -> {
+          try {
+            o.timeout = Duration.ofMillis(JavaUtils.timeStringAsMs(value.trim()));
+          } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(option + " = '" + value
+                + "'; allowed: a duration such as 120s, 5m or 500ms");
+          }
+        }
+        default -> throw new IllegalArgumentException("unknown option '" + option + "'");
+      }
+    }
+    if ((o.itemsPath == null) != (o.queriesPath == null)) {
+      throw new IllegalArgumentException(
+          "--items-path and --queries-path go together (or neither, to generate the data)");
+    }
+    if (o.dim > 1 << 20) {
+      throw new IllegalArgumentException("--dim = " + o.dim + "; allowed: at most 1048576");
+    }
+    if (o.topK > 100_000) {
+      throw new IllegalArgumentException("--top-k = " + o.topK + "; allowed: at most 100000");
+    }
+    // Fails here, naming the flag, rather than inside the job.
+    AllGatherOptions.defaults().withBackend(o.backend).withTimeout(o.timeout);
+    return o;
+  }
+
+  private static long parseLong(String option, String value) {
+    try {
+      return Long.parseLong(value.trim().replace("_", ""));
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException(option + " = '" + value + "'; allowed: an integer");
+    }
+  }
+
+  private static long positiveLong(String option, String value) {
+    long parsed = parseLong(option, value);
+    if (parsed <= 0 || parsed > Integer.MAX_VALUE && !option.equals("--items")
+        && !option.equals("--queries")) {
+      throw new IllegalArgumentException(option + " = " + value
+          + "; allowed: a positive integer");
+    }
+    return parsed;
+  }
+
+  static Result run(Options o) throws IOException {
+    Path output = o.output != null ? Path.of(o.output).toAbsolutePath()
+        : Files.createTempDirectory("npugather-feature-sharding-");
+    SparkSession spark = SparkSession.builder().master(o.master).appName("FeatureSharding")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate();
+    try {
+      spark.sparkContext().setLogLevel("WARN");
+      return run(spark, o, output);
+    } finally {
+      spark.stop();
+    }
+  }
+
+  private static long stageStart;
+
+  /** Prints a stage line; the previous stage's time goes on its own line first. */
+  private static void stage(String format, Object... args) {
+    long now = System.nanoTime();
+    if (stageStart != 0) {
+      System.out.printf(Locale.ROOT, "      done in %.1f s%n", (now - stageStart) / 1e9);
+    }
+    stageStart = now;
+    if (format != null) {
+      System.out.printf(Locale.ROOT, format, args);
+    }
+  }
+
+  private static Result run(SparkSession spark, Options o, Path output) {
+    stageStart = 0;
+    int ranks = o.ranks > 0 ? o.ranks : spark.sparkContext().defaultParallelism();
+    String itemsPath = o.itemsPath;
+    String queriesPath = o.queriesPath;
+    if (itemsPath == null) {
+      itemsPath = output.resolve("items").toString();
+      queriesPath = output.resolve("queries").toString();
+      stage("[1/4] generating %d items x %d dims and %d queries"
+          + " (seed %d) -> %s%n", o.items, o.dim, o.queries, o.seed, output);
+      generate(spark, o.items, o.dim, o.seed, ranks).write().mode(SaveMode.Overwrite)
+          .parquet(itemsPath);
+      generate(spark, o.queries, o.dim, o.seed + 0x9E3779B97F4A7C15L, ranks).write()
+          .mode(SaveMode.Overwrite).parquet(queriesPath);
+    } else {
+      stage("[1/4] reading items from %s and queries from %s%n",
+          itemsPath, queriesPath);
+    }
+
+    Dataset<Row> items = spark.read().parquet(itemsPath).select("id", "embedding");
+    Dataset<Row> queries = spark.read().parquet(queriesPath).select("id", "embedding");
+    checkSchema(items, itemsPath);
+    checkSchema(queries, queriesPath);
+    long itemCount = items.count();
+    long queryCount = queries.count();
+    if (itemCount == 0) {
+      throw new IllegalArgumentException("no items in " + itemsPath);
+    }
+    Row first = items.selectExpr("size(embedding)").first();
+    int dim = first.isNullAt(0) ? -1 : first.getInt(0);
+    if (dim <= 0) {
+      throw new IllegalArgumentException("the first item of " + itemsPath
+          + " has no embedding (null or empty)");
+    }
+    if (itemCount * dim > Integer.MAX_VALUE - 64) {
+      throw new IllegalArgumentException(itemCount + " items x " + dim + " dims do not fit in"
+          + " one Java array on a rank; allowed: at most " + (Integer.MAX_VALUE - 64) + " floats");
+    }
+    int k = (int) Math.min(o.topK, itemCount);
+
+    // [2/4] Shard: N ranks, each with one shard of the items and one of the queries, in memory.
+    stage("[2/4] sharding %d items x %d dims and %d queries over %d ranks (master %s,"
+        + " backend %s)%n", itemCount, dim, queryCount, ranks, o.master, o.backend);
+    spark.conf().set("spark.sql.shuffle.partitions", String.valueOf(ranks));
+    Dataset<Row> itemShards = (items.rdd().getNumPartitions() == ranks ? items
+        : items.repartition(ranks)).cache();
+    Dataset<Row> queryShards = (queries.rdd().getNumPartitions() == ranks ? queries
+        : queries.repartition(ranks)).cache();
+    itemShards.count();
+    queryShards.count();
+    AllGatherOptions gatherOptions = AllGatherOptions.defaults().withBackend(o.backend)
+        .withTimeout(o.timeout).withRankSize(ranks);
+    Dataset<Row> gathered = NpuGather.allGatherOnNpu(itemShards, gatherOptions);
+
+    // [3/4] Gather, then score on every rank, and write.
+    Path recommendationsPath = output.resolve("recommendations");
+    stage("[3/4] all-gathering the item table onto every rank and"
+        + " scoring top-%d per query -> %s%n", k, recommendationsPath);
+    StructType gatheredSchema = gathered.schema();
+    Scorer scorer = new Scorer(gatheredSchema.fieldIndex("id"),
+        gatheredSchema.fieldIndex("embedding"), 0, 1, dim, k, itemCount,
+        spark.sparkContext().collectionAccumulator("featureSharding.ranks"));
+    JavaRDD<InternalRow> gatheredRows = gathered.queryExecution().toRdd().toJavaRDD();
+    JavaRDD<InternalRow> queryRows = queryShards.queryExecution().toRdd().toJavaRDD();
+    JavaRDD<Row> recommendations = gatheredRows.zipPartitions(queryRows, scorer::score);
+    long start = System.nanoTime();
+    spark.createDataFrame(recommendations, RECOMMENDATION_SCHEMA).write()
+        .mode(SaveMode.Overwrite).parquet(recommendationsPath.toString());
+    long jobNanos = System.nanoTime() - start;
+    GatherMetrics metrics = NpuGather.lastMetrics();
+    List<long[]> perRank = new ArrayList<>(scorer.stats.value());
+    perRank.sort((a, b) -> Long.compare(a[0], b[0]));
+
+    Dataset<Row> written = spark.read().parquet(recommendationsPath.toString());
+    long rows = written.count();
+
+    // [4/4] Check a random sample against plain Spark SQL.
+    int checked = 0;
+    int matching = 0;
+    if (o.checkQueries > 0 && queryCount > 0) {
+      int sample = (int) Math.min(o.checkQueries, queryCount);
+      stage("[4/4] checking %d random queries against plain Spark SQL (cross join with every"
+          + " item, dot-product UDF, window rank)%n", sample);
+      Dataset<Row> sampleIds = spark.createDataFrame(queryShards.select("id")
+          .orderBy(rand(o.seed)).limit(sample).collectAsList(), queryShards.select("id").schema());
+      List<String> mismatches = new ArrayList<>();
+      checked = sample;
+      matching = check(itemShards, queryShards, sampleIds, written, k, mismatches);
+      for (String mismatch : mismatches.subList(0, Math.min(5, mismatches.size()))) {
+        System.out.println("  MISMATCH " + mismatch);
+      }
+    } else {
+      stage("[4/4] check skipped (--check 0)%n");
+    }
+
+    stage(null);
+    itemShards.unpersist();
+    queryShards.unpersist();
+    Result result = new Result(ranks, itemCount, dim, queryCount, k, output, rows, checked,
+        matching);
+    printSummary(result, metrics, perRank, jobNanos, rows, queryCount * k);
+    return result;
+  }
+
+  static final StructType RECOMMENDATION_SCHEMA = new StructType()
+      .add("query_id", DataTypes.LongType, false)
+      .add("item_id", DataTypes.LongType, false)
+      .add("score", DataTypes.FloatType, false)
+      .add("rank", DataTypes.IntegerType, false);
+
+  /** {@code n} rows {@code (id, embedding)}, each value uniform in [-1, 1), seeded per id. */
+  static Dataset<Row> generate(SparkSession spark, long n, int dim, long seed, int partitions) {
+    StructType schema = new StructType().add("id", DataTypes.LongType, false)
+        .add("embedding", DataTypes.createArrayType(DataTypes.FloatType, false), false);
+    JavaRDD<Row> rows = spark.range(0, n, 1, partitions).javaRDD().map(id -> {
+      SplittableRandom random = new SplittableRandom(seed * 0x5851F42D4C957F2DL + id);
+      float[] embedding = new float[dim];
+      for (int j = 0; j < dim; j++) {
+        embedding[j] = (float) (random.nextDouble() * 2 - 1);
+      }
+      return RowFactory.create(id, embedding);
+    });
+    return spark.createDataFrame(rows, schema);
+  }
+
+  private static void checkSchema(Dataset<Row> df, String path) {
+    StructType schema = df.schema();
+    boolean ok = schema.apply("id").dataType().equals(DataTypes.LongType)
+        && schema.apply("embedding").dataType() instanceof ArrayType array
+        && array.elementType().equals(DataTypes.FloatType);
+    if (!ok) {
+      throw new IllegalArgumentException(path + " has columns " + schema.simpleString()
+          + "; expected: id bigint, embedding array<float>");
+    }
+  }
+
+  /**
+   * The work of one rank: its gathered partition (every item) and its query shard in, its
+   * queries' recommendations out.
+   */
+  static final class Scorer implements Serializable {
+    private static final long serialVersionUID = 1L;
+
+    private final int itemIdOrdinal;
+    private final int itemEmbeddingOrdinal;
+    private final int queryIdOrdinal;
+    private final int queryEmbeddingOrdinal;
+    private final int dim;
+    private final int k;
+    private final long expectedItems;
+    /** Per rank: {rank, items, queries, load nanos, score nanos}. */
+    final CollectionAccumulator<long[]> stats;
+
+    Scorer(int itemIdOrdinal, int itemEmbeddingOrdinal, int queryIdOrdinal,
+        int queryEmbeddingOrdinal, int dim, int k, long expectedItems,
+        CollectionAccumulator<long[]> stats) {
+      this.itemIdOrdinal = itemIdOrdinal;
+      this.itemEmbeddingOrdinal = itemEmbeddingOrdinal;
+      this.queryIdOrdinal = queryIdOrdinal;
+      this.queryEmbeddingOrdinal = queryEmbeddingOrdinal;
+      this.dim = dim;
+      this.k = k;
+      this.expectedItems = expectedItems;
+      this.stats = stats;
+    }
+
+    Iterator<Row> score(Iterator<InternalRow> gatheredItems, Iterator<InternalRow> queries) {
+      int rank = TaskContext.getPartitionId();
+      long t0 = System.nanoTime();
+      FlatTable items = FlatTable.load(gatheredItems, itemIdOrdinal, itemEmbeddingOrdinal, dim,
+          (int) expectedItems, "item", rank);
+      FlatTable shard = FlatTable.load(queries, queryIdOrdinal, queryEmbeddingOrdinal, dim, 1024,
+          "query", rank);
+      long t1 = System.nanoTime();
+      int kk = Math.min(k, items.rows);
+      List<Row> out = new ArrayList<>(shard.rows * kk);
+      TopK.score(items, shard, kk, out);
+      long t2 = System.nanoTime();
+      stats.add(new long[] {rank, items.rows, shard.rows, t1 - t0, t2 - t1});
+      return out.iterator();
+    }
+  }
+
+  /** Rows as a flat row-major {@code float[rows * dim]} and their ids. */
+  static final class FlatTable {
+    final int dim;
+    int rows;
+    long[] ids;
+    float[] values;
+
+    private FlatTable(int dim, int capacity) {
+      this.dim = dim;
+      this.ids = new long[Math.max(1, capacity)];
+      this.values = new float[Math.max(1, capacity) * dim];
+    }
+
+    static FlatTable load(Iterator<InternalRow> it, int idOrdinal, int embeddingOrdinal, int dim,
+        int capacityHint, String what, int rank) {
+      FlatTable table = new FlatTable(dim, capacityHint);
+      while (it.hasNext()) {
+        InternalRow row = it.next();
+        if (row.isNullAt(idOrdinal) || row.isNullAt(embeddingOrdinal)) {
+          throw new IllegalArgumentException("rank " + rank + ": a " + what
+              + " has a null id or embedding");
+        }
+        long id = row.getLong(idOrdinal);
+        ArrayData embedding = row.getArray(embeddingOrdinal);
+        int n = embedding.numElements();
+        if (n != dim) {
+          throw new IllegalArgumentException("rank " + rank + ": " + what + " " + id + " has "
+              + n + " dims, the first item " + dim);
+        }
+        if (table.rows == table.ids.length) {
+          table.grow();
+        }
+        int base = table.rows * dim;
+        float[] values = table.values;
+        for (int j = 0; j < dim; j++) {
+          if (embedding.isNullAt(j)) {
+            throw new IllegalArgumentException("rank " + rank + ": " + what + " " + id
+                + " has a null at dimension " + j);
+          }
+          values[base + j] = embedding.getFloat(j);
+        }
+        table.ids[table.rows++] = id;
+      }
+      return table;
+    }
+
+    private void grow() {
+      long capacity = Math.min((long) ids.length * 2, (Integer.MAX_VALUE - 64) / dim);
+      if (capacity <= ids.length) {
+        throw new IllegalStateException("more than " + ids.length + " rows of " + dim
+            + " dims do not fit in one Java array");
+      }
+      ids = Arrays.copyOf(ids, (int) capacity);
+      values = Arrays.copyOf(values, (int) capacity * dim);
+    }
+  }
+
+  /** Brute-force top-k by dot product, four queries at a time, one small heap per query. */
+  static final class TopK {
+    private static final int BLOCK = 4;
+
+    private TopK() {}
+
+    static void score(FlatTable items, FlatTable queries, int k, List<Row> out) {
+      int dim = items.dim;
+      float[] e = items.values;
+      int n = items.rows;
+      Heap[] heaps = new Heap[BLOCK];
+      for (int b = 0; b < BLOCK; b++) {
+        heaps[b] = new Heap(k, items.ids);
+      }
+      // Queries padded to whole blocks with zeros; the padding's results are dropped.
+      int blocks = (queries.rows + BLOCK - 1) / BLOCK;
+      float[] q = Arrays.copyOf(queries.values, Math.max(blocks * BLOCK * dim, 1));
+      for (int block = 0; block < blocks; block++) {
+        for (Heap heap : heaps) {
+          heap.clear();
+        }
+        Heap h0 = heaps[0];
+        Heap h1 = heaps[1];
+        Heap h2 = heaps[2];
+        Heap h3 = heaps[3];
+        int o0 = block * BLOCK * dim;
+        int o1 = o0 + dim;
+        int o2 = o1 + dim;
+        int o3 = o2 + dim;
+        for (int i = 0, base = 0; i < n; i++, base += dim) {
+          // Four independent sums, each in dimension order (as Spark SQL's aggregate).
+          float s0 = 0f;
+          float s1 = 0f;
+          float s2 = 0f;
+          float s3 = 0f;
+          for (int j = 0; j < dim; j++) {
+            float v = e[base + j];
+            s0 += q[o0 + j] * v;
+            s1 += q[o1 + j] * v;
+            s2 += q[o2 + j] * v;
+            s3 += q[o3 + j] * v;
+          }
+          if (s0 >= h0.threshold) {
+            h0.offer(s0, i);
+          }
+          if (s1 >= h1.threshold) {
+            h1.offer(s1, i);
+          }
+          if (s2 >= h2.threshold) {
+            h2.offer(s2, i);
+          }
+          if (s3 >= h3.threshold) {
+            h3.offer(s3, i);
+          }
+        }
+        for (int b = 0; b < BLOCK; b++) {
+          int query = block * BLOCK + b;
+          if (query < queries.rows) {
+            heaps[b].drainTo(queries.ids[query], out);
+          }
+        }
+      }
+    }
+  }
+
+  /**
+   * The best k (score, item) pairs seen so far: a binary heap with the worst at the root, in
+   * primitive arrays. Better = higher score, then smaller item id.
+   */
+  static final class Heap {
+    private final int k;
+    private final long[] itemIds;
+    private final float[] scores;
+    private final int[] items;
+    private int size;
+    /** Scores below this cannot enter: the root's score once full, else -infinity. */
+    float threshold;
+
+    Heap(int k, long[] itemIds) {
+      this.k = k;
+      this.itemIds = itemIds;
+      this.scores = new float[k];
+      this.items = new int[k];
+      clear();
+    }
+
+    void clear() {
+      size = 0;
+      threshold = Float.NEGATIVE_INFINITY;
+    }
+
+    /** True when (sa, a) ranks below (sb, b). */
+    private boolean worse(float sa, int a, float sb, int b) {
+      return sa < sb || (sa == sb && itemIds[a] > itemIds[b]);
+    }
+
+    void offer(float score, int item) {
+      if (Float.isNaN(score)) {
+        return;
+      }
+      if (size < k) {
+        int i = size++;
+        while (i > 0) {
+          int parent = (i - 1) >>> 1;
+          if (!worse(score, item, scores[parent], items[parent])) {
+            break;
+          }
+          scores[i] = scores[parent];
+          items[i] = items[parent];
+          i = parent;
+        }
+        scores[i] = score;
+        items[i] = item;
+      } else if (worse(scores[0], items[0], score, item)) {
+        siftDown(score, item);
+      } else {
+        return;
+      }
+      if (size == k) {
+        threshold = scores[0];
+      }
+    }
+
+    private void siftDown(float score, int item) {
+      int i = 0;
+      while (true) {
+        int child = 2 * i + 1;
+        if (child >= size) {
+          break;
+        }
+        if (child + 1 < size && worse(scores[child + 1], items[child + 1], scores[child],
+            items[child])) {
+          child++;
+        }
+        if (!worse(scores[child], items[child], score, item)) {
+          break;
+        }
+        scores[i] = scores[child];
+        items[i] = items[child];
+        i = child;
+      }
+      scores[i] = score;
+      items[i] = item;
+    }
+
+    /** Appends (queryId, itemId, score, rank) best first, rank from 1, and empties the heap. */
+    void drainTo(long queryId, List<Row> out) {
+      int n = size;
+      Row[] sorted = new Row[n];
+      // Popping the worst repeatedly fills the result from the back.
+      for (int r = n - 1; r >= 0; r--) {
+        float score = scores[0];
+        int item = items[0];
+        size--;
+        if (size > 0) {
+          siftDown(scores[size], items[size]);
+        }
+        sorted[r] = RowFactory.create(queryId, itemIds[item], score, r + 1);
+      }
+      Collections.addAll(out, sorted);
+      clear();
+    }
+  }
+
+  /**
+   * Plain Spark SQL's top-k for the sampled queries, compared with the job's output: the same
+   * item ids in the same order and the same scores (within 1e-5 relative). Returns the number of
+   * matching queries and describes the others in {@code mismatches}.
+   */
+  static int check(Dataset<Row> items, Dataset<Row> queries, Dataset<Row> sampleIds,
+      Dataset<Row> recommendations, int k, List<String> mismatches) {
+    Dataset<Row> sampled = queries.join(broadcast(sampleIds), "id")
+        .select(col("id").as("query_id"), col("embedding").as("q"));
+    Dataset<Row> expected = sampled
+        .crossJoin(items.select(col("id").as("item_id"), col("embedding").as("e")))
+        .select(col("query_id"), col("item_id"),
+            udf(DOT, DataTypes.FloatType).apply(col("q"), col("e")).as("score"))
+        .withColumn("rank", row_number().over(
+            Window.partitionBy("query_id").orderBy(desc("score"), asc("item_id"))))
+        .where(col("rank").leq(k));
+    Map<Long, List<Row>> want = byQuery(expected.collectAsList());
+    Map<Long, List<Row>> got = byQuery(recommendations
+        .join(broadcast(sampleIds.withColumnRenamed("id", "query_id")), "query_id")
+        .select("query_id", "item_id", "score", "rank").collectAsList());
+    int matching = 0;
+    for (Map.Entry<Long, List<Row>> entry : want.entrySet()) {
+      String problem = compare(entry.getValue(), got.getOrDefault(entry.getKey(), List.of()));
+      if (problem == null) {
+        matching++;
+      } else {
+        mismatches.add("query " + entry.getKey() + ": " + problem);
+      }
+    }
+    return matching;
+  }
+
+  /** The dot product as a Spark UDF: a float sum in dimension order. */
+  static final UDF2<Seq<Float>, Seq<Float>, Float> DOT = (q, e) -> {
+    int n = q.length();
+    if (e.length() != n) {
+      throw new IllegalArgumentException("embeddings of " + n + " and " + e.length() + " dims");
+    }
+    float sum = 0f;
+    for (int j = 0; j < n; j++) {
+      sum += q.apply(j) * e.apply(j);
+    }
+    return sum;
+  };
+
+  private static Map<Long, List<Row>> byQuery(List<Row> rows) {
+    Map<Long, List<Row>> map = new HashMap<>();
+    for (Row row : rows) {
+      map.computeIfAbsent(row.getLong(0), q -> new ArrayList<>()).add(row);
+    }
+    for (List<Row> list : map.values()) {
+      list.sort((a, b) -> Integer.compare(a.getInt(3), b.getInt(3)));
+    }
+    return map;
+  }
+
+  private static String compare(List<Row> want, List<Row> got) {
+    if (want.size() != got.size()) {
+      return "plain Spark has " + want.size() + " recommendations, the job " + got.size();
+    }
+    for (int i = 0; i < want.size(); i++) {
+      Row w = want.get(i);
+      Row g = got.get(i);
+      float ws = w.getFloat(2);
+      float gs = g.getFloat(2);
+      if (w.getLong(1) != g.getLong(1) || w.getInt(3) != g.getInt(3)
+          || Math.abs(ws - gs) > 1e-5f * Math.max(1f, Math.abs(ws))) {
+        return String.format(Locale.ROOT, "rank %d: plain Spark item %d score %s, the job item"
+            + " %d score %s", i + 1, w.getLong(1), ws, g.getLong(1), gs);
+      }
+    }
+    return null;
+  }
+
+  private static void printSummary(Result r, GatherMetrics m, List<long[]> perRank,
+      long jobNanos, long rows, long expectedRows) {
+    System.out.println();
+    System.out.println("summary");
+    System.out.printf(Locale.ROOT, "  ranks               %d%n", r.ranks());
+    if (m != null) {
+      int n = Math.max(1, r.ranks());
+      double conversion = m.conversionNanos() / 1e6;
+      double rendezvous = m.rendezvousNanos() / 1e6;
+      double collective = m.collectiveNanos() / 1e6;
+      double wall = (conversion + rendezvous + collective) / n;
+      double receivedPerRank = (double) m.bytesReceived() / n;
+      System.out.printf(Locale.ROOT, "  gathered            %d rows on all ranks (%d items x %d"
+          + " ranks), %s received (%s per rank)%n", m.rowsGathered(), r.items(), r.ranks(),
+          bytes(m.bytesReceived()), bytes((long) receivedPerRank));
+      System.out.printf(Locale.ROOT, "  gather time         %-28s %s%n", "summed over ranks",
+          "per rank (average)");
+      System.out.printf(Locale.ROOT, "    rendezvous        %10.1f ms %26.1f ms%n", rendezvous,
+          rendezvous / n);
+      System.out.printf(Locale.ROOT, "    conversion        %10.1f ms %26.1f ms%n", conversion,
+          conversion / n);
+      System.out.printf(Locale.ROOT, "    collective        %10.1f ms %26.1f ms%n", collective,
+          collective / n);
+      System.out.printf(Locale.ROOT, "  gather wall time    %.1f ms per rank (conversion +"
+          + " rendezvous + collective)%n", wall);
+      System.out.printf(Locale.ROOT, "  effective bandwidth %.3f GB/s (bytes received per rank /"
+          + " gather wall time); in the collective alone %.3f GB/s%n",
+          wall > 0 ? receivedPerRank / (wall * 1e6) : 0.0,
+          collective > 0 ? receivedPerRank / (collective / n * 1e6) : 0.0);
+    }
+    long maxScore = 0;
+    long maxLoad = 0;
+    for (long[] s : perRank) {
+      maxLoad = Math.max(maxLoad, s[3]);
+      maxScore = Math.max(maxScore, s[4]);
+    }
+    double macs = (double) r.items() * r.queries() * r.dim();
+    System.out.printf(Locale.ROOT, "  scoring             %.1f ms (slowest rank), %.2e"
+        + " multiply-adds, %.2f GFLOP/s over all ranks; loading items into arrays %.1f ms%n",
+        maxScore / 1e6, macs, maxScore > 0 ? 2 * macs / maxScore : 0.0, maxLoad / 1e6);
+    for (long[] s : perRank) {
+      System.out.printf(Locale.ROOT, "    rank %-3d          %d items, %d queries, load %.1f ms,"
+          + " score %.1f ms%n", s[0], s[1], s[2], s[3] / 1e6, s[4] / 1e6);
+    }
+    System.out.printf(Locale.ROOT, "  gather+score+write  %.1f ms (the Spark job)%n",
+        jobNanos / 1e6);
+    System.out.printf(Locale.ROOT, "  recommendations     %d rows (%d queries x top-%d%s) -> %s%n",
+        rows, r.queries(), r.topK(), rows == expectedRows ? "" : ", EXPECTED " + expectedRows,
+        r.recommendations());
+    if (r.checkedQueries() > 0) {
+      System.out.printf(Locale.ROOT, "check: %d/%d queries match plain Spark%n",
+          r.matchingQueries(), r.checkedQueries());
+    }
+  }
+
+  private static String bytes(long n) {
+    if (n >= 1L << 30) {
+      return String.format(Locale.ROOT, "%.2f GiB", n / (double) (1L << 30));
+    }
+    if (n >= 1L << 20) {
+      return String.format(Locale.ROOT, "%.1f MiB", n / (double) (1L << 20));
+    }
+    return n + " B";
+  }
+}

@@ -1,0 +1,124 @@
+package io.npugather.examples;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.npugather.examples.FeatureSharding.FlatTable;
+import io.npugather.examples.FeatureSharding.Heap;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The feature-sharding job, small, on local[2]. */
+class FeatureShardingTest {
+  @Test
+  void smallRunMatchesPlainSparkAndWritesTopKPerQuery(@TempDir Path output) throws Exception {
+    FeatureSharding.Result result = FeatureSharding.run("--master", "local[2]",
+        "--items", "2000", "--dim", "16", "--queries", "50", "--top-k", "5", "--seed", "3",
+        "--check", "20", "--output", output.toString());
+    assertEquals(2, result.ranks());
+    assertEquals(20, result.checkedQueries());
+    assertTrue(result.checkPassed(), result.matchingQueries() + "/20 queries match");
+    assertEquals(50L * 5, result.recommendationRows());
+    assertTrue(result.passed());
+
+    // The output as a user reads it: every query once per rank 1..k, best first.
+    SparkSession spark = SparkSession.builder().master("local[1]")
+        .config("spark.ui.enabled", "false").getOrCreate();
+    try {
+      List<Row> rows = spark.read().parquet(result.recommendations().toString())
+          .orderBy("query_id", "rank").collectAsList();
+      assertEquals(250, rows.size());
+      assertEquals(List.of("query_id", "item_id", "score", "rank"),
+          List.of(spark.read().parquet(result.recommendations().toString()).columns()));
+      for (int i = 0; i < rows.size(); i++) {
+        Row row = rows.get(i);
+        assertEquals(i / 5, row.getLong(0));
+        assertEquals(i % 5 + 1, row.getInt(3));
+        if (i % 5 > 0) {
+          assertTrue(rows.get(i - 1).getFloat(2) >= row.getFloat(2), "best first");
+        }
+      }
+    } finally {
+      spark.stop();
+    }
+  }
+
+  @Test
+  void heapKeepsTheBestKWithTiesToTheSmallerId() {
+    long[] ids = {10, 11, 12, 13, 14, 15};
+    Heap heap = new Heap(3, ids);
+    float[] scores = {1f, 5f, 3f, 5f, 4f, 3f};
+    for (int i = 0; i < scores.length; i++) {
+      if (scores[i] >= heap.threshold) {
+        heap.offer(scores[i], i);
+      }
+    }
+    List<Row> out = new ArrayList<>();
+    heap.drainTo(99, out);
+    assertEquals(List.of(11L, 13L, 14L), out.stream().map(r -> r.getLong(1)).toList());
+    assertEquals(List.of(1, 2, 3), out.stream().map(r -> r.getInt(3)).toList());
+  }
+
+  @Test
+  void topKIsTheBruteForceTopK() {
+    int dim = 5;
+    int n = 300;
+    java.util.SplittableRandom random = new java.util.SplittableRandom(1);
+    FlatTable items = FlatTable.load(rows(random, n, dim).iterator(), 0, 1, dim, 4, "item", 0);
+    FlatTable queries = FlatTable.load(rows(random, 7, dim).iterator(), 0, 1, dim, 4, "query", 0);
+    List<Row> out = new ArrayList<>();
+    FeatureSharding.TopK.score(items, queries, 4, out);
+    assertEquals(7 * 4, out.size());
+    for (int q = 0; q < 7; q++) {
+      List<long[]> all = new ArrayList<>();
+      for (int i = 0; i < n; i++) {
+        float s = 0f;
+        for (int j = 0; j < dim; j++) {
+          s += queries.values[q * dim + j] * items.values[i * dim + j];
+        }
+        all.add(new long[] {Float.floatToIntBits(s), i});
+      }
+      all.sort((a, b) -> Float.compare(Float.intBitsToFloat((int) b[0]),
+          Float.intBitsToFloat((int) a[0])));
+      for (int r = 0; r < 4; r++) {
+        Row row = out.get(q * 4 + r);
+        assertEquals(queries.ids[q], row.getLong(0));
+        assertEquals(items.ids[(int) all.get(r)[1]], row.getLong(1));
+        assertEquals(Float.intBitsToFloat((int) all.get(r)[0]), row.getFloat(2));
+      }
+    }
+  }
+
+  @Test
+  void badOptionsAreRejectedNamingTheFlag() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> FeatureSharding.parse(new String[] {"--backend", "gpu"}));
+    assertTrue(e.getMessage().contains("gpu"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> FeatureSharding.parse(new String[] {"--items-path", "/x"}));
+    assertTrue(e.getMessage().contains("--queries-path"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class,
+        () -> FeatureSharding.parse(new String[] {"--top-k", "0"}));
+    assertTrue(e.getMessage().contains("--top-k"), e.getMessage());
+  }
+
+  private static List<org.apache.spark.sql.catalyst.InternalRow> rows(
+      java.util.SplittableRandom random, int n, int dim) {
+    List<org.apache.spark.sql.catalyst.InternalRow> rows = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      float[] v = new float[dim];
+      for (int j = 0; j < dim; j++) {
+        v[j] = (float) (random.nextDouble() * 2 - 1);
+      }
+      rows.add(new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(new Object[] {
+          (long) (1000 + i), org.apache.spark.sql.catalyst.util.ArrayData.toArrayData(v)}));
+    }
+    return rows;
+  }
+}
