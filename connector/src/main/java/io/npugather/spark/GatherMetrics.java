@@ -17,6 +17,8 @@ public final class GatherMetrics implements Serializable {
   private final LongAccumulator conversionNanos;
   private final LongAccumulator rendezvousNanos;
   private final LongAccumulator collectiveNanos;
+  private final LongAccumulator ownPartitionBytes;
+  private final LongAccumulator peakOffHeapBytes;
 
   GatherMetrics(SparkContext sc) {
     bytesSent = sc.longAccumulator("npugather.bytesSent");
@@ -25,6 +27,23 @@ public final class GatherMetrics implements Serializable {
     conversionNanos = sc.longAccumulator("npugather.conversionNanos");
     rendezvousNanos = sc.longAccumulator("npugather.rendezvousNanos");
     collectiveNanos = sc.longAccumulator("npugather.collectiveNanos");
+    ownPartitionBytes = sc.longAccumulator("npugather.ownPartitionBytes");
+    peakOffHeapBytes = sc.longAccumulator("npugather.peakOffHeapBytes");
+  }
+
+  void addMemory(long ownPartition, long peakOffHeap) {
+    ownPartitionBytes.add(ownPartition);
+    peakOffHeapBytes.add(peakOffHeap);
+  }
+
+  /** Off-heap bytes of the ranks' own Arrow partitions, summed over ranks. */
+  public long ownPartitionBytes() {
+    return ownPartitionBytes.value();
+  }
+
+  /** Peak off-heap bytes of each rank's task allocator, summed over ranks. */
+  public long peakOffHeapBytes() {
+    return peakOffHeapBytes.value();
   }
 
   void addTask(long sent, long received, long rows, long conversion, long rendezvous,
@@ -70,7 +89,8 @@ public final class GatherMetrics implements Serializable {
   @Override
   public String toString() {
     return String.format("sent %d B, received %d B, %d rows; conversion %.1f ms, rendezvous %.1f ms,"
-        + " collective %.1f ms (summed over ranks)", bytesSent(), bytesReceived(), rowsGathered(),
-        conversionNanos() / 1e6, rendezvousNanos() / 1e6, collectiveNanos() / 1e6);
+        + " collective %.1f ms; own partitions %d B, peak off-heap %d B (summed over ranks)",
+        bytesSent(), bytesReceived(), rowsGathered(), conversionNanos() / 1e6,
+        rendezvousNanos() / 1e6, collectiveNanos() / 1e6, ownPartitionBytes(), peakOffHeapBytes());
   }
 }

@@ -76,6 +76,7 @@ public final class GatherTask implements Serializable {
       long t0 = System.nanoTime();
       PartitionBuffers own = conversion.convert(resources.allocator);
       resources.own = own;
+      long ownBytes = resources.allocator.getAllocatedMemory();
       long t1 = System.nanoTime();
 
       RankGroup group = RankGroup.meet(context, options, ticket, own.layout().toBytes());
@@ -121,6 +122,8 @@ public final class GatherTask implements Serializable {
 
       long rows = resources.gathered.totalRows();
       metrics.addTask(counts[rank] * (rankSize - 1), received, rows, t1 - t0, t2 - t1, t3 - t2);
+      // The batches handed out below are slices: no allocation after this point.
+      metrics.addMemory(ownBytes, resources.allocator.getPeakMemoryAllocation());
       LOG.info("{}: gathered {} rows, {} bytes received, {} sent; conversion {} ms, rendezvous {}"
           + " ms, collective {} ms", where, rows, received, counts[rank] * (rankSize - 1),
           (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000);
