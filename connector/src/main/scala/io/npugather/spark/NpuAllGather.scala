@@ -4,8 +4,8 @@ import java.util.UUID
 
 import scala.jdk.CollectionConverters._
 
-import io.npugather.spark.rendezvous.RendezvousService
-import org.apache.spark.{NarrowDependency, Partitioner}
+import io.npugather.spark.rendezvous.{RendezvousService, RendezvousTicket}
+import org.apache.spark.{NarrowDependency, Partitioner, SparkContext}
 import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.{PartitionPruningRDD, RDD, ShuffledRDD, UnionRDD}
 import org.apache.spark.sql.catalyst.InternalRow
@@ -74,6 +74,34 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     val rows = if (columnarInput) null
       else NpuAllGatherExec.barrierReady(child.execute(), child.schema.length)
     val rankSize = if (columnarInput) batches.getNumPartitions else rows.getNumPartitions
+    val run = NpuAllGatherExec.prepareRun(sc, rankSize, options)
+    val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, options, run.ticket,
+      run.domain, run.metrics)
+    val gathered = if (columnarInput) {
+      batches.barrier().mapPartitions(it => task.runOnBatches(it.asJava).asScala)
+    } else {
+      rows.barrier().mapPartitions(it => task.runOnRows(it.asJava).asScala)
+    }
+    run.service.unregisterWhenJobEnds(run.ticket, gathered.id)
+    logInfo(s"allGatherOnNpu: $rankSize ranks, ${if (columnarInput) "columnar" else "row"} " +
+      s"input, $options")
+    gathered
+  }
+
+  override protected def withNewChildInternal(newChild: SparkPlan): NpuAllGatherExec =
+    copy(child = newChild)
+}
+
+/** What the driver sets up for one run: a rendezvous registration, metrics, a fresh domain. */
+case class RunSetup(service: RendezvousService, ticket: RendezvousTicket, metrics: GatherMetrics,
+    domain: String)
+
+object NpuAllGatherExec extends Logging {
+  /**
+   * Checks a run of rankSize ranks before anything is launched (rankRoot in range, enough
+   * barrier slots, no dynamic allocation) and registers it with the driver's rendezvous service.
+   */
+  def prepareRun(sc: SparkContext, rankSize: Int, options: AllGatherOptions): RunSetup = {
     if (options.rankRoot >= rankSize) {
       throw new IllegalArgumentException(s"${AllGatherOptions.RANK_ROOT} = ${options.rankRoot} " +
         s"is invalid; allowed: 0 <= rankRoot < rankSize ($rankSize)")
@@ -85,24 +113,9 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     NpuGather.recordRun(metrics)
     val domain = (if (options.commDomain.isEmpty) "npg" else options.commDomain) + "-" +
       UUID.randomUUID().toString.substring(0, 8)
-    val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, options, ticket, domain,
-      metrics)
-    val gathered = if (columnarInput) {
-      batches.barrier().mapPartitions(it => task.runOnBatches(it.asJava).asScala)
-    } else {
-      rows.barrier().mapPartitions(it => task.runOnRows(it.asJava).asScala)
-    }
-    service.unregisterWhenJobEnds(ticket, gathered.id)
-    logInfo(s"allGatherOnNpu: $rankSize ranks, ${if (columnarInput) "columnar" else "row"} " +
-      s"input, $options")
-    gathered
+    RunSetup(service, ticket, metrics, domain)
   }
 
-  override protected def withNewChildInternal(newChild: SparkPlan): NpuAllGatherExec =
-    copy(child = newChild)
-}
-
-object NpuAllGatherExec extends Logging {
   /**
    * True when the stage that computes `rdd` contains an RDD that Spark refuses in a barrier
    * stage (a union, or partition pruning): those need a stage boundary before the gather.

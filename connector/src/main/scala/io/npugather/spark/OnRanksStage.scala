@@ -1,11 +1,8 @@
 package io.npugather.spark
 
-import java.util.UUID
-
 import scala.jdk.CollectionConverters._
 
 import io.npugather.DType
-import io.npugather.spark.rendezvous.RendezvousService
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.Row
 import org.apache.spark.sql.classic.{Dataset => ClassicDataset}
@@ -30,21 +27,12 @@ private[spark] object OnRanksStage extends Logging {
       throw new IllegalArgumentException("onRanks: the input has no partitions; one rank per " +
         "partition needs at least one")
     }
-    if (options.rankRoot >= rankSize) {
-      throw new IllegalArgumentException(s"${AllGatherOptions.RANK_ROOT} = ${options.rankRoot} " +
-        s"is invalid; allowed: 0 <= rankRoot < rankSize ($rankSize)")
-    }
-    ClusterCheck.requireBarrierSlots(sc, rankSize)
-    val service = RendezvousService.getOrStart(sc)
-    val ticket = service.register(rankSize, options.timeout)
+    val run = NpuAllGatherExec.prepareRun(sc, rankSize, options)
     try {
-      val metrics = new GatherMetrics(sc)
-      NpuGather.recordRun(metrics)
-      val domain = (if (options.commDomain.isEmpty) "npg" else options.commDomain) + "-" +
-        UUID.randomUUID().toString.substring(0, 8)
-      val task = new OnRanksTask(schema, wireDtype, fn, options, ticket, domain, metrics)
+      val task = new OnRanksTask(schema, wireDtype, fn, options, run.ticket, run.domain,
+        run.metrics)
       val results = rows.barrier().mapPartitions(it => task.run(it.asJava).asScala)
-      service.unregisterWhenJobEnds(ticket, results.id)
+      run.service.unregisterWhenJobEnds(run.ticket, results.id)
       logInfo(s"onRanks: $rankSize ranks, columns ${schema.fieldNames.mkString(", ")}, wire " +
         s"$wireDtype, $options")
       val collected = results.collect()
@@ -54,7 +42,7 @@ private[spark] object OnRanksStage extends Logging {
       }
       java.util.Collections.unmodifiableList(java.util.Arrays.asList(collected: _*))
     } finally {
-      service.unregister(ticket) // the job is over: nothing waits on the registration any more
+      run.service.unregister(run.ticket) // the job is over: nothing waits on the registration any more
     }
   }
 }
