@@ -67,7 +67,7 @@ class NpuGatherTest {
   }
 
   /** Every output partition must be: for r in ranks, "r" + each row of input partition r. */
-  private static void assertRankMajorOnEveryPartition(Dataset<Row> input, Dataset<Row> output) {
+  static void assertRankMajorOnEveryPartition(Dataset<Row> input, Dataset<Row> output) {
     List<List<Row>> in = input.javaRDD().glom().collect();
     List<List<Row>> out = output.javaRDD().glom().collect();
     assertEquals(in.size(), out.size(), "one output partition per rank");
@@ -295,7 +295,7 @@ class NpuGatherTest {
     return CollectionConverters.asScala(map);
   }
 
-  private static String rootMessage(Throwable e) {
+  static String rootMessage(Throwable e) {
     StringBuilder all = new StringBuilder();
     for (Throwable t = e; t != null; t = t.getCause()) {
       all.append(t.getMessage()).append(" | ");

@@ -1,0 +1,45 @@
+package io.npugather.spark;
+
+import static io.npugather.spark.NpuGatherTest.assertRankMajorOnEveryPartition;
+import static io.npugather.spark.NpuGatherTest.rootMessage;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.util.ArrowUtils;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * allGatherOnNpu on the smaller local masters, local[1] and local[2] (NpuGatherTest covers
+ * local[4]): as many ranks as task slots works, one more fails before any task runs.
+ */
+class LocalMastersTest {
+
+  @ParameterizedTest(name = "local[{0}]")
+  @ValueSource(ints = {1, 2})
+  void asManyRanksAsSlotsGatherAndOneMoreIsRefused(int slots) {
+    SparkSession spark = SparkSession.builder().master("local[" + slots + "]")
+        .appName("LocalMastersTest").config("spark.ui.enabled", "false").getOrCreate();
+    try {
+      Dataset<Row> df = spark.range(0, 10_000, 1, slots)
+          .selectExpr("id", "rand(11) as score", "cast(randn(12) as float) as f",
+              "uuid(13) as tag", "array(rand(14), rand(15)) as pair");
+      df.cache().count();
+      assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+      assertEquals(slots * 10_000L, NpuGather.lastMetrics().rowsGathered());
+      df.unpersist(true);
+
+      Dataset<Row> tooMany = spark.range(0, 100, 1, slots + 1).toDF();
+      Exception e = assertThrows(Exception.class, () -> NpuGather.allGatherOnNpu(tooMany).count());
+      String message = rootMessage(e);
+      assertTrue(message.contains(String.valueOf(slots + 1)) && message.contains("slot"), message);
+      assertEquals(0, ArrowUtils.rootAllocator().getAllocatedMemory(), "Arrow bytes outstanding");
+    } finally {
+      spark.stop();
+    }
+  }
+}
