@@ -31,13 +31,19 @@ template <typename Fn>
 npg_result_t guarded(const char* op, int64_t rank, int64_t size, Fn&& fn) noexcept {
   npg_result_t code = NPG_INTERNAL_ERROR;
   std::string text;
+  VendorError vendor;
   try {
     fn();
     clear_last_error();
     return NPG_SUCCESS;
   } catch (const Error& e) {
     code = e.code();
-    try { text = e.what(); } catch (...) {}
+    try {
+      text = e.what();
+      vendor = e.vendor();
+      if (!vendor.library.empty() && vendor.rank < 0) vendor.rank = static_cast<int32_t>(rank);
+    } catch (...) {
+    }
   } catch (const std::bad_alloc&) {
     code = NPG_SYSTEM_ERROR;
     text = "out of memory";
@@ -49,7 +55,7 @@ npg_result_t guarded(const char* op, int64_t rank, int64_t size, Fn&& fn) noexce
     text = "unexpected non-standard exception";
   }
   try {
-    set_last_error(context_of(op, rank, size) + ": " + text);
+    set_last_error(context_of(op, rank, size) + ": " + text, vendor);
   } catch (...) {
     set_last_error(op);
   }
@@ -351,5 +357,15 @@ const char* npg_result_name(npg_result_t result) {
 }
 
 const char* npg_last_error(void) { return npg::last_error(); }
+
+const char* npg_last_vendor_library(void) { return npg::last_vendor_error().library.c_str(); }
+
+int64_t npg_last_vendor_code(void) { return npg::last_vendor_error().code; }
+
+const char* npg_last_vendor_code_name(void) { return npg::last_vendor_error().code_name.c_str(); }
+
+const char* npg_last_vendor_message(void) { return npg::last_vendor_error().message.c_str(); }
+
+int32_t npg_last_vendor_rank(void) { return npg::last_vendor_error().rank; }
 
 }  // extern "C"

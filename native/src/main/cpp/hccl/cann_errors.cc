@@ -86,38 +86,60 @@ std::string with_where(const std::string& text, const std::string& where) {
 
 }  // namespace
 
-std::string hccl_error_text(const CannApi& api, const char* op, HcclResult code, const std::string& where) {
-  std::string text = with_where(std::string(op) + " returned " + hccl_result_name(code) + " (" +
-                                    std::to_string(code) + ")",
-                                where);
+VendorError hccl_vendor_error(const CannApi& api, HcclResult code) {
+  VendorError v;
+  v.library = "HCCL";
+  v.code = code;
+  v.code_name = hccl_result_name(code);
   if (api.HcclGetErrorString != nullptr) {
-    const char* vendor = api.HcclGetErrorString(code);
-    if (vendor != nullptr && vendor[0] != '\0') text += ": " + std::string(vendor);
+    const char* text = api.HcclGetErrorString(code);
+    if (text != nullptr) v.message = text;
   }
   if (api.aclGetRecentErrMsg != nullptr) {
     const char* recent = api.aclGetRecentErrMsg();
-    if (recent != nullptr && recent[0] != '\0') text += " [recent CANN error: " + std::string(recent) + "]";
+    if (recent != nullptr && recent[0] != '\0') {
+      v.message += (v.message.empty() ? "" : " [recent CANN error: ") + std::string(recent) +
+                   (v.message.empty() ? "" : "]");
+    }
   }
+  return v;
+}
+
+VendorError acl_vendor_error(const CannApi& api, aclError code) {
+  VendorError v;
+  v.library = "ACL";
+  v.code = code;
+  v.code_name = acl_error_name(code);
+  if (api.aclGetRecentErrMsg != nullptr) {
+    const char* recent = api.aclGetRecentErrMsg();
+    if (recent != nullptr) v.message = recent;
+  }
+  return v;
+}
+
+std::string vendor_error_text(const char* op, const VendorError& v, const std::string& where) {
+  std::string text = with_where(std::string(op) + " returned " + v.code_name + " (" + std::to_string(v.code) + ")",
+                                where);
+  if (!v.message.empty()) text += ": " + v.message;
   return text;
+}
+
+std::string hccl_error_text(const CannApi& api, const char* op, HcclResult code, const std::string& where) {
+  return vendor_error_text(op, hccl_vendor_error(api, code), where);
 }
 
 std::string acl_error_text(const CannApi& api, const char* op, aclError code, const std::string& where) {
-  std::string text = with_where(std::string(op) + " returned " + acl_error_name(code) + " (" +
-                                    std::to_string(code) + ")",
-                                where);
-  if (api.aclGetRecentErrMsg != nullptr) {
-    const char* recent = api.aclGetRecentErrMsg();
-    if (recent != nullptr && recent[0] != '\0') text += ": " + std::string(recent);
-  }
-  return text;
+  return vendor_error_text(op, acl_vendor_error(api, code), where);
 }
 
 void throw_hccl_error(const CannApi& api, const char* op, HcclResult code, const std::string& where) {
-  throw_error(npg_code_of_hccl(code), hccl_error_text(api, op, code, where));
+  VendorError v = hccl_vendor_error(api, code);
+  throw_vendor_error(npg_code_of_hccl(code), vendor_error_text(op, v, where), v);
 }
 
 void throw_acl_error(const CannApi& api, const char* op, aclError code, const std::string& where) {
-  throw_error(npg_code_of_acl(code), acl_error_text(api, op, code, where));
+  VendorError v = acl_vendor_error(api, code);
+  throw_vendor_error(npg_code_of_acl(code), vendor_error_text(op, v, where), v);
 }
 
 }  // namespace hccl

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "npugather.h"
+#include "../core/error.h"
 #include "cann_library.h"
 
 namespace npg {
@@ -19,10 +20,15 @@ const char* acl_error_name(aclError code);
 npg_result_t npg_code_of_hccl(HcclResult code);
 npg_result_t npg_code_of_acl(aclError code);
 
+// The vendor part of an error: library, code, code name and the vendor's own text.
+VendorError hccl_vendor_error(const CannApi& api, HcclResult code);
+VendorError acl_vendor_error(const CannApi& api, aclError code);
+
 // "<op> returned NAME (code) <where>: vendor text"; where is e.g. "on rank 1 (device 1)".
 std::string hccl_error_text(const CannApi& api, const char* op, HcclResult code, const std::string& where);
 std::string acl_error_text(const CannApi& api, const char* op, aclError code, const std::string& where);
 
+// Throw npg::Error with the text above and the vendor part.
 [[noreturn]] void throw_hccl_error(const CannApi& api, const char* op, HcclResult code, const std::string& where);
 [[noreturn]] void throw_acl_error(const CannApi& api, const char* op, aclError code, const std::string& where);
 

@@ -180,10 +180,11 @@ void HcclCommunicator::init_comm(const HcclRootInfo* root_info, const std::strin
     if (hr != kHcclEAgain && hr != kHcclEUnavail) throw_hccl_error(api_, op, hr, where());
     const Clock::time_point now = Clock::now();
     if (now + std::chrono::milliseconds(backoff_ms) >= deadline) {
-      throw_error(NPG_TIMEOUT, hccl_error_text(api_, op, hr, where()) + "; still failing after " +
+      throw_vendor_error(NPG_TIMEOUT, hccl_error_text(api_, op, hr, where()) + "; still failing after " +
                                    std::to_string(attempts) + " attempts in " + std::to_string(ms_between(start, now)) +
                                    " ms (timeout " + std::to_string(timeout_ms_) +
-                                   " ms): the device may still be held by an earlier process; wait for it to exit");
+                                   " ms): the device may still be held by an earlier process; wait for it to exit",
+                         hccl_vendor_error(api_, hr));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
     backoff_ms = std::min(backoff_ms * 2, kInitBackoffMaxMs);
@@ -388,40 +389,39 @@ void HcclCommunicator::all_gather_v(const npg_segment_t* segments, size_t segmen
 // Tries every step and throws the first failure: the comm, then the stream, then the
 // quarantined device buffers (safe only once the stream is gone), then the device claim.
 void HcclCommunicator::close() {
-  std::string first;
-  npg_result_t first_code = NPG_SUCCESS;
-  auto keep = [&](npg_result_t code, const std::string& text) {
-    if (first.empty()) {
-      first = text;
-      first_code = code;
-    }
+  std::unique_ptr<Error> first;
+  auto keep = [&](const Error& e) {
+    if (!first) first.reset(new Error(e));
   };
   std::lock_guard<std::mutex> lock(mutex_);
   if (comm_ != nullptr || stream_ != nullptr || !quarantine_.empty()) {
     try {
       bind_device();
     } catch (const Error& e) {
-      keep(e.code(), e.what());
+      keep(e);
     }
   }
   if (comm_ != nullptr) {
     HcclResult hr = api_.HcclCommDestroy(comm_);
     comm_ = nullptr;
-    if (hr != kHcclSuccess) keep(npg_code_of_hccl(hr), hccl_error_text(api_, "HcclCommDestroy", hr, where()));
+    if (hr != kHcclSuccess) {
+      keep(Error(npg_code_of_hccl(hr), hccl_error_text(api_, "HcclCommDestroy", hr, where()),
+                 hccl_vendor_error(api_, hr)));
+    }
   }
   if (stream_ != nullptr) {
     aclError rc = api_.aclrtDestroyStream(stream_);
     stream_ = nullptr;
-    if (rc != kAclSuccess) keep(npg_code_of_acl(rc), acl_error_text(api_, "aclrtDestroyStream", rc, where()));
+    if (rc != kAclSuccess) keep(Error(npg_code_of_acl(rc), acl_error_text(api_, "aclrtDestroyStream", rc, where()), acl_vendor_error(api_, rc)));
   }
   for (void* p : quarantine_) {
     if (p == nullptr) continue;
     aclError rc = api_.aclrtFree(p);
-    if (rc != kAclSuccess) keep(npg_code_of_acl(rc), acl_error_text(api_, "aclrtFree", rc, where()));
+    if (rc != kAclSuccess) keep(Error(npg_code_of_acl(rc), acl_error_text(api_, "aclrtFree", rc, where()), acl_vendor_error(api_, rc)));
   }
   quarantine_.clear();
   claim_.release();
-  if (!first.empty()) throw_error(first_code, first);
+  if (first) throw *first;
 }
 
 }  // namespace hccl

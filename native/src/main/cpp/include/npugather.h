@@ -136,6 +136,22 @@ const char* npg_result_name(npg_result_t result);
  */
 const char* npg_last_error(void);
 
+/*
+ * The vendor part of the last error on the calling thread, when a vendor library's result
+ * code caused it (HCCL, ACL or LCAL). Library: "HCCL", "ACL", "LCAL", or "" when the last
+ * error has no vendor part (then the other fields are 0 / "" / -1). Code: the vendor's
+ * numeric code (HcclResult, aclError, LCAL's negative codes). Code name: e.g.
+ * "HCCL_E_TIMEOUT" ("HCCL_E_UNKNOWN" and the like for codes this library does not know).
+ * Message: the vendor's text (HcclGetErrorString, aclGetRecentErrMsg) when those symbols
+ * exist, else "". Rank: the reporting rank, -1 when unknown. Valid until the next call of
+ * this library on the same thread; cleared by a successful call.
+ */
+const char* npg_last_vendor_library(void);
+int64_t npg_last_vendor_code(void);
+const char* npg_last_vendor_code_name(void);
+const char* npg_last_vendor_message(void);
+int32_t npg_last_vendor_rank(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -68,6 +68,22 @@ std::string g_suite;
 
 bool has_vendor_text() { return g_suite != "minimal"; }
 
+// The vendor part of the calling thread's last error.
+void expect_vendor(const std::string& library, int64_t code, const std::string& code_name, int32_t rank,
+                   const std::string& message_part = "") {
+  const std::string got = std::string(npg_last_vendor_library()) + " " + std::to_string(npg_last_vendor_code()) +
+                          " " + npg_last_vendor_code_name() + " rank " + std::to_string(npg_last_vendor_rank());
+  const std::string want = library + " " + std::to_string(code) + " " + code_name + " rank " + std::to_string(rank);
+  if (got != want) throw Failure("vendor error is \"" + got + "\", expected \"" + want + "\"");
+  if (!message_part.empty()) expect_text(npg_last_vendor_message(), {message_part});
+}
+
+void expect_no_vendor() {
+  EXPECT(std::string(npg_last_vendor_library()).empty());
+  EXPECT(npg_last_vendor_code() == 0 && npg_last_vendor_rank() == -1);
+  EXPECT(std::string(npg_last_vendor_code_name()).empty() && std::string(npg_last_vendor_message()).empty());
+}
+
 // Prints an error text once per test, so a run's log shows what users would read.
 void show(const char* what) { printf("  %s: %s\n", what, npg_last_error()); }
 
@@ -443,6 +459,7 @@ void test_injected_init_failure_is_a_named_system_error_on_every_rank() {
                                       "device " + std::to_string(r)};
     if (has_vendor_text()) parts.push_back("simulated HCCL error code 4");
     expect_text(npg_last_error(), parts);
+    expect_vendor("HCCL", 4, "HCCL_E_INTERNAL", r, has_vendor_text() ? "simulated HCCL error code 4" : "");
     if (r == 0) show("init failure");
   });
   expect_nothing_leaked();
@@ -471,6 +488,7 @@ void test_device_that_stays_busy_fails_init_with_timeout_within_the_timeout() {
     EXPECT(npg_comm_init("hccl", r, 2, 0, "", 0, r, nullptr, 1500, 0, info.data(), info.size(), &comm) ==
            NPG_TIMEOUT);
     expect_text(npg_last_error(), {"HCCL_E_UNAVAIL (7)", "attempts", "rank " + std::to_string(r)});
+    expect_vendor("HCCL", 7, "HCCL_E_UNAVAIL", r);
   });
   EXPECT(ms_since(t0) < 2500);
   expect_nothing_leaked();
@@ -510,10 +528,13 @@ void test_rank_whose_collective_fails_makes_every_peer_fail_with_remote_error() 
     if (r == 1) {
       EXPECT(rc == NPG_SYSTEM_ERROR);
       expect_text(npg_last_error(), {"HcclAllGather", "HCCL_E_INTERNAL (4)", "rank 1"});
+      expect_vendor("HCCL", 4, "HCCL_E_INTERNAL", 1);
     } else {
       EXPECT(rc == NPG_REMOTE_ERROR);
       expect_text(npg_last_error(), {"ACL_ERROR_RT_SUSPECT_REMOTE_ERROR (507057)", "HcclAllGather",
                                      "rank " + std::to_string(r)});
+      expect_vendor("ACL", 507057, "ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", r,
+                    has_vendor_text() ? "simulated CANN: a task on the stream failed" : "");
       if (r == 0) show("peer of the failed rank");
     }
     EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
@@ -578,9 +599,13 @@ void test_argument_errors_name_the_problem() {
   EXPECT(npg_comm_init("hccl", 0, 1, 0, "", 0, -1, nullptr, 1000, 0, info.data(), info.size(), &comm) ==
          NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"backend hccl needs a device id"});
+  expect_no_vendor();
   EXPECT(npg_comm_init("hccl", 0, 1, 0, "", 0, 99, nullptr, 1000, 0, info.data(), info.size(), &comm) ==
          NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"aclrtSetDevice", "ACL_ERROR_RT_INVALID_DEVICEID (107001)"});
+  expect_vendor("ACL", 107001, "ACL_ERROR_RT_INVALID_DEVICEID", 0, "device 99 does not exist");
+  EXPECT(npg_comm_size(nullptr, nullptr) == NPG_INVALID_ARGUMENT);
+  expect_no_vendor();  // the next error without a vendor part clears it
   std::vector<uint8_t> host(NPG_ROOT_INFO_MAX_BYTES);
   size_t size = 0;
   EXPECT_RC(npg_get_root_info("host", "127.0.0.1", host.data(), host.size(), &size), NPG_SUCCESS);
@@ -606,7 +631,9 @@ void test_argument_errors_name_the_problem() {
   expect_text(npg_last_error(), {"aclrtSetDevice", "(device 98)"});
   EXPECT(npg_get_root_info("hccl", "127.0.0.1", host.data(), host.size(), &size) == NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"not valid for backend hccl", "device:N"});
+  EXPECT(npg_get_root_info("hccl", "device:98", host.data(), host.size(), &size) == NPG_INVALID_ARGUMENT);
   EXPECT_RC(npg_get_root_info("hccl", "device:2", host.data(), host.size(), &size), NPG_SUCCESS);
+  expect_no_vendor();  // a successful call clears the vendor part
   expect_nothing_leaked();
 }
 

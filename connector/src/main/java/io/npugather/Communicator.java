@@ -314,9 +314,18 @@ public final class Communicator implements AutoCloseable {
     }
   }
 
+  /** Turns a failed native call into its exception: {@link VendorException} when a vendor code caused it. */
   static void check(int rc, String operation, int rank) {
     if (rc != 0) {
       String text = NativeCore.npg_last_error().getString();
+      String library = NativeCore.npg_last_vendor_library().getString();
+      if (!library.isEmpty()) {
+        int vendorRank = NativeCore.npg_last_vendor_rank();
+        throw new VendorException(ResultCode.fromNative(rc), operation,
+            vendorRank >= 0 ? vendorRank : rank, text, library, NativeCore.npg_last_vendor_code(),
+            NativeCore.npg_last_vendor_code_name().getString(),
+            NativeCore.npg_last_vendor_message().getString());
+      }
       throw new NpuGatherException(ResultCode.fromNative(rc), operation, rank, text);
     }
   }

@@ -79,7 +79,13 @@ class CommunicatorOverSimulatedCannTest {
   }
 
   @Test
-  void failedRankGivesTypedErrorsOnEveryRankOverSimulatedCann() throws Exception {
+  void failedRankGivesVendorExceptionsOnEveryRankOverSimulatedCann() throws Exception {
     runRanks("failRank1", Map.of("NPUGATHER_FAKE_CANN_FAIL_RANK", "1"));
+  }
+
+  @Test
+  void initFailureGivesVendorExceptionWithTheCodeNameOnEveryRankOverSimulatedCann()
+      throws Exception {
+    runRanks("initFail11", Map.of("NPUGATHER_FAKE_CANN_INIT_FAIL", "11"));
   }
 }

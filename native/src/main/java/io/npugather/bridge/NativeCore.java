@@ -107,4 +107,15 @@ public final class NativeCore {
       @Cast("npg_result_t") int result);
 
   public static native @Cast("const char*") BytePointer npg_last_error();
+
+  /** {@code npg_last_vendor_library}: "HCCL", "ACL", "LCAL", or "" when the last error has no vendor part. */
+  public static native @Cast("const char*") BytePointer npg_last_vendor_library();
+
+  public static native @Cast("int64_t") long npg_last_vendor_code();
+
+  public static native @Cast("const char*") BytePointer npg_last_vendor_code_name();
+
+  public static native @Cast("const char*") BytePointer npg_last_vendor_message();
+
+  public static native int npg_last_vendor_rank();
 }

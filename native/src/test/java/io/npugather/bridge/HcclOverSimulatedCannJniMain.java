@@ -135,6 +135,25 @@ public final class HcclOverSimulatedCannJniMain {
       failed++;
       System.out.println("FAIL " + name + ": " + e.getMessage());
     }
+    name = "jni_vendor_error_of_a_failed_call_names_library_code_and_rank";
+    try (BytePointer info = new BytePointer(NativeCore.ROOT_INFO_MAX_BYTES);
+        SizeTPointer size = new SizeTPointer(1); PointerPointer<Pointer> out = new PointerPointer<>(1)) {
+      checkRc(NativeCore.npg_get_root_info("hccl", null, info, NativeCore.ROOT_INFO_MAX_BYTES, size),
+          "npg_get_root_info");
+      check(NativeCore.npg_last_vendor_library().getString().isEmpty(), "cleared by success");
+      int rc = NativeCore.npg_comm_init("hccl", 0, 1, 0, "", 0, 99, null, 1000, 0, info, size.get(), out);
+      String vendor = NativeCore.npg_last_vendor_library().getString() + " "
+          + NativeCore.npg_last_vendor_code() + " " + NativeCore.npg_last_vendor_code_name().getString()
+          + " rank " + NativeCore.npg_last_vendor_rank();
+      check(rc == INVALID_ARGUMENT && vendor.equals("ACL 107001 ACL_ERROR_RT_INVALID_DEVICEID rank 0")
+          && NativeCore.npg_last_vendor_message().getString().contains("device 99 does not exist"),
+          "rc " + rc + ", vendor " + vendor + ": " + lastError());
+      passed++;
+      System.out.println("PASS " + name);
+    } catch (Exception e) {
+      failed++;
+      System.out.println("FAIL " + name + ": " + e.getMessage());
+    }
     System.out.println(passed + " passed, " + failed + " failed");
     System.exit(failed == 0 ? 0 : 1);
   }
