@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -16,146 +17,355 @@ import java.util.Optional;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import java.util.function.IntFunction;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.SparkSession;
 
 /**
- * A Spark standalone cluster on this host, started from the test classpath: one Master and
- * {@code executors} Workers inside this JVM (Spark's {@code local-cluster} master), each Worker
- * launching its executor as a separate JVM ({@code CoarseGrainedExecutorBackend}), one core each.
+ * A Spark standalone cluster on this host, started from the test classpath: a Master and
+ * {@code executors} Workers, each in its own JVM ({@code org.apache.spark.deploy.master.Master},
+ * {@code org.apache.spark.deploy.worker.Worker}), and a driver in this JVM that connects with
+ * {@code spark://}. Each Worker offers one core and launches one executor JVM for the
+ * application ({@code CoarseGrainedExecutorBackend}).
  *
- * <p>How the executors find their classes: a Worker builds the executor's command from its
- * Spark home ({@code WorkerCommandBuilder}): {@code <sparkHome>/jars/*} plus {@code
- * spark.executor.extraClassPath}. The harness makes a temporary Spark home whose {@code jars/}
- * holds every jar of the test classpath (released ones linked, this project's copied), and puts
- * copies of the classpath's directories (test classes) on {@code
- * spark.executor.extraClassPath}; it also holds {@code
- * launcher/target/scala-2.13}, where the launcher looks for the Scala version when {@code
- * SPARK_SCALA_VERSION} is not set (it is set too, through {@code spark.executorEnv}). In
- * local-cluster mode the Worker takes its Spark home from the system property {@code
- * spark.test.home} when {@code spark.testing} is set (otherwise from the {@code SPARK_HOME}
- * environment variable); both properties are set only while the context starts and removed
- * right after, so the driver then runs as in production (the SparkConf never sees them). While
- * they are set, {@code java.class.path} names the Spark home's copy of the classpath, which the
- * scheduler backend passes to the executors in that mode.
+ * <p>How every JVM finds its classes: a temporary Spark home whose {@code jars/} holds every jar
+ * of the test classpath (released ones linked, this project's copied) and whose {@code classes/}
+ * holds copies of the classpath's directories (the test classes). The Master and Workers run with
+ * both on their classpath; a Worker builds its executors' command from the Spark home ({@code
+ * <sparkHome>/jars/*}, {@code launcher/target/scala-2.13} tells the launcher the Scala version)
+ * plus {@code spark.executor.extraClassPath}, which names the copied directories.
  *
- * <p>{@link #close()} stops the context (and with it the Master, the Workers and their
- * executors), ends any executor JVM of this application that outlives it, and deletes the
- * Spark home. Executor logs are read from the Workers' directories: {@link #executorLogs()}.
+ * <p>Network: {@link Network#LOOPBACK} puts everything on 127.0.0.1; {@link Network#NAMESPACES}
+ * puts each Worker (and so its executors) in its own network namespace with its own 10.x
+ * address ({@link NetworkNamespaces}), the Master and the driver on the bridge's address: the
+ * ranks are then on different hosts as far as the host backend can tell. Ports are chosen by
+ * the kernel (port 0) and read back from the logs.
+ *
+ * <p>Logs (Master, Workers, the executors' work directories) stay under {@code
+ * target/spark-cluster/<appName>}. {@link #close()} stops the driver, kills the Workers, the
+ * Master and any executor JVM of the application that outlives them, deletes the network
+ * namespaces and the Spark home; a shutdown hook does the same when the JVM exits first.
  */
 public final class SparkCluster implements AutoCloseable {
-  private static final Object START_LOCK = new Object();
   private static final String EXECUTOR_MAIN =
       "org.apache.spark.executor.CoarseGrainedExecutorBackend";
+  private static final Pattern MASTER_URL = Pattern.compile("Starting Spark master at (spark://\\S+)");
+  private static final Duration START_TIMEOUT = Duration.ofSeconds(180);
 
-  private final Path sparkHome;
+  /** Where the Workers run. */
+  public enum Network {
+    /** Master, Workers, executors and driver on 127.0.0.1: one host. */
+    LOOPBACK,
+    /** Each Worker in its own network namespace with its own address: one host per Worker. */
+    NAMESPACES
+  }
+
+  /** What to start; {@link #start()} starts it. */
+  public static final class Builder {
+    private final String appName;
+    private int executors = 2;
+    private Map<String, String> conf = Map.of();
+    private Network network = Network.LOOPBACK;
+    private IntFunction<Map<String, String>> workerConf = i -> Map.of();
+    private Map<String, String> workerEnv = Map.of();
+    private boolean driver = true;
+
+    private Builder(String appName) {
+      this.appName = appName;
+    }
+
+    /** Workers, one executor (one core) each. Default 2. */
+    public Builder executors(int executors) {
+      this.executors = executors;
+      return this;
+    }
+
+    /** Extra Spark conf entries of the driver's application, applied last. */
+    public Builder conf(Map<String, String> conf) {
+      this.conf = Map.copyOf(conf);
+      return this;
+    }
+
+    public Builder network(Network network) {
+      this.network = network;
+      return this;
+    }
+
+    /**
+     * Spark conf of Worker i (system properties of its JVM), e.g. {@code
+     * spark.worker.resource.npu.amount} and {@code spark.worker.resource.npu.discoveryScript}.
+     */
+    public Builder workerConf(IntFunction<Map<String, String>> workerConf) {
+      this.workerConf = workerConf;
+      return this;
+    }
+
+    /** Environment of every Worker, which its executors inherit. */
+    public Builder workerEnv(Map<String, String> workerEnv) {
+      this.workerEnv = Map.copyOf(workerEnv);
+      return this;
+    }
+
+    /**
+     * Without a driver, the cluster only runs applications submitted to {@link #masterUrl()};
+     * {@link #spark()} is then unavailable.
+     */
+    public Builder withoutDriver() {
+      this.driver = false;
+      return this;
+    }
+
+    public SparkCluster start() {
+      return SparkCluster.start(this);
+    }
+  }
+
+  private final String appName;
   private final int executors;
+  private final Path sparkHome;
+  private final List<String> classDirectories;
+  private final Path logDir;
   private final String shmSuffix;
-  private final SparkContext sc;
-  private final SparkSession spark;
-  private final String appId;
+  private final Thread shutdownHook = new Thread(this::close, "spark-cluster-shutdown");
+  private NetworkNamespaces net;
+  private Process master;
+  private String masterUrl;
+  private final List<Process> workers = new ArrayList<>();
+  private final List<String> workerAddresses = new ArrayList<>();
+  private SparkContext sc;
+  private SparkSession spark;
+  private String appId;
   private boolean closed;
 
-  private SparkCluster(Path sparkHome, int executors, String shmSuffix, SparkContext sc) {
-    this.sparkHome = sparkHome;
+  private SparkCluster(String appName, int executors, Path sparkHome,
+      List<String> classDirectories, Path logDir) {
+    this.appName = appName;
     this.executors = executors;
-    this.shmSuffix = shmSuffix;
-    this.sc = sc;
-    this.appId = sc.applicationId();
-    this.spark = SparkSession.builder().getOrCreate();
+    this.sparkHome = sparkHome;
+    this.classDirectories = classDirectories;
+    this.logDir = logDir;
+    this.shmSuffix = "it" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
   }
 
   /**
-   * Starts {@code executors} Workers with one executor JVM each (1 core, 1 GiB) and waits until
-   * all executors have registered.
+   * Starts a loopback cluster of {@code executors} Workers with one executor JVM each (1 core,
+   * 1 GiB) and a driver, and waits until all executors have registered.
    *
-   * @param appName the application name (shows in the executors' command lines)
+   * @param appName the application name (shows in the executors' command lines; names the log
+   *     directory)
    * @param conf extra Spark conf entries, applied last
    */
   public static SparkCluster start(String appName, int executors, Map<String, String> conf) {
+    return builder(appName).executors(executors).conf(conf).start();
+  }
+
+  public static Builder builder(String appName) {
+    return new Builder(appName);
+  }
+
+  private static SparkCluster start(Builder b) {
     Path home = null;
-    SparkContext sc = null;
+    SparkCluster cluster = null;
     try {
       home = Files.createTempDirectory("npugather-it-spark-home-");
       List<String> directories = prepareSparkHome(home);
-      String shmSuffix = "it" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
-
-      SparkConf sparkConf = new SparkConf(false)
-          .setMaster("local-cluster[" + executors + ",1,1024]")
-          .setAppName(appName)
-          .set("spark.ui.enabled", "false")
-          .set("spark.dynamicAllocation.enabled", "false")
-          .set("spark.driver.host", "127.0.0.1")
-          .set("spark.driver.bindAddress", "127.0.0.1")
-          .set("spark.executor.memory", "1g")
-          .set("spark.executor.extraClassPath", String.join(File.pathSeparator, directories))
-          // Short-lived JVMs on a small machine: C1 only and the serial collector start faster
-          // and leave more CPU to the other JVMs.
-          .set("spark.executor.extraJavaOptions",
-              jvmOpens() + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-          .set("spark.executorEnv.SPARK_SCALA_VERSION", "2.13")
-          // The host backend binds its endpoints on loopback; shared-memory names carry a
-          // suffix of this cluster, so a test can find exactly the objects of its run.
-          .set("spark.executorEnv.NPUGATHER_HOST_ADDRESS", "127.0.0.1")
-          .set("spark.executorEnv.ATB_SHARE_MEMORY_NAME_SUFFIX", shmSuffix)
-          .set("spark.sql.shuffle.partitions", String.valueOf(executors))
-          .set("spark.sql.session.timeZone", "UTC")
-          // A barrier stage re-run after an executor loss waits for the replacement executor:
-          // check the free slots every second, for up to two minutes.
-          .set("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s")
-          .set("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "120")
-          .set("spark.deploy.maxExecutorRetries", "20");
-      conf.forEach(sparkConf::set);
-
-      synchronized (START_LOCK) {
-        String testing = System.getProperty("spark.testing");
-        String testHome = System.getProperty("spark.test.home");
-        String classPath = System.getProperty("java.class.path");
-        System.setProperty("spark.testing", "true");
-        System.setProperty("spark.test.home", home.toString());
-        // With spark.testing set, the scheduler backend also hands java.class.path to the
-        // executors, ahead of the Spark home's jars: let that be the Spark home's copy too.
-        List<String> executorClassPath = new ArrayList<>(directories);
-        executorClassPath.add(home.resolve("jars") + File.separator + "*");
-        System.setProperty("java.class.path", String.join(File.pathSeparator, executorClassPath));
-        try {
-          sc = new SparkContext(sparkConf);
-        } finally {
-          restore("spark.testing", testing);
-          restore("spark.test.home", testHome);
-          restore("java.class.path", classPath);
-        }
-      }
-      SparkCluster cluster = new SparkCluster(home, executors, shmSuffix, sc);
-      try {
-        cluster.awaitExecutors(Duration.ofSeconds(180));
-        cluster.checkExecutorClassPath();
-      } catch (RuntimeException | Error e) {
-        cluster.close();
-        throw e;
+      Path logDir = Path.of("target", "spark-cluster", b.appName).toAbsolutePath();
+      deleteQuietly(logDir);
+      Files.createDirectories(logDir);
+      cluster = new SparkCluster(b.appName, b.executors, home, directories, logDir);
+      Runtime.getRuntime().addShutdownHook(cluster.shutdownHook);
+      cluster.startProcesses(b);
+      if (b.driver) {
+        cluster.startDriver(b.conf);
       }
       return cluster;
     } catch (IOException e) {
-      stopQuietly(sc);
-      deleteQuietly(home);
+      closeAfterFailedStart(cluster, home);
       throw new UncheckedIOException(e);
     } catch (RuntimeException | Error e) {
-      if (sc != null && !sc.isStopped()) {
-        stopQuietly(sc);
-      }
-      deleteQuietly(home);
+      closeAfterFailedStart(cluster, home);
       throw e;
     }
   }
 
+  private static void closeAfterFailedStart(SparkCluster cluster, Path home) {
+    if (cluster != null) {
+      cluster.close();
+    } else {
+      deleteQuietly(home);
+    }
+  }
+
+  private void startProcesses(Builder b) throws IOException {
+    String masterHost;
+    if (b.network == Network.NAMESPACES) {
+      net = NetworkNamespaces.create(b.executors);
+      masterHost = net.bridgeAddress();
+    } else {
+      masterHost = "127.0.0.1";
+    }
+    Path masterLog = logDir.resolve("master.log");
+    master = launch(List.of(), "org.apache.spark.deploy.master.Master", masterHost, Map.of(),
+        List.of("--host", masterHost, "--port", "0", "--webui-port", "0"), Map.of(), masterLog);
+    masterUrl = awaitLog(master, masterLog, MASTER_URL).group(1);
+    awaitLog(master, masterLog, Pattern.compile("I have been elected leader"));
+
+    List<Path> workerLogs = new ArrayList<>();
+    for (int i = 0; i < b.executors; i++) {
+      String host = net == null ? "127.0.0.1" : net.hostAddress(i);
+      Path workDir = Files.createDirectories(logDir.resolve("worker-" + i));
+      Path log = logDir.resolve("worker-" + i + ".log");
+      Map<String, String> env = new LinkedHashMap<>(b.workerEnv);
+      // The executors inherit the Worker's environment: the host backend binds their
+      // endpoints to this host's address.
+      env.putIfAbsent("NPUGATHER_HOST_ADDRESS", host);
+      env.put("ATB_SHARE_MEMORY_NAME_SUFFIX", shmSuffix);
+      workers.add(launch(net == null ? List.of() : net.exec(i),
+          "org.apache.spark.deploy.worker.Worker", host, b.workerConf.apply(i),
+          List.of("--host", host, "--port", "0", "--webui-port", "0", "--cores", "1",
+              "--memory", "1g", "--work-dir", workDir.resolve("work").toString(), masterUrl),
+          env, log));
+      workerAddresses.add(host);
+      workerLogs.add(log);
+    }
+    for (int i = 0; i < b.executors; i++) {
+      awaitLog(workers.get(i), workerLogs.get(i),
+          Pattern.compile("Successfully registered with master"));
+    }
+  }
+
+  /**
+   * Starts a JVM of the cluster: {@code prefix} (e.g. {@code ip netns exec}), java, the Spark
+   * home's classpath, {@code conf} as system properties, {@code mainClass} and {@code args}.
+   */
+  private Process launch(List<String> prefix, String mainClass, String host,
+      Map<String, String> conf, List<String> args, Map<String, String> env, Path log)
+      throws IOException {
+    List<String> command = new ArrayList<>(prefix);
+    command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+    command.addAll(Arrays.asList(jvmOpens().split("\\s+")));
+    command.addAll(List.of("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+        "-cp", classPath()));
+    conf.forEach((k, v) -> command.add("-D" + k + "=" + v));
+    command.add(mainClass);
+    command.addAll(args);
+    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
+        .redirectOutput(log.toFile()).directory(logDir.toFile());
+    Map<String, String> environment = builder.environment();
+    environment.keySet().removeIf(k -> k.startsWith("SPARK_"));
+    environment.put("SPARK_HOME", sparkHome.toString());
+    environment.put("SPARK_SCALA_VERSION", "2.13");
+    environment.put("SPARK_LOCAL_IP", host);
+    environment.put("SPARK_LOCAL_HOSTNAME", host);
+    environment.putAll(env);
+    return builder.start();
+  }
+
+  /** The Spark home's jars and copied class directories, as one classpath. */
+  private String classPath() {
+    List<String> entries = new ArrayList<>(classDirectories);
+    entries.add(sparkHome.resolve("jars") + File.separator + "*");
+    return String.join(File.pathSeparator, entries);
+  }
+
+  /** Waits until {@code log} has a line matching {@code pattern}; fails if the process ends. */
+  private static Matcher awaitLog(Process process, Path log, Pattern pattern) {
+    long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
+    while (true) {
+      String text = readQuietly(log);
+      Matcher m = pattern.matcher(text);
+      if (m.find()) {
+        return m;
+      }
+      if (!process.isAlive() || System.nanoTime() > deadline) {
+        throw new IllegalStateException((process.isAlive() ? "no '" + pattern + "' within "
+            + START_TIMEOUT.toSeconds() + " s" : "exited with " + process.exitValue())
+            + " in " + log + ":\n" + tail(text, 80));
+      }
+      try {
+        Thread.sleep(100);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IllegalStateException("interrupted while waiting for " + log, e);
+      }
+    }
+  }
+
+  private void startDriver(Map<String, String> conf) {
+    String host = net == null ? "127.0.0.1" : net.bridgeAddress();
+    SparkConf sparkConf = new SparkConf(false)
+        .setMaster(masterUrl)
+        .setAppName(appName)
+        .set("spark.ui.enabled", "false")
+        .set("spark.dynamicAllocation.enabled", "false")
+        .set("spark.driver.host", host)
+        .set("spark.driver.bindAddress", host)
+        .set("spark.cores.max", String.valueOf(executors))
+        .set("spark.executor.cores", "1")
+        .set("spark.executor.memory", "1g")
+        .set("spark.executor.extraClassPath", String.join(File.pathSeparator, classDirectories))
+        // Short-lived JVMs on a small machine: C1 only and the serial collector start faster
+        // and leave more CPU to the other JVMs.
+        .set("spark.executor.extraJavaOptions",
+            jvmOpens() + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .set("spark.sql.shuffle.partitions", String.valueOf(executors))
+        .set("spark.sql.session.timeZone", "UTC")
+        // A barrier stage re-run after an executor loss waits for the replacement executor:
+        // check the free slots every second, for up to two minutes.
+        .set("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s")
+        .set("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "120")
+        .set("spark.deploy.maxExecutorRetries", "20");
+    conf.forEach(sparkConf::set);
+    sc = new SparkContext(sparkConf);
+    appId = sc.applicationId();
+    spark = SparkSession.builder().sparkContext(sc).getOrCreate();
+    awaitExecutors(START_TIMEOUT);
+    checkExecutorClassPath();
+  }
+
   public SparkSession spark() {
+    if (spark == null) {
+      throw new IllegalStateException("this cluster was started without a driver");
+    }
     return spark;
   }
 
   public String applicationId() {
     return appId;
+  }
+
+  /** The Master's URL, {@code spark://host:port}, for applications submitted to it. */
+  public String masterUrl() {
+    return masterUrl;
+  }
+
+  /** The address of Worker i (its executors' host). */
+  public String workerAddress(int i) {
+    return workerAddresses.get(i);
+  }
+
+  /** The address the Master and the driver listen on. */
+  public String driverAddress() {
+    return net == null ? "127.0.0.1" : net.bridgeAddress();
+  }
+
+  /** Master, Worker and executor logs: {@code target/spark-cluster/<appName>}. */
+  public Path logDirectory() {
+    return logDir;
+  }
+
+  /** The Spark home the cluster's JVMs run from (its {@code jars/} holds the classpath). */
+  public Path sparkHome() {
+    return sparkHome;
+  }
+
+  /** The Spark home's classpath: what the cluster's JVMs run with. */
+  public String sparkClassPath() {
+    return classPath();
   }
 
   /** The {@code ATB_SHARE_MEMORY_NAME_SUFFIX} the executors of this cluster run with. */
@@ -236,23 +446,21 @@ public final class SparkCluster implements AutoCloseable {
     }
   }
 
-  /** Every executor directory of this application: {@code <workerDir>/<appId>/<executorId>}. */
+  /** Every executor directory of this application: {@code <workDir>/<appId>/<executorId>}. */
   public List<Path> executorDirectories() {
+    return appId == null ? List.of() : executorDirectories(appId);
+  }
+
+  /** Every executor directory of application {@code id} on this cluster's Workers. */
+  public List<Path> executorDirectories(String id) {
     List<Path> dirs = new ArrayList<>();
-    List<Path> roots = new ArrayList<>();
-    roots.add(sparkHome.resolve("work"));
-    try (Stream<Path> tmp = Files.list(Path.of(System.getProperty("java.io.tmpdir")))) {
-      tmp.filter(p -> p.getFileName().toString().startsWith("worker-")).forEach(roots::add);
-    } catch (IOException e) {
-      // no temporary worker directories
-    }
-    for (Path root : roots) {
-      Path app = root.resolve(appId);
+    for (int i = 0; i < workers.size(); i++) {
+      Path app = logDir.resolve("worker-" + i).resolve("work").resolve(id);
       if (Files.isDirectory(app)) {
         try (Stream<Path> execs = Files.list(app)) {
           execs.filter(Files::isDirectory).forEach(dirs::add);
         } catch (IOException e) {
-          // a worker removing its directory
+          // a Worker removing its directory
         }
       }
     }
@@ -260,10 +468,29 @@ public final class SparkCluster implements AutoCloseable {
     return dirs;
   }
 
+  /** The ids of the applications that ran executors on this cluster, oldest first. */
+  public List<String> applicationIds() {
+    List<String> ids = new ArrayList<>();
+    for (int i = 0; i < workers.size(); i++) {
+      try (Stream<Path> apps = Files.list(logDir.resolve("worker-" + i).resolve("work"))) {
+        apps.map(p -> p.getFileName().toString()).filter(n -> !ids.contains(n)).forEach(ids::add);
+      } catch (IOException e) {
+        // no application yet
+      }
+    }
+    ids.sort(Comparator.naturalOrder());
+    return ids;
+  }
+
   /** Each executor's stderr, keyed by its directory. */
   public Map<Path, String> executorStderr() {
+    return executorStderr(executorDirectories());
+  }
+
+  /** Each given executor directory's stderr, keyed by the directory. */
+  static Map<Path, String> executorStderr(List<Path> directories) {
     Map<Path, String> logs = new LinkedHashMap<>();
-    for (Path dir : executorDirectories()) {
+    for (Path dir : directories) {
       Path stderr = dir.resolve("stderr");
       try {
         logs.put(dir, Files.exists(stderr)
@@ -278,9 +505,11 @@ public final class SparkCluster implements AutoCloseable {
   /** The executors' stderr (last 150 lines each), for failure messages. */
   public String executorLogs() {
     StringBuilder all = new StringBuilder();
-    Map<Path, String> logs = executorStderr();
+    List<Path> directories = new ArrayList<>();
+    applicationIds().forEach(id -> directories.addAll(executorDirectories(id)));
+    Map<Path, String> logs = executorStderr(directories);
     if (logs.isEmpty()) {
-      all.append("(no executor directories found for ").append(appId).append(")\n");
+      all.append("(no executor directories under ").append(logDir).append(")\n");
     }
     logs.forEach((dir, text) -> {
       String[] lines = text.split("\n", -1);
@@ -322,16 +551,56 @@ public final class SparkCluster implements AutoCloseable {
       stopQuietly(sc);
       SparkSession.clearActiveSession();
       SparkSession.clearDefaultSession();
-      // Stopping the Workers ends their executors; end any that outlive it.
-      if (!waitUntil(Duration.ofSeconds(30), () -> executorPids().isEmpty())) {
-        for (long pid : executorPids()) {
-          ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
-        }
-        waitUntil(Duration.ofSeconds(15), () -> executorPids().isEmpty());
+      // A Worker stopped by SIGTERM kills its executors; SIGKILL what outlives the grace time.
+      workers.forEach(Process::destroy);
+      for (Process worker : workers) {
+        awaitExit(worker, Duration.ofSeconds(15));
       }
+      if (master != null) {
+        master.destroy();
+        awaitExit(master, Duration.ofSeconds(15));
+      }
+      for (long pid : clusterExecutorPids()) {
+        ProcessHandle.of(pid).ifPresent(ProcessHandle::destroyForcibly);
+      }
+      waitUntil(Duration.ofSeconds(15), () -> clusterExecutorPids().isEmpty());
     } finally {
+      if (net != null) {
+        net.close();
+      }
       deleteQuietly(sparkHome);
+      if (!Thread.currentThread().equals(shutdownHook)) {
+        try {
+          Runtime.getRuntime().removeShutdownHook(shutdownHook);
+        } catch (IllegalStateException e) {
+          // the JVM is shutting down: the hook runs or ran close() already
+        }
+      }
     }
+  }
+
+  private static void awaitExit(Process process, Duration grace) {
+    try {
+      if (!process.waitFor(grace.toMillis(), TimeUnit.MILLISECONDS)) {
+        process.destroyForcibly().waitFor(15, TimeUnit.SECONDS);
+      }
+    } catch (InterruptedException e) {
+      process.destroyForcibly();
+      Thread.currentThread().interrupt();
+    }
+  }
+
+  /** Executor JVMs of any application whose classpath is this cluster's Spark home. */
+  private List<Long> clusterExecutorPids() {
+    List<Long> pids = new ArrayList<>();
+    ProcessHandle.allProcesses().forEach(p -> {
+      List<String> args = commandLine(p.pid());
+      if (args.contains(EXECUTOR_MAIN)
+          && args.stream().anyMatch(a -> a.contains(sparkHome.toString()))) {
+        pids.add(p.pid());
+      }
+    });
+    return pids;
   }
 
   /** Polls {@code condition} every 100 ms until it holds or the timeout passes. */
@@ -446,14 +715,6 @@ public final class SparkCluster implements AutoCloseable {
     }
   }
 
-  private static void restore(String key, String previous) {
-    if (previous == null) {
-      System.clearProperty(key);
-    } else {
-      System.setProperty(key, previous);
-    }
-  }
-
   private static void stopQuietly(SparkContext sc) {
     if (sc != null) {
       try {
@@ -474,5 +735,18 @@ public final class SparkCluster implements AutoCloseable {
     } catch (IOException e) {
       // best effort
     }
+  }
+
+  private static String readQuietly(Path file) {
+    try {
+      return Files.exists(file) ? Files.readString(file, StandardCharsets.UTF_8) : "";
+    } catch (IOException e) {
+      return "";
+    }
+  }
+
+  private static String tail(String text, int lines) {
+    String[] all = text.split("\n", -1);
+    return String.join("\n", Arrays.asList(all).subList(Math.max(0, all.length - lines), all.length));
   }
 }
