@@ -1,0 +1,55 @@
+package io.npugather.bench;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/** The measured runs of one method on one configuration. */
+final class Measurement {
+  final String master;
+  final int ranks;
+  final Shape shape;
+  final long partitionBytes;
+  final String method;
+  /** Bytes each rank ends up holding: all partitions, or its own for the floor. */
+  final long bytesPerRank;
+  final List<Long> nanos = new ArrayList<>();
+  long heapPeak;
+  long offHeapPeak;
+  long driverHeapPeak;
+  final List<String> problems = new ArrayList<>();
+
+  Measurement(String master, int ranks, Shape shape, long partitionBytes, String method,
+      long bytesPerRank) {
+    this.master = master;
+    this.ranks = ranks;
+    this.shape = shape;
+    this.partitionBytes = partitionBytes;
+    this.method = method;
+    this.bytesPerRank = bytesPerRank;
+  }
+
+  void addMemory(long heap, long offHeap, long driverHeap) {
+    heapPeak = Math.max(heapPeak, heap);
+    offHeapPeak = Math.max(offHeapPeak, offHeap);
+    driverHeapPeak = Math.max(driverHeapPeak, driverHeap);
+  }
+
+  long median() {
+    List<Long> sorted = new ArrayList<>(nanos);
+    sorted.sort(null);
+    int n = sorted.size();
+    return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;
+  }
+
+  long min() {
+    return nanos.stream().mapToLong(Long::longValue).min().orElse(0);
+  }
+
+  long max() {
+    return nanos.stream().mapToLong(Long::longValue).max().orElse(0);
+  }
+
+  boolean verified() {
+    return problems.isEmpty();
+  }
+}
