@@ -6,6 +6,7 @@
 #include "error.h"
 #include "../hccl/hccl_backend.h"
 #include "../host/host_backend.h"
+#include "../lccl/lccl_backend.h"
 
 namespace npg {
 namespace {
@@ -20,7 +21,8 @@ struct BackendEntry {
   BackendFactory factory;
 };
 constexpr BackendEntry kBuiltBackends[] = {{"host", &host::make_host_backend},
-                                           {"hccl", &hccl::make_hccl_backend}};
+                                           {"hccl", &hccl::make_hccl_backend},
+                                           {"lccl", &lccl::make_lccl_backend}};
 
 struct Registry {
   std::mutex mutex;

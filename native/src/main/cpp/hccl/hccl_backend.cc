@@ -5,8 +5,9 @@
 #include <string.h>
 
 #include "../core/error.h"
-#include "cann_errors.h"
-#include "cann_library.h"
+#include "../cann/device_communicator.h"
+#include "hccl_errors.h"
+#include "hccl_library.h"
 #include "hccl_communicator.h"
 #include "rank_table.h"
 
@@ -55,38 +56,21 @@ HcclRootInfo parse_root_info(const void* data, size_t size) {
   return info;
 }
 
-int32_t parse_device(const std::string& text, const std::string& name) {
-  char* end = nullptr;
-  errno = 0;
-  long v = strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) {
-    throw_error(NPG_INVALID_ARGUMENT, name + "=\"" + text + "\" is not a device id (a non-negative integer)");
-  }
-  return static_cast<int32_t>(v);
-}
-
-// npg_get_root_info has no device argument, yet HCCL wants a device set first. The device is,
-// in order: bind_address "device:N" (the only form backend hccl accepts there; HCCL picks its
-// network interface from HCCL_IF_IP / HCCL_SOCKET_IFNAME), the device already current on this
-// thread, NPUGATHER_DEVICE_ID, else 0. It is only where HCCL's root endpoint is opened from;
-// the root rank's npg_comm_init binds its own device.
-int32_t root_device(const CannApi& api, const char* bind_address) {
+// npg_get_root_info has no device argument, yet HCCL wants a device set first: bind_address
+// "device:N" names it (the only form backend hccl accepts there; HCCL picks its network
+// interface from HCCL_IF_IP / HCCL_SOCKET_IFNAME), else cann::bind_root_device chooses. It is
+// only where HCCL's root endpoint is opened from; the root rank's npg_comm_init binds its own device.
+std::string root_device_text(const char* bind_address) {
   const std::string bind = bind_address ? bind_address : "";
   const std::string prefix = "device:";
-  if (!bind.empty()) {
-    if (bind.compare(0, prefix.size(), prefix) != 0) {
-      throw_error(NPG_INVALID_ARGUMENT, "bind_address \"" + bind +
-                                            "\" is not valid for backend hccl: pass NULL, \"\" or \"device:N\" "
-                                            "(the NPU to create the root info on); HCCL chooses its network "
-                                            "interface from HCCL_IF_IP or HCCL_SOCKET_IFNAME");
-    }
-    return parse_device(bind.substr(prefix.size()), "bind_address device");
+  if (bind.empty()) return "";
+  if (bind.compare(0, prefix.size(), prefix) != 0) {
+    throw_error(NPG_INVALID_ARGUMENT, "bind_address \"" + bind +
+                                          "\" is not valid for backend hccl: pass NULL, \"\" or \"device:N\" "
+                                          "(the NPU to create the root info on); HCCL chooses its network "
+                                          "interface from HCCL_IF_IP or HCCL_SOCKET_IFNAME");
   }
-  int32_t current = -1;
-  if (api.aclrtGetDevice(&current) == kAclSuccess && current >= 0) return current;
-  const char* env = getenv("NPUGATHER_DEVICE_ID");
-  if (env != nullptr && env[0] != '\0') return parse_device(env, "NPUGATHER_DEVICE_ID");
-  return 0;
+  return bind.substr(prefix.size());
 }
 
 class HcclBackend final : public Backend {
@@ -97,15 +81,10 @@ class HcclBackend final : public Backend {
                                             " is too small: the hccl root info needs " +
                                             std::to_string(kRootInfoBytes) + " bytes");
     }
-    const CannApi& api = cann_api();
-    ensure_acl_initialized(api);
-    const int32_t device = root_device(api, bind_address);
+    const std::string device_text = root_device_text(bind_address);
+    const HcclApi& api = hccl_api();
+    const int32_t device = cann::bind_root_device(*api.acl, device_text);
     const std::string where = "(device " + std::to_string(device) + ")";
-    int32_t current = -1;
-    if (api.aclrtGetDevice(&current) != kAclSuccess || current != device) {
-      aclError rc = api.aclrtSetDevice(device);
-      if (rc != kAclSuccess) throw_acl_error(api, "aclrtSetDevice", rc, where);
-    }
     HcclRootInfo info;
     memset(&info, 0, sizeof(info));
     HcclResult hr = api.HcclGetRootInfo(&info);
@@ -128,10 +107,10 @@ class HcclBackend final : public Backend {
     if (!config.rank_table_file.empty()) {
       // Checked before CANN is touched, so a bad file fails clearly even without an NPU.
       RankTableFile table = load_rank_table(config.rank_table_file, config.rank, config.rank_size);
-      return HcclCommunicator::create(config, nullptr, table.path);
+      return create_hccl_communicator(config, nullptr, table.path);
     }
     HcclRootInfo info = parse_root_info(config.root_info, config.root_info_size);
-    return HcclCommunicator::create(config, &info, "");
+    return create_hccl_communicator(config, &info, "");
   }
 };
 

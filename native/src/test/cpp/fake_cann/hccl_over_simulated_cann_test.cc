@@ -10,101 +10,16 @@
 //   no-hccl  NPUGATHER_CANN_LIB_DIR holds libascendcl.so only
 //   no-hcomm NPUGATHER_CANN_LIB_DIR holds the split libhccl.so without its libhcomm.so
 // The last line of output is "N passed, N failed".
-#include <dirent.h>
-#include <dlfcn.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <chrono>
 #include <fstream>
-#include <functional>
-#include <mutex>
-#include <random>
-#include <stdexcept>
-#include <string>
-#include <thread>
-#include <vector>
 
-#include "npugather.h"
+#include "simulated_cann_test_support.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-struct Failure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-#define EXPECT(cond)                                                                                   \
-  do {                                                                                                 \
-    if (!(cond)) throw Failure(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " #cond); \
-  } while (0)
-
-#define EXPECT_RC(expr, expected)                                                                              \
-  do {                                                                                                         \
-    npg_result_t got_ = (expr);                                                                                \
-    if (got_ != (expected)) {                                                                                  \
-      throw Failure(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " #expr " gave " +             \
-                    npg_result_name(got_) + ", expected " + npg_result_name(expected) + " (" + npg_last_error() + \
-                    ")");                                                                                      \
-    }                                                                                                          \
-  } while (0)
-
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-void expect_text(const std::string& text, const std::vector<std::string>& parts) {
-  for (const std::string& p : parts)
-    if (!has(text, p)) throw Failure("error text lacks \"" + p + "\": " + text);
-}
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-std::string g_suite;
-
+// Suite "minimal" has no HcclGetErrorString and no aclGetRecentErrMsg.
 bool has_vendor_text() { return g_suite != "minimal"; }
-
-// The vendor part of the calling thread's last error.
-void expect_vendor(const std::string& library, int64_t code, const std::string& code_name, int32_t rank,
-                   const std::string& message_part = "") {
-  const std::string got = std::string(npg_last_vendor_library()) + " " + std::to_string(npg_last_vendor_code()) +
-                          " " + npg_last_vendor_code_name() + " rank " + std::to_string(npg_last_vendor_rank());
-  const std::string want = library + " " + std::to_string(code) + " " + code_name + " rank " + std::to_string(rank);
-  if (got != want) throw Failure("vendor error is \"" + got + "\", expected \"" + want + "\"");
-  if (!message_part.empty()) expect_text(npg_last_vendor_message(), {message_part});
-}
-
-void expect_no_vendor() {
-  EXPECT(std::string(npg_last_vendor_library()).empty());
-  EXPECT(npg_last_vendor_code() == 0 && npg_last_vendor_rank() == -1);
-  EXPECT(std::string(npg_last_vendor_code_name()).empty() && std::string(npg_last_vendor_message()).empty());
-}
-
-// Prints an error text once per test, so a run's log shows what users would read.
-void show(const char* what) { printf("  %s: %s\n", what, npg_last_error()); }
-
-// Runs fn(rank) on n threads and rethrows the first failure once all have finished.
-void on_threads(int n, const std::function<void(int)>& fn) {
-  std::mutex m;
-  std::string first;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(m);
-        if (first.empty()) first = "rank " + std::to_string(r) + ": " + e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (!first.empty()) throw Failure(first);
-}
 
 std::vector<uint8_t> hccl_root_info() {
   std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
@@ -122,125 +37,6 @@ npg_comm_t join(int rank, int n, const std::vector<uint8_t>& info, int64_t timeo
   EXPECT(std::string(npg_comm_transport(comm)) == "hccl");
   return comm;
 }
-
-// Deterministic bytes of rank r for a seed: any rank can rebuild any other rank's block.
-void fill(uint8_t* p, uint64_t len, uint64_t seed, int r) {
-  std::mt19937_64 rng(seed * 7919 + static_cast<uint64_t>(r) * 104729 + 1);
-  for (uint64_t i = 0; i < len; ++i) p[i] = static_cast<uint8_t>(rng() >> 13);
-}
-
-constexpr uint8_t kUntouched = 0xA5;
-
-struct Layout {
-  std::vector<uint64_t> counts;
-  std::vector<uint64_t> displs;
-  uint64_t total = 0;  // elements in recv, gaps included
-};
-
-Layout equal_blocks(int n, uint64_t count) {
-  Layout l;
-  for (int r = 0; r < n; ++r) {
-    l.counts.push_back(count);
-    l.displs.push_back(count * r);
-  }
-  l.total = count * n;
-  return l;
-}
-
-// Different sizes (one empty), stored in reverse rank order with gaps.
-Layout ragged_blocks(int n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Layout l;
-  l.counts.resize(n);
-  l.displs.resize(n);
-  for (int r = 0; r < n; ++r) l.counts[r] = r == 1 ? 0 : 1 + rng() % 70000;
-  uint64_t at = 0;
-  for (int r = n - 1; r >= 0; --r) {
-    at += 1 + rng() % 5;
-    l.displs[r] = at;
-    at += l.counts[r];
-  }
-  l.total = at + 2;
-  return l;
-}
-
-// Gathers with npg_all_gather(_v) and checks every byte, the gaps included.
-void gather_checked(npg_comm_t comm, int rank, int n, const Layout& l, npg_dtype_t dtype, bool use_v, uint64_t seed,
-                    bool in_place = false) {
-  const size_t w = npg_dtype_size(dtype);
-  std::vector<uint8_t> recv(l.total * w, kUntouched);
-  std::vector<uint8_t> send(l.counts[rank] * w + 1);
-  uint8_t* src = in_place ? recv.data() + l.displs[rank] * w : send.data();
-  fill(src, l.counts[rank] * w, seed, rank);
-  if (use_v) {
-    EXPECT_RC(npg_all_gather_v(comm, src, l.counts[rank], recv.data(), l.counts.data(), l.displs.data(), dtype),
-              NPG_SUCCESS);
-  } else {
-    EXPECT_RC(npg_all_gather(comm, src, recv.data(), l.counts[rank], dtype), NPG_SUCCESS);
-  }
-  std::vector<uint8_t> expected(l.total * w, kUntouched);
-  for (int r = 0; r < n; ++r) fill(expected.data() + l.displs[r] * w, l.counts[r] * w, seed, r);
-  for (size_t i = 0; i < recv.size(); ++i) {
-    if (recv[i] != expected[i]) {
-      throw Failure("rank " + std::to_string(rank) + ": byte " + std::to_string(i) + " is " +
-                    std::to_string(recv[i]) + ", expected " + std::to_string(expected[i]));
-    }
-  }
-}
-
-// Leak check through the simulated runtime's counters and /dev/shm.
-template <typename Fn>
-Fn fake_symbol(const char* lib, const char* name) {
-  std::string path = std::string(getenv("NPUGATHER_CANN_LIB_DIR")) + "/" + lib;
-  void* h = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
-  if (h == nullptr) throw Failure(path + " is not loaded");
-  Fn fn = reinterpret_cast<Fn>(dlsym(h, name));
-  dlclose(h);
-  if (fn == nullptr) throw Failure(std::string(name) + " not found");
-  return fn;
-}
-
-std::vector<std::string> shm_leftovers() {
-  std::vector<std::string> out;
-  std::string prefix = "npgfake-" + std::to_string(getpid()) + "-";
-  DIR* d = opendir("/dev/shm");
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d))
-    if (strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0 || strncmp(e->d_name, "npgfake-rt-", 11) == 0)
-      out.push_back(e->d_name);
-  closedir(d);
-  return out;
-}
-
-void expect_nothing_leaked() {
-  int allocations = fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannLiveAllocations")();
-  int streams = fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannLiveStreams")();
-  int comms = fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannLiveComms")();
-  if (allocations != 0 || streams != 0 || comms != 0) {
-    throw Failure("leaked: " + std::to_string(allocations) + " device allocations, " + std::to_string(streams) +
-                  " streams, " + std::to_string(comms) + " HCCL communicators");
-  }
-  auto left = shm_leftovers();
-  if (!left.empty()) throw Failure("shared memory left behind: /dev/shm/" + left[0]);
-}
-
-// Sets an environment variable for one test (the simulated runtime reads it at call time),
-// then restores the previous value.
-struct ScopedEnv {
-  std::string name;
-  bool had = false;
-  std::string previous;
-  ScopedEnv(const char* n, const std::string& value) : name(n) {
-    const char* old = getenv(n);
-    had = old != nullptr;
-    if (had) previous = old;
-    setenv(n, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had) setenv(name.c_str(), previous.c_str(), 1);
-    else unsetenv(name.c_str());
-  }
-};
 
 // ---- tests ----
 
@@ -758,12 +554,6 @@ void test_missing_required_symbol_names_the_symbol_and_the_files() {
   show("no libhcomm.so");
 }
 
-struct Test {
-  const char* name;
-  void (*fn)();
-  const char* suites;  // the suites it runs in
-};
-
 const Test kTests[] = {
     {"timeouts_are_mapped_onto_hccl_environment", test_timeouts_are_mapped_onto_hccl_environment, "full minimal split"},
     {"all_gather_delivers_every_byte_for_2_3_4_thread_ranks", test_all_gather_delivers_every_byte_for_2_3_4_thread_ranks,
@@ -806,30 +596,5 @@ const Test kTests[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  signal(SIGPIPE, SIG_IGN);
-  if (argc < 2 || getenv("NPUGATHER_CANN_LIB_DIR") == nullptr) {
-    fprintf(stderr, "usage: NPUGATHER_CANN_LIB_DIR=DIR %s full|minimal|split|missing|no-hccl|no-hcomm [FILTER]\n", argv[0]);
-    return 2;
-  }
-  g_suite = argv[1];
-  // Bounds the simulated rendezvous, so one failed test cannot stall the next ones for 120 s.
-  setenv("NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS", "10000", 0);
-  int passed = 0;
-  int failed = 0;
-  for (const Test& t : kTests) {
-    if (!has(std::string(" ") + t.suites + " ", " " + g_suite + " ")) continue;
-    if (argc > 2 && !has(t.name, argv[2])) continue;
-    auto t0 = Clock::now();
-    try {
-      t.fn();
-      ++passed;
-      printf("PASS %s [%s, simulated CANN] (%.0f ms)\n", t.name, g_suite.c_str(), ms_since(t0));
-    } catch (const std::exception& e) {
-      ++failed;
-      printf("FAIL %s [%s, simulated CANN] (%.0f ms): %s\n", t.name, g_suite.c_str(), ms_since(t0), e.what());
-    }
-    fflush(stdout);
-  }
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return run_tests(argc, argv, kTests, "full|minimal|split|missing|no-hccl|no-hcomm");
 }

@@ -1,173 +1,55 @@
 package io.npugather.bridge;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.File;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Map;
-import java.util.concurrent.TimeUnit;
-import org.bytedeco.javacpp.Loader;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 /**
- * Runs the hccl backend over the simulated CANN runtime of {@code src/test/cpp/fake_cann}:
- * test-only libascendcl.so / libhccl.so (/ libhcomm.so) that export the ACL and HCCL symbols
- * on host memory and really all-gather between ranks. This proves the binding (loading,
- * staging, error mapping, fault handling), never anything about NPU hardware.
- *
- * <p>The library directory is chosen by environment, which a running JVM cannot change, so every
- * check runs in a child process: the C++ test program (linked with the core archive) and a child
- * JVM that goes through the JNI library.
+ * The hccl backend over the simulated CANN runtime ({@link SimulatedCann}): the C++ test program's
+ * suites and the JNI path. This proves the binding, never anything about NPU hardware.
  */
 class HcclOverSimulatedCannTest {
-  private static final Path MODULE = Path.of(System.getProperty("user.dir"));
-  private static final Path CORE_ARCHIVE = MODULE.resolve("target/native/libnpugather_core.a");
-  private static final Path SOURCES = MODULE.resolve("src/test/cpp/fake_cann");
-  private static final Path OUT = MODULE.resolve("target/fake-cann");
-  private static final Path PROGRAM = OUT.resolve("hccl_over_simulated_cann_test");
+  private static final String PROGRAM = "hccl_over_simulated_cann_test";
 
-  private static final List<String> LIB_FLAGS = List.of("g++", "-std=c++17", "-O1", "-fPIC", "-shared",
-      "-pthread", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden");
-
-  /** Library variants: a complete CANN, one without optional symbols, one with libhcomm.so. */
   @BeforeAll
   static void buildSimulatedCann() throws Exception {
-    assertTrue(Files.isRegularFile(CORE_ARCHIVE), "missing " + CORE_ARCHIVE);
-    Files.createDirectories(OUT.resolve("empty"));
-    List<List<String>> acl = new ArrayList<>();
-    List<List<String>> hccl = new ArrayList<>();
-    for (String variant : List.of("lib64", "lib64-minimal", "lib64-split")) {
-      Path dir = OUT.resolve(variant);
-      Files.createDirectories(dir);
-      List<String> defines = variant.equals("lib64-minimal") ? List.of("-DFAKE_CANN_MINIMAL") : List.of();
-      acl.add(compileLibrary(defines, "fake_acl.cc", dir.resolve("libascendcl.so"), List.of()));
-      List<String> link = List.of("-L" + dir, "-lascendcl", "-Wl,-rpath,$ORIGIN");
-      if (variant.equals("lib64-split")) {
-        hccl.add(compileLibrary(List.of("-DFAKE_CANN_COLLECTIVES_ONLY"), "fake_hccl.cc", dir.resolve("libhccl.so"),
-            link));
-        hccl.add(compileLibrary(List.of("-DFAKE_CANN_COMM_MANAGEMENT_ONLY"), "fake_hccl.cc",
-            dir.resolve("libhcomm.so"), link));
-      } else {
-        hccl.add(compileLibrary(defines, "fake_hccl.cc", dir.resolve("libhccl.so"), link));
-      }
-    }
-    List<List<String>> first = new ArrayList<>(acl);
-    first.add(List.of("g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Wextra", "-Werror",
-        "-Isrc/main/cpp/include", SOURCES.resolve("hccl_over_simulated_cann_test.cc").toString(),
-        CORE_ARCHIVE.toString(), "-o", PROGRAM.toString()));
-    runAll(first);  // libhccl links against libascendcl, so that one comes first
-    runAll(hccl);
-    // Incomplete installations: ACL without HCCL, and a split HCCL without its libhcomm.so.
-    copy("lib64/libascendcl.so", "lib64-acl-only/libascendcl.so");
-    copy("lib64-split/libascendcl.so", "lib64-no-hcomm/libascendcl.so");
-    copy("lib64-split/libhccl.so", "lib64-no-hcomm/libhccl.so");
+    SimulatedCann.build();
   }
 
-  private static void copy(String from, String to) throws Exception {
-    Files.createDirectories(OUT.resolve(to).getParent());
-    Files.copy(OUT.resolve(from), OUT.resolve(to), StandardCopyOption.REPLACE_EXISTING);
-  }
-
-  private static List<String> compileLibrary(List<String> defines, String source, Path output, List<String> link) {
-    List<String> command = new ArrayList<>(LIB_FLAGS);
-    command.addAll(defines);
-    command.add(SOURCES.resolve(source).toString());
-    command.addAll(link);
-    command.addAll(List.of("-o", output.toString()));
-    return command;
-  }
-
-  private static void runAll(List<List<String>> commands) throws Exception {
-    List<Process> processes = new ArrayList<>();
-    for (List<String> command : commands) {
-      processes.add(new ProcessBuilder(command).directory(MODULE.toFile()).redirectErrorStream(true).start());
-    }
-    for (int i = 0; i < processes.size(); i++) {
-      Process p = processes.get(i);
-      String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-      assertTrue(p.waitFor(300, TimeUnit.SECONDS), "timed out: " + commands.get(i));
-      assertEquals(0, p.exitValue(), "failed: " + commands.get(i) + "\n" + output);
-    }
-  }
-
-  /** Runs command with no CANN in sight except libDir; returns its output. */
-  private static String runWithSimulatedCann(List<String> command, Path libDir, boolean clearLoaderPath)
-      throws Exception {
-    Path log = Files.createTempFile("npugather-simulated-cann", ".log");
-    try {
-      ProcessBuilder builder = new ProcessBuilder(command).directory(MODULE.toFile())
-          .redirectErrorStream(true).redirectOutput(log.toFile());
-      Map<String, String> env = builder.environment();
-      env.keySet().removeIf(k -> k.startsWith("ASCEND_") || k.startsWith("HCCL_")
-          || k.startsWith("NPUGATHER_"));
-      if (clearLoaderPath) {
-        env.remove("LD_LIBRARY_PATH");
-      }
-      env.put("NPUGATHER_CANN_LIB_DIR", libDir.toString());
-      Process process = builder.start();
-      boolean finished = process.waitFor(120, TimeUnit.SECONDS);
-      if (!finished) {
-        process.destroyForcibly().waitFor();
-      }
-      String output = Files.readString(log, StandardCharsets.UTF_8);
-      System.out.println(output);
-      assertTrue(finished, "timed out: " + command);
-      assertEquals(0, process.exitValue(), "exit code of " + command + "\n" + output);
-      String[] lines = output.strip().split("\n");
-      String last = lines[lines.length - 1].strip();
-      assertTrue(last.matches("[1-9]\\d* passed, 0 failed"), "last line: " + last);
-      return output;
-    } finally {
-      Files.deleteIfExists(log);
-    }
-  }
-
-  private static String runSuite(String suite, Path libDir, boolean clearLoaderPath) throws Exception {
-    return runWithSimulatedCann(List.of(PROGRAM.toString(), suite), libDir, clearLoaderPath);
+  private static String runSuite(String suite, String libDir, boolean clearLoaderPath) throws Exception {
+    return SimulatedCann.runSuite(PROGRAM, suite, SimulatedCann.OUT.resolve(libDir), clearLoaderPath);
   }
 
   @Test
   void completeLibraryOverSimulatedCannGathersAndReportsEveryFault() throws Exception {
-    runSuite("full", OUT.resolve("lib64"), false);
+    runSuite("full", "lib64", false);
   }
 
   @Test
   void libraryWithoutOptionalSymbolsOverSimulatedCannPadsRaggedBlocks() throws Exception {
-    runSuite("minimal", OUT.resolve("lib64-minimal"), false);
+    runSuite("minimal", "lib64-minimal", false);
   }
 
   @Test
   void communicatorManagementInLibhcommOverSimulatedCannIsFound() throws Exception {
-    runSuite("split", OUT.resolve("lib64-split"), false);
+    runSuite("split", "lib64-split", false);
   }
 
   @Test
   void missingCannLibrariesGiveAnActionableMessage() throws Exception {
-    String output = runSuite("missing", OUT.resolve("empty"), true);
+    String output = runSuite("missing", "empty", true);
     assertTrue(output.contains("set_env.sh"), output);
   }
 
   @Test
   void incompleteCannInstallationsNameTheMissingFileOrSymbol() throws Exception {
-    runSuite("no-hccl", OUT.resolve("lib64-acl-only"), true);
-    runSuite("no-hcomm", OUT.resolve("lib64-no-hcomm"), true);
+    runSuite("no-hccl", "lib64-acl-only", true);
+    runSuite("no-hcomm", "lib64-no-hcomm", true);
   }
 
   @Test
   void jniPathGathersOverSimulatedCann() throws Exception {
-    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    // The JNI library sits in target/classes; JavaCPP's jar is wherever Maven resolved it.
-    String javacpp = Path.of(Loader.class.getProtectionDomain().getCodeSource().getLocation().toURI()).toString();
-    String classPath = String.join(File.pathSeparator, MODULE.resolve("target/classes").toString(),
-        MODULE.resolve("target/test-classes").toString(), javacpp);
-    runWithSimulatedCann(List.of(java, "-cp", classPath, HcclOverSimulatedCannJniMain.class.getName()),
-        OUT.resolve("lib64"), false);
+    SimulatedCann.runJni("hccl");
   }
 }

@@ -10,16 +10,19 @@ import org.bytedeco.javacpp.PointerPointer;
 import org.bytedeco.javacpp.SizeTPointer;
 
 /**
- * Child-JVM program of {@link HcclOverSimulatedCannTest}: drives the hccl backend through the
- * JNI library over the simulated CANN runtime (never an NPU). Ranks are threads; every byte is
+ * Child-JVM program of {@link HcclOverSimulatedCannTest} and {@link LcclOverSimulatedCannTest}:
+ * drives the device backend named by the first argument ("hccl" or "lccl") through the JNI
+ * library over the simulated CANN runtime (never an NPU). Ranks are threads; every byte is
  * checked. Prints "N passed, N failed" last.
  */
-public final class HcclOverSimulatedCannJniMain {
+public final class SimulatedCannJniMain {
   private static final int UINT8 = 7;
   private static final int SUCCESS = 0;
   private static final int INVALID_ARGUMENT = 1;
 
-  private HcclOverSimulatedCannJniMain() {}
+  private static String backend;
+
+  private SimulatedCannJniMain() {}
 
   private static String lastError() {
     return NativeCore.npg_last_error().getString(StandardCharsets.UTF_8);
@@ -45,12 +48,12 @@ public final class HcclOverSimulatedCannJniMain {
   private static void rank(int r, int n, BytePointer rootInfo, long rootInfoSize) {
     Pointer comm;
     try (PointerPointer<Pointer> out = new PointerPointer<>(1)) {
-      checkRc(NativeCore.npg_comm_init("hccl", r, n, 0, "", 1, r, null, 20000, 0, rootInfo, rootInfoSize, out),
+      checkRc(NativeCore.npg_comm_init(backend, r, n, 0, "", 1, r, null, 20000, 0, rootInfo, rootInfoSize, out),
           "npg_comm_init");
       comm = out.get(0);
     }
     try {
-      check("hccl".equals(NativeCore.npg_comm_transport(comm).getString()), "transport");
+      check(backend.equals(NativeCore.npg_comm_transport(comm).getString()), "transport");
       int count = 100_003;
       try (BytePointer send = new BytePointer(count); BytePointer recv = new BytePointer((long) count * n)) {
         send.put(block(r, count, 1));
@@ -88,14 +91,15 @@ public final class HcclOverSimulatedCannJniMain {
   }
 
   public static void main(String[] args) throws Exception {
+    backend = args[0];
     NativeCore.load();
     int passed = 0;
     int failed = 0;
     for (int n = 2; n <= 3; n++) {
-      String name = "jni_all_gather_and_all_gather_v_over_simulated_cann_" + n + "_ranks";
+      String name = "jni_" + backend + "_all_gather_and_all_gather_v_over_simulated_cann_" + n + "_ranks";
       try (BytePointer info = new BytePointer(NativeCore.ROOT_INFO_MAX_BYTES);
           SizeTPointer size = new SizeTPointer(1)) {
-        checkRc(NativeCore.npg_get_root_info("hccl", null, info, NativeCore.ROOT_INFO_MAX_BYTES, size),
+        checkRc(NativeCore.npg_get_root_info(backend, null, info, NativeCore.ROOT_INFO_MAX_BYTES, size),
             "npg_get_root_info");
         AtomicReference<Throwable> error = new AtomicReference<>();
         Thread[] threads = new Thread[n];
@@ -124,10 +128,10 @@ public final class HcclOverSimulatedCannJniMain {
         System.out.println("FAIL " + name + ": " + e.getMessage());
       }
     }
-    String name = "jni_hccl_without_device_id_is_an_invalid_argument";
+    String name = "jni_" + backend + "_without_device_id_is_an_invalid_argument";
     try (BytePointer info = new BytePointer(4124L); PointerPointer<Pointer> out = new PointerPointer<>(1)) {
-      int rc = NativeCore.npg_comm_init("hccl", 0, 1, 0, "", 0, -1, null, 1000, 0, info, 4124, out);
-      check(rc == INVALID_ARGUMENT && lastError().contains("backend hccl needs a device id"),
+      int rc = NativeCore.npg_comm_init(backend, 0, 1, 0, "", 0, -1, null, 1000, 0, info, 4124, out);
+      check(rc == INVALID_ARGUMENT && lastError().contains("backend " + backend + " needs a device id"),
           "rc " + rc + ": " + lastError());
       passed++;
       System.out.println("PASS " + name);
@@ -135,13 +139,13 @@ public final class HcclOverSimulatedCannJniMain {
       failed++;
       System.out.println("FAIL " + name + ": " + e.getMessage());
     }
-    name = "jni_vendor_error_of_a_failed_call_names_library_code_and_rank";
+    name = "jni_" + backend + "_vendor_error_of_a_failed_call_names_library_code_and_rank";
     try (BytePointer info = new BytePointer(NativeCore.ROOT_INFO_MAX_BYTES);
         SizeTPointer size = new SizeTPointer(1); PointerPointer<Pointer> out = new PointerPointer<>(1)) {
-      checkRc(NativeCore.npg_get_root_info("hccl", null, info, NativeCore.ROOT_INFO_MAX_BYTES, size),
+      checkRc(NativeCore.npg_get_root_info(backend, null, info, NativeCore.ROOT_INFO_MAX_BYTES, size),
           "npg_get_root_info");
       check(NativeCore.npg_last_vendor_library().getString().isEmpty(), "cleared by success");
-      int rc = NativeCore.npg_comm_init("hccl", 0, 1, 0, "", 0, 99, null, 1000, 0, info, size.get(), out);
+      int rc = NativeCore.npg_comm_init(backend, 0, 1, 0, "", 0, 99, null, 1000, 0, info, size.get(), out);
       String vendor = NativeCore.npg_last_vendor_library().getString() + " "
           + NativeCore.npg_last_vendor_code() + " " + NativeCore.npg_last_vendor_code_name().getString()
           + " rank " + NativeCore.npg_last_vendor_rank();

@@ -6,7 +6,7 @@
 #include "../core/error.h"
 
 namespace npg {
-namespace hccl {
+namespace cann {
 namespace {
 
 struct Claims {
@@ -21,18 +21,17 @@ Claims& claims() {
 
 }  // namespace
 
-DeviceClaim DeviceClaim::acquire(int32_t device_id, const std::string& holder) {
+DeviceClaim DeviceClaim::acquire(int32_t device_id, const std::string& backend, const std::string& holder) {
   Claims& c = claims();
   std::lock_guard<std::mutex> lock(c.mutex);
   auto it = c.holders.find(device_id);
   if (it != c.holders.end()) {
-    throw_error(NPG_INVALID_USAGE, "device " + std::to_string(device_id) +
-                                       " is already used by another hccl communicator of this process (" +
-                                       it->second +
-                                       "); HCCL runs one communicating operation per device at a time: destroy "
-                                       "that communicator first or use another device id");
+    throw_error(NPG_INVALID_USAGE, "backend " + backend + ": device " + std::to_string(device_id) +
+                                       " is already used by another communicator of this process (" + it->second +
+                                       "); one communicating operation per device at a time: destroy that "
+                                       "communicator first or use another device id");
   }
-  c.holders[device_id] = holder;
+  c.holders[device_id] = holder + ", backend " + backend;
   return DeviceClaim(device_id);
 }
 
@@ -53,5 +52,5 @@ void DeviceClaim::release() noexcept {
   device_id_ = -1;
 }
 
-}  // namespace hccl
+}  // namespace cann
 }  // namespace npg

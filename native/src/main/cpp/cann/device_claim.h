@@ -1,21 +1,23 @@
-// One communicator per device per process: HCCL runs one communicating operation per
-// card at a time, and communicators on one card must be created serially.
-#ifndef NPUGATHER_HCCL_DEVICE_CLAIM_H_
-#define NPUGATHER_HCCL_DEVICE_CLAIM_H_
+// One communicator per device per process, whatever the backend: the spec allows one
+// communicating operation per card at a time, and HCCL and LCCL create a card's
+// communicators serially.
+#ifndef NPUGATHER_CANN_DEVICE_CLAIM_H_
+#define NPUGATHER_CANN_DEVICE_CLAIM_H_
 
 #include <stdint.h>
 
 #include <string>
 
 namespace npg {
-namespace hccl {
+namespace cann {
 
 // Holds device_id for this process until released or destroyed.
 class DeviceClaim {
  public:
   DeviceClaim() = default;
-  // Throws NPG_INVALID_USAGE naming the current holder when the device is taken.
-  static DeviceClaim acquire(int32_t device_id, const std::string& holder);
+  // Throws NPG_INVALID_USAGE naming backend, the current holder and its backend when the
+  // device is taken.
+  static DeviceClaim acquire(int32_t device_id, const std::string& backend, const std::string& holder);
   DeviceClaim(DeviceClaim&& other) noexcept : device_id_(other.device_id_) { other.device_id_ = -1; }
   DeviceClaim& operator=(DeviceClaim&& other) noexcept;
   DeviceClaim(const DeviceClaim&) = delete;
@@ -28,7 +30,7 @@ class DeviceClaim {
   int32_t device_id_ = -1;
 };
 
-}  // namespace hccl
+}  // namespace cann
 }  // namespace npg
 
-#endif  // NPUGATHER_HCCL_DEVICE_CLAIM_H_
+#endif  // NPUGATHER_CANN_DEVICE_CLAIM_H_

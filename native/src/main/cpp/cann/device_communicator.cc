@@ -1,0 +1,390 @@
+#include "device_communicator.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "../core/error.h"
+#include "cann_errors.h"
+
+namespace npg {
+namespace cann {
+namespace {
+
+constexpr int64_t kPollSliceMs = 100;
+constexpr size_t kPackSegmentsAbove = 16;
+
+// FNV-1a over the rank count and the byte counts: equal on all ranks iff (almost surely) the layouts are.
+uint64_t layout_hash(const uint64_t* counts, int32_t n) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xffu;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(static_cast<uint64_t>(n));
+  for (int32_t r = 0; r < n; ++r) mix(counts[r]);
+  return h;
+}
+
+int64_t ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+
+}  // namespace
+
+void DeviceCollectives::all_gather_v(void*, uint64_t, void*, const uint64_t*, const uint64_t*, aclrtStream,
+                                     const std::string&) {
+  throw_error(NPG_INTERNAL_ERROR, std::string(all_gather_name()) + " has no all-gather-v");
+}
+
+// Device memory owned until freed or handed to the quarantine.
+class DeviceCommunicator::DeviceBuffer {
+ public:
+  DeviceBuffer(const AclApi& api, uint64_t bytes, const std::string& where) : api_(api) {
+    if (bytes > SIZE_MAX) throw_error(NPG_INVALID_ARGUMENT, "device buffer of " + std::to_string(bytes) + " bytes");
+    bytes_ = std::max<size_t>(static_cast<size_t>(bytes), 1);
+    aclError rc = api_.aclrtMalloc(&ptr_, bytes_, kAclMemMallocHugeFirst);
+    if (rc != kAclSuccess) {
+      ptr_ = nullptr;
+      throw_acl_error(api_, "aclrtMalloc", rc, "(" + std::to_string(bytes_) + " bytes) " + where);
+    }
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) api_.aclrtFree(ptr_);
+  }
+  uint8_t* data() const { return static_cast<uint8_t*>(ptr_); }
+  size_t bytes() const { return bytes_; }
+  void* release() {
+    void* p = ptr_;
+    ptr_ = nullptr;
+    return p;
+  }
+
+ private:
+  const AclApi& api_;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+DeviceCommunicator::DeviceCommunicator(const AclApi& api, const std::string& backend, const CommConfig& config)
+    : api_(api),
+      backend_(backend),
+      rank_(config.rank),
+      size_(config.rank_size),
+      device_(config.device_id),
+      timeout_ms_(config.timeout_ms) {}
+
+DeviceCommunicator::~DeviceCommunicator() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(const AclApi& api, const std::string& backend,
+                                                               const CommConfig& config, const Connect& connect) {
+  std::unique_ptr<DeviceCommunicator> comm(new DeviceCommunicator(api, backend, config));
+  comm->claim_ = DeviceClaim::acquire(config.device_id, backend,
+                                      "rank " + std::to_string(config.rank) + " of " + std::to_string(config.rank_size));
+  // On failure the destructor releases what exists.
+  comm->bind_device();
+  aclError rc = api.aclrtCreateStream(&comm->stream_);
+  if (rc != kAclSuccess) {
+    comm->stream_ = nullptr;
+    throw_acl_error(api, "aclrtCreateStream", rc, comm->where());
+  }
+  std::unique_ptr<DeviceCollectives> collectives = connect(*comm);
+  std::lock_guard<std::mutex> lock(comm->mutex_);
+  comm->collectives_ = std::move(collectives);
+  return comm;
+}
+
+std::string DeviceCommunicator::where() const {
+  return "on rank " + std::to_string(rank_) + " (device " + std::to_string(device_) + ")";
+}
+
+void DeviceCommunicator::bind_device() const {
+  int32_t current = -1;
+  if (api_.aclrtGetDevice(&current) == kAclSuccess && current == device_) return;
+  aclError rc = api_.aclrtSetDevice(device_);
+  if (rc != kAclSuccess) throw_acl_error(api_, "aclrtSetDevice", rc, where());
+}
+
+void DeviceCommunicator::begin_call() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (aborted_.load()) throw_error(NPG_ABORTED, "the communicator was aborted");
+  if (!broken_.empty()) {
+    throw_error(NPG_INVALID_USAGE, "communicator is unusable after an earlier failure (" + broken_ +
+                                       "); destroy it and create a new one");
+  }
+  if (!collectives_) throw_error(NPG_INVALID_USAGE, "communicator is closed");
+  if (busy_) {
+    throw_error(NPG_INVALID_USAGE, "another collective is running on this communicator " + where() +
+                                       "; one communicating operation per device at a time");
+  }
+  busy_ = true;
+}
+
+void DeviceCommunicator::end_call() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  busy_ = false;
+  if (aborted_.load()) destroy_collectives_locked();
+}
+
+void DeviceCommunicator::destroy_collectives_locked() noexcept {
+  if (!collectives_) return;
+  try {
+    bind_device();
+    collectives_->destroy(where());
+  } catch (...) {
+  }
+  collectives_.reset();
+}
+
+// The vendors have no portable abort: the flag makes later calls fail, the stream wait notices
+// it within one poll slice, and the vendor communicator is destroyed as soon as no call uses it.
+void DeviceCommunicator::abort() noexcept {
+  aborted_.store(true);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!busy_) destroy_collectives_locked();
+}
+
+void DeviceCommunicator::wait_stream(const char* op, Clock::time_point deadline) {
+  if (api_.aclrtSynchronizeStreamWithTimeout == nullptr) {
+    aclError rc = api_.aclrtSynchronizeStream(stream_);
+    if (rc != kAclSuccess) {
+      throw_acl_error(api_, "aclrtSynchronizeStream", rc, std::string("after ") + op + " " + where());
+    }
+    if (aborted_.load()) throw_error(NPG_ABORTED, std::string("the communicator was aborted during ") + op);
+    return;
+  }
+  for (;;) {
+    if (aborted_.load()) {
+      throw_error(NPG_ABORTED, std::string("the communicator was aborted while waiting for ") + op + " " + where());
+    }
+    const int64_t remaining = ms_between(Clock::now(), deadline);
+    if (remaining <= 0) {
+      throw_error(NPG_TIMEOUT, std::string(op) + " did not complete within the timeout of " +
+                                   std::to_string(timeout_ms_) + " ms " + where() +
+                                   " (aclrtSynchronizeStreamWithTimeout kept returning "
+                                   "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT (507046)); a peer may have failed, exited or "
+                                   "not called the collective");
+    }
+    aclError rc =
+        api_.aclrtSynchronizeStreamWithTimeout(stream_, static_cast<int32_t>(std::min(remaining, kPollSliceMs)));
+    if (rc == kAclSuccess) return;
+    if (rc != kAclErrorRtStreamSyncTimeout) {
+      throw_acl_error(api_, "aclrtSynchronizeStreamWithTimeout", rc, std::string("after ") + op + " " + where());
+    }
+  }
+}
+
+template <typename Enqueue>
+void DeviceCommunicator::run_collective(const char* op, Enqueue&& enqueue, std::vector<DeviceBuffer*> buffers,
+                                        Clock::time_point deadline) {
+  try {
+    enqueue();
+    wait_stream(op, deadline);
+  } catch (const Error& e) {
+    // The stream may still run the collective: its buffers live until the stream is gone.
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (DeviceBuffer* b : buffers) quarantine_.push_back(b->release());
+    if (e.code() != NPG_ABORTED && broken_.empty()) broken_ = e.what();
+    throw;
+  }
+}
+
+// Every rank all-gathers a digest of its layout first, so ranks that disagree all fail
+// with NPG_INVALID_USAGE instead of corrupting memory or hanging inside the vendor library.
+void DeviceCommunicator::check_same_layout(const uint64_t* counts_bytes, Clock::time_point deadline) {
+  const uint64_t mine[2] = {layout_hash(counts_bytes, size_), static_cast<uint64_t>(size_)};
+  DeviceBuffer send(api_, sizeof(mine), where());
+  DeviceBuffer recv(api_, sizeof(mine) * static_cast<uint64_t>(size_), where());
+  aclError rc = api_.aclrtMemcpy(send.data(), send.bytes(), mine, sizeof(mine), kAclMemcpyHostToDevice);
+  if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (host to device)", rc, where());
+  const std::string op = std::string(collectives_->all_gather_name()) + " (layout check)";
+  run_collective(
+      op.c_str(),
+      [&] { collectives_->all_gather(op.c_str(), send.data(), recv.data(), sizeof(mine), stream_, where()); },
+      {&send, &recv}, deadline);
+  std::vector<uint64_t> all(2 * static_cast<size_t>(size_));
+  rc = api_.aclrtMemcpy(all.data(), all.size() * sizeof(uint64_t), recv.data(), all.size() * sizeof(uint64_t),
+                        kAclMemcpyDeviceToHost);
+  if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (device to host)", rc, where());
+  std::string differing;
+  for (int32_t r = 0; r < size_; ++r) {
+    if (all[2 * r] != mine[0] || all[2 * r + 1] != mine[1]) {
+      differing += (differing.empty() ? "" : ", ") + std::to_string(r);
+    }
+  }
+  if (!differing.empty()) {
+    throw_error(NPG_INVALID_USAGE, "ranks disagree on recv_counts: rank(s) " + differing +
+                                       " passed a different layout than rank " + std::to_string(rank_) +
+                                       "; every rank must pass the same recv_counts");
+  }
+}
+
+void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own,
+                                      void* recv, const uint64_t* counts_bytes, const uint64_t* displs_bytes) {
+  begin_call();
+  struct EndCall {
+    DeviceCommunicator* self;
+    ~EndCall() { self->end_call(); }
+  } end_call_guard{this};
+
+  bind_device();
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+  check_same_layout(counts_bytes, deadline);
+
+  const int32_t n = size_;
+  uint64_t max_count = 0;
+  for (int32_t r = 0; r < n; ++r) max_count = std::max(max_count, counts_bytes[r]);
+  if (max_count == 0) return;
+  bool equal = true;
+  for (int32_t r = 0; r < n; ++r) equal = equal && counts_bytes[r] == max_count;
+  // Ragged without an all-gather-v: every block padded to the largest, then trimmed on the way out.
+  const bool use_v = !equal && collectives_->has_all_gather_v();
+  const bool padded = !equal && !use_v;
+  if (padded && max_count > UINT64_MAX / static_cast<uint64_t>(n)) {
+    throw_error(NPG_INVALID_ARGUMENT, "rank_size * largest block overflows 64-bit sizes");
+  }
+  const uint64_t own = counts_bytes[rank_];
+
+  DeviceBuffer send(api_, padded ? max_count : own, where());
+  // Gather this rank's segments into the device send buffer.
+  if (segment_count > kPackSegmentsAbove) {
+    std::vector<uint8_t> packed(own);
+    uint64_t off = 0;
+    for (size_t i = 0; i < segment_count; ++i) {
+      if (segments[i].bytes == 0) continue;
+      memcpy(packed.data() + off, segments[i].address, segments[i].bytes);
+      off += segments[i].bytes;
+    }
+    if (own > 0) {
+      aclError rc = api_.aclrtMemcpy(send.data(), send.bytes(), packed.data(), own, kAclMemcpyHostToDevice);
+      if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (host to device)", rc, where());
+    }
+  } else {
+    uint64_t off = 0;
+    for (size_t i = 0; i < segment_count; ++i) {
+      if (segments[i].bytes == 0) continue;
+      aclError rc = api_.aclrtMemcpy(send.data() + off, send.bytes() - off, segments[i].address, segments[i].bytes,
+                                     kAclMemcpyHostToDevice);
+      if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (host to device)", rc, where());
+      off += segments[i].bytes;
+    }
+  }
+
+  std::vector<uint64_t> offsets(n);
+  uint64_t recv_bytes = 0;
+  for (int32_t r = 0; r < n; ++r) {
+    offsets[r] = use_v ? recv_bytes : static_cast<uint64_t>(r) * max_count;
+    recv_bytes += use_v ? counts_bytes[r] : max_count;
+  }
+  DeviceBuffer gathered(api_, recv_bytes, where());
+  const char* op = collectives_->all_gather_name();
+  if (use_v) {
+    op = collectives_->all_gather_v_name();
+    run_collective(
+        op,
+        [&] {
+          collectives_->all_gather_v(send.data(), own, gathered.data(), counts_bytes, offsets.data(), stream_,
+                                     where());
+        },
+        {&send, &gathered}, deadline);
+  } else {
+    run_collective(
+        op, [&] { collectives_->all_gather(op, send.data(), gathered.data(), max_count, stream_, where()); },
+        {&send, &gathered}, deadline);
+  }
+
+  uint8_t* out = static_cast<uint8_t*>(recv);
+  for (int32_t r = 0; r < n; ++r) {
+    if (counts_bytes[r] == 0 || (r == rank_ && !write_own)) continue;
+    aclError rc = api_.aclrtMemcpy(out + displs_bytes[r], counts_bytes[r], gathered.data() + offsets[r],
+                                   counts_bytes[r], kAclMemcpyDeviceToHost);
+    if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (device to host)", rc, where());
+  }
+}
+
+// Tries every step and throws the first failure: the vendor communicator, then the stream,
+// then the quarantined device buffers (safe only once the stream is gone), then the claim.
+void DeviceCommunicator::close() {
+  std::unique_ptr<Error> first;
+  auto keep = [&](const Error& e) {
+    if (!first) first.reset(new Error(e));
+  };
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (collectives_ || stream_ != nullptr || !quarantine_.empty()) {
+    try {
+      bind_device();
+    } catch (const Error& e) {
+      keep(e);
+    }
+  }
+  if (collectives_) {
+    try {
+      collectives_->destroy(where());
+    } catch (const Error& e) {
+      keep(e);
+    }
+    collectives_.reset();
+  }
+  if (stream_ != nullptr) {
+    aclError rc = api_.aclrtDestroyStream(stream_);
+    stream_ = nullptr;
+    if (rc != kAclSuccess) {
+      keep(Error(npg_code_of_acl(rc), acl_error_text(api_, "aclrtDestroyStream", rc, where()),
+                 acl_vendor_error(api_, rc)));
+    }
+  }
+  for (void* p : quarantine_) {
+    if (p == nullptr) continue;
+    aclError rc = api_.aclrtFree(p);
+    if (rc != kAclSuccess) {
+      keep(Error(npg_code_of_acl(rc), acl_error_text(api_, "aclrtFree", rc, where()), acl_vendor_error(api_, rc)));
+    }
+  }
+  quarantine_.clear();
+  claim_.release();
+  if (first) throw *first;
+}
+
+int32_t parse_device_id(const std::string& text, const std::string& name) {
+  char* end = nullptr;
+  errno = 0;
+  long v = strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) {
+    throw_error(NPG_INVALID_ARGUMENT, name + "=\"" + text + "\" is not a device id (a non-negative integer)");
+  }
+  return static_cast<int32_t>(v);
+}
+
+int32_t bind_root_device(const AclApi& api, const std::string& device_text) {
+  int32_t device = -1;
+  int32_t current = -1;
+  const bool has_current = api.aclrtGetDevice(&current) == kAclSuccess && current >= 0;
+  if (!device_text.empty()) {
+    device = parse_device_id(device_text, "bind_address device");
+  } else if (has_current) {
+    device = current;
+  } else {
+    const char* env = getenv("NPUGATHER_DEVICE_ID");
+    device = env != nullptr && env[0] != '\0' ? parse_device_id(env, "NPUGATHER_DEVICE_ID") : 0;
+  }
+  if (!has_current || current != device) {
+    aclError rc = api.aclrtSetDevice(device);
+    if (rc != kAclSuccess) throw_acl_error(api, "aclrtSetDevice", rc, "(device " + std::to_string(device) + ")");
+  }
+  return device;
+}
+
+}  // namespace cann
+}  // namespace npg

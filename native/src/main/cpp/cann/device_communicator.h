@@ -1,0 +1,122 @@
+// The communicator of every device backend (hccl, lccl): one vendor communicator and one
+// stream on one claimed device. Host buffers are staged through device memory; the
+// collective runs on the device. The vendor library is behind DeviceCollectives.
+#ifndef NPUGATHER_CANN_DEVICE_COMMUNICATOR_H_
+#define NPUGATHER_CANN_DEVICE_COMMUNICATOR_H_
+
+#include <stdint.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../core/backend.h"
+#include "../core/communicator.h"
+#include "acl_library.h"
+#include "device_claim.h"
+
+namespace npg {
+namespace cann {
+
+// What a vendor collective library does for a DeviceCommunicator. Calls run on the
+// communicator's device, one at a time.
+class DeviceCollectives {
+ public:
+  virtual ~DeviceCollectives() = default;
+  // "HcclAllGather", for messages.
+  virtual const char* all_gather_name() const = 0;
+  // Enqueues on stream an all-gather of bytes per rank (recv holds rank_size * bytes);
+  // throws the vendor's error, with op naming the call in the message.
+  virtual void all_gather(const char* op, void* send, void* recv, uint64_t bytes, aclrtStream stream,
+                          const std::string& where) = 0;
+  // True when ragged blocks need no padding: all_gather_v exists.
+  virtual bool has_all_gather_v() const { return false; }
+  virtual const char* all_gather_v_name() const { return "all-gather-v"; }
+  // Enqueues an all-gather-v in bytes: rank r's counts[r] bytes land at recv + displs[r].
+  virtual void all_gather_v(void* send, uint64_t bytes, void* recv, const uint64_t* counts, const uint64_t* displs,
+                            aclrtStream stream, const std::string& where);
+  // Releases the vendor communicator; called once. Throws the vendor's error.
+  virtual void destroy(const std::string& where) = 0;
+};
+
+class DeviceCommunicator final : public Communicator {
+ public:
+  // Creates the vendor communicator on the bound device, or throws.
+  using Connect = std::function<std::unique_ptr<DeviceCollectives>(const DeviceCommunicator&)>;
+
+  // Claims config.device_id for this process, binds it, creates the stream, then runs connect.
+  // On failure everything acquired so far is released before the error propagates.
+  static std::unique_ptr<DeviceCommunicator> create(const AclApi& api, const std::string& backend,
+                                                    const CommConfig& config, const Connect& connect);
+  ~DeviceCommunicator() override;
+
+  int32_t rank() const override { return rank_; }
+  int32_t size() const override { return size_; }
+  int32_t device() const { return device_; }
+  int64_t timeout_ms() const { return timeout_ms_; }
+  const AclApi& api() const { return api_; }
+  // The backend's name, e.g. "hccl".
+  const char* transport() const override { return backend_.c_str(); }
+  // "on rank 1 (device 1)", for messages.
+  std::string where() const;
+  // ACL's current device is per thread and Java calls from pooled threads: every path binds.
+  void bind_device() const;
+
+  void all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
+                    const uint64_t* counts_bytes, const uint64_t* displs_bytes) override;
+  // Interruptible: the wait for the stream (when aclrtSynchronizeStreamWithTimeout exists),
+  // polled every 100 ms. Not interruptible: an enqueue or a copy already inside CANN, and the
+  // blocking aclrtSynchronizeStream of runtimes without the timeout variant (there only the
+  // vendor's own execution timeout bounds a stuck collective). The vendor communicator is
+  // destroyed as soon as no call uses it.
+  void abort() noexcept override;
+  void close() override;
+
+ private:
+  class DeviceBuffer;
+  using Clock = std::chrono::steady_clock;
+
+  DeviceCommunicator(const AclApi& api, const std::string& backend, const CommConfig& config);
+  void begin_call();
+  void end_call() noexcept;
+  void destroy_collectives_locked() noexcept;
+  // Runs one collective that enqueue() puts on the stream, then waits for the stream.
+  template <typename Enqueue>
+  void run_collective(const char* op, Enqueue&& enqueue, std::vector<DeviceBuffer*> buffers,
+                      Clock::time_point deadline);
+  void wait_stream(const char* op, Clock::time_point deadline);
+  void check_same_layout(const uint64_t* counts_bytes, Clock::time_point deadline);
+
+  const AclApi& api_;
+  const std::string backend_;
+  int32_t rank_;
+  int32_t size_;
+  int32_t device_;
+  int64_t timeout_ms_;
+  DeviceClaim claim_;
+  std::mutex mutex_;  // guards collectives_, busy_, broken_, quarantine_
+  std::unique_ptr<DeviceCollectives> collectives_;
+  aclrtStream stream_ = nullptr;
+  bool busy_ = false;
+  std::atomic<bool> aborted_{false};
+  std::string broken_;  // first failure that leaves the stream or the communicator unusable
+  // Device buffers a stream that did not finish may still touch; freed after the stream is gone.
+  std::vector<void*> quarantine_;
+};
+
+// The device npg_get_root_info runs on, which a device backend needs before the vendor's
+// root call: device_text when not empty (from bind_address "device:N"), else the device
+// already current on this thread, else NPUGATHER_DEVICE_ID, else 0. Binds it.
+int32_t bind_root_device(const AclApi& api, const std::string& device_text);
+
+// Parses a non-negative device id; NPG_INVALID_ARGUMENT naming name otherwise.
+int32_t parse_device_id(const std::string& text, const std::string& name);
+
+}  // namespace cann
+}  // namespace npg
+
+#endif  // NPUGATHER_CANN_DEVICE_COMMUNICATOR_H_

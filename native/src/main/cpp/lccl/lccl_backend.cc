@@ -1,0 +1,232 @@
+#include "lccl_backend.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "../cann/device_communicator.h"
+#include "../core/error.h"
+#include "lcal_library.h"
+#include "lccl_communicator.h"
+
+namespace npg {
+namespace lccl {
+namespace {
+
+// Our root info: a header, a random nonce (the thread-mode uid), the root host's boot id
+// (LCCL is single-node: a rank on another host is refused at once), then LCAL's unique id.
+constexpr char kMagic[8] = {'N', 'P', 'G', 'L', 'C', 'C', 'L', '\0'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kNonceBytes = 16;
+constexpr size_t kBootIdBytes = 40;
+constexpr size_t kHeaderBytes = sizeof(kMagic) + 2 * sizeof(uint32_t);
+constexpr size_t kNonceAt = kHeaderBytes;
+constexpr size_t kBootIdAt = kNonceAt + kNonceBytes;
+constexpr size_t kUniqueIdAt = kBootIdAt + kBootIdBytes;
+constexpr size_t kRootInfoBytes = kUniqueIdAt + kLcalUniqueIdBytes;
+
+struct LcclRootInfo {
+  uint8_t nonce[kNonceBytes];
+  std::string boot_id;
+  LcalUniqueId unique_id;
+};
+
+void write_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+uint32_t read_u32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+
+// The kernel's boot id: equal on two ranks iff they run on the same host (boot).
+std::string boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  if (id.empty()) throw_error(NPG_SYSTEM_ERROR, "cannot read /proc/sys/kernel/random/boot_id");
+  return id.substr(0, kBootIdBytes - 1);
+}
+
+LcclRootInfo parse_root_info(const void* data, size_t size) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  if (size < kHeaderBytes || memcmp(p, kMagic, sizeof(kMagic)) != 0) {
+    throw_error(NPG_INVALID_ARGUMENT, "root_info (" + std::to_string(size) +
+                                          " bytes) is not a root info of backend lccl; pass the bytes that "
+                                          "npg_get_root_info(\"lccl\") wrote on the root rank");
+  }
+  uint32_t version = read_u32(p + sizeof(kMagic));
+  uint32_t payload = read_u32(p + sizeof(kMagic) + 4);
+  if (version != kVersion || payload != kLcalUniqueIdBytes || size != kRootInfoBytes) {
+    throw_error(NPG_INVALID_ARGUMENT, "root_info has version " + std::to_string(version) + ", payload " +
+                                          std::to_string(payload) + " bytes, size " + std::to_string(size) +
+                                          "; this library expects version " + std::to_string(kVersion) + ", " +
+                                          std::to_string(kLcalUniqueIdBytes) + " and " +
+                                          std::to_string(kRootInfoBytes) +
+                                          " (all ranks must run the same NpuGather version)");
+  }
+  LcclRootInfo info;
+  memcpy(info.nonce, p + kNonceAt, kNonceBytes);
+  info.boot_id.assign(reinterpret_cast<const char*>(p + kBootIdAt), strnlen(reinterpret_cast<const char*>(p + kBootIdAt), kBootIdBytes));
+  memcpy(info.unique_id.internal, p + kUniqueIdAt, kLcalUniqueIdBytes);
+  return info;
+}
+
+int parse_int(const std::string& text, long lo, long hi, const std::string& what, const std::string& allowed) {
+  char* end = nullptr;
+  errno = 0;
+  long v = strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi || text[0] == '+' || text[0] == '-') {
+    throw_error(NPG_INVALID_ARGUMENT, what + "; allowed: " + allowed);
+  }
+  return static_cast<int>(v);
+}
+
+// commDomain of multi-process LCCL: "ID" or "ID:SIZE_MB", ID in [0, 65535], SIZE_MB >= 200.
+LcclInit parse_domain(const std::string& domain) {
+  const std::string allowed = "\"ID\" or \"ID:SIZE_MB\" with ID in [0, " + std::to_string(kLcalMaxCommDomain) +
+                              "] and SIZE_MB >= " + std::to_string(kLcalMinBufferMb) +
+                              " (LCCL's shared buffer in MB), or \"\" for the root's unique id";
+  const size_t colon = domain.find(':');
+  LcclInit init;
+  init.kind = LcclInit::Kind::kDomain;
+  const std::string id = domain.substr(0, colon);
+  init.domain = parse_int(id, 0, kLcalMaxCommDomain, "comm_domain \"" + domain + "\" (ID \"" + id + "\") is not valid for backend lccl", allowed);
+  if (colon != std::string::npos) {
+    const std::string mb = domain.substr(colon + 1);
+    init.buffer_mb = parse_int(mb, kLcalMinBufferMb, 1 << 20, "comm_domain \"" + domain + "\" (SIZE_MB \"" + mb + "\") is not valid for backend lccl", allowed);
+  }
+  return init;
+}
+
+// bind_address of npg_get_root_info("lccl"): "", "device:N", "domain:ID" or "device:N,domain:ID".
+// The device is where LcalGetUniqueId runs; the bootstrap port is 10067 + device + ID.
+void parse_bind(const char* bind_address, std::string* device, int* domain) {
+  std::string bind = bind_address ? bind_address : "";
+  size_t at = 0;
+  while (!bind.empty() && at <= bind.size()) {
+    size_t comma = bind.find(',', at);
+    std::string token = bind.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (token.compare(0, 7, "device:") == 0) {
+      *device = token.substr(7);
+    } else if (token.compare(0, 7, "domain:") == 0) {
+      *domain = parse_int(token.substr(7), 0, kLcalMaxCommDomain, "bind_address \"" + bind + "\" has domain \"" + token.substr(7) + "\"", "an integer in [0, " + std::to_string(kLcalMaxCommDomain) + "]");
+    } else {
+      throw_error(NPG_INVALID_ARGUMENT, "bind_address \"" + bind + "\" is not valid for backend lccl: pass NULL, \"\", "
+                                            "\"device:N\", \"domain:ID\" or \"device:N,domain:ID\" (LCCL's "
+                                            "bootstrap listens on port 10067 + N + ID of this host)");
+    }
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+}
+
+std::string hex(const uint8_t* p, size_t n) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out += kDigits[p[i] >> 4];
+    out += kDigits[p[i] & 15];
+  }
+  return out;
+}
+
+class LcclBackend final : public Backend {
+ public:
+  size_t get_root_info(const char* bind_address, void* out, size_t capacity) const override {
+    if (capacity < kRootInfoBytes) {
+      throw_error(NPG_INVALID_ARGUMENT, "capacity " + std::to_string(capacity) +
+                                            " is too small: the lccl root info needs " +
+                                            std::to_string(kRootInfoBytes) + " bytes");
+    }
+    std::string device_text;
+    int domain = 0;
+    parse_bind(bind_address, &device_text, &domain);
+    const LcalApi& api = lcal_api();
+    const int32_t device = cann::bind_root_device(*api.acl, device_text);
+    LcalUniqueId id;
+    memset(&id, 0, sizeof(id));
+    int rc = api.LcalGetUniqueId(&id, domain);
+    if (rc != kLcalSuccess) {
+      throw_lcal_error(api, "LcalGetUniqueId", rc, "(device " + std::to_string(device) + ", domain " +
+                                                     std::to_string(domain) + ")");
+    }
+    uint8_t* p = static_cast<uint8_t*>(out);
+    memset(p, 0, kRootInfoBytes);
+    memcpy(p, kMagic, sizeof(kMagic));
+    write_u32(p + sizeof(kMagic), kVersion);
+    write_u32(p + sizeof(kMagic) + 4, static_cast<uint32_t>(kLcalUniqueIdBytes));
+    std::random_device random;
+    for (size_t i = 0; i < kNonceBytes; ++i) p[kNonceAt + i] = static_cast<uint8_t>(random());
+    const std::string boot = boot_id();
+    memcpy(p + kBootIdAt, boot.data(), boot.size());
+    memcpy(p + kUniqueIdAt, id.internal, kLcalUniqueIdBytes);
+    return kRootInfoBytes;
+  }
+
+  // Multi-process: comm_domain "ID[:SIZE_MB]" selects LCCL's domain init (root_info, when given,
+  // is only checked for the node), "" the root's unique id. Multi-thread: LcalCommInitThread
+  // with comm_domain as uid, or a uid made from the root info when comm_domain is "".
+  std::unique_ptr<Communicator> create_communicator(const CommConfig& config) const override {
+    if (config.device_id < 0) {
+      throw_error(NPG_INVALID_ARGUMENT, "backend lccl needs a device id: device_id is " +
+                                            std::to_string(config.device_id) +
+                                            "; pass the NPU's logical id (0 <= device_id < device count)");
+    }
+    if (!config.rank_table_file.empty()) {
+      throw_error(NPG_INVALID_ARGUMENT, "rank_table_file \"" + config.rank_table_file +
+                                            "\" is for backend hccl only; backend lccl runs on one node and "
+                                            "needs no rank table (pass NULL or \"\")");
+    }
+    if (config.rank_size > kLcalMaxRankSize) {
+      throw_error(NPG_INVALID_ARGUMENT, "rank_size " + std::to_string(config.rank_size) +
+                                            " is out of range for backend lccl [1, " +
+                                            std::to_string(kLcalMaxRankSize) + "]");
+    }
+    const bool has_root = config.root_info != nullptr && config.root_info_size > 0;
+    LcclRootInfo root{};
+    if (has_root) {
+      root = parse_root_info(config.root_info, config.root_info_size);
+      const std::string mine = boot_id();
+      if (root.boot_id != mine) {
+        throw_error(NPG_INVALID_USAGE, "backend lccl runs on one node only: rank " + std::to_string(config.rank) +
+                                           " is on another host than the root (boot id " + mine + " vs " +
+                                           root.boot_id + "); use backend hccl across nodes");
+      }
+    }
+    LcclInit init;
+    if (config.comm_mode == NPG_COMM_MULTI_THREAD) {
+      init.kind = LcclInit::Kind::kThread;
+      if (!config.comm_domain.empty()) {
+        init.uid = config.comm_domain;
+      } else if (has_root) {
+        init.uid = "npugather-" + hex(root.nonce, kNonceBytes);
+      } else {
+        throw_error(NPG_INVALID_ARGUMENT, "backend lccl in multi-thread mode needs a comm_domain (LCCL's uid, "
+                                          "the same on every rank thread) or the root's root_info");
+      }
+    } else if (!config.comm_domain.empty()) {
+      init = parse_domain(config.comm_domain);
+    } else if (has_root) {
+      init.kind = LcclInit::Kind::kUniqueId;
+      init.unique_id = root.unique_id;
+    } else {
+      throw_error(NPG_INVALID_ARGUMENT, "root_info is NULL and comm_domain is \"\"; backend lccl in multi-process "
+                                        "mode needs the root's root_info or a comm_domain \"ID\" or \"ID:SIZE_MB\"");
+    }
+    return create_lccl_communicator(config, init);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_lccl_backend() { return std::unique_ptr<Backend>(new LcclBackend()); }
+
+}  // namespace lccl
+}  // namespace npg

@@ -1,0 +1,313 @@
+// Tests of the lccl backend's binding through the C ABI, over the simulated CANN runtime in
+// this folder (libascendcl.so and liblcal.so on host memory; no NPU is involved: this proves
+// the dlopen/dlsym binding, the three ways LCCL makes a communicator, the staging, the error
+// mapping and the fault handling, never anything about NPU hardware).
+//
+// Usage: lccl_over_simulated_cann_test SUITE [FILTER]
+//   full     NPUGATHER_CANN_LIB_DIR holds the simulated libascendcl.so, libhccl.so and liblcal.so
+//   no-lcal  NPUGATHER_CANN_LIB_DIR holds libascendcl.so only
+// The last line of output is "N passed, N failed".
+#include <sys/wait.h>
+
+#include "simulated_cann_test_support.h"
+
+namespace {
+
+std::vector<uint8_t> lccl_root_info(const char* bind = nullptr) {
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
+  EXPECT_RC(npg_get_root_info("lccl", bind, info.data(), info.size(), &size), NPG_SUCCESS);
+  info.resize(size);
+  return info;
+}
+
+npg_comm_t join(int rank, int n, const std::vector<uint8_t>& info, const std::string& domain = "",
+                int32_t mode = NPG_COMM_MULTI_THREAD, int64_t timeout_ms = 20000) {
+  npg_comm_t comm = nullptr;
+  EXPECT_RC(npg_comm_init("lccl", rank, n, 0, domain.c_str(), mode, rank, nullptr, timeout_ms, 0,
+                          info.empty() ? nullptr : info.data(), info.size(), &comm),
+            NPG_SUCCESS);
+  EXPECT(std::string(npg_comm_transport(comm)) == "lccl");
+  return comm;
+}
+
+// A domain id of this test run: LCCL domains are host-wide, like LCCL's bootstrap port.
+std::string run_domain(int k, const std::string& size_mb = "") {
+  return std::to_string(30000 + (getpid() * 7 + k) % 20000) + (size_mb.empty() ? "" : ":" + size_mb);
+}
+
+void gather_matrix(npg_comm_t comm, int r, int n, uint64_t seed) {
+  gather_checked(comm, r, n, equal_blocks(n, 4099), NPG_INT32, false, seed);
+  gather_checked(comm, r, n, equal_blocks(n, 70000), NPG_BFLOAT16, false, seed + 1);
+  gather_checked(comm, r, n, equal_blocks(n, 777), NPG_INT64, false, seed + 2, /*in_place=*/true);
+  gather_checked(comm, r, n, ragged_blocks(n, seed + 3), NPG_UINT8, true, seed + 4);  // padded: no all-gather-v
+  gather_checked(comm, r, n, ragged_blocks(n, seed + 5), NPG_FLOAT32, true, seed + 6);
+  gather_checked(comm, r, n, equal_blocks(n, 0), NPG_INT8, true, seed + 7);
+}
+
+// Runs fn(rank) in n forked processes; fails when one of them does.
+void on_processes(int n, const std::function<void(int)>& fn) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        fn(r);
+        expect_nothing_leaked();
+      } catch (const std::exception& e) {
+        fprintf(stderr, "process rank %d: %s\n", r, e.what());
+        code = 1;
+      }
+      fflush(stderr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ok = waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
+  }
+  EXPECT(ok);
+}
+
+// ---- tests ----
+
+void test_thread_ranks_of_one_root_info_gather_every_byte() {
+  for (int n = 2; n <= 4; ++n) {
+    auto info = lccl_root_info();
+    on_threads(n, [&](int r) {
+      npg_comm_t comm = join(r, n, info);
+      gather_matrix(comm, r, n, 10 * n);
+      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    });
+  }
+  expect_nothing_leaked();
+}
+
+void test_thread_ranks_meet_on_the_comm_domain_as_uid() {
+  const int n = 3;
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = join(r, n, {}, "threads-" + std::to_string(getpid()));
+    gather_matrix(comm, r, n, 100);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  expect_nothing_leaked();
+}
+
+void test_segmented_sends_deliver_every_block() {
+  const int n = 3;
+  auto info = lccl_root_info();
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = join(r, n, info);
+    Layout l = ragged_blocks(n, 300);
+    std::vector<uint8_t> mine(l.counts[r]);
+    fill(mine.data(), mine.size(), 9, r);
+    std::vector<npg_segment_t> segs;
+    for (uint64_t at = 0; at < mine.size(); at += 1000) segs.push_back({mine.data() + at, std::min<uint64_t>(1000, mine.size() - at)});
+    std::vector<uint8_t> recv(l.total, kUntouched);
+    EXPECT_RC(npg_all_gather_v_segments(comm, segs.data(), segs.size(), recv.data(), l.counts.data(), l.displs.data()),
+              NPG_SUCCESS);
+    std::vector<uint8_t> expected(l.total, kUntouched);
+    for (int p = 0; p < n; ++p)
+      if (p != r) fill(expected.data() + l.displs[p], l.counts[p], 9, p);
+    EXPECT(recv == expected);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  expect_nothing_leaked();
+}
+
+void test_process_ranks_gather_through_the_root_unique_id() {
+  auto info = lccl_root_info(("domain:" + run_domain(1)).c_str());
+  on_processes(3, [&](int r) {
+    npg_comm_t comm = join(r, 3, info, "", NPG_COMM_MULTI_PROCESS);
+    gather_matrix(comm, r, 3, 200);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+}
+
+void test_process_ranks_gather_through_an_id_and_size_domain() {
+  const std::string domain = run_domain(2, "256");
+  on_processes(3, [&](int r) {
+    npg_comm_t comm = join(r, 3, {}, domain, NPG_COMM_MULTI_PROCESS);  // no root info needed
+    gather_matrix(comm, r, 3, 300);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  const std::string id_only = run_domain(3);
+  on_processes(2, [&](int r) {
+    npg_comm_t comm = join(r, 2, {}, id_only, NPG_COMM_MULTI_PROCESS);
+    gather_checked(comm, r, 2, equal_blocks(2, 5000), NPG_UINT8, false, 400);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+}
+
+void test_invalid_comm_domains_are_refused_with_the_rule() {
+  const std::pair<std::string, std::string> cases[] = {
+      {"7:199", "(SIZE_MB \"199\")"}, {"65536", "(ID \"65536\")"}, {"job-1", "(ID \"job-1\")"},
+      {"3:", "(SIZE_MB \"\")"},       {"-1:400", "(ID \"-1\")"}};
+  for (const auto& c : cases) {
+    npg_comm_t comm = nullptr;
+    EXPECT(npg_comm_init("lccl", 0, 2, 0, c.first.c_str(), NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, nullptr, 0,
+                         &comm) == NPG_INVALID_ARGUMENT);
+    expect_text(npg_last_error(), {"comm_domain \"" + c.first + "\"", c.second, "SIZE_MB >= 200", "[0, 65535]"});
+    expect_no_vendor();
+  }
+  show("bad domain");
+  npg_comm_t comm = nullptr;
+  EXPECT(npg_comm_init("lccl", 0, 2, 0, "", NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, nullptr, 0, &comm) ==
+         NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"root_info is NULL and comm_domain is \"\""});
+  expect_nothing_leaked();
+}
+
+void test_ranks_on_another_node_and_rank_tables_are_refused() {
+  auto info = lccl_root_info();
+  auto foreign = info;
+  memcpy(foreign.data() + 32, "00000000-another-host-boot-id-0000000", 37);  // the root's boot id
+  npg_comm_t comm = nullptr;
+  EXPECT(npg_comm_init("lccl", 1, 2, 0, "", NPG_COMM_MULTI_PROCESS, 1, nullptr, 1000, 0, foreign.data(),
+                       foreign.size(), &comm) == NPG_INVALID_USAGE);
+  expect_text(npg_last_error(), {"backend lccl runs on one node only", "rank 1", "use backend hccl"});
+  show("another node");
+  EXPECT(npg_comm_init("lccl", 0, 2, 0, "", NPG_COMM_MULTI_PROCESS, 0, "/tmp/ranks.json", 1000, 0, info.data(),
+                       info.size(), &comm) == NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"is for backend hccl only"});
+  EXPECT(npg_comm_init("lccl", 0, 1, 0, "", NPG_COMM_MULTI_PROCESS, -1, nullptr, 1000, 0, info.data(), info.size(),
+                       &comm) == NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"backend lccl needs a device id"});
+  std::vector<uint8_t> hccl(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
+  EXPECT_RC(npg_get_root_info("hccl", nullptr, hccl.data(), hccl.size(), &size), NPG_SUCCESS);
+  EXPECT(npg_comm_init("lccl", 0, 1, 0, "", NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, hccl.data(), size, &comm) ==
+         NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"not a root info of backend lccl"});
+  EXPECT(npg_get_root_info("lccl", "127.0.0.1", hccl.data(), hccl.size(), &size) == NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"not valid for backend lccl", "device:N,domain:ID"});
+  expect_nothing_leaked();
+}
+
+void test_injected_init_failure_is_a_vendor_error_on_every_rank() {
+  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "-5");
+  auto info = lccl_root_info();
+  on_threads(3, [&](int r) {
+    npg_comm_t comm = nullptr;
+    EXPECT(npg_comm_init("lccl", r, 3, 0, "", NPG_COMM_MULTI_THREAD, r, nullptr, 5000, 0, info.data(), info.size(),
+                         &comm) == NPG_TIMEOUT);
+    EXPECT(comm == nullptr);
+    expect_text(npg_last_error(), {"LcalCommInitThread returned LCAL_ERROR_TIMEOUT (-5)", "rank " + std::to_string(r),
+                                   "simulated LCAL: injected init failure"});
+    expect_vendor("LCAL", -5, "LCAL_ERROR_TIMEOUT", r, "simulated LCAL: injected init failure");
+    if (r == 0) show("init failure");
+  });
+  expect_nothing_leaked();
+}
+
+void test_rank_whose_collective_fails_makes_every_peer_fail() {
+  ScopedEnv fail_rank("NPUGATHER_FAKE_CANN_FAIL_RANK", "1");
+  const int n = 3;
+  auto info = lccl_root_info();
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = join(r, n, info, "", NPG_COMM_MULTI_THREAD, 5000);
+    std::vector<uint8_t> send(64), recv(64 * n);
+    npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8);
+    if (r == 1) {
+      EXPECT(rc == NPG_SYSTEM_ERROR);
+      expect_text(npg_last_error(), {"LcclAllGather", "LCAL_ERROR_INTERNAL (-4)", "rank 1"});
+      expect_vendor("LCAL", -4, "LCAL_ERROR_INTERNAL", 1);
+    } else {
+      EXPECT(rc == NPG_REMOTE_ERROR);
+      expect_vendor("ACL", 507057, "ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", r);
+    }
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  expect_nothing_leaked();
+}
+
+void test_collective_that_never_completes_times_out_and_abort_ends_it() {
+  ScopedEnv hang("NPUGATHER_FAKE_CANN_HANG", "allgather");
+  const int n = 2;
+  auto info = lccl_root_info();
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = join(r, n, info, "", NPG_COMM_MULTI_THREAD, 600);
+    std::vector<uint8_t> send(64), recv(64 * n);
+    auto t0 = Clock::now();
+    EXPECT(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8) == NPG_TIMEOUT);
+    EXPECT(ms_since(t0) >= 500 && ms_since(t0) < 2000);
+    expect_text(npg_last_error(), {"LcclAllGather (layout check) did not complete within the timeout of 600 ms"});
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  auto info2 = lccl_root_info();
+  npg_comm_t comms[n];
+  on_threads(n, [&](int r) { comms[r] = join(r, n, info2, "", NPG_COMM_MULTI_THREAD, 30000); });
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (int r = 0; r < n; ++r) npg_comm_abort(comms[r]);
+  });
+  auto t0 = Clock::now();
+  on_threads(n, [&](int r) {
+    std::vector<uint8_t> send(64), recv(64 * n);
+    EXPECT(npg_all_gather(comms[r], send.data(), recv.data(), 64, NPG_UINT8) == NPG_ABORTED);
+  });
+  aborter.join();
+  EXPECT(ms_since(t0) < 1500);
+  for (int r = 0; r < n; ++r) EXPECT_RC(npg_comm_destroy(comms[r]), NPG_SUCCESS);
+  expect_nothing_leaked();
+}
+
+// One communicating operation per device, whichever backend holds it.
+void test_device_held_by_an_hccl_communicator_is_refused_to_lccl() {
+  std::vector<uint8_t> hccl(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
+  EXPECT_RC(npg_get_root_info("hccl", "device:5", hccl.data(), hccl.size(), &size), NPG_SUCCESS);
+  npg_comm_t first = nullptr;
+  EXPECT_RC(npg_comm_init("hccl", 0, 1, 0, "", 0, 5, nullptr, 5000, 0, hccl.data(), size, &first), NPG_SUCCESS);
+  auto info = lccl_root_info();
+  npg_comm_t second = nullptr;
+  EXPECT(npg_comm_init("lccl", 0, 1, 0, "", NPG_COMM_MULTI_THREAD, 5, nullptr, 5000, 0, info.data(), info.size(),
+                       &second) == NPG_INVALID_USAGE);
+  expect_text(npg_last_error(), {"backend lccl: device 5 is already used", "rank 0 of 1, backend hccl"});
+  show("device taken");
+  EXPECT_RC(npg_comm_destroy(first), NPG_SUCCESS);
+  second = join(0, 1, info);  // device 0 of a one-rank group
+  gather_checked(second, 0, 1, equal_blocks(1, 100), NPG_UINT8, false, 1);
+  EXPECT_RC(npg_comm_destroy(second), NPG_SUCCESS);
+  expect_nothing_leaked();
+}
+
+void test_missing_liblcal_names_the_file_and_the_fix() {
+  const std::string dir = getenv("NPUGATHER_CANN_LIB_DIR");
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
+  EXPECT(npg_get_root_info("lccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
+  expect_text(npg_last_error(), {"backend lccl: loaded " + dir + "/libascendcl.so but cannot load liblcal.so",
+                                 dir + "/liblcal.so (NPUGATHER_CANN_LIB_DIR): no such file",
+                                 "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_1/lib/liblcal.so",
+                                 "source /usr/local/Ascend/nnal/atb/set_env.sh"});
+  show("no liblcal.so");
+}
+
+const Test kTests[] = {
+    {"thread_ranks_of_one_root_info_gather_every_byte", test_thread_ranks_of_one_root_info_gather_every_byte, "full"},
+    {"thread_ranks_meet_on_the_comm_domain_as_uid", test_thread_ranks_meet_on_the_comm_domain_as_uid, "full"},
+    {"segmented_sends_deliver_every_block", test_segmented_sends_deliver_every_block, "full"},
+    {"process_ranks_gather_through_the_root_unique_id", test_process_ranks_gather_through_the_root_unique_id, "full"},
+    {"process_ranks_gather_through_an_id_and_size_domain", test_process_ranks_gather_through_an_id_and_size_domain,
+     "full"},
+    {"invalid_comm_domains_are_refused_with_the_rule", test_invalid_comm_domains_are_refused_with_the_rule, "full"},
+    {"ranks_on_another_node_and_rank_tables_are_refused", test_ranks_on_another_node_and_rank_tables_are_refused,
+     "full"},
+    {"injected_init_failure_is_a_vendor_error_on_every_rank", test_injected_init_failure_is_a_vendor_error_on_every_rank,
+     "full"},
+    {"rank_whose_collective_fails_makes_every_peer_fail", test_rank_whose_collective_fails_makes_every_peer_fail,
+     "full"},
+    {"collective_that_never_completes_times_out_and_abort_ends_it",
+     test_collective_that_never_completes_times_out_and_abort_ends_it, "full"},
+    {"device_held_by_an_hccl_communicator_is_refused_to_lccl",
+     test_device_held_by_an_hccl_communicator_is_refused_to_lccl, "full"},
+    {"missing_liblcal_names_the_file_and_the_fix", test_missing_liblcal_names_the_file_and_the_fix, "no-lcal"},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) { return run_tests(argc, argv, kTests, "full|no-lcal"); }
