@@ -33,37 +33,20 @@ class HcclOverSimulatedCannTest {
   private static final Path OUT = MODULE.resolve("target/fake-cann");
   private static final Path PROGRAM = OUT.resolve("hccl_over_simulated_cann_test");
 
-  private static final List<String> LIB_FLAGS = List.of("g++", "-std=c++17", "-O1", "-fPIC", "-shared",
-      "-pthread", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden");
-
-  /** Library variants: a complete CANN, one without optional symbols, one with libhcomm.so. */
+  /**
+   * Library variants (src/test/cpp/fake_cann/build-fake-cann.sh): a complete CANN, one without
+   * optional symbols, one with libhcomm.so; and the C++ test program.
+   */
   @BeforeAll
   static void buildSimulatedCann() throws Exception {
     assertTrue(Files.isRegularFile(CORE_ARCHIVE), "missing " + CORE_ARCHIVE);
     Files.createDirectories(OUT.resolve("empty"));
-    List<List<String>> acl = new ArrayList<>();
-    List<List<String>> hccl = new ArrayList<>();
-    for (String variant : List.of("lib64", "lib64-minimal", "lib64-split")) {
-      Path dir = OUT.resolve(variant);
-      Files.createDirectories(dir);
-      List<String> defines = variant.equals("lib64-minimal") ? List.of("-DFAKE_CANN_MINIMAL") : List.of();
-      acl.add(compileLibrary(defines, "fake_acl.cc", dir.resolve("libascendcl.so"), List.of()));
-      List<String> link = List.of("-L" + dir, "-lascendcl", "-Wl,-rpath,$ORIGIN");
-      if (variant.equals("lib64-split")) {
-        hccl.add(compileLibrary(List.of("-DFAKE_CANN_COLLECTIVES_ONLY"), "fake_hccl.cc", dir.resolve("libhccl.so"),
-            link));
-        hccl.add(compileLibrary(List.of("-DFAKE_CANN_COMM_MANAGEMENT_ONLY"), "fake_hccl.cc",
-            dir.resolve("libhcomm.so"), link));
-      } else {
-        hccl.add(compileLibrary(defines, "fake_hccl.cc", dir.resolve("libhccl.so"), link));
-      }
-    }
-    List<List<String>> first = new ArrayList<>(acl);
-    first.add(List.of("g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Wextra", "-Werror",
-        "-Isrc/main/cpp/include", SOURCES.resolve("hccl_over_simulated_cann_test.cc").toString(),
-        CORE_ARCHIVE.toString(), "-o", PROGRAM.toString()));
-    runAll(first);  // libhccl links against libascendcl, so that one comes first
-    runAll(hccl);
+    runAll(List.of(
+        List.of("bash", SOURCES.resolve("build-fake-cann.sh").toString(), OUT.toString(),
+            "--all-variants"),
+        List.of("g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Wextra", "-Werror",
+            "-Isrc/main/cpp/include", SOURCES.resolve("hccl_over_simulated_cann_test.cc").toString(),
+            CORE_ARCHIVE.toString(), "-o", PROGRAM.toString())));
     // Incomplete installations: ACL without HCCL, and a split HCCL without its libhcomm.so.
     copy("lib64/libascendcl.so", "lib64-acl-only/libascendcl.so");
     copy("lib64-split/libascendcl.so", "lib64-no-hcomm/libascendcl.so");
@@ -73,15 +56,6 @@ class HcclOverSimulatedCannTest {
   private static void copy(String from, String to) throws Exception {
     Files.createDirectories(OUT.resolve(to).getParent());
     Files.copy(OUT.resolve(from), OUT.resolve(to), StandardCopyOption.REPLACE_EXISTING);
-  }
-
-  private static List<String> compileLibrary(List<String> defines, String source, Path output, List<String> link) {
-    List<String> command = new ArrayList<>(LIB_FLAGS);
-    command.addAll(defines);
-    command.add(SOURCES.resolve(source).toString());
-    command.addAll(link);
-    command.addAll(List.of("-o", output.toString()));
-    return command;
   }
 
   private static void runAll(List<List<String>> commands) throws Exception {
