@@ -88,6 +88,8 @@ public final class GatherTask implements Serializable {
       long t2 = System.nanoTime();
 
       group.connect(runDomain);
+      String transport = group.communicator().transport();
+      int device = group.entries().get(rank).deviceId();
       if (options.failureInjectedFor(rank, context.stageAttemptNumber())) {
         // As a rank that dies in the collective: its peers see it fail at once.
         throw new IllegalStateException(where + ": failure injected by "
@@ -124,8 +126,9 @@ public final class GatherTask implements Serializable {
       metrics.addTask(counts[rank] * (rankSize - 1), received, rows, t1 - t0, t2 - t1, t3 - t2);
       // The batches handed out below are slices: no allocation after this point.
       metrics.addMemory(ownBytes, resources.allocator.getPeakMemoryAllocation());
-      LOG.info("{}: gathered {} rows, {} bytes received, {} sent; conversion {} ms, rendezvous {}"
-          + " ms, collective {} ms", where, rows, received, counts[rank] * (rankSize - 1),
+      LOG.info("{}: gathered {} rows over {} (device {}), {} bytes received, {} sent; conversion"
+          + " {} ms, rendezvous {} ms, collective {} ms", where, rows, transport, device, received,
+          counts[rank] * (rankSize - 1),
           (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000);
       return resources.batches(rankSize);
     } catch (RuntimeException | Error e) {

@@ -27,18 +27,8 @@ class CommunicatorOverSimulatedCannTest {
 
   @BeforeAll
   static void buildSimulatedCann() throws Exception {
-    Files.createDirectories(LIB_DIR);
-    List<String> flags = List.of("g++", "-std=c++17", "-O1", "-fPIC", "-shared", "-pthread",
-        "-fvisibility=hidden");
-    compile(flags, List.of(SOURCES.resolve("fake_acl.cc").toString(), "-o",
-        LIB_DIR.resolve("libascendcl.so").toString()));
-    compile(flags, List.of(SOURCES.resolve("fake_hccl.cc").toString(), "-L" + LIB_DIR, "-lascendcl",
-        "-Wl,-rpath,$ORIGIN", "-o", LIB_DIR.resolve("libhccl.so").toString()));
-  }
-
-  private static void compile(List<String> flags, List<String> rest) throws Exception {
-    List<String> command = new ArrayList<>(flags);
-    command.addAll(rest);
+    List<String> command = List.of("bash", SOURCES.resolve("build-fake-cann.sh").toString(),
+        LIB_DIR.getParent().toString());
     Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
     String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     assertTrue(p.waitFor(300, TimeUnit.SECONDS), "timed out: " + command);

@@ -74,10 +74,7 @@ class ExecutorKilledDuringGatherTest {
     // Whatever happened, let a still-blocked rank 1 go.
     Files.writeString(markers.resolve("released"), "");
     try {
-      SparkCluster.waitUntil(Duration.ofSeconds(10),
-          () -> GatherChecks.sharedMemoryObjects(cluster).isEmpty());
-      assertEquals(List.of(), GatherChecks.sharedMemoryObjects(cluster),
-          "/dev/shm objects with suffix " + cluster.sharedMemorySuffix());
+      GatherChecks.assertNoSharedMemoryObjects(cluster);
     } finally {
       try (Stream<Path> walk = Files.walk(markers)) {
         walk.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());

@@ -6,8 +6,10 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -16,9 +18,12 @@ import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import io.npugather.spark.NpuGather;
+import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -27,8 +32,11 @@ import scala.jdk.javaapi.CollectionConverters;
 /** Expected-output checks, test data and log / shared-memory inspection. */
 final class GatherChecks {
   /** The line a rank logs when its gather is done (logger GatherTask; see log4j2.properties). */
-  private static final Pattern GATHERED =
-      Pattern.compile("(?m)^.* GatherTask: .*\\brank (\\d+)/\\d+\\b.*gathered.*$");
+  private static final Pattern GATHERED = Pattern.compile("(?m)^.* GatherTask: .*\\brank"
+      + " (\\d+)/\\d+\\b.*gathered \\d+ rows over (\\S+) \\(device (-?\\d+)\\).*$");
+
+  /** One rank's gather as its executor logged it. */
+  record Gather(int rank, Path executor, String transport, int device) {}
 
   private GatherChecks() {}
 
@@ -56,6 +64,35 @@ final class GatherChecks {
         assertEquals(expected.get(i), got.get(i), "output partition " + p + ", row " + i);
       }
     }
+  }
+
+  /**
+   * allGatherOnNpu of random mixed rows in {@code rankSize} partitions on the cluster: every
+   * output partition checked row by row; each rank gathered once, in its own executor JVM, over
+   * {@code transport}. Returns the ranks' gathers in rank order.
+   */
+  static List<Gather> gatherMixedRows(SparkCluster cluster, int rankSize,
+      Map<String, String> options, long seed, String transport) {
+    SparkSession spark = cluster.spark();
+    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    Dataset<Row> df = spark.createDataFrame(
+        jsc.parallelize(mixedRows(6_000 * rankSize, seed), rankSize), MIXED);
+    List<List<Row>> in = partitions(df);
+    assertEquals(rankSize, in.size());
+    Map<Path, Integer> offsets = logOffsets(cluster);
+
+    List<List<Row>> out = partitions(NpuGather.allGatherOnNpu(df, options));
+
+    assertRankMajorOnEveryPartition(in, out);
+    List<Gather> gathers = gathersSince(cluster, offsets);
+    assertEquals(rankSize, gathers.size(), "one gather per rank: " + gathers);
+    for (int r = 0; r < rankSize; r++) {
+      assertEquals(r, gathers.get(r).rank(), "gathers: " + gathers);
+      assertEquals(transport, gathers.get(r).transport(), "gathers: " + gathers);
+    }
+    assertEquals(rankSize, gathers.stream().map(Gather::executor).distinct().count(),
+        "ranks sharing an executor: " + gathers);
+    return gathers;
   }
 
   static List<List<Row>> partitions(Dataset<Row> df) {
@@ -119,20 +156,31 @@ final class GatherChecks {
     return rows;
   }
 
-  /**
-   * Which executor logged the gather of which rank, from the text the executors logged after
-   * {@code offsets} (as returned by {@link #logOffsets}): rank -> executor directories.
-   */
-  static Map<Integer, List<Path>> ranksByExecutor(SparkCluster cluster,
-      Map<Path, Integer> offsets) {
-    Map<Integer, List<Path>> ranks = new TreeMap<>();
+  /** The gathers the executors logged after {@code offsets} (as returned by {@link #logOffsets}). */
+  static List<Gather> gathersSince(SparkCluster cluster, Map<Path, Integer> offsets) {
+    List<Gather> gathers = new ArrayList<>();
     cluster.executorStderr().forEach((dir, text) -> {
       String fresh = text.substring(Math.min(text.length(), offsets.getOrDefault(dir, 0)));
       Matcher m = GATHERED.matcher(fresh);
       while (m.find()) {
-        ranks.computeIfAbsent(Integer.parseInt(m.group(1)), r -> new ArrayList<>()).add(dir);
+        gathers.add(new Gather(Integer.parseInt(m.group(1)), dir, m.group(2),
+            Integer.parseInt(m.group(3))));
       }
     });
+    gathers.sort(Comparator.comparingInt(Gather::rank));
+    return gathers;
+  }
+
+  /**
+   * Which executor logged the gather of which rank, after {@code offsets}: rank -> executor
+   * directories.
+   */
+  static Map<Integer, List<Path>> ranksByExecutor(SparkCluster cluster,
+      Map<Path, Integer> offsets) {
+    Map<Integer, List<Path>> ranks = new TreeMap<>();
+    for (Gather g : gathersSince(cluster, offsets)) {
+      ranks.computeIfAbsent(g.rank(), r -> new ArrayList<>()).add(g.executor());
+    }
     return ranks;
   }
 
@@ -140,6 +188,16 @@ final class GatherChecks {
     Map<Path, Integer> offsets = new HashMap<>();
     cluster.executorStderr().forEach((dir, text) -> offsets.put(dir, text.length()));
     return offsets;
+  }
+
+  /**
+   * No /dev/shm object of the cluster's run is left. Tasks release their resources when they
+   * complete, which may trail the job's end by a moment.
+   */
+  static void assertNoSharedMemoryObjects(SparkCluster cluster) {
+    SparkCluster.waitUntil(Duration.ofSeconds(10), () -> sharedMemoryObjects(cluster).isEmpty());
+    assertEquals(List.of(), sharedMemoryObjects(cluster),
+        "/dev/shm objects with suffix " + cluster.sharedMemorySuffix());
   }
 
   /** The /dev/shm objects of this project that carry the cluster's name suffix. */

@@ -1,5 +1,8 @@
 package io.npugather.it;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import io.npugather.AllGatherOperation;
 import io.npugather.AllGatherParam;
 import io.npugather.Communicator;
@@ -8,7 +11,11 @@ import io.npugather.CommunicatorOptions.HostTransport;
 import io.npugather.DType;
 import io.npugather.RootInfo;
 import io.npugather.Tensor;
+import java.io.IOException;
 import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import org.apache.arrow.memory.BufferAllocator;
@@ -40,7 +47,39 @@ final class TransportProbe extends AbstractFunction1<Iterator<Object>, Iterator<
     this.transport = transport;
   }
 
-  /** One line per rank, in rank order: {@code rank transport pid wrongValues}. */
+  /** What one rank saw: the transport chosen, its pid, wrong values, its network namespace. */
+  record Rank(int rank, String transport, long pid, long wrongValues, String netNamespace) {
+    static Rank parse(String line) {
+      String[] f = line.split(" ");
+      return new Rank(Integer.parseInt(f[0]), f[1], Long.parseLong(f[2]), Long.parseLong(f[3]),
+          f[4]);
+    }
+  }
+
+  /**
+   * Runs the probe on {@code rankSize} ranks and checks that every rank is in its own executor
+   * JVM of {@code cluster}, chose {@code expected} and received every value right.
+   */
+  static List<Rank> check(SparkCluster cluster, int rankSize, HostTransport transport,
+      String expected) {
+    List<Rank> ranks = run(cluster.spark().sparkContext(), rankSize, transport).stream()
+        .map(Rank::parse).toList();
+    assertEquals(rankSize, ranks.size(), ranks.toString());
+    List<Long> executorPids = cluster.executorPids();
+    for (int r = 0; r < rankSize; r++) {
+      Rank rank = ranks.get(r);
+      assertEquals(r, rank.rank(), ranks.toString());
+      assertEquals(expected, rank.transport(), "rank " + r + ": " + ranks);
+      assertEquals(0, rank.wrongValues(), "rank " + r + ": " + ranks);
+      assertTrue(executorPids.contains(rank.pid()),
+          "rank " + r + " not in an executor JVM " + executorPids + ": " + ranks);
+    }
+    assertEquals(rankSize, ranks.stream().map(Rank::pid).distinct().count(),
+        "ranks sharing a process: " + ranks);
+    return ranks;
+  }
+
+  /** One line per rank, in rank order: {@code rank transport pid wrongValues netNamespace}. */
   static List<String> run(SparkContext sc, int rankSize, HostTransport transport) {
     List<Object> ranks = new java.util.ArrayList<>();
     for (int r = 0; r < rankSize; r++) {
@@ -85,8 +124,18 @@ final class TransportProbe extends AbstractFunction1<Iterator<Object>, Iterator<
         }
       }
     }
-    String line = rank + " " + chosen + " " + ProcessHandle.current().pid() + " " + wrong;
+    String line = rank + " " + chosen + " " + ProcessHandle.current().pid() + " " + wrong + " "
+        + netNamespace();
     return CollectionConverters.asScala(List.of(line).iterator());
+  }
+
+  /** This process's network namespace, e.g. {@code net:[4026531840]}. */
+  static String netNamespace() {
+    try {
+      return Files.readSymbolicLink(Path.of("/proc/self/ns/net")).toString();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
   }
 
   private static long value(int rank, long i) {

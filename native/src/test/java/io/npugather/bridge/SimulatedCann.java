@@ -29,15 +29,14 @@ final class SimulatedCann {
   static final Path OUT = MODULE.resolve("target/fake-cann");
   private static final Path CORE_ARCHIVE = MODULE.resolve("target/native/libnpugather_core.a");
   private static final Path SOURCES = MODULE.resolve("src/test/cpp/fake_cann");
-  private static final List<String> LIB_FLAGS = List.of("g++", "-std=c++17", "-O1", "-fPIC", "-shared",
-      "-pthread", "-Wall", "-Wextra", "-Werror", "-fvisibility=hidden");
   private static boolean built;
 
   private SimulatedCann() {}
 
   /**
-   * Library variants: lib64 (complete: ACL, HCCL, LCAL), lib64-minimal (no optional symbols),
-   * lib64-split (HCCL's communicator management in libhcomm.so), and the incomplete installs
+   * Library variants, built by {@code build-fake-cann.sh} (which the other modules' tests use
+   * too): lib64 (complete: ACL, HCCL, LCAL), lib64-minimal (no optional symbols), lib64-split
+   * (HCCL's communicator management in libhcomm.so); the incomplete installs
    * lib64-acl-only and lib64-no-hcomm; plus the C++ test programs.
    */
   static synchronized void build() throws Exception {
@@ -46,34 +45,15 @@ final class SimulatedCann {
     }
     assertTrue(Files.isRegularFile(CORE_ARCHIVE), "missing " + CORE_ARCHIVE);
     Files.createDirectories(OUT.resolve("empty"));
-    List<List<String>> acl = new ArrayList<>();
-    List<List<String>> collectives = new ArrayList<>();
-    for (String variant : List.of("lib64", "lib64-minimal", "lib64-split")) {
-      Path dir = OUT.resolve(variant);
-      Files.createDirectories(dir);
-      List<String> defines = variant.equals("lib64-minimal") ? List.of("-DFAKE_CANN_MINIMAL") : List.of();
-      acl.add(compileLibrary(defines, "fake_acl.cc", dir.resolve("libascendcl.so"), List.of()));
-      List<String> link = List.of("-L" + dir, "-lascendcl", "-Wl,-rpath,$ORIGIN");
-      if (variant.equals("lib64-split")) {
-        collectives.add(compileLibrary(List.of("-DFAKE_CANN_COLLECTIVES_ONLY"), "fake_hccl.cc",
-            dir.resolve("libhccl.so"), link));
-        collectives.add(compileLibrary(List.of("-DFAKE_CANN_COMM_MANAGEMENT_ONLY"), "fake_hccl.cc",
-            dir.resolve("libhcomm.so"), link));
-      } else {
-        collectives.add(compileLibrary(defines, "fake_hccl.cc", dir.resolve("libhccl.so"), link));
-      }
-      if (variant.equals("lib64")) {
-        collectives.add(compileLibrary(defines, "fake_lcal.cc", dir.resolve("liblcal.so"), link));
-      }
-    }
-    List<List<String>> first = new ArrayList<>(acl);
+    List<List<String>> commands = new ArrayList<>();
+    commands.add(List.of("bash", SOURCES.resolve("build-fake-cann.sh").toString(), OUT.toString(),
+        "--all-variants"));
     for (String program : List.of("hccl_over_simulated_cann_test", "lccl_over_simulated_cann_test")) {
-      first.add(List.of("g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Wextra", "-Werror",
+      commands.add(List.of("g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Wextra", "-Werror",
           "-Isrc/main/cpp/include", SOURCES.resolve(program + ".cc").toString(),
           CORE_ARCHIVE.toString(), "-o", OUT.resolve(program).toString()));
     }
-    runAll(first);  // the collective libraries link against libascendcl, so that one comes first
-    runAll(collectives);
+    runAll(commands);
     copy("lib64/libascendcl.so", "lib64-acl-only/libascendcl.so");
     copy("lib64-split/libascendcl.so", "lib64-no-hcomm/libascendcl.so");
     copy("lib64-split/libhccl.so", "lib64-no-hcomm/libhccl.so");
@@ -83,16 +63,6 @@ final class SimulatedCann {
   private static void copy(String from, String to) throws Exception {
     Files.createDirectories(OUT.resolve(to).getParent());
     Files.copy(OUT.resolve(from), OUT.resolve(to), StandardCopyOption.REPLACE_EXISTING);
-  }
-
-  private static List<String> compileLibrary(List<String> defines, String source, Path output,
-      List<String> link) {
-    List<String> command = new ArrayList<>(LIB_FLAGS);
-    command.addAll(defines);
-    command.add(SOURCES.resolve(source).toString());
-    command.addAll(link);
-    command.addAll(List.of("-o", output.toString()));
-    return command;
   }
 
   private static void runAll(List<List<String>> commands) throws Exception {

@@ -1,0 +1,119 @@
+package io.npugather.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.npugather.spark.AllGatherOptions;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+
+/**
+ * Backend hccl across executor JVMs over the simulated CANN runtime (test-only libascendcl.so /
+ * libhccl.so on host memory, built by the native module's {@code build-fake-cann.sh}): this
+ * exercises the binding and the Spark resource path, not NPU hardware. Each Worker owns one
+ * "npu" from its own discovery script (Worker i: device i + 1); the application asks one per
+ * executor and one per task, so each rank must run on its own executor's device.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class HcclAcrossExecutorJvmsTest {
+  private static final Path MODULE = Path.of(System.getProperty("user.dir"));
+  private static final Path CANN = MODULE.resolve("target/fake-cann");
+  private static final Path DISCOVERY = MODULE.resolve("target/fake-npu-discovery");
+
+  private static SparkCluster cluster;
+  private static final List<Long> executorPids = new ArrayList<>();
+
+  @BeforeAll
+  static void startClusterWithOneSimulatedNpuPerWorker() throws Exception {
+    buildSimulatedCann();
+    Files.createDirectories(DISCOVERY);
+    List<Path> scripts = new ArrayList<>();
+    for (int i = 0; i < 2; i++) {
+      Path script = DISCOVERY.resolve("worker-" + i + ".sh");
+      Files.writeString(script, "#!/usr/bin/env bash\necho '{\"name\": \"npu\", \"addresses\": [\""
+          + (i + 1) + "\"]}'\n", StandardCharsets.UTF_8);
+      Files.setPosixFilePermissions(script, PosixFilePermissions.fromString("rwxr-xr-x"));
+      scripts.add(script);
+    }
+    cluster = SparkCluster.builder("HcclAcrossExecutorJvmsTest").executors(2)
+        .workerConf(i -> Map.of("spark.worker.resource.npu.amount", "1",
+            "spark.worker.resource.npu.discoveryScript", scripts.get(i).toString()))
+        .workerEnv(Map.of("NPUGATHER_CANN_LIB_DIR", CANN.resolve("lib64").toString()))
+        .conf(Map.of("spark.executor.resource.npu.amount", "1",
+            "spark.task.resource.npu.amount", "1",
+            "spark.npugather.backend", "hccl"))
+        .start();
+    executorPids.addAll(cluster.executorPids());
+  }
+
+  @AfterAll
+  static void stopCluster() {
+    if (cluster != null) {
+      cluster.close();
+    }
+  }
+
+  @Test
+  @Order(1)
+  void everyPartitionHoldsEveryRowWithBackendHcclOnEachExecutorsOwnDevice() {
+    cluster.explainFailure(() -> {
+      List<GatherChecks.Gather> gathers = GatherChecks.gatherMixedRows(cluster, 2,
+          Map.of(AllGatherOptions.BACKEND, "hccl"), 31, "hccl");
+      for (GatherChecks.Gather g : gathers) {
+        int worker = workerOf(g.executor());
+        assertEquals(worker + 1, g.device(), "rank " + g.rank() + " on worker " + worker
+            + " used another device than its executor's: " + gathers);
+      }
+    });
+  }
+
+  @Test
+  @Order(2)
+  void noSharedMemoryObjectOfTheRunIsLeftBehind() {
+    cluster.explainFailure(() -> {
+      GatherChecks.assertNoSharedMemoryObjects(cluster);
+      // The simulated runtime's own objects are named after the creating process.
+      List<String> left;
+      try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
+        left = files.map(p -> p.getFileName().toString())
+            .filter(n -> executorPids.stream().anyMatch(pid -> n.startsWith("npgfake-" + pid + "-")))
+            .toList();
+      }
+      assertEquals(List.of(), left, "simulated CANN objects of executors " + executorPids);
+    });
+  }
+
+  /** The Worker whose work directory holds {@code executorDir}. */
+  private static int workerOf(Path executorDir) {
+    for (Path p = executorDir; p != null; p = p.getParent()) {
+      String name = p.getFileName() == null ? "" : p.getFileName().toString();
+      if (name.matches("worker-\\d+")) {
+        return Integer.parseInt(name.substring("worker-".length()));
+      }
+    }
+    throw new AssertionError("not under a worker directory: " + executorDir);
+  }
+
+  private static void buildSimulatedCann() throws IOException, InterruptedException {
+    Path script = MODULE.resolveSibling("native/src/test/cpp/fake_cann/build-fake-cann.sh");
+    Process p = new ProcessBuilder("bash", script.toString(), CANN.toString())
+        .redirectErrorStream(true).start();
+    String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    assertTrue(p.waitFor(300, TimeUnit.SECONDS), "timed out: " + script);
+    assertEquals(0, p.exitValue(), script + "\n" + output);
+  }
+}
