@@ -46,7 +46,7 @@ final class Report {
     for (List<Measurement> group : groups().values()) {
       Measurement npu = find(group, "npu");
       for (Measurement m : group) {
-        row(md, m, m.median(), String.format("%.1f-%.1f", m.min() / 1e6, m.max() / 1e6), npu);
+        row(md, m, m.median(), millis(m.min()) + "-" + millis(m.max()), npu);
       }
       Measurement floor = find(group, "floor");
       Measurement memcpy = find(group, SparkBenchmark.MEMCPY);
@@ -63,6 +63,12 @@ final class Report {
         + " off-heap: Arrow allocators + JDK direct buffers; both sampled every "
         + MemoryProbe.PERIOD_MILLIS + " ms, highest executor, highest run. In local mode the"
         + " executor is the driver JVM.\n");
+    md.append("\nRatios (median time / npu's median time; npu / (floor + memcpy) last):\n\n"
+        + "| master | ranks | shape | MiB/partition | broadcast | barrier-strings | shuffle |"
+        + " npu / (floor + memcpy) |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    for (List<Measurement> group : groups().values()) {
+      targets(md, group);
+    }
     for (String note : notes) {
       md.append("\n- ").append(note);
     }
@@ -76,19 +82,47 @@ final class Report {
       Measurement npu) {
     boolean timed = !m.method.equals(SparkBenchmark.MEMCPY)
         && !m.method.equals(SparkBenchmark.FLOOR_PLUS_MEMCPY);
-    md.append(String.format("| %s | %d | %s | %.1f | %s | %.1f | %s | %.2f | %s | %s | %s | %s |"
+    boolean ratio = npu != null && !m.method.equals(SparkBenchmark.MEMCPY);
+    md.append(String.format("| %s | %d | %s | %s | %s | %s | %s | %.3f | %s | %s | %s | %s |"
             + " %s |%n",
         m.master.equals("local") ? "local[" + m.ranks + "]" : "cluster (JVMs)", m.ranks,
-        m.shape.label(), m.partitionBytes / 1048576.0, m.method, medianNanos / 1e6, range,
+        m.shape.label(), mib(m.partitionBytes), m.method, millis(medianNanos), range,
         m.bytesPerRank / (medianNanos / 1e9) / 1e9,
-        npu == null ? "" : String.format("%.2f", (double) medianNanos / npu.median()),
+        ratio ? String.format("%.2f", (double) medianNanos / npu.median()) : "",
         timed ? mib(m.heapPeak) : "", timed ? mib(m.offHeapPeak) : "",
         timed ? mib(m.driverHeapPeak) : "",
         timed ? (m.verified() ? "yes" : "NO: " + String.join("; ", m.problems)) : "n/a"));
   }
 
+  /** Per configuration: how many times npu's median each alternative takes, and the target. */
+  private static void targets(StringBuilder md, List<Measurement> group) {
+    Measurement npu = find(group, "npu");
+    if (npu == null || group.size() < 2) {
+      return;
+    }
+    Measurement first = group.get(0);
+    md.append(String.format("| %s | %d | %s | %s |", first.master.equals("local")
+        ? "local[" + first.ranks + "]" : "cluster (JVMs)", first.ranks, first.shape.label(),
+        mib(first.partitionBytes)));
+    for (String other : List.of("broadcast", "barrier-strings", "shuffle")) {
+      Measurement m = find(group, other);
+      md.append(m == null ? " |" : String.format(" %.2f |", (double) m.median() / npu.median()));
+    }
+    Measurement floor = find(group, "floor");
+    Measurement memcpy = find(group, SparkBenchmark.MEMCPY);
+    md.append(floor == null || memcpy == null ? " |\n" : String.format(" %.2f |%n",
+        (double) npu.median() / (floor.median() + memcpy.median())));
+  }
+
+  static String millis(long nanos) {
+    double ms = nanos / 1e6;
+    return ms >= 100 ? String.format("%.0f", ms) : ms >= 10 ? String.format("%.1f", ms)
+        : String.format("%.2f", ms);
+  }
+
   private static String mib(long bytes) {
-    return String.format("%.0f", bytes / 1048576.0);
+    double mib = bytes / 1048576.0;
+    return String.format(mib >= 100 ? "%.0f" : mib >= 1 ? "%.1f" : "%.2f", mib);
   }
 
   private Map<String, List<Measurement>> groups() {

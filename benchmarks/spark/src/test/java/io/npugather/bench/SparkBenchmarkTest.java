@@ -1,0 +1,90 @@
+package io.npugather.bench;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The benchmark program on tiny inputs in local[2]: every method's output verified against the
+ * input, the report written. (The measurements themselves are runs of bin/npugather-bench.)
+ */
+class SparkBenchmarkTest {
+  @Test
+  void everyMethodDeliversEveryRowToEveryRankAndTheReportIsWritten(@TempDir Path dir)
+      throws Exception {
+    Path output = dir.resolve("report.md");
+    String[] args = {"--ranks", "2", "--sizes", "16K", "--masters", "local", "--runs", "1",
+        "--warmup", "0", "--check-hash-repartition", "--output", output.toString()};
+    Report report = new SparkBenchmark(BenchOptions.parse(args)).run(String.join(" ", args));
+
+    assertTrue(report.allVerified(), report::markdown);
+    Set<String> measured = report.measurements().stream()
+        .map(m -> m.shape.label() + "/" + m.method).collect(Collectors.toSet());
+    for (Shape shape : Shape.values()) {
+      for (String method : GatherMethod.NAMES) {
+        assertTrue(measured.contains(shape.label() + "/" + method), shape + " " + method);
+      }
+    }
+    String markdown = Files.readString(output);
+    assertTrue(markdown.contains("| master | ranks | shape |"), markdown);
+    for (String method : List.of("| npu |", "| broadcast |", "| barrier-strings |",
+        "| shuffle |", "| floor |", "| memcpy |", "| floor + memcpy |")) {
+      assertEquals(2, markdown.lines()
+              .filter(line -> line.startsWith("| local[2] |") && line.contains(method)).count(),
+          method + " once per shape in\n" + markdown);
+    }
+    // With 2 targets, murmur3 puts both in one partition: the check must say so.
+    assertTrue(markdown.contains("WRONG (targets collide under hash partitioning)"), markdown);
+  }
+
+  @Test
+  void verificationRejectsAMissingRowAndAWrongChecksum() {
+    BenchInput input = new BenchInput(null, null, Shape.FLOATS, 2, 10);
+    GatherMethod npu = GatherMethod.named("npu");
+    long expected = 12345;
+    Outcome right = Outcome.of(List.of(Outcome.digest(0, 20, expected),
+        Outcome.digest(1, 20, expected)));
+    assertTrue(SparkBenchmark.verify(input, npu, right, expected).isEmpty());
+
+    Outcome missingRow = Outcome.of(List.of(Outcome.digest(0, 20, expected),
+        Outcome.digest(1, 19, expected)));
+    assertEquals(List.of("partition 1: 19 rows, expected 20"),
+        SparkBenchmark.verify(input, npu, missingRow, expected));
+
+    Outcome wrongValue = Outcome.of(List.of(Outcome.digest(0, 20, expected + 1),
+        Outcome.digest(1, 20, expected)));
+    assertEquals(List.of("partition 0: checksum differs"),
+        SparkBenchmark.verify(input, npu, wrongValue, expected));
+
+    Outcome onePartition = Outcome.of(List.of(Outcome.digest(0, 20, expected)));
+    assertFalse(SparkBenchmark.verify(input, npu, onePartition, expected).isEmpty());
+
+    GatherMethod floor = GatherMethod.named("floor");
+    Outcome floorSwapped = Outcome.of(List.of(Outcome.digest(0, 10, 5), Outcome.digest(1, 10, 6)));
+    assertTrue(SparkBenchmark.verify(input, floor, floorSwapped, 11).isEmpty());
+    assertFalse(SparkBenchmark.verify(input, floor, floorSwapped, 12).isEmpty());
+  }
+
+  @Test
+  void badOptionsAreRefusedNamingTheFlagAndWhatIsAllowed() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> BenchOptions.parse("--methods", "npu,gossip"));
+    assertTrue(e.getMessage().contains("'gossip'") && e.getMessage().contains("barrier-strings"),
+        e.getMessage());
+    e = assertThrows(IllegalArgumentException.class, () -> BenchOptions.parse("--ranks", "1"));
+    assertTrue(e.getMessage().contains("--ranks"), e.getMessage());
+    e = assertThrows(IllegalArgumentException.class, () -> BenchOptions.parse("--sizes", "4Q"));
+    assertTrue(e.getMessage().contains("--sizes") && e.getMessage().contains("'4Q'"),
+        e.getMessage());
+    assertEquals(List.of(4L << 20, 64L << 20), BenchOptions.parse("--sizes", "4M,64m").sizes());
+  }
+}
