@@ -133,21 +133,42 @@ public final class PartitionBuffers implements AutoCloseable {
   }
 
   /**
-   * Writes {@code rows} (InternalRows of {@code schema}) into Arrow vectors with Spark's own {@link
-   * ArrowWriter}, allocated from {@code allocator}.
+   * Writes {@code rows} (InternalRows of {@code schema}) into Arrow vectors allocated from {@code
+   * allocator}; the same buffers as Spark's own {@link ArrowWriter} gives. Same as {@link
+   * #fromRows(Iterator, StructType, String, BufferAllocator, int)} with an unknown row count.
    *
    * @param timeZoneId the session time zone; used for timestamp columns, may be null without them
    */
   public static PartitionBuffers fromRows(
       Iterator<InternalRow> rows, StructType schema, String timeZoneId, BufferAllocator allocator) {
+    return fromRows(rows, schema, timeZoneId, allocator, -1);
+  }
+
+  /**
+   * Writes {@code rows} into Arrow vectors allocated from {@code allocator}, producing the same
+   * buffers as Spark's own {@link ArrowWriter}: fixed-width columns and arrays of fixed-width
+   * elements straight from the rows' memory ({@link FixedWidthRowWriter}), any other column with
+   * Spark's field writer.
+   *
+   * @param timeZoneId the session time zone; used for timestamp columns, may be null without them
+   * @param expectedRows the number of rows if known (the vectors are sized for it up front), or
+   *     a negative number
+   */
+  public static PartitionBuffers fromRows(
+      Iterator<InternalRow> rows,
+      StructType schema,
+      String timeZoneId,
+      BufferAllocator allocator,
+      int expectedRows) {
     Schema arrow = arrowSchema(schema, timeZoneId);
     VectorSchemaRoot root = VectorSchemaRoot.create(arrow, allocator);
     try {
-      ArrowWriter writer = ArrowWriter.create(root);
+      FixedWidthRowWriter writer = new FixedWidthRowWriter(root, schema, expectedRows);
       while (rows.hasNext()) {
         writer.write(rows.next());
       }
       writer.finish();
+      root.setRowCount(writer.count());
       return new PartitionBuffers(allocator, root, schema, PartitionLayout.fingerprint(arrow));
     } catch (Throwable t) {
       root.close();

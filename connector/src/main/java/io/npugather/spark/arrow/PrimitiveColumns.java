@@ -138,7 +138,7 @@ final class PrimitiveColumns {
   }
 
   /** Sets validity bits [from, from + n). */
-  private static void setValid(long validity, long from, int n) {
+  static void setValid(long validity, long from, int n) {
     long bit = from;
     long end = from + n;
     while (bit < end && (bit & 7) != 0) {

@@ -5,7 +5,9 @@
  * <h2>Sending side</h2>
  *
  * {@link io.npugather.spark.arrow.PartitionBuffers} writes a partition into Arrow vectors from a
- * per-task allocator, from rows (Spark's own {@code ArrowWriter}) or from columnar batches
+ * per-task allocator, from rows ({@link io.npugather.spark.arrow.FixedWidthRowWriter}: fixed-width
+ * columns and arrays of them straight from {@code UnsafeRow} memory, Spark's own field writers
+ * for the rest; the same bytes as Spark's {@code ArrowWriter}) or from columnar batches
  * (buffer-wise appends for Arrow vectors, typed column copies for Spark's primitive vectors). Its
  * segment list (addresses and lengths, built once) points straight at the vectors' buffers, with
  * padding segments that keep every buffer 8-byte aligned; their concatenation is this rank's

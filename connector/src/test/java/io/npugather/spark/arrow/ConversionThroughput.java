@@ -22,6 +22,7 @@ import org.apache.spark.unsafe.Platform;
  * Conversion throughput for 1M rows of 16 float + 1 long columns (or {@code args[0]} rows):
  * rows to Arrow (Spark's ArrowWriter), columnar batches to Arrow (Arrow and on-heap sources), and
  * rebuilding gathered vectors over a receive buffer, plus a full scan of the gathered batches.
+ * Reports the median and the range over the iterations after one warm-up.
  *
  * <p>Run from the test class path; see the package's tests for the class path the build uses.
  */
@@ -69,55 +70,123 @@ public final class ConversionThroughput {
     return bytes / 1e6;
   }
 
-  static void report(String what, long rows, long bytes, long nanos) {
-    double s = nanos / 1e9;
-    System.out.printf(
-        "%-46s %8.1f ms  %7.2f M rows/s  %8.1f MB/s%n", what, s * 1e3, rows / s / 1e6, mb(bytes) / s);
+  /** Timings of one measured step over the iterations. */
+  static final class Samples {
+    final String what;
+    final long rows;
+    final long bytes;
+    final List<Long> nanos = new ArrayList<>();
+
+    Samples(String what, long rows, long bytes) {
+      this.what = what;
+      this.rows = rows;
+      this.bytes = bytes;
+    }
+
+    void add(long t0, long t1) {
+      nanos.add(t1 - t0);
+    }
+
+    void report() {
+      if (nanos.isEmpty()) {
+        return;
+      }
+      List<Long> sorted = new ArrayList<>(nanos);
+      sorted.sort(null);
+      long median = sorted.get(sorted.size() / 2);
+      double s = median / 1e9;
+      System.out.printf(
+          "%-50s %8.1f ms (%6.1f-%6.1f)  %7.2f M rows/s  %8.1f MB/s%n",
+          what,
+          s * 1e3,
+          sorted.get(0) / 1e6,
+          sorted.get(sorted.size() - 1) / 1e6,
+          rows / s / 1e6,
+          mb(bytes) / s);
+    }
   }
 
   public static void main(String[] args) {
     int n = args.length > 0 ? Integer.parseInt(args[0]) : 1_000_000;
-    int iterations = args.length > 1 ? Integer.parseInt(args[1]) : 5;
+    int iterations = args.length > 1 ? Integer.parseInt(args[1]) : 7;
     int ranks = 3;
     StructType schema = schema();
     long payload = (long) n * (8 + 4L * FLOATS);
     System.out.printf(
-        "rows=%d, columns=1 long + %d float, payload=%.1f MB (values only), iterations=%d (best shown)%n",
+        "rows=%d, columns=1 long + %d float, payload=%.1f MB (values only), iterations=%d + 1 warm-up"
+            + " (median, min-max)%n",
         n, FLOATS, mb(payload), iterations);
+    java.lang.reflect.Method withCount = null;
+    try {
+      withCount =
+          PartitionBuffers.class.getMethod(
+              "fromRows", Iterator.class, StructType.class, String.class, BufferAllocator.class,
+              int.class);
+    } catch (NoSuchMethodException e) {
+      // an older build: rows are converted without a known count only
+    }
     try (RootAllocator root = TestAllocators.newRoot()) {
-      long bestRows = Long.MAX_VALUE;
-      long bestIterate = Long.MAX_VALUE;
-      long bestArrow = Long.MAX_VALUE;
-      long bestHeap = Long.MAX_VALUE;
-      long bestWrap = Long.MAX_VALUE;
-      long bestScan = Long.MAX_VALUE;
-      long bestCopy = Long.MAX_VALUE;
-      long blockBytes = 0;
-      OnHeapColumnVector[] heap = OnHeapColumnVector.allocateColumns(n, schema);
+      long block = 0;
+      Samples rowsUnknown = null;
+      Samples rowsKnown = null;
+      Samples iterate = null;
+      Samples arrow = null;
+      Samples heap = null;
+      Samples copy = null;
+      Samples wrap = null;
+      Samples scan = null;
+      OnHeapColumnVector[] heapCols = OnHeapColumnVector.allocateColumns(n, schema);
       for (int i = 0; i < n; i++) {
-        heap[0].putLong(i, i);
+        heapCols[0].putLong(i, i);
         for (int k = 1; k <= FLOATS; k++) {
-          heap[k].putFloat(i, i * 0.5f + k);
+          heapCols[k].putFloat(i, i * 0.5f + k);
         }
       }
-      ColumnarBatch heapBatch = new ColumnarBatch(heap, n);
-      for (int it = 0; it < iterations; it++) {
+      ColumnarBatch heapBatch = new ColumnarBatch(heapCols, n);
+      for (int it = 0; it <= iterations; it++) {
         BufferAllocator task = root.newChildAllocator("task", 0, Long.MAX_VALUE);
         long t0 = System.nanoTime();
         PartitionBuffers p = PartitionBuffers.fromRows(rows(n), schema, "UTC", task);
         long t1 = System.nanoTime();
-        bestRows = Math.min(bestRows, t1 - t0);
+        if (it == 0) {
+          block = p.layout().blockBytes();
+          rowsUnknown = new Samples("rows -> Arrow (fromRows, count unknown)", n, block);
+          rowsKnown = new Samples("rows -> Arrow (fromRows, count known)", n, block);
+          iterate = new Samples("  (input iterator alone, no conversion)", n, block);
+          arrow = new Samples("Arrow batch -> Arrow (fromBatches)", n, block);
+          heap = new Samples("on-heap batch -> Arrow (fromBatches)", n, block);
+          copy = new Samples("simulated transfer of 2 blocks (memcpy)", 2L * n, 2 * block);
+          wrap = new Samples("wrap " + ranks + " ranks (zero copy)", (long) ranks * n, ranks * block);
+          scan =
+              new Samples(
+                  "scan " + ranks + " ranks via ColumnVector getters", (long) ranks * n, ranks * block);
+        } else {
+          rowsUnknown.add(t0, t1);
+        }
+        if (withCount != null) {
+          t0 = System.nanoTime();
+          try (PartitionBuffers q =
+              (PartitionBuffers) withCount.invoke(null, rows(n), schema, "UTC", task, n)) {
+            t1 = System.nanoTime();
+          } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException(e);
+          }
+          if (it > 0) {
+            rowsKnown.add(t0, t1);
+          }
+        }
         t0 = System.nanoTime();
         long check = 0;
         for (Iterator<InternalRow> it2 = rows(n); it2.hasNext(); ) {
           check += it2.next().getLong(0);
         }
         t1 = System.nanoTime();
-        bestIterate = Math.min(bestIterate, t1 - t0);
+        if (it > 0) {
+          iterate.add(t0, t1);
+        }
         if (check == 42) {
           System.out.println();
         }
-        blockBytes = p.layout().blockBytes();
 
         // Columnar, Arrow source: the vectors just written, as a Spark batch.
         List<FieldVector> vs = p.root().getFieldVectors();
@@ -130,13 +199,17 @@ public final class ConversionThroughput {
         try (PartitionBuffers q =
             PartitionBuffers.fromBatches(List.of(arrowBatch).iterator(), schema, "UTC", task)) {
           t1 = System.nanoTime();
-          bestArrow = Math.min(bestArrow, t1 - t0);
+        }
+        if (it > 0) {
+          arrow.add(t0, t1);
         }
         t0 = System.nanoTime();
         try (PartitionBuffers q =
             PartitionBuffers.fromBatches(List.of(heapBatch).iterator(), schema, "UTC", task)) {
           t1 = System.nanoTime();
-          bestHeap = Math.min(bestHeap, t1 - t0);
+        }
+        if (it > 0) {
+          heap.add(t0, t1);
         }
 
         // Receive side: every rank sent the same block; this is rank 0.
@@ -158,12 +231,16 @@ public final class ConversionThroughput {
           }
         }
         t1 = System.nanoTime();
-        bestCopy = Math.min(bestCopy, t1 - t0);
+        if (it > 0) {
+          copy.add(t0, t1);
+        }
         BufferAllocator out = root.newChildAllocator("out", 0, Long.MAX_VALUE);
         t0 = System.nanoTime();
         GatheredPartitions g = GatheredPartitions.wrap(recv, layouts, displs, 0, p, schema, out);
         t1 = System.nanoTime();
-        bestWrap = Math.min(bestWrap, t1 - t0);
+        if (it > 0) {
+          wrap.add(t0, t1);
+        }
         recv.close();
         // Scan every value of every rank through the ColumnarBatch API, as a consumer would.
         t0 = System.nanoTime();
@@ -187,7 +264,9 @@ public final class ConversionThroughput {
           }
         }
         t1 = System.nanoTime();
-        bestScan = Math.min(bestScan, t1 - t0);
+        if (it > 0) {
+          scan.add(t0, t1);
+        }
         if (sum == 42) {
           System.out.println();
         }
@@ -198,14 +277,10 @@ public final class ConversionThroughput {
         task.close();
       }
       heapBatch.close();
-      System.out.printf("block per rank: %.1f MB (incl. validity bitmaps and padding)%n", mb(blockBytes));
-      report("rows -> Arrow (fromRows, UnsafeRow input)", n, blockBytes, bestRows);
-      report("  (input iterator alone, no conversion)", n, blockBytes, bestIterate);
-      report("Arrow batch -> Arrow (fromBatches, append)", n, blockBytes, bestArrow);
-      report("on-heap batch -> Arrow (fromBatches)", n, blockBytes, bestHeap);
-      report("simulated transfer of 2 blocks (memcpy)", 2L * n, 2 * blockBytes, bestCopy);
-      report("wrap " + ranks + " ranks (zero copy)", (long) ranks * n, ranks * blockBytes, bestWrap);
-      report("scan " + ranks + " ranks via ColumnVector getters", (long) ranks * n, ranks * blockBytes, bestScan);
+      System.out.printf("block per rank: %.1f MB (incl. validity bitmaps and padding)%n", mb(block));
+      for (Samples s : List.of(rowsUnknown, rowsKnown, iterate, arrow, heap, copy, wrap, scan)) {
+        s.report();
+      }
     }
   }
 }

@@ -1,0 +1,510 @@
+package io.npugather.spark.arrow;
+
+import java.util.List;
+import org.apache.arrow.memory.util.MemoryUtil;
+import org.apache.arrow.vector.BaseFixedWidthVector;
+import org.apache.arrow.vector.BitVector;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.complex.ListVector;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.execution.arrow.ArrowFieldWriter;
+import org.apache.spark.sql.execution.arrow.ArrowWriter$;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DateType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.types.TimestampNTZType;
+import org.apache.spark.sql.types.TimestampType;
+import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.bitset.BitSetMethods;
+
+/**
+ * Writes rows into the Arrow vectors of a {@link VectorSchemaRoot}, producing the same buffers as
+ * Spark's {@code ArrowWriter}. Columns of a fixed-width type (boolean, byte, short, int, long,
+ * float, double, date, timestamp, timestamp_ntz) and arrays of such elements (feature vectors) are
+ * written straight from an {@link UnsafeRow}'s memory into the Arrow buffers: no per-value object
+ * or vector call, an array without null elements in one memory copy. Every other column goes
+ * through Spark's own field writer.
+ *
+ * <p>The vectors are sized for the expected row count up front (and a list's elements for the
+ * expected rows times the first array's length), so a correct estimate means no reallocation;
+ * beyond it they grow as Arrow's vectors do. Not thread-safe.
+ */
+final class FixedWidthRowWriter {
+  /** Rows allocated up front when the caller does not know the count. */
+  static final int UNKNOWN_COUNT_CAPACITY = 1 << 14;
+
+  private final Column[] columns;
+  private final int bitSetWidth;
+  private final int expectedRows;
+  private int capacity;
+  private int count;
+
+  /**
+   * Allocates {@code root}'s vectors.
+   *
+   * @param expectedRows rows expected, or a negative number if unknown
+   */
+  FixedWidthRowWriter(VectorSchemaRoot root, StructType schema, int expectedRows) {
+    List<FieldVector> vectors = root.getFieldVectors();
+    this.expectedRows = expectedRows;
+    int initial = expectedRows < 0 ? UNKNOWN_COUNT_CAPACITY : Math.max(expectedRows, 1);
+    columns = new Column[vectors.size()];
+    for (int c = 0; c < columns.length; c++) {
+      FieldVector v = vectors.get(c);
+      DataType t = schema.fields()[c].dataType();
+      if (width(t) != 0) {
+        columns[c] = new FixedColumn(c, v, t);
+      } else if (t instanceof ArrayType && width(((ArrayType) t).elementType()) != 0) {
+        columns[c] = new ListColumn(c, (ListVector) v, ((ArrayType) t).elementType());
+      } else {
+        columns[c] = new FieldWriterColumn(c, v);
+      }
+      if (columns[c] instanceof ListColumn) {
+        // Elements are sized by the first array (ListColumn.reserve), not by a guessed density.
+        ((ListVector) v).setInitialCapacity(initial, 0.0);
+      } else {
+        v.setInitialCapacity(initial);
+      }
+      v.allocateNew();
+      columns[c].reload();
+    }
+    bitSetWidth = UnsafeRow.calculateBitSetWidthInBytes(columns.length);
+    capacity = directCapacity();
+  }
+
+  /** True if {@code t} is written directly (not through Spark's field writer). */
+  static boolean isDirect(DataType t) {
+    return width(t) != 0
+        || (t instanceof ArrayType && width(((ArrayType) t).elementType()) != 0);
+  }
+
+  /** Bytes per value of a fixed-width type, -1 for boolean (one bit), 0 for any other type. */
+  static int width(DataType t) {
+    if (t instanceof BooleanType) {
+      return -1;
+    } else if (t instanceof ByteType) {
+      return 1;
+    } else if (t instanceof ShortType) {
+      return 2;
+    } else if (t instanceof IntegerType || t instanceof DateType || t instanceof FloatType) {
+      return 4;
+    } else if (t instanceof LongType
+        || t instanceof TimestampType
+        || t instanceof TimestampNTZType
+        || t instanceof DoubleType) {
+      return 8;
+    }
+    return 0;
+  }
+
+  void write(InternalRow row) {
+    if (count == capacity) {
+      grow();
+    }
+    if (row instanceof UnsafeRow) {
+      UnsafeRow u = (UnsafeRow) row;
+      Object base = u.getBaseObject();
+      long rowOffset = u.getBaseOffset();
+      long values = rowOffset + bitSetWidth;
+      for (Column c : columns) {
+        if (BitSetMethods.isSet(base, rowOffset, c.ordinal)) {
+          c.writeNull(row, count);
+        } else {
+          c.writeUnsafe(row, base, rowOffset, values + 8L * c.ordinal, count);
+        }
+      }
+    } else {
+      for (Column c : columns) {
+        if (row.isNullAt(c.ordinal)) {
+          c.writeNull(row, count);
+        } else {
+          c.write(row, count);
+        }
+      }
+    }
+    count++;
+  }
+
+  /** Rows written. */
+  int count() {
+    return count;
+  }
+
+  /** Sets every vector's value count; the vectors are then ready to unload. */
+  void finish() {
+    for (Column c : columns) {
+      c.finish(count);
+    }
+  }
+
+  private void grow() {
+    for (Column c : columns) {
+      c.growRows(count);
+    }
+    capacity = directCapacity();
+  }
+
+  /** Rows that fit in every directly written vector (Spark's field writers grow their own). */
+  private int directCapacity() {
+    int cap = Integer.MAX_VALUE;
+    for (Column c : columns) {
+      if (!(c instanceof FieldWriterColumn)) {
+        cap = Math.min(cap, c.vector.getValueCapacity());
+      }
+    }
+    return cap;
+  }
+
+  private static void setBit(long bitmap, long index) {
+    long addr = bitmap + (index >>> 3);
+    MemoryUtil.putByte(addr, (byte) (MemoryUtil.getByte(addr) | (1 << (int) (index & 7))));
+  }
+
+  private abstract static class Column {
+    final int ordinal;
+    final FieldVector vector;
+
+    Column(int ordinal, FieldVector vector) {
+      this.ordinal = ordinal;
+      this.vector = vector;
+    }
+
+    /** Re-reads buffer addresses after an allocation. */
+    abstract void reload();
+
+    abstract void writeNull(InternalRow row, int index);
+
+    /** {@code slot}: the address of the row's 8-byte field slot in {@code base}. */
+    abstract void writeUnsafe(InternalRow row, Object base, long rowOffset, long slot, int index);
+
+    abstract void write(InternalRow row, int index);
+
+    /** Grows so that row {@code index} fits. */
+    void growRows(int index) {
+      while (vector.getValueCapacity() <= index) {
+        vector.reAlloc();
+      }
+      reload();
+    }
+
+    void finish(int rows) {
+      vector.setValueCount(rows);
+    }
+  }
+
+  /** A fixed-width (or bit) column: validity bit and value, as Arrow's {@code setSafe}. */
+  private static final class FixedColumn extends Column {
+    private final int width;
+    private final boolean floating;
+    private long validity;
+    private long data;
+
+    FixedColumn(int ordinal, FieldVector vector, DataType t) {
+      super(ordinal, vector);
+      this.width = width(t);
+      this.floating = t instanceof FloatType || t instanceof DoubleType;
+    }
+
+    @Override
+    void reload() {
+      BaseFixedWidthVector v = (BaseFixedWidthVector) vector;
+      validity = v.getValidityBufferAddress();
+      data = v.getDataBufferAddress();
+    }
+
+    @Override
+    void writeNull(InternalRow row, int index) {
+      // Arrow's setNull: the validity bit stays clear, the zeroed value stays.
+    }
+
+    @Override
+    void writeUnsafe(InternalRow row, Object base, long rowOffset, long slot, int index) {
+      setBit(validity, index);
+      switch (width) {
+        case 8:
+          MemoryUtil.putLong(data + 8L * index, Platform.getLong(base, slot));
+          break;
+        case 4:
+          MemoryUtil.putInt(data + 4L * index, Platform.getInt(base, slot));
+          break;
+        case 2:
+          MemoryUtil.putShort(data + 2L * index, Platform.getShort(base, slot));
+          break;
+        case 1:
+          MemoryUtil.putByte(data + index, Platform.getByte(base, slot));
+          break;
+        default:
+          if (Platform.getBoolean(base, slot)) {
+            setBit(data, index);
+          }
+      }
+    }
+
+    @Override
+    void write(InternalRow row, int index) {
+      setBit(validity, index);
+      int o = ordinal;
+      switch (width) {
+        case 8:
+          MemoryUtil.putLong(
+              data + 8L * index,
+              floating ? Double.doubleToRawLongBits(row.getDouble(o)) : row.getLong(o));
+          break;
+        case 4:
+          MemoryUtil.putInt(
+              data + 4L * index,
+              floating ? Float.floatToRawIntBits(row.getFloat(o)) : row.getInt(o));
+          break;
+        case 2:
+          MemoryUtil.putShort(data + 2L * index, row.getShort(o));
+          break;
+        case 1:
+          MemoryUtil.putByte(data + index, row.getByte(o));
+          break;
+        default:
+          if (row.getBoolean(o)) {
+            setBit(data, index);
+          }
+      }
+    }
+  }
+
+  /**
+   * An array of fixed-width elements: Arrow list validity and int32 offsets, then the elements
+   * in the child vector. Offsets of null rows repeat the previous offset, as Arrow fills them.
+   */
+  private final class ListColumn extends Column {
+    private final ListVector list;
+    private final BaseFixedWidthVector child;
+    private final int width;
+    private final boolean floating;
+    private boolean childSized;
+    private long validity;
+    private long offsets;
+    private long childValidity;
+    private long childData;
+    private int childCapacity;
+    private int elements;
+
+    ListColumn(int ordinal, ListVector list, DataType elementType) {
+      super(ordinal, list);
+      this.list = list;
+      this.child = (BaseFixedWidthVector) list.getDataVector();
+      this.width = width(elementType);
+      this.floating = elementType instanceof FloatType || elementType instanceof DoubleType;
+    }
+
+    @Override
+    void reload() {
+      validity = list.getValidityBufferAddress();
+      offsets = list.getOffsetBufferAddress();
+      childValidity = child.getValidityBufferAddress();
+      childData = child.getDataBufferAddress();
+      childCapacity = child.getValueCapacity();
+    }
+
+    @Override
+    void writeNull(InternalRow row, int index) {
+      MemoryUtil.putInt(offsets + 4L * (index + 1), elements);
+    }
+
+    @Override
+    void writeUnsafe(InternalRow row, Object base, long rowOffset, long slot, int index) {
+      long offsetAndSize = Platform.getLong(base, slot);
+      long array = rowOffset + (int) (offsetAndSize >> 32);
+      int n = (int) Platform.getLong(base, array);
+      if (n > 0) {
+        reserve(n);
+        long header = UnsafeArrayData.calculateHeaderPortionInBytes(n);
+        copyElements(base, array + 8, array + header, n);
+      }
+      endRow(index, n);
+    }
+
+    @Override
+    void write(InternalRow row, int index) {
+      ArrayData a = row.getArray(ordinal);
+      int n = a.numElements();
+      if (n > 0) {
+        reserve(n);
+        if (a instanceof UnsafeArrayData) {
+          UnsafeArrayData u = (UnsafeArrayData) a;
+          long header = UnsafeArrayData.calculateHeaderPortionInBytes(n);
+          copyElements(u.getBaseObject(), u.getBaseOffset() + 8, u.getBaseOffset() + header, n);
+        } else {
+          for (int i = 0; i < n; i++) {
+            if (!a.isNullAt(i)) {
+              writeElement(a, i, elements + i);
+            }
+          }
+        }
+      }
+      endRow(index, n);
+    }
+
+    private void endRow(int index, int n) {
+      setBit(validity, index);
+      elements += n;
+      MemoryUtil.putInt(offsets + 4L * (index + 1), elements);
+    }
+
+    /** Copies an UnsafeArrayData's elements: null bitset at {@code nulls}, values at {@code values}. */
+    private void copyElements(Object base, long nulls, long values, int n) {
+      boolean anyNull = false;
+      int words = (n + 63) >>> 6;
+      for (int w = 0; w < words; w++) {
+        if (Platform.getLong(base, nulls + 8L * w) != 0) {
+          anyNull = true;
+          break;
+        }
+      }
+      long from = elements;
+      if (!anyNull && width > 0) {
+        Platform.copyMemory(base, values, null, childData + from * width, (long) n * width);
+        PrimitiveColumns.setValid(childValidity, from, n);
+        return;
+      }
+      for (int i = 0; i < n; i++) {
+        if (BitSetMethods.isSet(base, nulls, i)) {
+          continue; // Spark zeroes a null element's slot; Arrow's stays zero too
+        }
+        long at = from + i;
+        setBit(childValidity, at);
+        switch (width) {
+          case 8:
+            MemoryUtil.putLong(childData + 8L * at, Platform.getLong(base, values + 8L * i));
+            break;
+          case 4:
+            MemoryUtil.putInt(childData + 4L * at, Platform.getInt(base, values + 4L * i));
+            break;
+          case 2:
+            MemoryUtil.putShort(childData + 2L * at, Platform.getShort(base, values + 2L * i));
+            break;
+          case 1:
+            MemoryUtil.putByte(childData + at, Platform.getByte(base, values + i));
+            break;
+          default:
+            if (Platform.getBoolean(base, values + i)) {
+              setBit(childData, at);
+            }
+        }
+      }
+    }
+
+    private void writeElement(ArrayData a, int i, long at) {
+      setBit(childValidity, at);
+      switch (width) {
+        case 8:
+          MemoryUtil.putLong(
+              childData + 8L * at,
+              floating ? Double.doubleToRawLongBits(a.getDouble(i)) : a.getLong(i));
+          break;
+        case 4:
+          MemoryUtil.putInt(
+              childData + 4L * at,
+              floating ? Float.floatToRawIntBits(a.getFloat(i)) : a.getInt(i));
+          break;
+        case 2:
+          MemoryUtil.putShort(childData + 2L * at, a.getShort(i));
+          break;
+        case 1:
+          MemoryUtil.putByte(childData + at, a.getByte(i));
+          break;
+        default:
+          if (a.getBoolean(i)) {
+            setBit(childData, at);
+          }
+      }
+    }
+
+    /** Room for {@code n} more elements. The first array sizes the child for all rows. */
+    private void reserve(int n) {
+      long needed = (long) elements + n;
+      if (needed <= childCapacity) {
+        return;
+      }
+      if (needed > Integer.MAX_VALUE) {
+        throw new IllegalArgumentException(
+            "column " + ordinal + " exceeds 2^31-1 array elements, the limit of one Arrow list");
+      }
+      if (!childSized && elements == 0) {
+        // Still empty: allocate for every expected row at this length, instead of growing.
+        childSized = true;
+        long rows = Math.max(expectedRows < 0 ? UNKNOWN_COUNT_CAPACITY : expectedRows, 1);
+        child.clear();
+        child.setInitialCapacity((int) Math.min(Integer.MAX_VALUE - 8L, rows * n));
+        child.allocateNew();
+      }
+      while (child.getValueCapacity() < needed) {
+        child.reAlloc();
+      }
+      reload();
+    }
+
+    @Override
+    void growRows(int index) {
+      // ListVector.reAlloc grows the elements as well; harmless, reserve() keeps them in step.
+      while (list.getValueCapacity() <= index) {
+        list.reAlloc();
+      }
+      reload();
+    }
+
+    @Override
+    void finish(int rows) {
+      child.setValueCount(elements);
+      list.setLastSet(rows - 1);
+      list.setValueCount(rows);
+    }
+  }
+
+  /** Any other column, through Spark's own field writer. */
+  private static final class FieldWriterColumn extends Column {
+    private final ArrowFieldWriter writer;
+
+    FieldWriterColumn(int ordinal, FieldVector vector) {
+      super(ordinal, vector);
+      this.writer = ArrowWriter$.MODULE$.createFieldWriter(vector);
+    }
+
+    @Override
+    void reload() {}
+
+    @Override
+    void writeNull(InternalRow row, int index) {
+      writer.write(row, ordinal);
+    }
+
+    @Override
+    void writeUnsafe(InternalRow row, Object base, long rowOffset, long slot, int index) {
+      writer.write(row, ordinal);
+    }
+
+    @Override
+    void write(InternalRow row, int index) {
+      writer.write(row, ordinal);
+    }
+
+    @Override
+    void growRows(int index) {
+      // Spark's field writers grow their vectors themselves.
+    }
+
+    @Override
+    void finish(int rows) {
+      writer.finish();
+    }
+  }
+}
