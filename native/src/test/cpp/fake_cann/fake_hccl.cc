@@ -246,6 +246,21 @@ int gather_task(const std::shared_ptr<Comm>& c, uint64_t gen, const uint8_t* sen
   });
 }
 
+// NPUGATHER_FAKE_CANN_TRACE=<file>: one line per communicator init and collective,
+// "<call> rank=<r> device=<d> pid=<p>", so tests can see which device each rank used.
+[[maybe_unused]] void trace(const char* call, int rank) {
+  std::string path = env("NPUGATHER_FAKE_CANN_TRACE");
+  if (path.empty()) return;
+  char line[160];
+  int n = snprintf(line, sizeof(line), "%s rank=%d device=%d pid=%d\n", call, rank, current_device(),
+                   static_cast<int>(getpid()));
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  ssize_t written = write(fd, line, static_cast<size_t>(n));  // one append: lines never interleave
+  (void)written;
+  close(fd);
+}
+
 [[maybe_unused]] int check_call(CommHandle* h, void* stream) {
   if (h == nullptr || stream == nullptr) return kHcclEPtr;
   if (current_device() < 0) return kHcclERuntime;
@@ -255,6 +270,7 @@ int gather_task(const std::shared_ptr<Comm>& c, uint64_t gen, const uint8_t* sen
     set_recent_error("simulated HCCL: injected collective failure on this rank");
     return kHcclEInternal;
   }
+  trace("collective", h->comm->rank);
   return kHcclSuccess;
 }
 
@@ -286,7 +302,9 @@ FAKE_CANN_EXPORT int HcclCommInitRootInfo(uint32_t n, const void* root_info, uin
   int injected = injected_init_failure(rank);
   if (injected != kHcclSuccess) return injected;
   std::string name(static_cast<const char*>(root_info) + 32);
-  return rendezvous(name, n, rank, comm);
+  int result = rendezvous(name, n, rank, comm);
+  if (result == kHcclSuccess) trace("HcclCommInitRootInfo", static_cast<int>(rank));
+  return result;
 }
 
 FAKE_CANN_EXPORT int HcclCommInitClusterInfo(const char* cluster_info, uint32_t rank, void** comm) {
@@ -303,7 +321,9 @@ FAKE_CANN_EXPORT int HcclCommInitClusterInfo(const char* cluster_info, uint32_t 
   if (injected != kHcclSuccess) return injected;
   char name[64];
   snprintf(name, sizeof(name), "/npgfake-rt-%016zx", std::hash<std::string>()(std::string(cluster_info) + s));
-  return rendezvous(name, n, rank, comm);
+  int result = rendezvous(name, n, rank, comm);
+  if (result == kHcclSuccess) trace("HcclCommInitClusterInfo", static_cast<int>(rank));
+  return result;
 }
 
 FAKE_CANN_EXPORT int HcclCommDestroy(void* comm) {

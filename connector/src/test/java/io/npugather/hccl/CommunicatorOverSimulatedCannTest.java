@@ -21,28 +21,11 @@ import org.junit.jupiter.api.Test;
  * runtime is found through NPUGATHER_CANN_LIB_DIR, so the ranks run in a child JVM.
  */
 class CommunicatorOverSimulatedCannTest {
-  private static final Path MODULE = Path.of(System.getProperty("user.dir"));
-  private static final Path SOURCES = MODULE.resolveSibling("native/src/test/cpp/fake_cann");
-  private static final Path LIB_DIR = MODULE.resolve("target/fake-cann/lib64");
+  private static Path libDir;
 
   @BeforeAll
-  static void buildSimulatedCann() throws Exception {
-    Files.createDirectories(LIB_DIR);
-    List<String> flags = List.of("g++", "-std=c++17", "-O1", "-fPIC", "-shared", "-pthread",
-        "-fvisibility=hidden");
-    compile(flags, List.of(SOURCES.resolve("fake_acl.cc").toString(), "-o",
-        LIB_DIR.resolve("libascendcl.so").toString()));
-    compile(flags, List.of(SOURCES.resolve("fake_hccl.cc").toString(), "-L" + LIB_DIR, "-lascendcl",
-        "-Wl,-rpath,$ORIGIN", "-o", LIB_DIR.resolve("libhccl.so").toString()));
-  }
-
-  private static void compile(List<String> flags, List<String> rest) throws Exception {
-    List<String> command = new ArrayList<>(flags);
-    command.addAll(rest);
-    Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
-    String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-    assertTrue(p.waitFor(300, TimeUnit.SECONDS), "timed out: " + command);
-    assertEquals(0, p.exitValue(), command + "\n" + output);
+  static void buildSimulatedCann() {
+    libDir = SimulatedCann.libDir();
   }
 
   private static void runRanks(String mode, Map<String, String> faults) throws Exception {
@@ -58,7 +41,7 @@ class CommunicatorOverSimulatedCannTest {
     Map<String, String> env = builder.environment();
     env.keySet().removeIf(k -> k.startsWith("ASCEND_") || k.startsWith("HCCL_")
         || k.startsWith("NPUGATHER_"));
-    env.put("NPUGATHER_CANN_LIB_DIR", LIB_DIR.toString());
+    env.put("NPUGATHER_CANN_LIB_DIR", libDir.toString());
     env.putAll(faults);
     Process process = builder.start();
     boolean finished = process.waitFor(120, TimeUnit.SECONDS);
