@@ -11,6 +11,8 @@
 //                                                peers' streams fail with SUSPECT_REMOTE_ERROR
 //   NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS=<ms>  rendezvous timeout (default HCCL_CONNECT_TIMEOUT s)
 //   NPUGATHER_FAKE_CANN_DEVICE_COUNT=<n>         devices 0..n-1 exist (default 8)
+// Trace: NPUGATHER_FAKE_CANN_TRACE=<file> appends "<call> rank=<r> device=<d> pid=<p>" for
+// every communicator init and collective (the device current on the calling thread).
 // Built with FAKE_CANN_MINIMAL the optional symbols (HcclAllGatherV, HcclGetErrorString,
 // aclrtSynchronizeStreamWithTimeout, aclGetRecentErrMsg) are absent, like an old CANN.
 // FAKE_CANN_COLLECTIVES_ONLY / FAKE_CANN_COMM_MANAGEMENT_ONLY build the two halves of a newer

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -129,6 +130,21 @@ inline int wait_for_peers(const Comm& c, const std::atomic<bool>& cancelled, Pre
   }
 }
 
+// NPUGATHER_FAKE_CANN_TRACE=<file>: one line per communicator init and collective,
+// "<call> rank=<r> device=<d> pid=<p>", so tests can see which device each rank used.
+inline void trace(const char* call, int rank) {
+  std::string path = env("NPUGATHER_FAKE_CANN_TRACE");
+  if (path.empty()) return;
+  char line[160];
+  int n = snprintf(line, sizeof(line), "%s rank=%d device=%d pid=%d\n", call, rank, current_device(),
+                   static_cast<int>(getpid()));
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  ssize_t written = write(fd, line, static_cast<size_t>(n));  // one append: lines never interleave
+  (void)written;
+  ::close(fd);
+}
+
 inline int rendezvous(const Vendor& v, const std::string& name, uint32_t n, uint32_t rank, void** out) {
   if (n == 0 || n > kMaxRanks || rank >= n) return v.para;
   int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
@@ -186,6 +202,7 @@ inline int rendezvous(const Vendor& v, const std::string& name, uint32_t n, uint
   shm_unlink(data_name(name, rank).c_str());
   shm_unlink(name.c_str());
   *out = new CommHandle{comm};
+  trace("init", static_cast<int>(rank));
   return v.success;
 }
 
@@ -262,6 +279,7 @@ inline int check_call(const Vendor& v, CommHandle* h, void* stream) {
     set_recent_error((std::string(v.name) + ": injected collective failure on this rank").c_str());
     return v.internal;
   }
+  trace("collective", h->comm->rank);
   return v.success;
 }
 

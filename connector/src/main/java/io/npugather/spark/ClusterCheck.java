@@ -1,18 +1,23 @@
 package io.npugather.spark;
 
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
+import org.apache.spark.resource.ResourceInformation;
 import org.apache.spark.resource.ResourceProfile;
-import org.apache.spark.resource.TaskResourceRequest;
 import org.apache.spark.status.api.v1.ExecutorSummary;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * Driver-side check before a barrier stage of N tasks runs: fails at once with a clear message
- * instead of Spark's slow barrier slot-check retries (or a stage that can never be scheduled).
+ * Driver-side checks before a barrier stage of N tasks runs: fails at once with a clear message
+ * instead of Spark's slow barrier slot-check retries (or a stage that can never be scheduled),
+ * and decides where each rank finds its device ({@link DeviceBinding}).
  */
 public final class ClusterCheck {
   /**
@@ -34,7 +39,9 @@ public final class ClusterCheck {
    * <p>Slots are counted the way Spark's own barrier check counts them
    * ({@code SparkContext.maxNumConcurrentTasks} for the default resource profile): local[N] offers
    * N / spark.task.cpus; a cluster offers, over live executors, executor cores / spark.task.cpus,
-   * further limited by custom task resources (spark.task.resource.NAME.amount) when set.
+   * further limited by custom task resources (spark.task.resource.NAME.amount) when set. A local
+   * master offers tasks no custom resources at all: a job asking for them would never be
+   * scheduled, so that fails here too.
    */
   public static void requireBarrierSlots(SparkContext sc, int rankSize) {
     if (sc == null) {
@@ -46,6 +53,7 @@ public final class ClusterCheck {
     SparkConf conf = sc.getConf();
     checkDynamicAllocation(conf, rankSize);
     ResourceProfile profile = sc.resourceProfileManager().defaultResourceProfile();
+    checkLocalTaskResources(sc.master(), taskResources(profile), rankSize);
     int slots = sc.maxNumConcurrentTasks(profile);
     if (slots >= rankSize) {
       return;
@@ -82,6 +90,118 @@ public final class ClusterCheck {
           + "set spark.dynamicAllocation.enabled=false and give the application a fixed set of executors "
           + "(spark.executor.instances, spark.executor.cores) with at least " + rankSize + " task slots");
     }
+  }
+
+  /**
+   * Fails when a local master is asked for custom task resources: Spark's local scheduler offers
+   * tasks only cores, so such tasks wait forever instead of failing.
+   */
+  static void checkLocalTaskResources(String master, Map<String, Double> taskResources,
+      int rankSize) {
+    if (!isLocalMaster(master) || taskResources.isEmpty()) {
+      return;
+    }
+    StringBuilder asked = new StringBuilder();
+    taskResources.forEach((name, amount) -> asked.append(asked.length() == 0 ? "" : ", ")
+        .append(taskResourceKey(name, amount)));
+    String name = taskResources.keySet().iterator().next();
+    throw new IllegalStateException("allGatherOnNpu runs a barrier stage of " + rankSize
+        + " tasks that ask " + asked + ", but the local master " + master + " offers tasks only "
+        + "cores, never custom resources, so they would never be scheduled; on a local master "
+        + "remove spark.task.resource." + name + ".amount and let the driver discover the "
+        + "devices (spark.driver.resource." + name + ".amount and spark.driver.resource." + name
+        + ".discoveryScript): rank r then binds the driver's address r");
+  }
+
+  /**
+   * Checks that every rank will find a device where the backend needs one, and says where: the
+   * task's resource on a cluster, the driver's discovered addresses (rank r, address r) on a
+   * local master. Throws {@link IllegalStateException} naming what is needed and what is there.
+   */
+  public static DeviceBinding requireDevices(SparkContext sc, AllGatherOptions options,
+      int rankSize) {
+    ResourceProfile profile = sc.resourceProfileManager().defaultResourceProfile();
+    ResourceInformation driver = CollectionConverters.asJava(sc.resources())
+        .get(options.resourceName());
+    List<String> driverAddresses = driver == null ? null : Arrays.asList(driver.addresses());
+    return planDevices(sc.master(), options.backend(), options.resourceName(),
+        taskResources(profile), driverAddresses, rankSize);
+  }
+
+  /**
+   * {@link #requireDevices} from plain values: {@code driverAddresses} is null when the driver
+   * discovered no such resource.
+   */
+  static DeviceBinding planDevices(String master, String backend, String resourceName,
+      Map<String, Double> taskResources, List<String> driverAddresses, int rankSize) {
+    boolean needsDevice = !"host".equals(backend);
+    if (isLocalMaster(master)) {
+      if (driverAddresses != null) {
+        return DeviceBinding.byRank(resourceName,
+            checkDriverAddresses(master, resourceName, driverAddresses, rankSize));
+      }
+      if (needsDevice) {
+        throw new IllegalStateException("backend " + backend + " binds one device per rank, "
+            + "but on the local master " + master + " tasks get no Spark resources and the "
+            + "driver discovered no '" + resourceName + "' addresses; set spark.driver.resource."
+            + resourceName + ".amount=" + rankSize + " and spark.driver.resource." + resourceName
+            + ".discoveryScript (a script printing {\"name\":\"" + resourceName
+            + "\",\"addresses\":[...]}, e.g. bin/npugather-npu-discovery): rank r binds address r");
+      }
+      return DeviceBinding.fromTaskResources(resourceName);
+    }
+    if (needsDevice && !taskResources.containsKey(resourceName)) {
+      throw new IllegalStateException("backend " + backend + " binds one device per rank, but "
+          + "the tasks ask no '" + resourceName + "' resource (task resources: "
+          + (taskResources.isEmpty() ? "none" : taskResources.keySet()) + "); set spark.executor."
+          + "resource." + resourceName + ".amount, spark.executor.resource." + resourceName
+          + ".discoveryScript and spark.task.resource." + resourceName + ".amount=1, or "
+          + AllGatherOptions.RESOURCE_NAME + " to the resource that holds the devices");
+    }
+    return DeviceBinding.fromTaskResources(resourceName);
+  }
+
+  /** The first rankSize addresses, each a device id, no two alike. */
+  private static List<String> checkDriverAddresses(String master, String resourceName,
+      List<String> addresses, int rankSize) {
+    String keys = "spark.driver.resource." + resourceName + ".amount / .discoveryScript";
+    if (addresses.size() < rankSize) {
+      throw new IllegalStateException("allGatherOnNpu runs " + rankSize + " ranks on the local "
+          + "master " + master + ", where rank r binds the driver's address r of Spark resource '"
+          + resourceName + "', but the driver discovered " + addresses.size()
+          + (addresses.size() == 1 ? " address " : " addresses ") + addresses + " (" + keys
+          + "); give the driver at least " + rankSize + " addresses, or use fewer partitions");
+    }
+    List<String> used = new ArrayList<>(addresses.subList(0, rankSize));
+    Map<Integer, Integer> rankOfDevice = new HashMap<>();
+    for (int r = 0; r < used.size(); r++) {
+      int device = DeviceBinding.parseDeviceId(resourceName, used.get(r));
+      Integer other = rankOfDevice.putIfAbsent(device, r);
+      if (other != null) {
+        throw new IllegalStateException("ranks " + other + " and " + r + " would both bind "
+            + "device " + device + ": the driver's addresses of Spark resource '" + resourceName
+            + "' are " + addresses + " (" + keys + "), and only one communicating process per "
+            + "device is allowed; the discovery must list every device once");
+      }
+    }
+    return used;
+  }
+
+  /** The profile's custom task resources (name to amount per task), cpus excluded. */
+  private static Map<String, Double> taskResources(ResourceProfile profile) {
+    Map<String, Double> resources = new TreeMap<>();
+    profile.taskResourcesJMap().forEach((name, request) -> {
+      if (!"cpus".equals(name)) {
+        resources.put(name, request.amount());
+      }
+    });
+    return resources;
+  }
+
+  /** "spark.task.resource.NAME.amount=A", A without a fraction when it is whole. */
+  private static String taskResourceKey(String name, double amount) {
+    String a = amount == Math.rint(amount) ? Long.toString((long) amount) : Double.toString(amount);
+    return "spark.task.resource." + name + ".amount=" + a;
   }
 
   static String slotMessage(int rankSize, int slots, String cluster) {
@@ -121,11 +241,7 @@ public final class ClusterCheck {
     }
     sb.append(", spark.task.cpus=").append(conf.getInt("spark.task.cpus", 1));
     try {
-      Map<String, TaskResourceRequest> resources = new TreeMap<>(profile.taskResourcesJMap());
-      resources.remove("cpus");
-      for (Map.Entry<String, TaskResourceRequest> r : resources.entrySet()) {
-        sb.append(", spark.task.resource.").append(r.getKey()).append(".amount=").append(r.getValue().amount());
-      }
+      taskResources(profile).forEach((name, amount) -> sb.append(", ").append(taskResourceKey(name, amount)));
     } catch (RuntimeException e) {
       // description only
     }

@@ -34,15 +34,17 @@ public final class GatherTask implements Serializable {
   private final StructType schema;
   private final String timeZoneId;
   private final AllGatherOptions options;
+  private final DeviceBinding devices;
   private final RendezvousTicket ticket;
   private final String runDomain;
   private final GatherMetrics metrics;
 
   GatherTask(StructType schema, String timeZoneId, AllGatherOptions options,
-      RendezvousTicket ticket, String runDomain, GatherMetrics metrics) {
+      DeviceBinding devices, RendezvousTicket ticket, String runDomain, GatherMetrics metrics) {
     this.schema = schema;
     this.timeZoneId = timeZoneId;
     this.options = options;
+    this.devices = devices;
     this.ticket = ticket;
     this.runDomain = runDomain;
     this.metrics = metrics;
@@ -79,7 +81,8 @@ public final class GatherTask implements Serializable {
       long ownBytes = resources.allocator.getAllocatedMemory();
       long t1 = System.nanoTime();
 
-      RankGroup group = RankGroup.meet(context, options, ticket, own.layout().toBytes());
+      RankGroup group = RankGroup.meet(context, options, devices, ticket,
+          own.layout().toBytes());
       resources.group = group;
       List<PartitionLayout> layouts = new ArrayList<>(rankSize);
       for (RankEntry entry : group.entries()) {

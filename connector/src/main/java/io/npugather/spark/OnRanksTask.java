@@ -48,16 +48,18 @@ final class OnRanksTask<T> implements Serializable {
   private final DType wireDtype;
   private final RankFunction<T> fn;
   private final AllGatherOptions options;
+  private final DeviceBinding devices;
   private final RendezvousTicket ticket;
   private final String runDomain;
   private final GatherMetrics metrics;
 
   OnRanksTask(StructType schema, DType wireDtype, RankFunction<T> fn, AllGatherOptions options,
-      RendezvousTicket ticket, String runDomain, GatherMetrics metrics) {
+      DeviceBinding devices, RendezvousTicket ticket, String runDomain, GatherMetrics metrics) {
     this.schema = checkInput(schema);
     this.wireDtype = checkWireDtype(wireDtype);
     this.fn = fn;
     this.options = options;
+    this.devices = devices;
     this.ticket = ticket;
     this.runDomain = runDomain;
     this.metrics = metrics;
@@ -132,7 +134,7 @@ final class OnRanksTask<T> implements Serializable {
       }
       long t1 = System.nanoTime();
 
-      group = RankGroup.meet(context, options, ticket, new byte[0]);
+      group = RankGroup.meet(context, options, devices, ticket, new byte[0]);
       long t2 = System.nanoTime();
       Communicator communicator = group.connect(runDomain);
       if (options.failureInjectedFor(rank, context.stageAttemptNumber())) {

@@ -12,9 +12,9 @@ import java.net.UnknownHostException;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
-import java.util.Map;
 import org.apache.spark.BarrierTaskContext;
-import org.apache.spark.resource.ResourceInformation;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The ranks of one barrier stage joined into a communicator, seen from one rank (one barrier
@@ -27,6 +27,8 @@ import org.apache.spark.resource.ResourceInformation;
  * {@link #join} does both. {@link #close()} stops the watchdog and closes the communicator.
  */
 final class RankGroup implements AutoCloseable {
+  private static final Logger LOG = LoggerFactory.getLogger(RankGroup.class);
+
   private final BarrierTaskContext context;
   private final AllGatherOptions options;
   private final CommunicatorOptions commOptions;
@@ -44,26 +46,27 @@ final class RankGroup implements AutoCloseable {
 
   /** {@link #meet} and {@link #connect}: the rank's communicator, ready for collectives. */
   static RankGroup join(BarrierTaskContext context, AllGatherOptions options,
-      RendezvousTicket ticket, String runDomain, byte[] payload) {
-    RankGroup group = meet(context, options, ticket, payload);
+      DeviceBinding devices, RendezvousTicket ticket, String runDomain, byte[] payload) {
+    RankGroup group = meet(context, options, devices, ticket, payload);
     group.connect(runDomain);
     return group;
   }
 
   /**
    * The rendezvous round of this task's stage attempt: every rank's entry, identical on every
-   * rank. Rank = partition id, rankSize = the ticket's.
+   * rank. Rank = partition id, rankSize = the ticket's; the rank's device as {@code devices}
+   * says.
    *
    * @throws IllegalStateException when two ranks were given the same device of one host
    * @throws io.npugather.spark.rendezvous.RendezvousException when the round fails
    */
   static RankGroup meet(BarrierTaskContext context, AllGatherOptions options,
-      RendezvousTicket ticket, byte[] payload) {
+      DeviceBinding devices, RendezvousTicket ticket, byte[] payload) {
     int rank = context.partitionId();
     int rankSize = ticket.rankSize();
     CommunicatorOptions commOptions = CommunicatorOptions.defaults()
         .withTimeout(options.timeout()).withHostTransport(options.hostTransport())
-        .withDeviceId(deviceId(context, options));
+        .withDeviceId(devices.deviceId(context));
     byte[] rootInfo = rank == options.rankRoot()
         ? Communicator.createRootInfo(options.backend(), commOptions).toBytes() : new byte[0];
     RankEntry mine = new RankEntry(hostName(), commOptions.deviceId(), rootInfo, payload);
@@ -74,7 +77,14 @@ final class RankGroup implements AutoCloseable {
     for (int r = 0; r < rankSize; r++) {
       entries.add(RankEntry.fromBytes(r, table.get(r)));
     }
-    refuseSharedDevices(entries, options);
+    try {
+      refuseSharedDevices(entries, options);
+    } catch (IllegalStateException e) {
+      // Spark reports one failed task of a barrier stage; every rank's verdict goes to its log.
+      LOG.error("rank {}/{} (stage {}.{}): {}", rank, rankSize, context.stageId(),
+          context.stageAttemptNumber(), e.getMessage());
+      throw e;
+    }
     return new RankGroup(context, options, commOptions, Collections.unmodifiableList(entries));
   }
 
@@ -157,21 +167,6 @@ final class RankGroup implements AutoCloseable {
     }
     if (communicator != null && communicator.isOpen()) {
       communicator.close();
-    }
-  }
-
-  private static int deviceId(BarrierTaskContext context, AllGatherOptions options) {
-    Map<String, ResourceInformation> resources = context.resourcesJMap();
-    ResourceInformation device = resources.get(options.resourceName());
-    if (device == null || device.addresses().length == 0) {
-      return -1;
-    }
-    String address = device.addresses()[0];
-    try {
-      return Integer.parseInt(address.trim());
-    } catch (NumberFormatException e) {
-      throw new IllegalStateException("resource '" + options.resourceName() + "' gave address '"
-          + address + "'; a device id (an integer) is needed");
     }
   }
 

@@ -75,8 +75,8 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
       else NpuAllGatherExec.barrierReady(child.execute(), child.schema.length)
     val rankSize = if (columnarInput) batches.getNumPartitions else rows.getNumPartitions
     val run = NpuAllGatherExec.prepareRun(sc, rankSize, options)
-    val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, options, run.ticket,
-      run.domain, run.metrics)
+    val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, options, run.devices,
+      run.ticket, run.domain, run.metrics)
     val gathered = if (columnarInput) {
       batches.barrier().mapPartitions(it => task.runOnBatches(it.asJava).asScala)
     } else {
@@ -92,14 +92,18 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     copy(child = newChild)
 }
 
-/** What the driver sets up for one run: a rendezvous registration, metrics, a fresh domain. */
-case class RunSetup(service: RendezvousService, ticket: RendezvousTicket, metrics: GatherMetrics,
-    domain: String)
+/**
+ * What the driver sets up for one run: where ranks find their devices, a rendezvous
+ * registration, metrics, a fresh domain.
+ */
+case class RunSetup(devices: DeviceBinding, service: RendezvousService, ticket: RendezvousTicket,
+    metrics: GatherMetrics, domain: String)
 
 object NpuAllGatherExec extends Logging {
   /**
    * Checks a run of rankSize ranks before anything is launched (rankRoot in range, enough
-   * barrier slots, no dynamic allocation) and registers it with the driver's rendezvous service.
+   * barrier slots, no dynamic allocation, a device for every rank where the backend needs one)
+   * and registers it with the driver's rendezvous service.
    */
   def prepareRun(sc: SparkContext, rankSize: Int, options: AllGatherOptions): RunSetup = {
     if (options.rankRoot >= rankSize) {
@@ -107,13 +111,14 @@ object NpuAllGatherExec extends Logging {
         s"is invalid; allowed: 0 <= rankRoot < rankSize ($rankSize)")
     }
     ClusterCheck.requireBarrierSlots(sc, rankSize)
+    val devices = ClusterCheck.requireDevices(sc, options, rankSize)
     val service = RendezvousService.getOrStart(sc)
     val ticket = service.register(rankSize, options.timeout)
     val metrics = new GatherMetrics(sc)
     NpuGather.recordRun(metrics)
     val domain = (if (options.commDomain.isEmpty) "npg" else options.commDomain) + "-" +
       UUID.randomUUID().toString.substring(0, 8)
-    RunSetup(service, ticket, metrics, domain)
+    RunSetup(devices, service, ticket, metrics, domain)
   }
 
   /**

@@ -29,7 +29,7 @@ private[spark] object OnRanksStage extends Logging {
     }
     val run = NpuAllGatherExec.prepareRun(sc, rankSize, options)
     try {
-      val task = new OnRanksTask(schema, wireDtype, fn, options, run.ticket, run.domain,
+      val task = new OnRanksTask(schema, wireDtype, fn, options, run.devices, run.ticket, run.domain,
         run.metrics)
       val results = rows.barrier().mapPartitions(it => task.run(it.asJava).asScala)
       run.service.unregisterWhenJobEnds(run.ticket, results.id)

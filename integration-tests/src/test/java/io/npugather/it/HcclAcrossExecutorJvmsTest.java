@@ -23,7 +23,7 @@ import org.junit.jupiter.api.TestMethodOrder;
 
 /**
  * Backend hccl across executor JVMs over the simulated CANN runtime (test-only libascendcl.so /
- * libhccl.so on host memory, built by the native module's {@code build-fake-cann.sh}): this
+ * libhccl.so on host memory, {@link SimulatedCann}): this
  * exercises the binding and the Spark resource path, not NPU hardware. Each Worker owns one
  * "npu" from its own discovery script (Worker i: device i + 1); the application asks one per
  * executor and one per task, so each rank must run on its own executor's device.
@@ -31,7 +31,6 @@ import org.junit.jupiter.api.TestMethodOrder;
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class HcclAcrossExecutorJvmsTest {
   private static final Path MODULE = Path.of(System.getProperty("user.dir"));
-  private static final Path CANN = MODULE.resolve("target/fake-cann");
   private static final Path DISCOVERY = MODULE.resolve("target/fake-npu-discovery");
 
   private static SparkCluster cluster;
@@ -39,7 +38,7 @@ class HcclAcrossExecutorJvmsTest {
 
   @BeforeAll
   static void startClusterWithOneSimulatedNpuPerWorker() throws Exception {
-    buildSimulatedCann();
+    Path cann = SimulatedCann.home();
     Files.createDirectories(DISCOVERY);
     List<Path> scripts = new ArrayList<>();
     for (int i = 0; i < 2; i++) {
@@ -52,7 +51,7 @@ class HcclAcrossExecutorJvmsTest {
     cluster = SparkCluster.builder("HcclAcrossExecutorJvmsTest").executors(2)
         .workerConf(i -> Map.of("spark.worker.resource.npu.amount", "1",
             "spark.worker.resource.npu.discoveryScript", scripts.get(i).toString()))
-        .workerEnv(Map.of("NPUGATHER_CANN_LIB_DIR", CANN.resolve("lib64").toString()))
+        .workerEnv(Map.of("NPUGATHER_CANN_LIB_DIR", cann.resolve("lib64").toString()))
         .conf(Map.of("spark.executor.resource.npu.amount", "1",
             "spark.task.resource.npu.amount", "1",
             "spark.npugather.backend", "hccl"))
@@ -106,14 +105,5 @@ class HcclAcrossExecutorJvmsTest {
       }
     }
     throw new AssertionError("not under a worker directory: " + executorDir);
-  }
-
-  private static void buildSimulatedCann() throws IOException, InterruptedException {
-    Path script = MODULE.resolveSibling("native/src/test/cpp/fake_cann/build-fake-cann.sh");
-    Process p = new ProcessBuilder("bash", script.toString(), CANN.toString())
-        .redirectErrorStream(true).start();
-    String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-    assertTrue(p.waitFor(300, TimeUnit.SECONDS), "timed out: " + script);
-    assertEquals(0, p.exitValue(), script + "\n" + output);
   }
 }

@@ -1,0 +1,150 @@
+package io.npugather.spark;
+
+import static io.npugather.spark.NpuGatherTest.assertRankMajorOnEveryPartition;
+import static io.npugather.spark.NpuGatherTest.rootMessage;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.npugather.hccl.SimulatedCann;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.util.ArrowUtils;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Device binding on local masters, with backend hccl over the simulated CANN runtime (test-only
+ * libraries on host memory: this proves the binding, never anything about NPU hardware). The
+ * driver discovers the devices with a test discovery script; rank r binds the driver's address
+ * r; the simulated runtime's trace shows which device each rank set.
+ */
+class DeviceBindingOverSimulatedCannTest {
+  private static final Path SCRIPTS = Path.of(System.getProperty("user.dir"))
+      .resolve("src/test/resources/npu-discovery");
+  private static final Pattern TRACE_LINE =
+      Pattern.compile("^(\\S+) rank=(\\d+) device=(-?\\d+) pid=(\\d+)$");
+
+  private static Path trace;
+
+  @BeforeAll
+  static void buildSimulatedCann() {
+    Path libDir = SimulatedCann.libDir();
+    assertEquals(libDir.toString(), System.getenv("NPUGATHER_CANN_LIB_DIR"),
+        "the test JVM must find the simulated runtime (surefire sets NPUGATHER_CANN_LIB_DIR)");
+    String traceFile = System.getenv("NPUGATHER_FAKE_CANN_TRACE");
+    assertTrue(traceFile != null && !traceFile.isBlank(),
+        "surefire sets NPUGATHER_FAKE_CANN_TRACE for this test");
+    trace = Path.of(traceFile);
+  }
+
+  private static SparkSession localSession(int slots, String discoveryScript,
+      Map<String, String> conf) {
+    Path script = SCRIPTS.resolve(discoveryScript);
+    assertTrue(script.toFile().setExecutable(true), "cannot make " + script + " executable");
+    SparkSession.Builder builder = SparkSession.builder().master("local[" + slots + "]")
+        .appName("DeviceBindingOverSimulatedCannTest").config("spark.ui.enabled", "false")
+        .config("spark.driver.resource.npu.amount", "2")
+        .config("spark.driver.resource.npu.discoveryScript", script.toString());
+    conf.forEach(builder::config);
+    return builder.getOrCreate();
+  }
+
+  private static Dataset<Row> randomRows(SparkSession spark, int partitions) {
+    Dataset<Row> df = spark.range(0, 6_000, 1, partitions)
+        .selectExpr("id", "rand(21) as score", "cast(randn(22) as float) as f", "uuid(23) as tag",
+            "unhex(sha2(cast(rand(24) as string), 256)) as bytes", "array(rand(25), rand(26)) as pair");
+    df.cache().count();
+    return df;
+  }
+
+  private static AllGatherOptions hccl() {
+    return AllGatherOptions.defaults().withBackend("hccl");
+  }
+
+  /** Every device the simulated runtime saw each rank set, from its trace. */
+  private static Map<Integer, Set<Integer>> devicesByRank() throws IOException {
+    Map<Integer, Set<Integer>> devices = new TreeMap<>();
+    for (String line : Files.readAllLines(trace)) {
+      Matcher m = TRACE_LINE.matcher(line);
+      assertTrue(m.matches(), "trace line: " + line);
+      devices.computeIfAbsent(Integer.parseInt(m.group(2)), r -> new TreeSet<>())
+          .add(Integer.parseInt(m.group(3)));
+    }
+    return devices;
+  }
+
+  @Test
+  void ranksBindTheDriversDiscoveredDevicesInRankOrderAndGatherEveryByteOverSimulatedCann()
+      throws IOException {
+    SparkSession spark = localSession(3, "two-devices.sh", Map.of());
+    try {
+      Files.deleteIfExists(trace);
+      Dataset<Row> df = randomRows(spark, 2);
+      assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df, hccl()));
+      assertEquals(2 * 6_000L, NpuGather.lastMetrics().rowsGathered());
+      assertEquals(Map.of(0, Set.of(0), 1, Set.of(1)), devicesByRank(),
+          "rank r on the driver's address r, every call of a rank on its own device");
+
+      // Three ranks, two discovered devices: refused before any task runs.
+      Dataset<Row> three = spark.range(0, 30, 1, 3).toDF();
+      Exception e = assertThrows(Exception.class,
+          () -> NpuGather.allGatherOnNpu(three, hccl()).count());
+      String m = rootMessage(e);
+      assertTrue(m.contains("runs 3 ranks") && m.contains("discovered 2 addresses [0, 1]"), m);
+      assertTrue(m.contains("spark.driver.resource.npu.amount"), m);
+      df.unpersist(true);
+      assertEquals(0, ArrowUtils.rootAllocator().getAllocatedMemory(), "Arrow bytes outstanding");
+    } finally {
+      spark.stop();
+    }
+  }
+
+  @Test
+  void oneDeviceDiscoveredTwiceIsRefusedBeforeAnyTaskRuns() throws IOException {
+    SparkSession spark = localSession(2, "device-zero-twice.sh", Map.of());
+    try {
+      Files.deleteIfExists(trace);
+      Dataset<Row> df = spark.range(0, 100, 1, 2).toDF();
+      Exception e = assertThrows(Exception.class,
+          () -> NpuGather.allGatherOnNpu(df, hccl()).count());
+      String m = rootMessage(e);
+      assertTrue(m.contains("ranks 0 and 1 would both bind device 0") && m.contains("[0, 0]"), m);
+      assertTrue(m.contains("spark.driver.resource.npu"), m);
+      assertTrue(Files.notExists(trace), "no rank reached the runtime");
+    } finally {
+      spark.stop();
+    }
+  }
+
+  @Test
+  @Timeout(120)
+  void taskResourcesOnALocalMasterFailAtOnceInsteadOfNeverBeingScheduled() {
+    // The cluster settings, copied unchanged to a local master.
+    SparkSession spark = localSession(2, "two-devices.sh", Map.of(
+        "spark.executor.resource.npu.amount", "2",
+        "spark.executor.resource.npu.discoveryScript", SCRIPTS.resolve("two-devices.sh").toString(),
+        "spark.task.resource.npu.amount", "1"));
+    try {
+      Dataset<Row> df = spark.range(0, 100, 1, 2).toDF();
+      Exception e = assertThrows(Exception.class,
+          () -> NpuGather.allGatherOnNpu(df, hccl()).count());
+      String m = rootMessage(e);
+      assertTrue(m.contains("spark.task.resource.npu.amount=1") && m.contains("only cores"), m);
+      assertTrue(m.contains("spark.driver.resource.npu.discoveryScript"), m);
+    } finally {
+      spark.stop();
+    }
+  }
+}
