@@ -60,7 +60,8 @@ typedef struct npg_comm* npg_comm_t;
  * this process (bound to bind_address, or chosen from the host's interfaces when
  * NULL/empty) and carries a fresh random secret; the endpoint stays open until
  * the root's npg_comm_init consumes it (or the process exits). For "hccl",
- * bind_address may be "device:N", the device HcclGetRootInfo runs on.
+ * bind_address may be "device:N", the device HcclGetRootInfo runs on. For "lccl" it may be
+ * "device:N", "domain:ID" or "device:N,domain:ID" (LcalGetUniqueId's device and domain).
  */
 npg_result_t npg_get_root_info(const char* backend, const char* bind_address, void* root_info,
                                size_t capacity, size_t* root_info_size);
@@ -68,6 +69,9 @@ npg_result_t npg_get_root_info(const char* backend, const char* bind_address, vo
 /*
  * Creates this rank's communicator. Blocks until all rank_size ranks have joined
  * or timeout_ms elapses. device_id < 0 means "no device" (host backend).
+ * root_info may be NULL where the backend needs none: "hccl" with a rank_table_file;
+ * "lccl" with a comm_domain ("ID" or "ID:SIZE_MB" in multi-process mode, LCCL's domain;
+ * the uid every rank thread passes in multi-thread mode).
  */
 npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size, int32_t rank_root,
                            const char* comm_domain, int32_t comm_mode, int32_t device_id,

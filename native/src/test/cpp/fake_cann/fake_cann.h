@@ -1,13 +1,15 @@
-// A simulated CANN runtime for testing the hccl backend's binding without an NPU: the ACL
-// and HCCL symbols the backend resolves, with "device" memory in host memory and a real
-// all-gather between ranks (threads of one process or separate processes, through POSIX
-// shared memory). It proves the binding, never anything about NPU hardware.
+// A simulated CANN runtime for testing the device backends' binding without an NPU: the ACL,
+// HCCL and LCAL symbols the backends resolve (libascendcl.so, libhccl.so, liblcal.so), with
+// "device" memory in host memory and a real all-gather between ranks (threads of one process
+// or separate processes, through POSIX shared memory; fake_collective.h). It proves the
+// binding, never anything about NPU hardware.
 //
 // Fault switches, read at call time:
-//   NPUGATHER_FAKE_CANN_INIT_FAIL=<HcclResult>   HcclCommInit* returns this code ...
+//   NPUGATHER_FAKE_CANN_INIT_FAIL=<code>         HcclCommInit* / LcalCommInit* return this code ...
 //   NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES=<n>      ... only for the first n attempts of each rank
 //   NPUGATHER_FAKE_CANN_HANG=allgather           collectives never complete (until destroyed)
-//   NPUGATHER_FAKE_CANN_FAIL_RANK=<rank>         collectives fail on that rank (HCCL_E_INTERNAL);
+//   NPUGATHER_FAKE_CANN_FAIL_RANK=<rank>         collectives fail on that rank (HCCL_E_INTERNAL,
+//                                                LCAL_ERROR_INTERNAL);
 //                                                peers' streams fail with SUSPECT_REMOTE_ERROR
 //   NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS=<ms>  rendezvous timeout (default HCCL_CONNECT_TIMEOUT s)
 //   NPUGATHER_FAKE_CANN_DEVICE_COUNT=<n>         devices 0..n-1 exist (default 8)

@@ -52,8 +52,8 @@ public final class Communicator implements AutoCloseable {
     }
     try (BytePointer out = new BytePointer(NativeCore.ROOT_INFO_MAX_BYTES);
         SizeTPointer size = new SizeTPointer(1)) {
-      // hccl makes its root info on a device: the rank's own, named as "device:N".
-      String bind = backend.equals("hccl") && options.bindAddress() == null
+      // hccl and lccl make their root info on a device: the rank's own, named as "device:N".
+      String bind = !backend.equals("host") && options.bindAddress() == null
           && options.deviceId() >= 0 ? "device:" + options.deviceId() : options.bindAddress();
       int rc = NativeCore.npg_get_root_info(
           backend, bind, out, NativeCore.ROOT_INFO_MAX_BYTES, size);
@@ -67,7 +67,9 @@ public final class Communicator implements AutoCloseable {
   /**
    * Joins the communicator described by {@code param} (rank, rankSize, rankRoot, backend,
    * commMode, rankTableFile, commDomain). Blocks until every rank has joined or the timeout
-   * elapses. {@code rootInfo} may be null when a rank table file describes the cluster (hccl).
+   * elapses. {@code rootInfo} may be null when a rank table file describes the cluster (hccl),
+   * or with backend lccl when {@code commDomain} is set (multi-process: LCCL's "ID:SIZE_MB"
+   * domain; multi-thread: the uid every rank thread passes).
    *
    * @throws IllegalArgumentException for invalid parameters, before any communication
    * @throws NpuGatherException when joining fails (timeout, a peer's failure, ...)
@@ -80,9 +82,10 @@ public final class Communicator implements AutoCloseable {
       throw new IllegalArgumentException(
           "AllGatherParam.communicator is set; a caller's communicator is used as it is");
     }
-    if (rootInfo == null && param.rankTableFile().isEmpty()) {
-      throw new IllegalArgumentException(
-          "rootInfo is null; allowed: the root rank's RootInfo, or null with a rankTableFile");
+    boolean lcclDomain = param.backend().equals("lccl") && !param.commDomain().isEmpty();
+    if (rootInfo == null && param.rankTableFile().isEmpty() && !lcclDomain) {
+      throw new IllegalArgumentException("rootInfo is null; allowed: the root rank's RootInfo, or"
+          + " null with a rankTableFile (hccl) or a commDomain (lccl)");
     }
     if (rootInfo != null && !rootInfo.backend().equals(param.backend())) {
       throw new IllegalArgumentException("rootInfo was made for backend '" + rootInfo.backend()

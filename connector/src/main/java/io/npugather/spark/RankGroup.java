@@ -9,9 +9,12 @@ import io.npugather.spark.rendezvous.RendezvousClient;
 import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
+import java.util.UUID;
 import org.apache.spark.BarrierTaskContext;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -28,6 +31,8 @@ import org.slf4j.LoggerFactory;
  */
 final class RankGroup implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(RankGroup.class);
+  /** Largest LCCL domain id the connector uses: 10067 + 55000 is still a port. */
+  static final int MAX_LCCL_DOMAIN_ID = 55_000;
 
   private final BarrierTaskContext context;
   private final AllGatherOptions options;
@@ -102,8 +107,8 @@ final class RankGroup implements AutoCloseable {
   }
 
   /**
-   * Creates this rank's communicator in domain {@code runDomain + "-s<stage>a<attempt>"} (so a
-   * retried stage never meets its failed attempt) and starts the kill watchdog.
+   * Creates this rank's communicator in the domain of this stage attempt ({@link #commDomain}, so
+   * a retried stage never meets its failed attempt) and starts the kill watchdog.
    */
   Communicator connect(String runDomain) {
     synchronized (this) {
@@ -113,7 +118,8 @@ final class RankGroup implements AutoCloseable {
     }
     AllGatherParam param = AllGatherParam.builder().backend(options.backend()).rank(rank())
         .rankSize(rankSize()).rankRoot(options.rankRoot()).commMode(CommMode.COMM_MULTI_PROCESS)
-        .commDomain(runDomain + "-s" + context.stageId() + "a" + context.stageAttemptNumber())
+        .commDomain(commDomain(options.backend(), runDomain, context.stageId(),
+            context.stageAttemptNumber()))
         .build();
     RootInfo root = RootInfo.of(options.backend(), entries.get(options.rankRoot()).rootInfo());
     Communicator created = Communicator.create(param, root, commOptions);
@@ -122,6 +128,23 @@ final class RankGroup implements AutoCloseable {
       watchForKill(created);
     }
     return created;
+  }
+
+  /**
+   * The commDomain of one stage attempt of a run: {@code runDomain + "-s<stage>a<attempt>"}; for
+   * lccl, whose multi-process domain must be "ID:SIZE_MB" and whose bootstrap listens on port
+   * 10067 + ID of the host, {@code "ID:200"} with ID hashed from that name into [0, {@value
+   * #MAX_LCCL_DOMAIN_ID}] (10067 + ID stays a valid port), so concurrent jobs and attempts on one
+   * host get their own port.
+   */
+  static String commDomain(String backend, String runDomain, int stage, int attempt) {
+    String name = runDomain + "-s" + stage + "a" + attempt;
+    if (!backend.equals("lccl")) {
+      return name;
+    }
+    long hash = UUID.nameUUIDFromBytes(name.getBytes(StandardCharsets.UTF_8)).getMostSignificantBits();
+    long id = Math.floorMod(hash, MAX_LCCL_DOMAIN_ID + 1L);
+    return id + ":" + AllGatherParam.MIN_LCCL_BUFFER_MB;
   }
 
   /** The communicator, or null before {@link #connect}. */

@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.npugather.hccl.SimulatedCann;
+import io.npugather.cann.SimulatedCann;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -1,4 +1,4 @@
-package io.npugather.hccl;
+package io.npugather.cann;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
