@@ -78,6 +78,14 @@ class DeviceBindingOverSimulatedCannTest {
     return AllGatherOptions.defaults().withBackend("hccl");
   }
 
+  /** The message of a run of {@code ranks} ranks with backend hccl that must be refused. */
+  private static String refusal(SparkSession spark, int ranks) {
+    Dataset<Row> df = spark.range(0, 10L * ranks, 1, ranks).toDF();
+    Exception e = assertThrows(Exception.class,
+        () -> NpuGather.allGatherOnNpu(df, hccl()).count());
+    return rootMessage(e);
+  }
+
   private static float[] values(int rank, Tensor gathered) {
     float[] values = new float[(int) gathered.elementCount()];
     for (int i = 0; i < values.length; i++) {
@@ -137,10 +145,7 @@ class DeviceBindingOverSimulatedCannTest {
       floats.unpersist(true);
 
       // Three ranks, two discovered devices: refused before any task runs.
-      Dataset<Row> three = spark.range(0, 30, 1, 3).toDF();
-      Exception e = assertThrows(Exception.class,
-          () -> NpuGather.allGatherOnNpu(three, hccl()).count());
-      String m = rootMessage(e);
+      String m = refusal(spark, 3);
       assertTrue(m.contains("runs 3 ranks") && m.contains("discovered 2 addresses [0, 1]"), m);
       assertTrue(m.contains("spark.driver.resource.npu.amount"), m);
       df.unpersist(true);
@@ -155,10 +160,7 @@ class DeviceBindingOverSimulatedCannTest {
     SparkSession spark = localSession(2, "device-zero-twice.sh", Map.of());
     try {
       Files.deleteIfExists(trace);
-      Dataset<Row> df = spark.range(0, 100, 1, 2).toDF();
-      Exception e = assertThrows(Exception.class,
-          () -> NpuGather.allGatherOnNpu(df, hccl()).count());
-      String m = rootMessage(e);
+      String m = refusal(spark, 2);
       assertTrue(m.contains("ranks 0 and 1 would both bind device 0") && m.contains("[0, 0]"), m);
       assertTrue(m.contains("spark.driver.resource.npu"), m);
       assertTrue(Files.notExists(trace), "no rank reached the runtime");
@@ -176,10 +178,7 @@ class DeviceBindingOverSimulatedCannTest {
         "spark.executor.resource.npu.discoveryScript", SCRIPTS.resolve("two-devices.sh").toString(),
         "spark.task.resource.npu.amount", "1"));
     try {
-      Dataset<Row> df = spark.range(0, 100, 1, 2).toDF();
-      Exception e = assertThrows(Exception.class,
-          () -> NpuGather.allGatherOnNpu(df, hccl()).count());
-      String m = rootMessage(e);
+      String m = refusal(spark, 2);
       assertTrue(m.contains("spark.task.resource.npu.amount=1") && m.contains("only cores"), m);
       assertTrue(m.contains("spark.driver.resource.npu.discoveryScript"), m);
     } finally {
