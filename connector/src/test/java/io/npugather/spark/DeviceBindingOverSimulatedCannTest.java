@@ -6,10 +6,14 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.DType;
+import io.npugather.Tensor;
 import io.npugather.cann.SimulatedCann;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
@@ -28,7 +32,8 @@ import org.junit.jupiter.api.Timeout;
  * Device binding on local masters, with backend hccl over the simulated CANN runtime (test-only
  * libraries on host memory: this proves the binding, never anything about NPU hardware). The
  * driver discovers the devices with a test discovery script; rank r binds the driver's address
- * r; the simulated runtime's trace shows which device each rank set.
+ * r, for allGatherOnNpu and for onRanks; the simulated runtime's trace shows which device each
+ * rank set.
  */
 class DeviceBindingOverSimulatedCannTest {
   private static final Path SCRIPTS = Path.of(System.getProperty("user.dir"))
@@ -73,6 +78,22 @@ class DeviceBindingOverSimulatedCannTest {
     return AllGatherOptions.defaults().withBackend("hccl");
   }
 
+  /** The message of a run of {@code ranks} ranks with backend hccl that must be refused. */
+  private static String refusal(SparkSession spark, int ranks) {
+    Dataset<Row> df = spark.range(0, 10L * ranks, 1, ranks).toDF();
+    Exception e = assertThrows(Exception.class,
+        () -> NpuGather.allGatherOnNpu(df, hccl()).count());
+    return rootMessage(e);
+  }
+
+  private static float[] values(int rank, Tensor gathered) {
+    float[] values = new float[(int) gathered.elementCount()];
+    for (int i = 0; i < values.length; i++) {
+      values[i] = gathered.buffer().getFloat(4L * i);
+    }
+    return values;
+  }
+
   /** Every device the simulated runtime saw each rank set, from its trace. */
   private static Map<Integer, Set<Integer>> devicesByRank() throws IOException {
     Map<Integer, Set<Integer>> devices = new TreeMap<>();
@@ -97,11 +118,34 @@ class DeviceBindingOverSimulatedCannTest {
       assertEquals(Map.of(0, Set.of(0), 1, Set.of(1)), devicesByRank(),
           "rank r on the driver's address r, every call of a rank on its own device");
 
+      // The tensor API binds the same way.
+      Files.deleteIfExists(trace);
+      Dataset<Row> floats = spark.range(0, 2 * 700, 1, 2)
+          .selectExpr("cast(randn(31) as float) as a", "cast(randn(32) as float) as b");
+      floats.cache().count();
+      List<float[]> seen = NpuGather.onRanks(floats, List.of("a", "b"), hccl(), DType.FLOAT32,
+          DeviceBindingOverSimulatedCannTest::values);
+      List<Float> expected = new ArrayList<>();
+      for (List<Row> partition : floats.javaRDD().glom().collect()) {
+        for (Row row : partition) {
+          expected.add(row.getFloat(0));
+          expected.add(row.getFloat(1));
+        }
+      }
+      assertEquals(2, seen.size());
+      for (int rank = 0; rank < 2; rank++) {
+        float[] got = seen.get(rank);
+        assertEquals(expected.size(), got.length, "rank " + rank);
+        for (int i = 0; i < got.length; i++) {
+          assertEquals(Float.floatToRawIntBits(expected.get(i)), Float.floatToRawIntBits(got[i]),
+              "rank " + rank + ", value " + i);
+        }
+      }
+      assertEquals(Map.of(0, Set.of(0), 1, Set.of(1)), devicesByRank(), "onRanks devices");
+      floats.unpersist(true);
+
       // Three ranks, two discovered devices: refused before any task runs.
-      Dataset<Row> three = spark.range(0, 30, 1, 3).toDF();
-      Exception e = assertThrows(Exception.class,
-          () -> NpuGather.allGatherOnNpu(three, hccl()).count());
-      String m = rootMessage(e);
+      String m = refusal(spark, 3);
       assertTrue(m.contains("runs 3 ranks") && m.contains("discovered 2 addresses [0, 1]"), m);
       assertTrue(m.contains("spark.driver.resource.npu.amount"), m);
       df.unpersist(true);
@@ -116,10 +160,7 @@ class DeviceBindingOverSimulatedCannTest {
     SparkSession spark = localSession(2, "device-zero-twice.sh", Map.of());
     try {
       Files.deleteIfExists(trace);
-      Dataset<Row> df = spark.range(0, 100, 1, 2).toDF();
-      Exception e = assertThrows(Exception.class,
-          () -> NpuGather.allGatherOnNpu(df, hccl()).count());
-      String m = rootMessage(e);
+      String m = refusal(spark, 2);
       assertTrue(m.contains("ranks 0 and 1 would both bind device 0") && m.contains("[0, 0]"), m);
       assertTrue(m.contains("spark.driver.resource.npu"), m);
       assertTrue(Files.notExists(trace), "no rank reached the runtime");
@@ -137,10 +178,7 @@ class DeviceBindingOverSimulatedCannTest {
         "spark.executor.resource.npu.discoveryScript", SCRIPTS.resolve("two-devices.sh").toString(),
         "spark.task.resource.npu.amount", "1"));
     try {
-      Dataset<Row> df = spark.range(0, 100, 1, 2).toDF();
-      Exception e = assertThrows(Exception.class,
-          () -> NpuGather.allGatherOnNpu(df, hccl()).count());
-      String m = rootMessage(e);
+      String m = refusal(spark, 2);
       assertTrue(m.contains("spark.task.resource.npu.amount=1") && m.contains("only cores"), m);
       assertTrue(m.contains("spark.driver.resource.npu.discoveryScript"), m);
     } finally {
