@@ -817,6 +817,10 @@ int main(int argc, char** argv) {
     auto t0 = Clock::now();
     try {
       t.fn();
+      // Every communicator a test made in this process is destroyed by its end.
+      if (npg_live_comms() != 0) {
+        throw TestFailure(std::to_string(npg_live_comms()) + " communicators left alive");
+      }
       ++passed;
       printf("PASS %s (%.0f ms)\n", t.name, ms_since(t0));
     } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <new>
 #include <string>
@@ -13,7 +14,16 @@
 #include "error.h"
 #include "npugather.h"
 
+namespace {
+std::atomic<int64_t> live_comms{0};
+}  // namespace
+
+// Counted from creation to deletion, whether or not the backend's init succeeded.
 struct npg_comm {
+  npg_comm() { live_comms.fetch_add(1); }
+  ~npg_comm() { live_comms.fetch_sub(1); }
+  npg_comm(const npg_comm&) = delete;
+  npg_comm& operator=(const npg_comm&) = delete;
   std::unique_ptr<npg::Communicator> impl;
 };
 
@@ -323,6 +333,8 @@ const char* npg_comm_transport(npg_comm_t comm) {
   npg::set_last_error("npg_comm_transport: comm is NULL");
   return "";
 }
+
+int64_t npg_live_comms(void) { return live_comms.load(); }
 
 size_t npg_dtype_size(npg_dtype_t dtype) {
   switch (dtype) {

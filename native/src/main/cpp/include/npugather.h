@@ -128,6 +128,10 @@ npg_result_t npg_comm_size(npg_comm_t comm, int32_t* rank_size);
 /* "threads", "cma", "staging" or "tcp" for host; the backend's name otherwise. */
 const char* npg_comm_transport(npg_comm_t comm);
 
+/* Communicators of this process that npg_comm_init made and npg_comm_destroy has not released
+ * yet: 0 when nothing leaked. */
+int64_t npg_live_comms(void);
+
 /* Bytes per element of dtype, 0 when dtype is unknown. */
 size_t npg_dtype_size(npg_dtype_t dtype);
 

@@ -110,6 +110,14 @@ public final class Communicator implements AutoCloseable {
     }
   }
 
+  /**
+   * Native communicators of this process that were created and not yet released by {@link
+   * #close()}: 0 when nothing leaked (for leak checks).
+   */
+  public static long liveCount() {
+    return NativeCore.npg_live_comms();
+  }
+
   public int rank() {
     return rank;
   }

@@ -97,7 +97,8 @@ public final class FeatureSharding {
     String itemsPath;
     String queriesPath;
     String output;
-    String master = "local[*]";
+    /** Null: spark-submit's master when launched by it, else local[*]. */
+    String master;
     String backend = "host";
     int ranks;
     Duration timeout = Duration.ofSeconds(120);
@@ -120,7 +121,7 @@ public final class FeatureSharding {
       "  job:",
       "    --top-k K            recommendations per query (default 10)",
       "    --output DIR         where generated data and recommendations go (default: a new temp dir)",
-      "    --master URL         Spark master (default local[*])",
+      "    --master URL         Spark master (default: spark-submit's --master, else local[*])",
       "    --ranks N            ranks = shards (default: the cluster's cores, one rank per core)",
       "    --backend B          host, hccl or lccl (default host)",
       "    --timeout T          bound of every wait of the gather (default 120s)",
@@ -228,7 +229,13 @@ public final class FeatureSharding {
   static Result run(Options o) throws IOException {
     Path output = o.output != null ? Path.of(o.output).toAbsolutePath()
         : Files.createTempDirectory("npugather-feature-sharding-");
-    SparkSession spark = SparkSession.builder().master(o.master).appName("FeatureSharding")
+    SparkSession.Builder builder = SparkSession.builder();
+    if (o.master != null) {
+      builder.master(o.master);
+    } else if (System.getProperty("spark.master") == null) {
+      builder.master("local[*]"); // not launched by spark-submit
+    }
+    SparkSession spark = builder.appName("FeatureSharding")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate();
@@ -296,7 +303,8 @@ public final class FeatureSharding {
 
     // [2/4] Shard: N ranks, each with one shard of the items and one of the queries, in memory.
     stage("[2/4] sharding %d items x %d dims and %d queries over %d ranks (master %s,"
-        + " backend %s)%n", itemCount, dim, queryCount, ranks, o.master, o.backend);
+        + " backend %s)%n", itemCount, dim, queryCount, ranks, spark.sparkContext().master(),
+        o.backend);
     spark.conf().set("spark.sql.shuffle.partitions", String.valueOf(ranks));
     Dataset<Row> itemShards = (items.rdd().getNumPartitions() == ranks ? items
         : items.repartition(ranks)).cache();

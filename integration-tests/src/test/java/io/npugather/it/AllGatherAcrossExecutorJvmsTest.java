@@ -64,10 +64,10 @@ class AllGatherAcrossExecutorJvmsTest {
 
   @Test
   @Order(4)
-  void noSharedMemoryObjectOfTheRunIsLeftBehind() {
+  void noSharedMemoryArrowMemoryOrCommunicatorIsLeftBehind() {
     cluster.explainFailure(() -> {
       assertTrue(gathers >= 1, "no gather ran before this check");
-      GatherChecks.assertNoSharedMemoryObjects(cluster);
+      GatherChecks.assertNothingLeftBehind(cluster);
     });
   }
 }

@@ -158,8 +158,13 @@ final class GatherChecks {
 
   /** The gathers the executors logged after {@code offsets} (as returned by {@link #logOffsets}). */
   static List<Gather> gathersSince(SparkCluster cluster, Map<Path, Integer> offsets) {
+    return gathers(cluster.executorStderr(), offsets);
+  }
+
+  /** The gathers in the executors' stderr (by executor directory) after {@code offsets}. */
+  static List<Gather> gathers(Map<Path, String> stderr, Map<Path, Integer> offsets) {
     List<Gather> gathers = new ArrayList<>();
-    cluster.executorStderr().forEach((dir, text) -> {
+    stderr.forEach((dir, text) -> {
       String fresh = text.substring(Math.min(text.length(), offsets.getOrDefault(dir, 0)));
       Matcher m = GATHERED.matcher(fresh);
       while (m.find()) {
@@ -198,6 +203,15 @@ final class GatherChecks {
     SparkCluster.waitUntil(Duration.ofSeconds(10), () -> sharedMemoryObjects(cluster).isEmpty());
     assertEquals(List.of(), sharedMemoryObjects(cluster),
         "/dev/shm objects with suffix " + cluster.sharedMemorySuffix());
+  }
+
+  /**
+   * Nothing of the cluster's gathers is left: no /dev/shm object of the run, no Arrow memory and
+   * no native communicator in any executor JVM (read by {@link ExecutorLeakProbe}).
+   */
+  static void assertNothingLeftBehind(SparkCluster cluster) {
+    assertNoSharedMemoryObjects(cluster);
+    ExecutorLeakProbe.assertNothingHeld(cluster, cluster.executorCount());
   }
 
   /** The /dev/shm objects of this project that carry the cluster's name suffix. */

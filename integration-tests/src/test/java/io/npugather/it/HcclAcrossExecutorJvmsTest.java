@@ -82,9 +82,9 @@ class HcclAcrossExecutorJvmsTest {
 
   @Test
   @Order(2)
-  void noSharedMemoryObjectOfTheRunIsLeftBehind() {
+  void noSharedMemoryArrowMemoryOrCommunicatorIsLeftBehind() {
     cluster.explainFailure(() -> {
-      GatherChecks.assertNoSharedMemoryObjects(cluster);
+      GatherChecks.assertNothingLeftBehind(cluster);
       // The simulated runtime's own objects are named after the creating process.
       List<String> left;
       try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {

@@ -78,7 +78,7 @@ class RanksOnSeparateHostsTest {
 
   @Test
   @Order(4)
-  void noSharedMemoryObjectOfTheRunIsLeftBehind() {
-    cluster.explainFailure(() -> GatherChecks.assertNoSharedMemoryObjects(cluster));
+  void noSharedMemoryArrowMemoryOrCommunicatorIsLeftBehind() {
+    cluster.explainFailure(() -> GatherChecks.assertNothingLeftBehind(cluster));
   }
 }

@@ -2,6 +2,8 @@ package io.npugather.it;
 
 import java.io.File;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -18,6 +20,8 @@ import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 import java.util.function.IntFunction;
+import java.util.jar.JarEntry;
+import java.util.jar.JarOutputStream;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
@@ -32,12 +36,12 @@ import org.apache.spark.sql.SparkSession;
  * {@code spark://}. Each Worker offers one core and launches one executor JVM for the
  * application ({@code CoarseGrainedExecutorBackend}).
  *
- * <p>How every JVM finds its classes: a temporary Spark home whose {@code jars/} holds every jar
- * of the test classpath (released ones linked, this project's copied) and whose {@code classes/}
- * holds copies of the classpath's directories (the test classes). The Master and Workers run with
- * both on their classpath; a Worker builds its executors' command from the Spark home ({@code
- * <sparkHome>/jars/*}, {@code launcher/target/scala-2.13} tells the launcher the Scala version)
- * plus {@code spark.executor.extraClassPath}, which names the copied directories.
+ * <p>How every JVM finds its classes: a temporary Spark home whose {@code jars/} holds the whole
+ * test classpath: its jars (released ones linked, this project's copied) and a jar made of each
+ * of its directories (the test classes; in a reactor build also this project's modules). The
+ * Master and Workers run with {@code <sparkHome>/conf:<sparkHome>/jars/*}; a Worker builds its executors' command
+ * from the Spark home the same way ({@code launcher/target/scala-2.13} tells the launcher the
+ * Scala version), so any application submitted to the cluster finds this project's classes.
  *
  * <p>Network: {@link Network#LOOPBACK} puts everything on 127.0.0.1; {@link Network#NAMESPACES}
  * puts each Worker (and so its executors) in its own network namespace with its own 10.x
@@ -127,7 +131,7 @@ public final class SparkCluster implements AutoCloseable {
   private final String appName;
   private final int executors;
   private final Path sparkHome;
-  private final List<String> classDirectories;
+  private final Map<Path, Path> jarsByEntry;
   private final Path logDir;
   private final String shmSuffix;
   private final Thread shutdownHook = new Thread(this::close, "spark-cluster-shutdown");
@@ -142,11 +146,11 @@ public final class SparkCluster implements AutoCloseable {
   private boolean closed;
 
   private SparkCluster(String appName, int executors, Path sparkHome,
-      List<String> classDirectories, Path logDir) {
+      Map<Path, Path> jarsByEntry, Path logDir) {
     this.appName = appName;
     this.executors = executors;
     this.sparkHome = sparkHome;
-    this.classDirectories = classDirectories;
+    this.jarsByEntry = jarsByEntry;
     this.logDir = logDir;
     this.shmSuffix = "it" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
   }
@@ -172,11 +176,11 @@ public final class SparkCluster implements AutoCloseable {
     SparkCluster cluster = null;
     try {
       home = Files.createTempDirectory("npugather-it-spark-home-");
-      List<String> directories = prepareSparkHome(home);
+      Map<Path, Path> jars = prepareSparkHome(home);
       Path logDir = Path.of("target", "spark-cluster", b.appName).toAbsolutePath();
       deleteQuietly(logDir);
       Files.createDirectories(logDir);
-      cluster = new SparkCluster(b.appName, b.executors, home, directories, logDir);
+      cluster = new SparkCluster(b.appName, b.executors, home, jars, logDir);
       Runtime.getRuntime().addShutdownHook(cluster.shutdownHook);
       cluster.startProcesses(b);
       if (b.driver) {
@@ -265,11 +269,10 @@ public final class SparkCluster implements AutoCloseable {
     return builder.start();
   }
 
-  /** The Spark home's jars and copied class directories, as one classpath. */
+  /** The Spark home's conf directory and jars, as a classpath (the order Spark's launcher uses). */
   private String classPath() {
-    List<String> entries = new ArrayList<>(classDirectories);
-    entries.add(sparkHome.resolve("jars") + File.separator + "*");
-    return String.join(File.pathSeparator, entries);
+    return sparkHome.resolve("conf") + File.pathSeparator + sparkHome.resolve("jars")
+        + File.separator + "*";
   }
 
   /** Waits until {@code log} has a line matching {@code pattern}; fails if the process ends. */
@@ -307,7 +310,6 @@ public final class SparkCluster implements AutoCloseable {
         .set("spark.cores.max", String.valueOf(executors))
         .set("spark.executor.cores", "1")
         .set("spark.executor.memory", "1g")
-        .set("spark.executor.extraClassPath", String.join(File.pathSeparator, classDirectories))
         // Short-lived JVMs on a small machine: C1 only and the serial collector start faster
         // and leave more CPU to the other JVMs.
         .set("spark.executor.extraJavaOptions",
@@ -363,6 +365,21 @@ public final class SparkCluster implements AutoCloseable {
     return sparkHome;
   }
 
+  /**
+   * The file in the Spark home's {@code jars/} that holds {@code type}'s classes: a copy of its
+   * jar, or a jar made of its class directory.
+   */
+  public Path jarOf(Class<?> type) {
+    try {
+      Path entry = Path.of(type.getProtectionDomain().getCodeSource().getLocation().toURI())
+          .toAbsolutePath().normalize();
+      return Optional.ofNullable(jarsByEntry.get(entry)).orElseThrow(
+          () -> new IllegalArgumentException(type + " is not from the test classpath: " + entry));
+    } catch (java.net.URISyntaxException e) {
+      throw new IllegalArgumentException(type.getName(), e);
+    }
+  }
+
   /** The Spark home's classpath: what the cluster's JVMs run with. */
   public String sparkClassPath() {
     return classPath();
@@ -371,6 +388,11 @@ public final class SparkCluster implements AutoCloseable {
   /** The {@code ATB_SHARE_MEMORY_NAME_SUFFIX} the executors of this cluster run with. */
   public String sharedMemorySuffix() {
     return shmSuffix;
+  }
+
+  /** The executors (Workers) the cluster was started with. */
+  public int executorCount() {
+    return executors;
   }
 
   /** Executors registered with the driver now (the driver itself not counted). */
@@ -643,20 +665,26 @@ public final class SparkCluster implements AutoCloseable {
   }
 
   /**
-   * Fills {@code home}: {@code jars/} with every jar of the test classpath, and the directory
-   * the launcher checks for the Scala version. Returns the classpath's directories, copied into
-   * {@code home/classes}.
+   * Fills {@code home}: {@code jars/} with the whole test classpath, {@code conf/} with the test
+   * logging configuration, and the directory the launcher checks for the Scala version. Returns
+   * the file in {@code jars/} of each classpath entry.
    *
-   * <p>Released jars are linked. Snapshot jars and class directories (this project's, which a
-   * concurrent build may rewrite while executors start) are copied, so an executor started late
-   * (a replacement) loads exactly what the first ones loaded.
+   * <p>Released jars are linked. Snapshot jars are copied and class directories (this project's,
+   * which a concurrent build may rewrite while executors start) made into jars, so an executor
+   * started late (a replacement) loads exactly what the first ones loaded.
    */
-  private static List<String> prepareSparkHome(Path home) throws IOException {
+  private static Map<Path, Path> prepareSparkHome(Path home) throws IOException {
     Path jars = Files.createDirectories(home.resolve("jars"));
     Files.createDirectories(home.resolve("launcher/target/scala-2.13"));
-    Files.createDirectories(home.resolve("conf"));
+    Path conf = Files.createDirectories(home.resolve("conf"));
+    // conf/ leads every executor's classpath: the test logging applies to any application.
+    try (InputStream logging = SparkCluster.class.getResourceAsStream("/log4j2.properties")) {
+      if (logging != null) {
+        Files.copy(logging, conf.resolve("log4j2.properties"));
+      }
+    }
     Path repository = Path.of(System.getProperty("user.home"), ".m2", "repository");
-    List<String> directories = new ArrayList<>();
+    Map<Path, Path> jarsByEntry = new LinkedHashMap<>();
     int n = 0;
     for (String entry : testClasspath()) {
       if (entry.isBlank()) {
@@ -666,9 +694,9 @@ public final class SparkCluster implements AutoCloseable {
       // Numbered: two entries of the classpath may share a file name.
       String name = String.format("%03d-%s", n++, path.getFileName());
       if (Files.isDirectory(path)) {
-        Path copy = home.resolve("classes").resolve(name);
-        copyTree(path, copy);
-        directories.add(copy.toString());
+        Path jar = jars.resolve(name + ".jar");
+        writeJar(path, jar);
+        jarsByEntry.put(path, jar);
       } else if (Files.isRegularFile(path) && path.getFileName().toString().endsWith(".jar")) {
         boolean released = path.startsWith(repository) && !path.toString().contains("SNAPSHOT");
         if (released) {
@@ -676,25 +704,25 @@ public final class SparkCluster implements AutoCloseable {
         } else {
           Files.copy(path, jars.resolve(name));
         }
+        jarsByEntry.put(path, jars.resolve(name));
       }
     }
-    try (Stream<Path> linked = Files.list(jars)) {
-      if (linked.findAny().isEmpty()) {
-        throw new IllegalStateException("no jar on the test classpath: " + testClasspath());
-      }
+    if (jarsByEntry.isEmpty()) {
+      throw new IllegalStateException("no jar on the test classpath: " + testClasspath());
     }
-    return directories;
+    return jarsByEntry;
   }
 
-  private static void copyTree(Path from, Path to) throws IOException {
-    try (Stream<Path> walk = Files.walk(from)) {
-      for (Path source : (Iterable<Path>) walk::iterator) {
-        Path target = to.resolve(from.relativize(source).toString());
-        if (Files.isDirectory(source)) {
-          Files.createDirectories(target);
-        } else {
-          Files.copy(source, target);
-        }
+  /** A jar of every file under {@code dir}. */
+  private static void writeJar(Path dir, Path jar) throws IOException {
+    try (OutputStream file = Files.newOutputStream(jar);
+        JarOutputStream out = new JarOutputStream(file);
+        Stream<Path> walk = Files.walk(dir)) {
+      for (Path p : (Iterable<Path>) walk.filter(Files::isRegularFile)::iterator) {
+        String name = dir.relativize(p).toString().replace(File.separatorChar, '/');
+        out.putNextEntry(new JarEntry(name));
+        Files.copy(p, out);
+        out.closeEntry();
       }
     }
   }

@@ -101,6 +101,8 @@ public final class NativeCore {
   public static native @Cast("const char*") BytePointer npg_comm_transport(
       @Cast("npg_comm_t") Pointer comm);
 
+  public static native @Cast("int64_t") long npg_live_comms();
+
   public static native @Cast("size_t") long npg_dtype_size(@Cast("npg_dtype_t") int dtype);
 
   public static native @Cast("const char*") BytePointer npg_result_name(

@@ -1,0 +1,65 @@
+package io.npugather.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.npugather.Communicator;
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.util.ArrowUtils;
+import scala.collection.Iterator;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.reflect.ClassTag$;
+import scala.runtime.AbstractFunction1;
+
+/**
+ * Reads, in every executor JVM, what a finished gather must have released: the Arrow memory
+ * still allocated from Spark's root allocator (every task's child allocator hangs off it) and the
+ * native communicators still alive. One barrier task per executor (each has one core), so every
+ * executor answers.
+ */
+final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterator<String>>
+    implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  /** One executor's figures. */
+  record Figures(long pid, long arrowBytes, long liveCommunicators) {}
+
+  /** The figures of {@code executors} executor JVMs, one each. */
+  static List<Figures> run(SparkCluster cluster, int executors) {
+    List<Object> slots = new ArrayList<>();
+    for (int i = 0; i < executors; i++) {
+      slots.add(i);
+    }
+    Object collected = cluster.spark().sparkContext()
+        .parallelize(CollectionConverters.asScala(slots).toSeq(), executors,
+            ClassTag$.MODULE$.apply(Object.class))
+        .barrier()
+        .mapPartitions(new ExecutorLeakProbe(), false, ClassTag$.MODULE$.apply(String.class))
+        .collect();
+    List<Figures> figures = new ArrayList<>();
+    for (String line : (String[]) collected) {
+      String[] f = line.split(" ");
+      figures.add(new Figures(Long.parseLong(f[0]), Long.parseLong(f[1]), Long.parseLong(f[2])));
+    }
+    return figures;
+  }
+
+  /** Every executor of the cluster holds no Arrow memory and no native communicator. */
+  static void assertNothingHeld(SparkCluster cluster, int executors) {
+    List<Figures> figures = run(cluster, executors);
+    assertEquals(executors, figures.stream().map(Figures::pid).distinct().count(),
+        "one answer per executor: " + figures);
+    for (Figures f : figures) {
+      assertEquals(new Figures(f.pid(), 0, 0), f, "executor " + f.pid() + " still holds memory"
+          + " or communicators: " + figures);
+    }
+  }
+
+  @Override
+  public Iterator<String> apply(Iterator<Object> ignored) {
+    String line = ProcessHandle.current().pid() + " "
+        + ArrowUtils.rootAllocator().getAllocatedMemory() + " " + Communicator.liveCount();
+    return CollectionConverters.asScala(List.of(line).iterator());
+  }
+}
