@@ -22,10 +22,11 @@ import org.apache.spark.sql.SparkSession;
  * <p>A Worker builds its executor's classpath from its Spark home's {@code jars/}; in
  * local-cluster mode it takes the home from {@code spark.test.home} when {@code spark.testing}
  * is set. The launcher makes a temporary Spark home whose {@code jars/} links every jar of this
- * JVM's classpath and whose {@code classes/} holds copies of its directories (given to the
- * executors as {@code spark.executor.extraClassPath}); the two properties, and a {@code
- * java.class.path} naming that copy (handed to executors in this mode), are set only while the
- * context starts. Executors get this JVM's {@code --add-opens} options.
+ * JVM's classpath; the classpath's directories go to {@code spark.executor.extraClassPath}. The
+ * two properties, and a {@code java.class.path} naming the same classpath (handed to executors
+ * in this mode), are set only while the context starts. Executors get this JVM's {@code
+ * --add-opens} options. (The integration tests' {@code SparkCluster} does the same, with copies
+ * of the directories, since a concurrent build may rewrite them during a test.)
  */
 final class ClusterLauncher implements AutoCloseable {
   private final SparkSession spark;
@@ -121,33 +122,21 @@ final class ClusterLauncher implements AutoCloseable {
         .collect(Collectors.joining(" "));
   }
 
-  /** Links the classpath's jars into {@code home/jars}; returns copies of its directories. */
+  /**
+   * Links the classpath's jars into {@code home/jars} (numbered: two jars may share a name);
+   * returns the classpath's directories, which executors get on their extra classpath.
+   */
   private static List<String> fillSparkHome(Path home) throws IOException {
     Path jars = Files.createDirectories(home.resolve("jars"));
     Files.createDirectories(home.resolve("launcher/target/scala-2.13"));
     List<String> directories = new ArrayList<>();
-    int n = 0;
-    for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
-      if (entry.isBlank()) {
-        continue;
-      }
-      Path path = Path.of(entry).toAbsolutePath().normalize();
-      String name = String.format("%03d-%s", n++, path.getFileName());
+    String[] entries = System.getProperty("java.class.path").split(File.pathSeparator);
+    for (int i = 0; i < entries.length; i++) {
+      Path path = Path.of(entries[i]).toAbsolutePath().normalize();
       if (Files.isDirectory(path)) {
-        Path copy = home.resolve("classes").resolve(name);
-        try (Stream<Path> walk = Files.walk(path)) {
-          for (Path source : (Iterable<Path>) walk::iterator) {
-            Path target = copy.resolve(path.relativize(source).toString());
-            if (Files.isDirectory(source)) {
-              Files.createDirectories(target);
-            } else {
-              Files.copy(source, target);
-            }
-          }
-        }
-        directories.add(copy.toString());
-      } else if (path.getFileName().toString().endsWith(".jar") && Files.isRegularFile(path)) {
-        Files.createSymbolicLink(jars.resolve(name), path);
+        directories.add(path.toString());
+      } else if (path.toString().endsWith(".jar") && Files.isRegularFile(path)) {
+        Files.createSymbolicLink(jars.resolve(i + "-" + path.getFileName()), path);
       }
     }
     return directories;

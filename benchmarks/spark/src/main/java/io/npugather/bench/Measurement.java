@@ -14,6 +14,7 @@ final class Measurement {
   final long bytesPerRank;
   final List<Long> nanos = new ArrayList<>();
   long heapPeak;
+  long heapAfterGcPeak;
   long offHeapPeak;
   long driverHeapPeak;
   final List<String> problems = new ArrayList<>();
@@ -28,8 +29,9 @@ final class Measurement {
     this.bytesPerRank = bytesPerRank;
   }
 
-  void addMemory(long heap, long offHeap, long driverHeap) {
+  void addMemory(long heap, long heapAfterGc, long offHeap, long driverHeap) {
     heapPeak = Math.max(heapPeak, heap);
+    heapAfterGcPeak = Math.max(heapAfterGcPeak, heapAfterGc);
     offHeapPeak = Math.max(offHeapPeak, offHeap);
     driverHeapPeak = Math.max(driverHeapPeak, driverHeap);
   }

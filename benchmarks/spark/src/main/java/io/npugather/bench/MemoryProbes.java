@@ -19,19 +19,23 @@ final class MemoryProbes {
     MemoryProbe.get().reset();
   }
 
-  /** {heap, off-heap} peaks of the highest executor, then the driver's heap peak, in bytes. */
+  /**
+   * {used heap, heap after GC, off-heap} peaks of the highest executor, then the driver's used
+   * heap peak, in bytes.
+   */
   static long[] read(BenchInput input) {
     long driverHeap = MemoryProbe.get().peaks()[0];
-    long heap = 0;
-    long offHeap = 0;
+    long[] highest = new long[4];
     for (long[] p : onEveryExecutor(input, false)) {
-      heap = Math.max(heap, p[0]);
-      offHeap = Math.max(offHeap, p[1]);
+      for (int i = 0; i < p.length; i++) {
+        highest[i] = Math.max(highest[i], p[i]);
+      }
     }
-    return new long[] {heap, offHeap, driverHeap};
+    highest[3] = driverHeap;
+    return highest;
   }
 
-  /** Per executor JVM: {heap, off-heap} peaks (reading) or zeros (resetting). */
+  /** Per executor JVM: {@link MemoryProbe#peaks} (reading) or zeros (resetting). */
   private static List<long[]> onEveryExecutor(BenchInput input, boolean reset) {
     List<Integer> slots = new ArrayList<>();
     for (int r = 0; r < input.ranks(); r++) {
@@ -40,7 +44,7 @@ final class MemoryProbes {
     List<String> replies = Barrier.collect(input.jsc().parallelize(slots, input.ranks()).rdd(),
         String.class, (partition, ignored) -> {
           MemoryProbe probe = MemoryProbe.get();
-          long[] peaks = new long[2];
+          long[] peaks = new long[3];
           if (reset) {
             synchronized (MemoryProbe.class) {
               probe.reset();
@@ -48,12 +52,13 @@ final class MemoryProbes {
           } else {
             peaks = probe.peaks();
           }
-          return SparkEnv.get().executorId() + "," + peaks[0] + "," + peaks[1];
+          return SparkEnv.get().executorId() + "," + peaks[0] + "," + peaks[1] + "," + peaks[2];
         });
     Map<String, long[]> perExecutor = new HashMap<>();
     for (String reply : replies) {
       String[] parts = reply.split(",");
-      perExecutor.put(parts[0], new long[] {Long.parseLong(parts[1]), Long.parseLong(parts[2])});
+      perExecutor.put(parts[0], new long[] {Long.parseLong(parts[1]), Long.parseLong(parts[2]),
+          Long.parseLong(parts[3])});
     }
     return new ArrayList<>(perExecutor.values());
   }

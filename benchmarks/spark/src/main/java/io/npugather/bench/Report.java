@@ -39,10 +39,10 @@ final class Report {
         .append(Runtime.getRuntime().availableProcessors()).append(" CPUs; /proc/loadavg before: ")
         .append(loadBefore).append(", after: ").append(loadAfter).append("\n\n");
     md.append("| master | ranks | shape | MiB/partition | method | median ms | min-max ms |"
-        + " GB/s | x npu | heap MiB/executor | off-heap MiB/executor | driver heap MiB |"
-        + " verified |\n");
+        + " GB/s | x npu | heap MiB/executor | heap after GC MiB/executor |"
+        + " off-heap MiB/executor | driver heap MiB | verified |\n");
     md.append("| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-        + " --- |\n");
+        + " ---: | --- |\n");
     for (List<Measurement> group : groups().values()) {
       Measurement npu = find(group, "npu");
       for (Measurement m : group) {
@@ -60,6 +60,7 @@ final class Report {
         + " own) / median time. x npu: median time / npu's median time. memcpy: the slowest"
         + " rank's in-task time to copy its gathered bytes once (all ranks at once). Heap: peak"
         + " used heap above the level after a GC at the start of the run (garbage included);"
+        + " heap after GC: the highest heap level a GC during the run left (0: no GC ran);"
         + " off-heap: Arrow allocators + JDK direct buffers; both sampled every "
         + MemoryProbe.PERIOD_MILLIS + " ms, highest executor, highest run. In local mode the"
         + " executor is the driver JVM.\n");
@@ -84,12 +85,13 @@ final class Report {
         && !m.method.equals(SparkBenchmark.FLOOR_PLUS_MEMCPY);
     boolean ratio = npu != null && !m.method.equals(SparkBenchmark.MEMCPY);
     md.append(String.format("| %s | %d | %s | %s | %s | %s | %s | %.3f | %s | %s | %s | %s |"
-            + " %s |%n",
+            + " %s | %s |%n",
         m.master.equals("local") ? "local[" + m.ranks + "]" : "cluster (JVMs)", m.ranks,
         m.shape.label(), mib(m.partitionBytes), m.method, millis(medianNanos), range,
         m.bytesPerRank / (medianNanos / 1e9) / 1e9,
         ratio ? String.format("%.2f", (double) medianNanos / npu.median()) : "",
-        timed ? mib(m.heapPeak) : "", timed ? mib(m.offHeapPeak) : "",
+        timed ? mib(m.heapPeak) : "", timed ? mib(m.heapAfterGcPeak) : "",
+        timed ? mib(m.offHeapPeak) : "",
         timed ? mib(m.driverHeapPeak) : "",
         timed ? (m.verified() ? "yes" : "NO: " + String.join("; ", m.problems)) : "n/a"));
   }

@@ -167,7 +167,7 @@ public final class SparkBenchmark {
         into == null ? " (warm-up)" : "", problems.isEmpty() ? "" : " WRONG: " + problems);
     if (into != null) {
       into.nanos.add(nanos);
-      into.addMemory(peaks[0], peaks[1], peaks[2]);
+      into.addMemory(peaks[0], peaks[1], peaks[2], peaks[3]);
       into.problems.addAll(problems);
     } else if (!problems.isEmpty()) {
       throw new IllegalStateException(method.name() + " delivered wrong output: " + problems);
