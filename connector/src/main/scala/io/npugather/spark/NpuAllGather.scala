@@ -4,6 +4,7 @@ import java.util.UUID
 
 import scala.jdk.CollectionConverters._
 
+import io.npugather.spark.arrow.GatheredPartitions
 import io.npugather.spark.rendezvous.{RendezvousService, RendezvousTicket}
 import org.apache.spark.{NarrowDependency, Partitioner, SparkContext}
 import org.apache.spark.internal.Logging
@@ -49,6 +50,10 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     UnknownPartitioning(child.outputPartitioning.numPartitions)
 
   override def supportsColumnar: Boolean = !options.retryable
+
+  /** The exact column classes, so that Spark's generated code calls them without dispatch. */
+  override def vectorTypes: Option[Seq[String]] =
+    Some(GatheredPartitions.columnClassNames(child.schema).toSeq)
 
   override protected def doExecuteColumnar(): RDD[ColumnarBatch] = gather()
 

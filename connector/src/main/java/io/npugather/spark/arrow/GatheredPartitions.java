@@ -12,10 +12,10 @@ import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
 import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
 import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.arrow.vector.compression.NoCompressionCodec;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.vectorized.ArrowColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
@@ -25,7 +25,9 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * with Arrow's {@link VectorLoader}. This rank's own partition is served from its {@link
  * PartitionBuffers} directly.
  *
- * <p>Each rank's batch holds an int source-rank column first, then the columns. Batches stay valid
+ * <p>Each rank's batch holds an int source-rank column first, then the columns: {@link
+ * FixedWidthArrowColumn} for fixed-width columns and arrays of them, Spark's {@code
+ * ArrowColumnVector} for the others ({@link #columnClassNames} names them). Batches stay valid
  * until {@link #close()}. Not thread-safe.
  */
 public final class GatheredPartitions implements AutoCloseable {
@@ -198,13 +200,7 @@ public final class GatheredPartitions implements AutoCloseable {
         VectorSchemaRoot root = VectorSchemaRoot.create(arrowSchema, allocator);
         roots[r] = root;
         load(root, recv, displs[r], l, allocator);
-        List<FieldVector> vectors = root.getFieldVectors();
-        ColumnVector[] cols = new ColumnVector[vectors.size() + 1];
-        cols[0] = PartitionBuffers.sourceRankColumn(r, root.getRowCount());
-        for (int c = 0; c < vectors.size(); c++) {
-          cols[c + 1] = new ArrowColumnVector(vectors.get(c));
-        }
-        batches[r] = new ColumnarBatch(cols, root.getRowCount());
+        batches[r] = PartitionBuffers.batch(r, root, schema);
       }
       return new GatheredPartitions(retained ? recv : null, roots, batches, ownRank, rows);
     } catch (Throwable t) {
@@ -274,6 +270,20 @@ public final class GatheredPartitions implements AutoCloseable {
       out[i + 1] = in[i];
     }
     return new StructType(out);
+  }
+
+  /**
+   * The class of every column of {@link #batch(int)}, source-rank column first: what Spark's
+   * generated code may cast the columns to.
+   */
+  public static String[] columnClassNames(StructType input) {
+    StructField[] in = input.fields();
+    String[] names = new String[in.length + 1];
+    names[0] = ConstantColumnVector.class.getName();
+    for (int i = 0; i < in.length; i++) {
+      names[i + 1] = FixedWidthArrowColumn.columnClassName(in[i].dataType());
+    }
+    return names;
   }
 
   /** Number of ranks. */

@@ -292,11 +292,20 @@ public final class PartitionBuffers implements AutoCloseable {
   }
 
   private static boolean sameArrowType(FieldVector target, ColumnVector cv, int rows) {
-    if (!(cv instanceof ArrowColumnVector)) {
-      return false;
+    ValueVector src = arrowVector(cv);
+    return src != null
+        && src.getValueCount() == rows
+        && new TypeEqualsVisitor(target, false, false).equals(src);
+  }
+
+  /** The Arrow vector behind {@code cv}, or null. */
+  private static ValueVector arrowVector(ColumnVector cv) {
+    if (cv instanceof ArrowColumnVector) {
+      return ((ArrowColumnVector) cv).getValueVector();
+    } else if (cv instanceof FixedWidthArrowColumn) {
+      return ((FixedWidthArrowColumn) cv).getValueVector();
     }
-    ValueVector src = ((ArrowColumnVector) cv).getValueVector();
-    return src.getValueCount() == rows && new TypeEqualsVisitor(target, false, false).equals(src);
+    return null;
   }
 
   /**
@@ -318,7 +327,7 @@ public final class PartitionBuffers implements AutoCloseable {
     void append(ColumnVector cv, int n, ArrowFieldWriter targetWriter) {
       ValueVector src;
       if (sameArrowType(target, cv, n)) {
-        src = ((ArrowColumnVector) cv).getValueVector();
+        src = arrowVector(cv);
       } else {
         if (scratch == null) {
           scratch = target.getField().createVector(allocator);
@@ -406,11 +415,19 @@ public final class PartitionBuffers implements AutoCloseable {
    */
   public ColumnarBatch ownBatch(int sourceRank) {
     checkOpen();
+    return batch(sourceRank, root, schema);
+  }
+
+  /**
+   * {@code root}'s vectors (of Spark schema {@code schema}) as a batch after a constant
+   * source-rank column; the columns read the vectors in place.
+   */
+  static ColumnarBatch batch(int sourceRank, VectorSchemaRoot root, StructType schema) {
     List<FieldVector> vectors = root.getFieldVectors();
     ColumnVector[] cols = new ColumnVector[vectors.size() + 1];
     cols[0] = sourceRankColumn(sourceRank, root.getRowCount());
     for (int c = 0; c < vectors.size(); c++) {
-      cols[c + 1] = new ArrowColumnVector(vectors.get(c));
+      cols[c + 1] = FixedWidthArrowColumn.of(schema.fields()[c].dataType(), vectors.get(c));
     }
     return new ColumnarBatch(cols, root.getRowCount());
   }

@@ -21,7 +21,9 @@
  * ({@link io.npugather.spark.arrow.PartitionLayout#displacements} gives aligned displacements),
  * {@link io.npugather.spark.arrow.GatheredPartitions#wrap} rebuilds each rank's vectors over
  * reference-counted slices of that buffer with Arrow's {@code VectorLoader} and exposes them as
- * {@code ColumnarBatch}es of {@code ArrowColumnVector}, after an int source-rank column. The own
+ * {@code ColumnarBatch}es after an int source-rank column: {@link
+ * io.npugather.spark.arrow.FixedWidthArrowColumn} (unchecked loads at the buffers' addresses)
+ * for fixed-width columns and arrays of them, Spark's {@code ArrowColumnVector} for the rest. The own
  * rank's batch is served from its input vectors; its block need not be in the receive buffer.
  *
  * <h2>Memory</h2>

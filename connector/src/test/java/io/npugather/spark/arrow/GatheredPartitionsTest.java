@@ -378,7 +378,7 @@ class GatheredPartitionsTest {
       assertEquals(before, root.getAllocatedMemory());
       assertBatch(s, rows, b, 5);
       assertTrue(
-          ((org.apache.spark.sql.vectorized.ArrowColumnVector) b.column(1)).getValueVector()
+          ((FixedWidthArrowColumn) b.column(1)).getValueVector()
               == p.root().getVector(0));
     }
   }
@@ -396,7 +396,7 @@ class GatheredPartitionsTest {
           GatheredPartitions g = GatheredPartitions.wrap(recv, layouts, displs, 0, p0, s, out)) {
         org.apache.arrow.vector.BigIntVector x =
             (org.apache.arrow.vector.BigIntVector)
-                ((org.apache.spark.sql.vectorized.ArrowColumnVector) g.batch(1).column(1)).getValueVector();
+                ((FixedWidthArrowColumn) g.batch(1).column(1)).getValueVector();
         long data = x.getDataBuffer().memoryAddress();
         assertTrue(data >= recv.memoryAddress() + displs[1] && data < recv.memoryAddress() + displs[2]);
         assertEquals(0, data % 8, "buffers are 8-byte aligned");
