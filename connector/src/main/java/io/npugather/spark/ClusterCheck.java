@@ -118,7 +118,7 @@ public final class ClusterCheck {
    * task's resource on a cluster, the driver's discovered addresses (rank r, address r) on a
    * local master. Throws {@link IllegalStateException} naming what is needed and what is there.
    */
-  public static DeviceBinding requireDevices(SparkContext sc, AllGatherOptions options,
+  static DeviceBinding requireDevices(SparkContext sc, AllGatherOptions options,
       int rankSize) {
     ResourceProfile profile = sc.resourceProfileManager().defaultResourceProfile();
     ResourceInformation driver = CollectionConverters.asJava(sc.resources())
