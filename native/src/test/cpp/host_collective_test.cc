@@ -698,8 +698,6 @@ void test_argument_errors_name_the_argument() {
   size_t size = 0;
   expect_arg_error(npg_get_root_info("nccl", nullptr, buf.data(), buf.size(), &size), NPG_INVALID_ARGUMENT,
                    "backend 'nccl'");
-  expect_arg_error(npg_get_root_info("lccl", nullptr, buf.data(), buf.size(), &size), NPG_INVALID_USAGE,
-                   "backend 'lccl' is not available in this build of the native library; use backend");
   expect_arg_error(npg_get_root_info("host", "127.0.0.1", buf.data(), 8, &size), NPG_INVALID_ARGUMENT, "capacity");
   expect_arg_error(npg_get_root_info("host", "not an address!", buf.data(), buf.size(), &size),
                    NPG_INVALID_ARGUMENT, "bind_address");
@@ -709,7 +707,8 @@ void test_argument_errors_name_the_argument() {
                   const void* ri, size_t ri_size) {
     return npg_comm_init(backend, rank, n, root, domain, 0, -1, nullptr, timeout, 0, ri, ri_size, &comm);
   };
-  expect_arg_error(init("lccl", 0, 1, 0, "", 1000, info.data(), info.size()), NPG_INVALID_USAGE, "backend 'lccl'");
+  expect_arg_error(init("lccl", 0, 1, 0, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT,
+                   "backend lccl needs a device id");
   expect_arg_error(init("host", 0, 0, 0, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT, "rank_size 0");
   expect_arg_error(init("host", 2, 2, 0, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT, "rank 2");
   expect_arg_error(init("host", 0, 2, 5, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT, "rank_root 5");

@@ -34,7 +34,7 @@ class CommunicatorOverSimulatedCannTest {
   @BeforeAll
   static void buildSimulatedCann() throws Exception {
     Files.createDirectories(LIB_DIR);
-    List<String> flags = List.of("g++", "-std=c++17", "-O1", "-fPIC", "-shared", "-pthread",
+    List<String> flags = List.of("g++", "-std=c++17", "-O0", "-fPIC", "-shared", "-pthread",
         "-fvisibility=hidden");
     compile(flags, List.of(SOURCES.resolve("fake_acl.cc").toString(), "-o",
         LIB_DIR.resolve("libascendcl.so").toString()));
