@@ -707,6 +707,8 @@ void test_argument_errors_name_the_argument() {
                   const void* ri, size_t ri_size) {
     return npg_comm_init(backend, rank, n, root, domain, 0, -1, nullptr, timeout, 0, ri, ri_size, &comm);
   };
+  expect_arg_error(init("lccl", 0, 1, 0, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT,
+                   "backend lccl needs a device id");
   expect_arg_error(init("host", 0, 0, 0, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT, "rank_size 0");
   expect_arg_error(init("host", 2, 2, 0, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT, "rank 2");
   expect_arg_error(init("host", 0, 2, 5, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT, "rank_root 5");

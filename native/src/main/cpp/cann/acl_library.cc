@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <mutex>
-
 #include "../core/error.h"
 #include "cann_errors.h"
 
@@ -23,13 +21,6 @@ std::string env_or_empty(const char* name) {
   const char* v = getenv(name);
   return v ? std::string(v) : std::string();
 }
-
-std::mutex& load_mutex() {
-  static std::mutex* m = new std::mutex();
-  return *m;
-}
-
-AclApi* g_api = nullptr;  // never freed: the library stays loaded for the process
 
 AclApi* load(const char* backend) {
   AclApi api{};
@@ -52,27 +43,24 @@ AclApi* load(const char* backend) {
   resolve(acl.handle, "aclrtMemcpy", &api.aclrtMemcpy);
   resolve(acl.handle, "aclrtSynchronizeStreamWithTimeout", &api.aclrtSynchronizeStreamWithTimeout);
   resolve(acl.handle, "aclGetRecentErrMsg", &api.aclGetRecentErrMsg);
-  const std::pair<const char*, bool> required[] = {
-      {"aclInit", api.aclInit != nullptr},
-      {"aclrtSetDevice", api.aclrtSetDevice != nullptr},
-      {"aclrtGetDevice", api.aclrtGetDevice != nullptr},
-      {"aclrtCreateStream", api.aclrtCreateStream != nullptr},
-      {"aclrtDestroyStream", api.aclrtDestroyStream != nullptr},
-      {"aclrtSynchronizeStream", api.aclrtSynchronizeStream != nullptr},
-      {"aclrtMalloc", api.aclrtMalloc != nullptr},
-      {"aclrtFree", api.aclrtFree != nullptr},
-      {"aclrtMemcpy", api.aclrtMemcpy != nullptr}};
-  for (const auto& s : required) {
-    if (!s.second) {
-      dlclose(acl.handle);
-      throw_error(NPG_SYSTEM_ERROR, std::string("backend ") + backend + ": required symbol " + s.first +
-                                        " was not found in " + acl.path +
-                                        "; this CANN installation is incomplete or too old. " + kCannFixHint);
-    }
+  const char* missing = first_missing({{"aclInit", api.aclInit != nullptr},
+                                       {"aclrtSetDevice", api.aclrtSetDevice != nullptr},
+                                       {"aclrtGetDevice", api.aclrtGetDevice != nullptr},
+                                       {"aclrtCreateStream", api.aclrtCreateStream != nullptr},
+                                       {"aclrtDestroyStream", api.aclrtDestroyStream != nullptr},
+                                       {"aclrtSynchronizeStream", api.aclrtSynchronizeStream != nullptr},
+                                       {"aclrtMalloc", api.aclrtMalloc != nullptr},
+                                       {"aclrtFree", api.aclrtFree != nullptr},
+                                       {"aclrtMemcpy", api.aclrtMemcpy != nullptr}});
+  if (missing != nullptr) {
+    dlclose(acl.handle);
+    throw_error(NPG_SYSTEM_ERROR, std::string("backend ") + backend + ": required symbol " + missing +
+                                      " was not found in " + acl.path +
+                                      "; this CANN installation is incomplete or too old. " + kCannFixHint);
   }
   aclError rc = api.aclInit(nullptr);
   if (rc != kAclSuccess && rc != kAclErrorRepeatInitialize) throw_acl_error(api, "aclInit", rc, "");
-  return new AclApi(api);
+  return new AclApi(api);  // never freed: the library stays loaded for the process
 }
 
 }  // namespace
@@ -126,10 +114,14 @@ std::string dir_of(const std::string& path) {
   return slash == std::string::npos ? std::string() : path.substr(0, slash);
 }
 
+const char* first_missing(std::initializer_list<std::pair<const char*, bool>> symbols) {
+  for (const auto& s : symbols)
+    if (!s.second) return s.first;
+  return nullptr;
+}
+
 const AclApi& acl_api(const char* backend) {
-  std::lock_guard<std::mutex> lock(load_mutex());
-  if (g_api == nullptr) g_api = load(backend);
-  return *g_api;
+  return load_once<AclApi>([backend] { return load(backend); });
 }
 
 }  // namespace cann

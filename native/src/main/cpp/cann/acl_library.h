@@ -7,7 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <initializer_list>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace npg {
@@ -72,6 +75,20 @@ std::string dir_of(const std::string& path);
 template <typename Fn>
 void resolve(void* handle, const char* name, Fn* out) {
   *out = handle ? reinterpret_cast<Fn>(dlsym(handle, name)) : nullptr;
+}
+
+// The first name whose symbol is missing (false), or nullptr when all are there.
+const char* first_missing(std::initializer_list<std::pair<const char*, bool>> symbols);
+
+// Runs load() until it succeeds once (thread-safe; a failure is retried on the next call),
+// then returns its result, never freed, for the life of the process.
+template <typename Api, typename Load>
+const Api& load_once(Load&& load) {
+  static std::mutex* mutex = new std::mutex();
+  static Api* api = nullptr;
+  std::lock_guard<std::mutex> lock(*mutex);
+  if (api == nullptr) api = load();
+  return *api;
 }
 
 // How to make CANN visible; ends every "cannot load" message.

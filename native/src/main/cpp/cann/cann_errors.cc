@@ -43,16 +43,22 @@ npg_result_t npg_code_of_acl(aclError code) {
   return NPG_SYSTEM_ERROR;
 }
 
-VendorError acl_vendor_error(const AclApi& api, aclError code) {
+VendorError vendor_error(const AclApi& api, const char* library, int64_t code, const char* code_name,
+                         const std::string& own_text) {
   VendorError v;
-  v.library = "ACL";
+  v.library = library;
   v.code = code;
-  v.code_name = acl_error_name(code);
-  if (api.aclGetRecentErrMsg != nullptr) {
-    const char* recent = api.aclGetRecentErrMsg();
-    if (recent != nullptr) v.message = recent;
+  v.code_name = code_name;
+  v.message = own_text;
+  const char* recent = api.aclGetRecentErrMsg != nullptr ? api.aclGetRecentErrMsg() : nullptr;
+  if (recent != nullptr && recent[0] != '\0') {
+    v.message += v.message.empty() ? std::string(recent) : " [recent CANN error: " + std::string(recent) + "]";
   }
   return v;
+}
+
+VendorError acl_vendor_error(const AclApi& api, aclError code) {
+  return vendor_error(api, "ACL", code, acl_error_name(code));
 }
 
 std::string vendor_error_text(const char* op, const VendorError& v, const std::string& where) {

@@ -16,7 +16,11 @@ namespace cann {
 const char* acl_error_name(aclError code);
 npg_result_t npg_code_of_acl(aclError code);
 
-// Library "ACL", the code, its name and aclGetRecentErrMsg's text when the symbol exists.
+// The vendor part of an error: library, code, its name and the vendor's own text, followed by
+// aclGetRecentErrMsg's text when that symbol exists.
+VendorError vendor_error(const AclApi& api, const char* library, int64_t code, const char* code_name,
+                         const std::string& own_text = "");
+// Library "ACL", the code, its name and aclGetRecentErrMsg's text.
 VendorError acl_vendor_error(const AclApi& api, aclError code);
 
 // "<op> returned NAME (code) <where>: vendor text"; where is e.g. "on rank 1 (device 1)".

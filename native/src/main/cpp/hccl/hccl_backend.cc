@@ -1,11 +1,10 @@
 #include "hccl_backend.h"
 
-#include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../core/error.h"
 #include "../cann/device_communicator.h"
+#include "../cann/root_info_header.h"
 #include "hccl_errors.h"
 #include "hccl_library.h"
 #include "hccl_communicator.h"
@@ -15,44 +14,16 @@ namespace npg {
 namespace hccl {
 namespace {
 
-// Our root info: a small header, then HCCL's 4108 bytes unchanged. The header lets a root
-// info of another backend (or of another version of this one) fail clearly.
-constexpr char kMagic[8] = {'N', 'P', 'G', 'H', 'C', 'C', 'L', '\0'};
-constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = sizeof(kMagic) + 2 * sizeof(uint32_t);
-constexpr size_t kRootInfoBytes = kHeaderBytes + kHcclRootInfoBytes;
-
-void write_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
-uint32_t read_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
+// Our root info: the device backends' header, then HCCL's 4108 bytes unchanged.
+constexpr cann::RootInfoFormat kFormat = {"hccl", {'N', 'P', 'G', 'H', 'C', 'C', 'L', '\0'}, 1,
+                                          static_cast<uint32_t>(kHcclRootInfoBytes),
+                                          cann::kRootInfoHeaderBytes + kHcclRootInfoBytes};
 
 HcclRootInfo parse_root_info(const void* data, size_t size) {
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  if (p == nullptr) throw_error(NPG_INVALID_ARGUMENT, "root_info is NULL and no rank_table_file is given");
-  if (size < kHeaderBytes || memcmp(p, kMagic, sizeof(kMagic)) != 0) {
-    throw_error(NPG_INVALID_ARGUMENT, "root_info (" + std::to_string(size) +
-                                          " bytes) is not a root info of backend hccl; pass the bytes that "
-                                          "npg_get_root_info(\"hccl\") wrote on the root rank (a root info of "
-                                          "backend host cannot be used with backend hccl)");
-  }
-  uint32_t version = read_u32(p + sizeof(kMagic));
-  uint32_t payload = read_u32(p + sizeof(kMagic) + 4);
-  if (version != kVersion || payload != kHcclRootInfoBytes || size != kRootInfoBytes) {
-    throw_error(NPG_INVALID_ARGUMENT, "root_info has version " + std::to_string(version) + ", payload " +
-                                          std::to_string(payload) + " bytes, size " + std::to_string(size) +
-                                          "; this library expects version " + std::to_string(kVersion) + ", " +
-                                          std::to_string(kHcclRootInfoBytes) + " and " +
-                                          std::to_string(kRootInfoBytes) +
-                                          " (all ranks must run the same NpuGather version)");
-  }
+  if (data == nullptr) throw_error(NPG_INVALID_ARGUMENT, "root_info is NULL and no rank_table_file is given");
+  cann::check_root_info_header(kFormat, data, size);
   HcclRootInfo info;
-  memcpy(info.internal, p + kHeaderBytes, kHcclRootInfoBytes);
+  memcpy(info.internal, static_cast<const uint8_t*>(data) + cann::kRootInfoHeaderBytes, kHcclRootInfoBytes);
   return info;
 }
 
@@ -76,10 +47,10 @@ std::string root_device_text(const char* bind_address) {
 class HcclBackend final : public Backend {
  public:
   size_t get_root_info(const char* bind_address, void* out, size_t capacity) const override {
-    if (capacity < kRootInfoBytes) {
+    if (capacity < kFormat.total_bytes) {
       throw_error(NPG_INVALID_ARGUMENT, "capacity " + std::to_string(capacity) +
                                             " is too small: the hccl root info needs " +
-                                            std::to_string(kRootInfoBytes) + " bytes");
+                                            std::to_string(kFormat.total_bytes) + " bytes");
     }
     const std::string device_text = root_device_text(bind_address);
     const HcclApi& api = hccl_api();
@@ -90,11 +61,9 @@ class HcclBackend final : public Backend {
     HcclResult hr = api.HcclGetRootInfo(&info);
     if (hr != kHcclSuccess) throw_hccl_error(api, "HcclGetRootInfo", hr, where);
     uint8_t* p = static_cast<uint8_t*>(out);
-    memcpy(p, kMagic, sizeof(kMagic));
-    write_u32(p + sizeof(kMagic), kVersion);
-    write_u32(p + sizeof(kMagic) + 4, static_cast<uint32_t>(kHcclRootInfoBytes));
-    memcpy(p + kHeaderBytes, info.internal, kHcclRootInfoBytes);
-    return kRootInfoBytes;
+    cann::write_root_info_header(kFormat, p);
+    memcpy(p + cann::kRootInfoHeaderBytes, info.internal, kHcclRootInfoBytes);
+    return kFormat.total_bytes;
   }
 
   // comm_domain, comm_mode and the host-transport flags do not apply to HCCL and are ignored.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../core/error.h"
+#include "../cann/cann_errors.h"
 #include "hccl_errors.h"
 
 namespace npg {
@@ -20,6 +21,8 @@ namespace {
 
 constexpr int64_t kInitBackoffFirstMs = 100;
 constexpr int64_t kInitBackoffMaxMs = 2000;
+// CANN's error code for "the HCCP process of an earlier job still holds the device".
+constexpr const char* kHccpBusy = "EJ0001";
 // HCCL's documented ranges: HCCL_CONNECT_TIMEOUT [120, 7200] s. HCCL_EXEC_TIMEOUT is capped at
 // 1091 s in AIV mode and rounded down to a multiple of 68 on some products, so [68, 1091] is
 // valid everywhere and never 0 ("wait forever").
@@ -113,17 +116,23 @@ std::unique_ptr<cann::DeviceCollectives> connect(const HcclApi& api, const cann:
                              : api.HcclCommInitRootInfo(static_cast<uint32_t>(device.size()), root_info, rank,
                                                         &created);
     if (hr == kHcclSuccess) return std::unique_ptr<cann::DeviceCollectives>(new HcclCollectives(api, created));
-    // E_AGAIN and E_UNAVAIL are the "resource busy, try again" class: the card's resources
-    // may still be held by a process that is exiting. Everything else is final.
-    if (hr != kHcclEAgain && hr != kHcclEUnavail) throw_hccl_error(api, op, hr, device.where());
+    // Read once: CANN's recent-error text is consumed by reading it.
+    const VendorError vendor = hccl_vendor_error(api, hr);
+    const std::string text = cann::vendor_error_text(op, vendor, device.where());
+    // The "previous process still alive" class, retried: HCCL_E_AGAIN, HCCL_E_UNAVAIL, and CANN's
+    // EJ0001 ("Failed to initialize the HCCP process ... Maybe the last training process is
+    // running. Wait for 10s after killing the last training process"), whatever code carries it:
+    // the card's resources may still be held by a process that is exiting. Everything else is final.
+    const bool busy = hr == kHcclEAgain || hr == kHcclEUnavail || vendor.message.find(kHccpBusy) != std::string::npos;
+    if (!busy) throw_vendor_error(npg_code_of_hccl(hr), text, vendor);
     const Clock::time_point now = Clock::now();
     if (now + std::chrono::milliseconds(backoff_ms) >= deadline) {
       throw_vendor_error(NPG_TIMEOUT,
-                         hccl_error_text(api, op, hr, device.where()) + "; still failing after " +
-                             std::to_string(attempts) + " attempts in " + std::to_string(ms_between(start, now)) +
-                             " ms (timeout " + std::to_string(device.timeout_ms()) +
+                         text + "; still failing after " + std::to_string(attempts) + " attempts in " +
+                             std::to_string(ms_between(start, now)) + " ms (timeout " +
+                             std::to_string(device.timeout_ms()) +
                              " ms): the device may still be held by an earlier process; wait for it to exit",
-                         hccl_vendor_error(api, hr));
+                         vendor);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
     backoff_ms = std::min(backoff_ms * 2, kInitBackoffMaxMs);

@@ -39,22 +39,8 @@ npg_result_t npg_code_of_hccl(HcclResult code) {
 }
 
 VendorError hccl_vendor_error(const HcclApi& api, HcclResult code) {
-  VendorError v;
-  v.library = "HCCL";
-  v.code = code;
-  v.code_name = hccl_result_name(code);
-  if (api.HcclGetErrorString != nullptr) {
-    const char* text = api.HcclGetErrorString(code);
-    if (text != nullptr) v.message = text;
-  }
-  if (api.acl->aclGetRecentErrMsg != nullptr) {
-    const char* recent = api.acl->aclGetRecentErrMsg();
-    if (recent != nullptr && recent[0] != '\0') {
-      v.message += (v.message.empty() ? "" : " [recent CANN error: ") + std::string(recent) +
-                   (v.message.empty() ? "" : "]");
-    }
-  }
-  return v;
+  const char* text = api.HcclGetErrorString != nullptr ? api.HcclGetErrorString(code) : nullptr;
+  return cann::vendor_error(*api.acl, "HCCL", code, hccl_result_name(code), text != nullptr ? text : "");
 }
 
 std::string hccl_error_text(const HcclApi& api, const char* op, HcclResult code, const std::string& where) {

@@ -1,6 +1,5 @@
 #include "hccl_library.h"
 
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -55,38 +54,25 @@ HcclApi* load() {
   resolve_hccl(&api, hccl.handle, &hcomm, "HcclGetErrorString", &api.HcclGetErrorString);
   const std::string where =
       hccl.path + (api.hcomm_path.empty() ? std::string(" (no libhcomm.so found)") : " or " + api.hcomm_path);
-  const std::pair<const char*, bool> required[] = {
-      {"HcclGetRootInfo", api.HcclGetRootInfo != nullptr},
-      {"HcclCommInitRootInfo", api.HcclCommInitRootInfo != nullptr},
-      {"HcclCommInitClusterInfo", api.HcclCommInitClusterInfo != nullptr},
-      {"HcclCommDestroy", api.HcclCommDestroy != nullptr},
-      {"HcclAllGather", api.HcclAllGather != nullptr}};
-  for (const auto& s : required) {
-    if (!s.second) {
-      if (hcomm != nullptr) dlclose(hcomm);
-      dlclose(hccl.handle);
-      throw_error(NPG_SYSTEM_ERROR, std::string("backend hccl: required symbol ") + s.first + " was not found in " +
-                                        where + "; this CANN installation is incomplete or too old. " +
-                                        cann::kCannFixHint);
-    }
+  const char* missing =
+      cann::first_missing({{"HcclGetRootInfo", api.HcclGetRootInfo != nullptr},
+                           {"HcclCommInitRootInfo", api.HcclCommInitRootInfo != nullptr},
+                           {"HcclCommInitClusterInfo", api.HcclCommInitClusterInfo != nullptr},
+                           {"HcclCommDestroy", api.HcclCommDestroy != nullptr},
+                           {"HcclAllGather", api.HcclAllGather != nullptr}});
+  if (missing != nullptr) {
+    if (hcomm != nullptr) dlclose(hcomm);
+    dlclose(hccl.handle);
+    throw_error(NPG_SYSTEM_ERROR, std::string("backend hccl: required symbol ") + missing + " was not found in " +
+                                      where + "; this CANN installation is incomplete or too old. " +
+                                      cann::kCannFixHint);
   }
   return new HcclApi(api);  // never freed: the libraries stay loaded for the process
 }
 
-std::mutex& load_mutex() {
-  static std::mutex* m = new std::mutex();
-  return *m;
-}
-
-HcclApi* g_api = nullptr;
-
 }  // namespace
 
-const HcclApi& hccl_api() {
-  std::lock_guard<std::mutex> lock(load_mutex());
-  if (g_api == nullptr) g_api = load();
-  return *g_api;
-}
+const HcclApi& hccl_api() { return cann::load_once<HcclApi>(load); }
 
 }  // namespace hccl
 }  // namespace npg

@@ -2,7 +2,6 @@
 
 #include <stdlib.h>
 
-#include <mutex>
 #include <vector>
 
 #include "../cann/cann_errors.h"
@@ -45,37 +44,22 @@ LcalApi* load() {
   cann::resolve(lcal.handle, "LcclCommDestroy", &api.LcclCommDestroy);
   cann::resolve(lcal.handle, "LcalCommInitRankWithCustDomainSize", &api.LcalCommInitRankWithCustDomainSize);
   cann::resolve(lcal.handle, "LcalCommInitRankWithDomain", &api.LcalCommInitRankWithDomain);
-  const std::pair<const char*, bool> required[] = {
-      {"LcalGetUniqueId", api.LcalGetUniqueId != nullptr},
-      {"LcalCommInitRank", api.LcalCommInitRank != nullptr},
-      {"LcalCommInitThread", api.LcalCommInitThread != nullptr},
-      {"LcclAllGather", api.LcclAllGather != nullptr},
-      {"LcclCommDestroy", api.LcclCommDestroy != nullptr}};
-  for (const auto& s : required) {
-    if (!s.second) {
-      dlclose(lcal.handle);
-      throw_error(NPG_SYSTEM_ERROR, std::string("backend lccl: required symbol ") + s.first + " was not found in " +
-                                        lcal.path + "; this ATB installation is incomplete or too old. " +
-                                        kLcalFixHint);
-    }
+  const char* missing = cann::first_missing({{"LcalGetUniqueId", api.LcalGetUniqueId != nullptr},
+                                             {"LcalCommInitRank", api.LcalCommInitRank != nullptr},
+                                             {"LcalCommInitThread", api.LcalCommInitThread != nullptr},
+                                             {"LcclAllGather", api.LcclAllGather != nullptr},
+                                             {"LcclCommDestroy", api.LcclCommDestroy != nullptr}});
+  if (missing != nullptr) {
+    dlclose(lcal.handle);
+    throw_error(NPG_SYSTEM_ERROR, std::string("backend lccl: required symbol ") + missing + " was not found in " +
+                                      lcal.path + "; this ATB installation is incomplete or too old. " + kLcalFixHint);
   }
   return new LcalApi(api);  // never freed: the library stays loaded for the process
 }
 
-std::mutex& load_mutex() {
-  static std::mutex* m = new std::mutex();
-  return *m;
-}
-
-LcalApi* g_api = nullptr;
-
 }  // namespace
 
-const LcalApi& lcal_api() {
-  std::lock_guard<std::mutex> lock(load_mutex());
-  if (g_api == nullptr) g_api = load();
-  return *g_api;
-}
+const LcalApi& lcal_api() { return cann::load_once<LcalApi>(load); }
 
 const char* lcal_result_name(int code) {
   switch (code) {
@@ -100,15 +84,7 @@ npg_result_t npg_code_of_lcal(int code) {
 }
 
 VendorError lcal_vendor_error(const LcalApi& api, int code) {
-  VendorError v;
-  v.library = "LCAL";
-  v.code = code;
-  v.code_name = lcal_result_name(code);
-  if (api.acl->aclGetRecentErrMsg != nullptr) {
-    const char* recent = api.acl->aclGetRecentErrMsg();
-    if (recent != nullptr) v.message = recent;
-  }
-  return v;
+  return cann::vendor_error(*api.acl, "LCAL", code, lcal_result_name(code));
 }
 
 void throw_lcal_error(const LcalApi& api, const char* op, int code, const std::string& where) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../cann/device_communicator.h"
+#include "../cann/root_info_header.h"
 #include "../core/error.h"
 #include "lcal_library.h"
 #include "lccl_communicator.h"
@@ -17,33 +18,23 @@ namespace npg {
 namespace lccl {
 namespace {
 
-// Our root info: a header, a random nonce (the thread-mode uid), the root host's boot id
-// (LCCL is single-node: a rank on another host is refused at once), then LCAL's unique id.
-constexpr char kMagic[8] = {'N', 'P', 'G', 'L', 'C', 'C', 'L', '\0'};
-constexpr uint32_t kVersion = 1;
+// Our root info: the device backends' header, a random nonce (the thread-mode uid), the root
+// host's boot id (LCCL is single-node: a rank on another host is refused at once), then LCAL's
+// unique id.
 constexpr size_t kNonceBytes = 16;
 constexpr size_t kBootIdBytes = 40;
-constexpr size_t kHeaderBytes = sizeof(kMagic) + 2 * sizeof(uint32_t);
-constexpr size_t kNonceAt = kHeaderBytes;
+constexpr size_t kNonceAt = cann::kRootInfoHeaderBytes;
 constexpr size_t kBootIdAt = kNonceAt + kNonceBytes;
 constexpr size_t kUniqueIdAt = kBootIdAt + kBootIdBytes;
-constexpr size_t kRootInfoBytes = kUniqueIdAt + kLcalUniqueIdBytes;
+constexpr cann::RootInfoFormat kFormat = {"lccl", {'N', 'P', 'G', 'L', 'C', 'C', 'L', '\0'}, 1,
+                                          static_cast<uint32_t>(kLcalUniqueIdBytes),
+                                          kUniqueIdAt + kLcalUniqueIdBytes};
 
 struct LcclRootInfo {
   uint8_t nonce[kNonceBytes];
   std::string boot_id;
   LcalUniqueId unique_id;
 };
-
-void write_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
-uint32_t read_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
 
 // The kernel's boot id: equal on two ranks iff they run on the same host (boot).
 std::string boot_id() {
@@ -55,25 +46,12 @@ std::string boot_id() {
 }
 
 LcclRootInfo parse_root_info(const void* data, size_t size) {
+  cann::check_root_info_header(kFormat, data, size);
   const uint8_t* p = static_cast<const uint8_t*>(data);
-  if (size < kHeaderBytes || memcmp(p, kMagic, sizeof(kMagic)) != 0) {
-    throw_error(NPG_INVALID_ARGUMENT, "root_info (" + std::to_string(size) +
-                                          " bytes) is not a root info of backend lccl; pass the bytes that "
-                                          "npg_get_root_info(\"lccl\") wrote on the root rank");
-  }
-  uint32_t version = read_u32(p + sizeof(kMagic));
-  uint32_t payload = read_u32(p + sizeof(kMagic) + 4);
-  if (version != kVersion || payload != kLcalUniqueIdBytes || size != kRootInfoBytes) {
-    throw_error(NPG_INVALID_ARGUMENT, "root_info has version " + std::to_string(version) + ", payload " +
-                                          std::to_string(payload) + " bytes, size " + std::to_string(size) +
-                                          "; this library expects version " + std::to_string(kVersion) + ", " +
-                                          std::to_string(kLcalUniqueIdBytes) + " and " +
-                                          std::to_string(kRootInfoBytes) +
-                                          " (all ranks must run the same NpuGather version)");
-  }
   LcclRootInfo info;
   memcpy(info.nonce, p + kNonceAt, kNonceBytes);
-  info.boot_id.assign(reinterpret_cast<const char*>(p + kBootIdAt), strnlen(reinterpret_cast<const char*>(p + kBootIdAt), kBootIdBytes));
+  const char* boot = reinterpret_cast<const char*>(p + kBootIdAt);
+  info.boot_id.assign(boot, strnlen(boot, kBootIdBytes));
   memcpy(info.unique_id.internal, p + kUniqueIdAt, kLcalUniqueIdBytes);
   return info;
 }
@@ -140,10 +118,10 @@ std::string hex(const uint8_t* p, size_t n) {
 class LcclBackend final : public Backend {
  public:
   size_t get_root_info(const char* bind_address, void* out, size_t capacity) const override {
-    if (capacity < kRootInfoBytes) {
+    if (capacity < kFormat.total_bytes) {
       throw_error(NPG_INVALID_ARGUMENT, "capacity " + std::to_string(capacity) +
                                             " is too small: the lccl root info needs " +
-                                            std::to_string(kRootInfoBytes) + " bytes");
+                                            std::to_string(kFormat.total_bytes) + " bytes");
     }
     std::string device_text;
     int domain = 0;
@@ -158,16 +136,14 @@ class LcclBackend final : public Backend {
                                                      std::to_string(domain) + ")");
     }
     uint8_t* p = static_cast<uint8_t*>(out);
-    memset(p, 0, kRootInfoBytes);
-    memcpy(p, kMagic, sizeof(kMagic));
-    write_u32(p + sizeof(kMagic), kVersion);
-    write_u32(p + sizeof(kMagic) + 4, static_cast<uint32_t>(kLcalUniqueIdBytes));
+    memset(p, 0, kFormat.total_bytes);
+    cann::write_root_info_header(kFormat, p);
     std::random_device random;
     for (size_t i = 0; i < kNonceBytes; ++i) p[kNonceAt + i] = static_cast<uint8_t>(random());
     const std::string boot = boot_id();
     memcpy(p + kBootIdAt, boot.data(), boot.size());
     memcpy(p + kUniqueIdAt, id.internal, kLcalUniqueIdBytes);
-    return kRootInfoBytes;
+    return kFormat.total_bytes;
   }
 
   // Multi-process: comm_domain "ID[:SIZE_MB]" selects LCCL's domain init (root_info, when given,

@@ -5,14 +5,15 @@
 # with --all-variants also
 #   OUT_DIR/lib64-minimal  without the optional symbols, like an old CANN
 #   OUT_DIR/lib64-split    communicator management in libhcomm.so, like a newer CANN
-# Up-to-date libraries are kept. Usage: build-fake-cann.sh OUT_DIR [--all-variants]
+# Built at -O0 (compile time dominates a test run); up-to-date libraries are kept.
+# Usage: build-fake-cann.sh OUT_DIR [--all-variants]
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 out=${1:?usage: build-fake-cann.sh OUT_DIR [--all-variants]}
 variants=(lib64)
 [[ ${2:-} == --all-variants ]] && variants+=(lib64-minimal lib64-split)
 cxx=${CXX:-g++}
-flags=(-std=c++17 -O1 -fPIC -shared -pthread -Wall -Wextra -Werror -fvisibility=hidden)
+flags=(-std=c++17 -O0 -fPIC -shared -pthread -Wall -Wextra -Werror -fvisibility=hidden)
 
 pids=()
 # compile OUTPUT SOURCE [FLAGS...]: in the background, unless OUTPUT is newer than the sources.

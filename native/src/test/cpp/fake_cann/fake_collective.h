@@ -210,7 +210,8 @@ inline int injected_init_failure(const Vendor& v, uint32_t rank) {
   std::string code = env("NPUGATHER_FAKE_CANN_INIT_FAIL");
   if (code.empty()) return v.success;
   std::string times = env("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES");
-  set_recent_error((std::string(v.name) + ": injected init failure").c_str());
+  const std::string message = env("NPUGATHER_FAKE_CANN_INIT_FAIL_MESSAGE");
+  set_recent_error((std::string(v.name) + ": " + (message.empty() ? "injected init failure" : message)).c_str());
   if (times.empty()) return atoi(code.c_str());
   std::lock_guard<std::mutex> lock(g_attempts_mutex);
   int& attempts = (*g_init_attempts)[rank % kMaxRanks];

@@ -7,8 +7,6 @@
 //   full     NPUGATHER_CANN_LIB_DIR holds the simulated libascendcl.so, libhccl.so and liblcal.so
 //   no-lcal  NPUGATHER_CANN_LIB_DIR holds libascendcl.so only
 // The last line of output is "N passed, N failed".
-#include <sys/wait.h>
-
 #include "simulated_cann_test_support.h"
 
 namespace {
@@ -43,33 +41,6 @@ void gather_matrix(npg_comm_t comm, int r, int n, uint64_t seed) {
   gather_checked(comm, r, n, ragged_blocks(n, seed + 3), NPG_UINT8, true, seed + 4);  // padded: no all-gather-v
   gather_checked(comm, r, n, ragged_blocks(n, seed + 5), NPG_FLOAT32, true, seed + 6);
   gather_checked(comm, r, n, equal_blocks(n, 0), NPG_INT8, true, seed + 7);
-}
-
-// Runs fn(rank) in n forked processes; fails when one of them does.
-void on_processes(int n, const std::function<void(int)>& fn) {
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        fn(r);
-        expect_nothing_leaked();
-      } catch (const std::exception& e) {
-        fprintf(stderr, "process rank %d: %s\n", r, e.what());
-        code = 1;
-      }
-      fflush(stderr);
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  bool ok = true;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ok = waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
-  }
-  EXPECT(ok);
 }
 
 // ---- tests ----
@@ -240,19 +211,7 @@ void test_collective_that_never_completes_times_out_and_abort_ends_it() {
   auto info2 = lccl_root_info();
   npg_comm_t comms[n];
   on_threads(n, [&](int r) { comms[r] = join(r, n, info2, "", NPG_COMM_MULTI_THREAD, 30000); });
-  std::thread aborter([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    for (int r = 0; r < n; ++r) npg_comm_abort(comms[r]);
-  });
-  auto t0 = Clock::now();
-  on_threads(n, [&](int r) {
-    std::vector<uint8_t> send(64), recv(64 * n);
-    EXPECT(npg_all_gather(comms[r], send.data(), recv.data(), 64, NPG_UINT8) == NPG_ABORTED);
-  });
-  aborter.join();
-  EXPECT(ms_since(t0) < 1500);
-  for (int r = 0; r < n; ++r) EXPECT_RC(npg_comm_destroy(comms[r]), NPG_SUCCESS);
-  expect_nothing_leaked();
+  expect_abort_ends_blocked_gathers(comms, n);
 }
 
 // One communicating operation per device, whichever backend holds it.

@@ -5,6 +5,7 @@
 #define NPUGATHER_TEST_SIMULATED_CANN_TEST_SUPPORT_H_
 
 #include <dirent.h>
+#include <sys/wait.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
@@ -215,6 +216,54 @@ struct ScopedEnv {
     else unsetenv(name.c_str());
   }
 };
+
+// Runs fn(rank) in n forked processes (each checks for leaks after fn); fails when one does.
+void on_processes(int n, const std::function<void(int)>& fn) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        fn(r);
+        expect_nothing_leaked();
+      } catch (const std::exception& e) {
+        fprintf(stderr, "process rank %d: %s\n", r, e.what());
+        code = 1;
+      }
+      fflush(stderr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ok = waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
+  }
+  EXPECT(ok);
+}
+
+// With collectives hanging (NPUGATHER_FAKE_CANN_HANG), every rank blocks in a gather; an abort of
+// every communicator from another thread ends each within a second with NPG_ABORTED, and later
+// calls fail the same way. Destroys the communicators.
+void expect_abort_ends_blocked_gathers(npg_comm_t* comms, int n) {
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (int r = 0; r < n; ++r) npg_comm_abort(comms[r]);
+  });
+  auto t0 = Clock::now();
+  on_threads(n, [&](int r) {
+    std::vector<uint8_t> send(64), recv(64 * n);
+    EXPECT(npg_all_gather(comms[r], send.data(), recv.data(), 64, NPG_UINT8) == NPG_ABORTED);
+    expect_text(npg_last_error(), {"aborted"});
+    EXPECT(npg_all_gather(comms[r], send.data(), recv.data(), 64, NPG_UINT8) == NPG_ABORTED);
+  });
+  aborter.join();
+  EXPECT(ms_since(t0) < 1500);
+  for (int r = 0; r < n; ++r) EXPECT_RC(npg_comm_destroy(comms[r]), NPG_SUCCESS);
+  expect_nothing_leaked();
+}
 
 struct Test {
   const char* name;

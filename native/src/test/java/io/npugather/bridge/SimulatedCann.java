@@ -49,7 +49,7 @@ final class SimulatedCann {
     commands.add(List.of("bash", SOURCES.resolve("build-fake-cann.sh").toString(), OUT.toString(),
         "--all-variants"));
     for (String program : List.of("hccl_over_simulated_cann_test", "lccl_over_simulated_cann_test")) {
-      commands.add(List.of("g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Wextra", "-Werror",
+      commands.add(List.of("g++", "-std=c++17", "-O0", "-pthread", "-Wall", "-Wextra", "-Werror",
           "-Isrc/main/cpp/include", SOURCES.resolve(program + ".cc").toString(),
           CORE_ARCHIVE.toString(), "-o", OUT.resolve(program).toString()));
     }
