@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,7 +58,8 @@ struct Control {
 };
 
 inline std::mutex g_attempts_mutex;
-inline std::vector<int>* g_init_attempts = new std::vector<int>(kMaxRanks, 0);
+// Failed init attempts per communicator (its rendezvous name) and rank.
+inline std::map<std::string, int>* g_init_attempts = new std::map<std::string, int>();
 
 inline std::string env(const char* name) {
   const char* v = getenv(name);
@@ -206,17 +208,19 @@ inline int rendezvous(const Vendor& v, const std::string& name, uint32_t n, uint
   return v.success;
 }
 
-inline int injected_init_failure(const Vendor& v, uint32_t rank) {
+// The injected init failure of rank of the communicator named name, if any.
+inline int injected_init_failure(const Vendor& v, const std::string& name, uint32_t rank) {
   std::string code = env("NPUGATHER_FAKE_CANN_INIT_FAIL");
   if (code.empty()) return v.success;
   std::string times = env("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES");
+  if (!times.empty()) {
+    std::lock_guard<std::mutex> lock(g_attempts_mutex);
+    int& attempts = (*g_init_attempts)[name + "#" + std::to_string(rank)];
+    if (attempts >= atoi(times.c_str())) return v.success;
+    ++attempts;
+  }
   const std::string message = env("NPUGATHER_FAKE_CANN_INIT_FAIL_MESSAGE");
   set_recent_error((std::string(v.name) + ": " + (message.empty() ? "injected init failure" : message)).c_str());
-  if (times.empty()) return atoi(code.c_str());
-  std::lock_guard<std::mutex> lock(g_attempts_mutex);
-  int& attempts = (*g_init_attempts)[rank % kMaxRanks];
-  if (!times.empty() && attempts >= atoi(times.c_str())) return v.success;
-  ++attempts;
   return atoi(code.c_str());
 }
 

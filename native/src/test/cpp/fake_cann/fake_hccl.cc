@@ -43,9 +43,9 @@ FAKE_CANN_EXPORT int HcclCommInitRootInfo(uint32_t n, const void* root_info, uin
   if (root_info == nullptr || comm == nullptr) return kHcclEPtr;
   if (current_device() < 0) return kHcclERuntime;
   if (memcmp(root_info, kRootMagic, sizeof(kRootMagic)) != 0) return kHcclEPara;
-  int injected = injected_init_failure(kHccl, rank);
-  if (injected != kHcclSuccess) return injected;
   std::string name(static_cast<const char*>(root_info) + 32);
+  int injected = injected_init_failure(kHccl, name, rank);
+  if (injected != kHcclSuccess) return injected;
   return rendezvous(kHccl, name, n, rank, comm);
 }
 
@@ -59,10 +59,10 @@ FAKE_CANN_EXPORT int HcclCommInitClusterInfo(const char* cluster_info, uint32_t 
   std::string s = text.str();
   uint32_t n = 0;
   for (size_t p = s.find("\"rank_id\""); p != std::string::npos; p = s.find("\"rank_id\"", p + 1)) ++n;
-  int injected = injected_init_failure(kHccl, rank);
-  if (injected != kHcclSuccess) return injected;
   char name[64];
   snprintf(name, sizeof(name), "/npgfake-rt-%016zx", std::hash<std::string>()(std::string(cluster_info) + s));
+  int injected = injected_init_failure(kHccl, name, rank);
+  if (injected != kHcclSuccess) return injected;
   return rendezvous(kHccl, name, n, rank, comm);
 }
 

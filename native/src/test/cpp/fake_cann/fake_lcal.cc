@@ -30,7 +30,7 @@ struct UniqueId {
 int init(const std::string& name, int rank_size, int rank, void** comm) {
   if (comm == nullptr || rank_size <= 0 || rank < 0 || rank >= rank_size) return kLcalErrorParaCheckFail;
   if (current_device() < 0) return kLcalErrorMkirt;
-  int injected = injected_init_failure(kLcal, static_cast<uint32_t>(rank));
+  int injected = injected_init_failure(kLcal, name, static_cast<uint32_t>(rank));
   if (injected != kLcalSuccess) return injected;
   return rendezvous(kLcal, name, static_cast<uint32_t>(rank_size), static_cast<uint32_t>(rank), comm);
 }

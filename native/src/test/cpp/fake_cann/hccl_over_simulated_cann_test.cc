@@ -242,9 +242,12 @@ void test_injected_init_failure_is_a_named_system_error_on_every_rank() {
   expect_nothing_leaked();
 }
 
-void test_busy_device_at_init_is_retried_until_it_frees_up() {
-  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "20");
+// Init fails twice on every rank with code (and CANN text message), then succeeds: the ranks
+// retry with back-off and gather.
+void expect_init_retried_until_the_device_frees_up(const char* code, const char* message) {
+  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", code);
   ScopedEnv times("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES", "2");
+  ScopedEnv text("NPUGATHER_FAKE_CANN_INIT_FAIL_MESSAGE", message);
   auto info = hccl_root_info();
   auto t0 = Clock::now();
   on_threads(2, [&](int r) {
@@ -256,22 +259,15 @@ void test_busy_device_at_init_is_retried_until_it_frees_up() {
   expect_nothing_leaked();
 }
 
+void test_busy_device_at_init_is_retried_until_it_frees_up() {
+  expect_init_retried_until_the_device_frees_up("20", "");  // HCCL_E_AGAIN
+}
+
 // CANN reports a device still held by an earlier job's HCCP process as EJ0001 in its recent
 // error text, with a code of no "busy" class: retried too.
 void test_device_held_by_an_earlier_hccp_process_is_retried_until_it_frees_up() {
-  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "4");
-  ScopedEnv times("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES", "2");
-  ScopedEnv message("NPUGATHER_FAKE_CANN_INIT_FAIL_MESSAGE",
-                    "EJ0001: Failed to initialize the HCCP process. Reason: Maybe the last training process is running.");
-  auto info = hccl_root_info();
-  auto t0 = Clock::now();
-  on_threads(2, [&](int r) {
-    npg_comm_t comm = join(r, 2, info, 10000);
-    gather_checked(comm, r, 2, equal_blocks(2, 10), NPG_UINT8, false, 2);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
-  });
-  EXPECT(ms_since(t0) >= 250);  // two failed attempts, backing off 100 ms then 200 ms
-  expect_nothing_leaked();
+  expect_init_retried_until_the_device_frees_up(
+      "4", "EJ0001: Failed to initialize the HCCP process. Reason: Maybe the last training process is running.");
 }
 
 void test_device_that_stays_busy_fails_init_with_timeout_within_the_timeout() {
