@@ -59,6 +59,9 @@ public final class SparkCluster implements AutoCloseable {
       "org.apache.spark.executor.CoarseGrainedExecutorBackend";
   private static final Pattern MASTER_URL = Pattern.compile("Starting Spark master at (spark://\\S+)");
   private static final Duration START_TIMEOUT = Duration.ofSeconds(180);
+  /** Spark homes are named {@code <tmp>/npugather-it-spark-home-<pid of the test JVM>-<id>}. */
+  private static final String HOME_PREFIX = "npugather-it-spark-home-";
+  private static final Pattern HOME_NAME = Pattern.compile(HOME_PREFIX + "(\\d+)-.*");
 
   /** Where the Workers run. */
   public enum Network {
@@ -175,7 +178,8 @@ public final class SparkCluster implements AutoCloseable {
     Path home = null;
     SparkCluster cluster = null;
     try {
-      home = Files.createTempDirectory("npugather-it-spark-home-");
+      removeClustersOfGoneJvms();
+      home = Files.createTempDirectory(HOME_PREFIX + ProcessHandle.current().pid() + "-");
       Map<Path, Path> jars = prepareSparkHome(home);
       Path logDir = Path.of("target", "spark-cluster", b.appName).toAbsolutePath();
       deleteQuietly(logDir);
@@ -193,6 +197,26 @@ public final class SparkCluster implements AutoCloseable {
     } catch (RuntimeException | Error e) {
       closeAfterFailedStart(cluster, home);
       throw e;
+    }
+  }
+
+  /**
+   * A test JVM killed outright (no shutdown hook) leaves its cluster's JVMs running from its
+   * Spark home: kill them and delete the home.
+   */
+  private static void removeClustersOfGoneJvms() {
+    try (Stream<Path> tmp = Files.list(Path.of(System.getProperty("java.io.tmpdir")))) {
+      for (Path home : (Iterable<Path>) tmp::iterator) {
+        Matcher m = HOME_NAME.matcher(home.getFileName().toString());
+        if (m.matches() && ProcessHandle.of(Long.parseLong(m.group(1))).isEmpty()) {
+          ProcessHandle.allProcesses()
+              .filter(p -> commandLine(p.pid()).stream().anyMatch(a -> a.contains(home.toString())))
+              .forEach(ProcessHandle::destroyForcibly);
+          deleteQuietly(home);
+        }
+      }
+    } catch (IOException e) {
+      // nothing to remove
     }
   }
 
