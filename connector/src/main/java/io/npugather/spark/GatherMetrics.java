@@ -19,6 +19,7 @@ public final class GatherMetrics implements Serializable {
   private final LongAccumulator collectiveNanos;
   private final LongAccumulator ownPartitionBytes;
   private final LongAccumulator peakOffHeapBytes;
+  private volatile String input = "";
 
   GatherMetrics(SparkContext sc) {
     bytesSent = sc.longAccumulator("npugather.bytesSent");
@@ -29,6 +30,18 @@ public final class GatherMetrics implements Serializable {
     collectiveNanos = sc.longAccumulator("npugather.collectiveNanos");
     ownPartitionBytes = sc.longAccumulator("npugather.ownPartitionBytes");
     peakOffHeapBytes = sc.longAccumulator("npugather.peakOffHeapBytes");
+  }
+
+  void recordInput(String input) {
+    this.input = input;
+  }
+
+  /**
+   * What the ranks converted: "cached batches" (Spark's cached bytes), "columnar batches" or
+   * "rows"; empty for runs without a DataFrame input.
+   */
+  public String input() {
+    return input;
   }
 
   void addMemory(long ownPartition, long peakOffHeap) {
@@ -88,9 +101,9 @@ public final class GatherMetrics implements Serializable {
 
   @Override
   public String toString() {
-    return String.format("sent %d B, received %d B, %d rows; conversion %.1f ms, rendezvous %.1f ms,"
-        + " collective %.1f ms; own partitions %d B, peak off-heap %d B (summed over ranks)",
-        bytesSent(), bytesReceived(), rowsGathered(), conversionNanos() / 1e6,
+    return String.format("%ssent %d B, received %d B, %d rows; conversion %.1f ms, rendezvous %.1f"
+        + " ms, collective %.1f ms; own partitions %d B, peak off-heap %d B (summed over ranks)",
+        input.isEmpty() ? "" : input + " input; ", bytesSent(), bytesReceived(), rowsGathered(), conversionNanos() / 1e6,
         rendezvousNanos() / 1e6, collectiveNanos() / 1e6, ownPartitionBytes(), peakOffHeapBytes());
   }
 }

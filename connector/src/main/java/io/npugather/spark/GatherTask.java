@@ -13,6 +13,7 @@ import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.columnar.CachedBatch;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.ArrowUtils;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -58,6 +59,15 @@ public final class GatherTask implements Serializable {
   /** Gathers a partition that arrives as columnar batches (no detour through rows). */
   public Iterator<ColumnarBatch> runOnBatches(Iterator<ColumnarBatch> batches) {
     return run(allocator -> PartitionBuffers.fromBatches(batches, schema, timeZoneId, allocator));
+  }
+
+  /**
+   * Gathers a partition of a DataFrame cached in Spark's default format, read from the cached
+   * bytes ({@code columns}: each field's buffer index in a cached batch).
+   */
+  public Iterator<ColumnarBatch> runOnCachedBatches(Iterator<CachedBatch> batches, int[] columns) {
+    return run(allocator ->
+        PartitionBuffers.fromCachedBatches(batches, columns, schema, timeZoneId, allocator));
   }
 
   private interface Conversion {

@@ -4,7 +4,7 @@ import java.util.UUID
 
 import scala.jdk.CollectionConverters._
 
-import io.npugather.spark.arrow.GatheredPartitions
+import io.npugather.spark.arrow.{GatheredPartitions, PartitionBuffers}
 import io.npugather.spark.rendezvous.{RendezvousService, RendezvousTicket}
 import org.apache.spark.{NarrowDependency, Partitioner, SparkContext}
 import org.apache.spark.internal.Logging
@@ -13,7 +13,11 @@ import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, UnsafeProjection}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
 import org.apache.spark.sql.catalyst.plans.physical.{Partitioning, UnknownPartitioning}
-import org.apache.spark.sql.execution.{SparkPlan, SparkStrategy, UnaryExecNode, UnsafeRowSerializer}
+import org.apache.spark.sql.columnar.CachedBatch
+import org.apache.spark.sql.execution.{ColumnarToRowExec, SparkPlan, SparkStrategy, UnaryExecNode,
+  UnsafeRowSerializer, WholeStageCodegenExec}
+import org.apache.spark.sql.execution.adaptive.TableCacheQueryStageExec
+import org.apache.spark.sql.execution.columnar.{DefaultCachedBatchSerializer, InMemoryTableScanExec}
 import org.apache.spark.sql.vectorized.ColumnarBatch
 
 /** Logical node of allGatherOnNpu: every output partition holds every input row, rank-major. */
@@ -73,28 +77,57 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
 
   private def gather(): RDD[ColumnarBatch] = {
     val sc = sparkContext
-    val columnar = if (child.supportsColumnar) child.executeColumnar() else null
-    val columnarInput = columnar != null && !NpuAllGatherExec.breaksBarrierStage(columnar)
-    val batches = if (columnarInput) columnar else null
-    val rows = if (columnarInput) null
-      else NpuAllGatherExec.barrierReady(child.execute(), child.schema.length)
-    val rankSize = if (columnarInput) batches.getNumPartitions else rows.getNumPartitions
+    val source = NpuAllGatherExec.columnarSource(child)
+    val input = NpuAllGatherExec.cachedBatches(source) match {
+      case Some((cached, columns)) => CachedInput(cached, columns)
+      case None =>
+        val batches = if (source.supportsColumnar) source.executeColumnar() else null
+        if (batches != null && !NpuAllGatherExec.breaksBarrierStage(batches)) {
+          BatchInput(batches)
+        } else {
+          RowInput(NpuAllGatherExec.barrierReady(child.execute(), child.schema.length))
+        }
+    }
+    val rankSize = input.rdd.getNumPartitions
     val run = NpuAllGatherExec.prepareRun(sc, rankSize, options)
     val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, options, run.devices,
       run.ticket, run.domain, run.metrics)
-    val gathered = if (columnarInput) {
-      batches.barrier().mapPartitions(it => task.runOnBatches(it.asJava).asScala)
-    } else {
-      rows.barrier().mapPartitions(it => task.runOnRows(it.asJava).asScala)
+    val gathered = input match {
+      case CachedInput(cached, columns) =>
+        cached.barrier().mapPartitions(it => task.runOnCachedBatches(it.asJava, columns).asScala)
+      case BatchInput(batches) =>
+        batches.barrier().mapPartitions(it => task.runOnBatches(it.asJava).asScala)
+      case RowInput(rows) =>
+        rows.barrier().mapPartitions(it => task.runOnRows(it.asJava).asScala)
     }
     run.service.unregisterWhenJobEnds(run.ticket, gathered.id)
-    logInfo(s"allGatherOnNpu: $rankSize ranks, ${if (columnarInput) "columnar" else "row"} " +
-      s"input, $options")
+    run.metrics.recordInput(input.name)
+    logInfo(s"allGatherOnNpu: $rankSize ranks, ${input.name} input, $options")
     gathered
   }
 
   override protected def withNewChildInternal(newChild: SparkPlan): NpuAllGatherExec =
     copy(child = newChild)
+}
+
+/** The input of a gather, by the form the child offers it in. */
+private[spark] sealed trait GatherInput {
+  def rdd: RDD[_]
+  def name: String
+}
+
+/** Spark's cached bytes of an in-memory relation; `columns`: each field's buffer index. */
+private[spark] case class CachedInput(rdd: RDD[CachedBatch], columns: Array[Int])
+    extends GatherInput {
+  override def name: String = "cached batches"
+}
+
+private[spark] case class BatchInput(rdd: RDD[ColumnarBatch]) extends GatherInput {
+  override def name: String = "columnar batches"
+}
+
+private[spark] case class RowInput(rdd: RDD[InternalRow]) extends GatherInput {
+  override def name: String = "rows"
 }
 
 /**
@@ -124,6 +157,43 @@ object NpuAllGatherExec extends Logging {
     val domain = (if (options.commDomain.isEmpty) "npg" else options.commDomain) + "-" +
       UUID.randomUUID().toString.substring(0, 8)
     RunSetup(devices, service, ticket, metrics, domain)
+  }
+
+  /**
+   * The columnar plan under `plan` when `plan` only turns it into rows (Spark puts a
+   * ColumnarToRow between a columnar-only child, such as a vectorized Parquet scan, and a node
+   * that does not declare columnar input); else `plan` itself.
+   */
+  def columnarSource(plan: SparkPlan): SparkPlan = plan match {
+    case w: WholeStageCodegenExec => w.child match {
+      case c: ColumnarToRowExec => c.child
+      case _ => plan
+    }
+    case c: ColumnarToRowExec => c.child
+    case _ => plan
+  }
+
+  /**
+   * The cached batches of `plan` and each output column's buffer index in them, when `plan`
+   * scans a whole in-memory relation stored in Spark's default format with columns that
+   * [[PartitionBuffers.fromCachedBatches]] reads.
+   */
+  def cachedBatches(plan: SparkPlan): Option[(RDD[CachedBatch], Array[Int])] = {
+    val scan = plan match {
+      case s: TableCacheQueryStageExec => s.plan
+      case p => p
+    }
+    scan match {
+      case s: InMemoryTableScanExec
+          if s.predicates.isEmpty &&
+            s.relation.cacheBuilder.serializer.isInstanceOf[DefaultCachedBatchSerializer] &&
+            PartitionBuffers.supportsCachedBatches(s.schema) =>
+        val relationIds = s.relation.output.map(_.exprId)
+        val columns = s.attributes.map(a => relationIds.indexOf(a.exprId)).toArray
+        val cached = s.relation.cacheBuilder.cachedColumnBuffers
+        if (columns.contains(-1) || breaksBarrierStage(cached)) None else Some((cached, columns))
+      case _ => None
+    }
   }
 
   /**

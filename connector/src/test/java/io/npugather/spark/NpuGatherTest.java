@@ -189,6 +189,54 @@ class NpuGatherTest {
   }
 
   @Test
+  void cachedColumnsAreReadFromTheCachedBytesWithNullsCompressionAndSkew() {
+    // Partition 0: one row, partition 1: none, partition 2: 3000. Columns that Spark's cache
+    // stores run-length, dictionary or delta encoded, plain, with and without nulls.
+    Dataset<Row> df = spark.range(0, 9000, 1, 3).where("id = 0 or id >= 6000").selectExpr(
+        "id",
+        "case when id % 7 = 0 then null else id % 3 = 0 end as flag",
+        "case when id % 5 = 0 then null else cast(id % 100 as byte) end as b",
+        "cast(id % 300 as short) as s",
+        "cast(id / 100 as int) as runs",
+        "cast(id % 5 as int) as dict",
+        "case when id % 13 = 0 then null else id * 1000 end as l",
+        "cast(id as float) / 3 as f",
+        "case when id % 11 = 0 then null else cast(id as double) * 1.5 end as d");
+    df.cache().count();
+    try {
+      assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+      assertEquals("cached batches", NpuGather.lastMetrics().input());
+      // A subset of the cached columns, in another order.
+      Dataset<Row> some = df.select("f", "id", "dict");
+      assertRankMajorOnEveryPartition(some, NpuGather.allGatherOnNpu(some));
+      assertEquals("cached batches", NpuGather.lastMetrics().input());
+    } finally {
+      df.unpersist(true);
+    }
+  }
+
+  @Test
+  void vectorizedParquetIsGatheredFromItsBatchesNotThroughRows() throws Exception {
+    java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("npugather-parquet");
+    try {
+      spark.range(0, 3000, 1, 2).selectExpr("id", "cast(id as float) / 7 as f",
+          "case when id % 9 = 0 then null else cast(id as int) end as i")
+          .write().mode("overwrite").parquet(dir.toString());
+      // One file per partition.
+      spark.conf().set("spark.sql.files.openCostInBytes", String.valueOf(1L << 30));
+      Dataset<Row> df = spark.read().parquet(dir.toString());
+      assertEquals(2, df.javaRDD().getNumPartitions());
+      assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+      assertEquals("columnar batches", NpuGather.lastMetrics().input());
+    } finally {
+      spark.conf().unset("spark.sql.files.openCostInBytes");
+      try (var files = java.nio.file.Files.walk(dir)) {
+        files.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+      }
+    }
+  }
+
+  @Test
   void peakOffHeapIsTheOwnPartitionPlusTheGatheredPeersAndNoMore() {
     Dataset<Row> df = spark.range(0, 400_000, 1, 4)
         .selectExpr("id", "cast(id as double) as d", "cast(id as string) as s");

@@ -168,8 +168,7 @@ final class FixedWidthRowWriter {
   }
 
   private static void setBit(long bitmap, long index) {
-    long addr = bitmap + (index >>> 3);
-    MemoryUtil.putByte(addr, (byte) (MemoryUtil.getByte(addr) | (1 << (int) (index & 7))));
+    PrimitiveColumns.setBit(bitmap, index);
   }
 
   private abstract static class Column {

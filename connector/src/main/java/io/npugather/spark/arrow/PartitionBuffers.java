@@ -17,6 +17,7 @@ import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
 import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.arrow.vector.util.VectorAppender;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.columnar.CachedBatch;
 import org.apache.spark.sql.execution.arrow.ArrowFieldWriter;
 import org.apache.spark.sql.execution.arrow.ArrowWriter;
 import org.apache.spark.sql.execution.arrow.ArrowWriter$;
@@ -228,6 +229,45 @@ public final class PartitionBuffers implements AutoCloseable {
       root.close();
       throw t;
     }
+  }
+
+  /**
+   * Writes the batches of a DataFrame cached in Spark's default format into Arrow vectors
+   * allocated from {@code allocator}, straight from the cached bytes ({@link CachedBatchColumns}).
+   *
+   * @param columns for each field of {@code schema}, the index of its buffer in a cached batch
+   * @throws IllegalArgumentException if a column's type is not one {@link
+   *     #supportsCachedBatches} accepts, or a batch is not in Spark's default format
+   */
+  public static PartitionBuffers fromCachedBatches(
+      Iterator<CachedBatch> batches,
+      int[] columns,
+      StructType schema,
+      String timeZoneId,
+      BufferAllocator allocator) {
+    if (!supportsCachedBatches(schema)) {
+      throw new IllegalArgumentException(
+          "schema " + schema.simpleString() + " has a column of a type Spark's cache does not "
+              + "decode as columns; allowed: boolean, byte, short, int, long, float, double");
+    }
+    if (columns.length != schema.fields().length) {
+      throw new IllegalArgumentException(
+          "columns has " + columns.length + " entries for " + schema.fields().length + " fields");
+    }
+    Schema arrow = arrowSchema(schema, timeZoneId);
+    VectorSchemaRoot root = VectorSchemaRoot.create(arrow, allocator);
+    try {
+      CachedBatchColumns.write(batches, columns, schema, root);
+      return new PartitionBuffers(allocator, root, schema, PartitionLayout.fingerprint(arrow));
+    } catch (Throwable t) {
+      root.close();
+      throw t;
+    }
+  }
+
+  /** True if {@link #fromCachedBatches} takes a partition of {@code schema}. */
+  public static boolean supportsCachedBatches(StructType schema) {
+    return CachedBatchColumns.supports(schema);
   }
 
   private static long writeBatches(

@@ -3,6 +3,7 @@ package io.npugather.spark.arrow;
 import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.arrow.vector.BaseFixedWidthVector;
 import org.apache.arrow.vector.BigIntVector;
+import org.apache.arrow.vector.BitVector;
 import org.apache.arrow.vector.DateDayVector;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.Float4Vector;
@@ -16,10 +17,10 @@ import org.apache.spark.sql.execution.vectorized.OffHeapColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
 
 /**
- * Column-wise copy of Spark column vectors of fixed-width primitive types (byte, short, int, long,
- * float, double, date, timestamp, timestamp_ntz) into Arrow vectors: a tight typed loop writing the
- * Arrow buffers directly, or one memory copy for an off-heap vector without nulls or dictionary.
- * Produces the same buffers as Spark's field writers.
+ * Column-wise copy of Spark column vectors of fixed-width primitive types (boolean, byte, short,
+ * int, long, float, double, date, timestamp, timestamp_ntz) into Arrow vectors: a tight typed loop
+ * writing the Arrow buffers directly, or one memory copy for an off-heap vector without nulls or
+ * dictionary. Produces the same buffers as Spark's field writers.
  */
 final class PrimitiveColumns {
   private PrimitiveColumns() {}
@@ -30,6 +31,7 @@ final class PrimitiveColumns {
   private static final int LONG = 4;
   private static final int FLOAT = 5;
   private static final int DOUBLE = 6;
+  private static final int BOOLEAN = 7;
 
   /** The copy kind for {@code target}, or 0 if it is not a supported fixed-width vector. */
   static int kind(FieldVector target) {
@@ -47,6 +49,8 @@ final class PrimitiveColumns {
       return FLOAT;
     } else if (target instanceof Float8Vector) {
       return DOUBLE;
+    } else if (target instanceof BitVector) {
+      return BOOLEAN;
     }
     return 0;
   }
@@ -65,7 +69,14 @@ final class PrimitiveColumns {
     long data = v.getDataBufferAddress() + (long) base * width;
     long validity = v.getValidityBufferAddress();
     boolean hasNull = cv.hasNull();
-    if (!hasNull
+    if (kind == BOOLEAN) {
+      // Value bits here; validity bits below, as for every kind.
+      for (int i = 0; i < n; i++) {
+        if (!(hasNull && cv.isNullAt(i)) && cv.getBoolean(i)) {
+          setBit(v.getDataBufferAddress(), (long) base + i);
+        }
+      }
+    } else if (!hasNull
         && cv instanceof OffHeapColumnVector
         && !((OffHeapColumnVector) cv).hasDictionary()) {
       MemoryUtil.copyMemory(((OffHeapColumnVector) cv).valuesNativeAddress(), data, (long) n * width);
@@ -135,6 +146,11 @@ final class PrimitiveColumns {
     } else {
       setValid(validity, base, n);
     }
+  }
+
+  static void setBit(long bitmap, long index) {
+    long addr = bitmap + (index >>> 3);
+    MemoryUtil.putByte(addr, (byte) (MemoryUtil.getByte(addr) | (1 << (int) (index & 7))));
   }
 
   /** Sets validity bits [from, from + n). */
