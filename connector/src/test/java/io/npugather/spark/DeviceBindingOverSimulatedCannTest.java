@@ -78,6 +78,24 @@ class DeviceBindingOverSimulatedCannTest {
     return AllGatherOptions.defaults().withBackend("hccl");
   }
 
+  @Test
+  void lcclRanksOfALocalMasterBindTheDriversDevicesAndGatherEveryByteOverSimulatedCann()
+      throws IOException {
+    SparkSession spark = localSession(2, "two-devices.sh", Map.of());
+    try {
+      Files.deleteIfExists(trace);
+      Dataset<Row> df = randomRows(spark, 2);
+      assertRankMajorOnEveryPartition(df,
+          NpuGather.allGatherOnNpu(df, AllGatherOptions.defaults().withBackend("lccl")));
+      assertEquals(2 * 6_000L, NpuGather.lastMetrics().rowsGathered());
+      assertEquals(Map.of(0, Set.of(0), 1, Set.of(1)), devicesByRank(),
+          "rank r on the driver's address r, every call of a rank on its own device");
+      df.unpersist(true);
+    } finally {
+      spark.stop();
+    }
+  }
+
   /** The message of a run of {@code ranks} ranks with backend hccl that must be refused. */
   private static String refusal(SparkSession spark, int ranks) {
     Dataset<Row> df = spark.range(0, 10L * ranks, 1, ranks).toDF();
