@@ -48,8 +48,8 @@ class FeatureShardingSubmittedToClusterTest {
       Files.createDirectories(work);
       Path output = work.resolve("output");
       Path log = work.resolve("driver.log");
-      List<String> command = submitCommand(cluster.jarOf(FeatureSharding.class), List.of("--ranks", "2",
-          "--items", "4000", "--dim", "24", "--queries", "300", "--top-k", "5",
+      List<String> command = submitCommand(cluster.jarOf(FeatureSharding.class), List.of(
+          "--ranks", "2", "--items", "4000", "--dim", "24", "--queries", "300", "--top-k", "5",
           "--check", "30", "--seed", "17", "--output", output.toString()));
       ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
           .redirectOutput(log.toFile()).directory(work.toFile());

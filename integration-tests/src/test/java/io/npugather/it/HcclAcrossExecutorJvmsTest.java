@@ -90,7 +90,8 @@ class HcclAcrossExecutorJvmsTest {
       List<String> left;
       try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
         left = files.map(p -> p.getFileName().toString())
-            .filter(n -> executorPids.stream().anyMatch(pid -> n.startsWith("npgfake-" + pid + "-")))
+            .filter(n -> executorPids.stream()
+                .anyMatch(pid -> n.startsWith("npgfake-" + pid + "-")))
             .toList();
       }
       assertEquals(List.of(), left, "simulated CANN objects of executors " + executorPids);
