@@ -13,7 +13,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -26,19 +26,14 @@ import org.junit.jupiter.api.Test;
 class FeatureShardingSubmittedToClusterTest {
   private static final Duration JOB_TIMEOUT = Duration.ofMinutes(4);
 
+  /** Closed after the class's last test, whatever happened. */
+  @AutoClose
   private static SparkCluster cluster;
 
   @BeforeAll
   static void startClusterWithoutDriver() {
     cluster = SparkCluster.builder("FeatureShardingSubmittedToClusterTest").executors(2)
         .withoutDriver().start();
-  }
-
-  @AfterAll
-  static void stopCluster() {
-    if (cluster != null) {
-      cluster.close();
-    }
   }
 
   @Test

@@ -14,7 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
-import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
@@ -34,6 +34,8 @@ class HcclAcrossExecutorJvmsTest {
   private static final Path CANN = MODULE.resolve("target/fake-cann");
   private static final Path DISCOVERY = MODULE.resolve("target/fake-npu-discovery");
 
+  /** Closed after the class's last test, whatever happened. */
+  @AutoClose
   private static SparkCluster cluster;
   private static final List<Long> executorPids = new ArrayList<>();
 
@@ -58,13 +60,6 @@ class HcclAcrossExecutorJvmsTest {
             "spark.npugather.backend", "hccl"))
         .start();
     executorPids.addAll(cluster.executorPids());
-  }
-
-  @AfterAll
-  static void stopCluster() {
-    if (cluster != null) {
-      cluster.close();
-    }
   }
 
   @Test
