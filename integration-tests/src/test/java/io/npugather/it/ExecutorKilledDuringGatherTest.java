@@ -29,8 +29,8 @@ import org.apache.spark.sql.api.java.UDF1;
 import org.apache.spark.sql.expressions.UserDefinedFunction;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataTypes;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -44,6 +44,8 @@ class ExecutorKilledDuringGatherTest {
   private static final Duration GATHER_TIMEOUT = Duration.ofSeconds(10);
   private static final int ROWS = 20_000;
 
+  /** Closed after the class's last test, whatever happened. */
+  @AutoClose
   private static SparkCluster cluster;
   private static SparkSession spark;
   private Path markers;
@@ -52,13 +54,6 @@ class ExecutorKilledDuringGatherTest {
   static void startCluster() {
     cluster = SparkCluster.start("ExecutorKilledDuringGatherTest", 2, Map.of());
     spark = cluster.spark();
-  }
-
-  @AfterAll
-  static void stopCluster() {
-    if (cluster != null) {
-      cluster.close();
-    }
   }
 
   @BeforeEach

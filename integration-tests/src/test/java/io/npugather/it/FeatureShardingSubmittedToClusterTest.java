@@ -13,7 +13,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -26,19 +26,14 @@ import org.junit.jupiter.api.Test;
 class FeatureShardingSubmittedToClusterTest {
   private static final Duration JOB_TIMEOUT = Duration.ofMinutes(4);
 
+  /** Closed after the class's last test, whatever happened. */
+  @AutoClose
   private static SparkCluster cluster;
 
   @BeforeAll
   static void startClusterWithoutDriver() {
     cluster = SparkCluster.builder("FeatureShardingSubmittedToClusterTest").executors(2)
         .withoutDriver().start();
-  }
-
-  @AfterAll
-  static void stopCluster() {
-    if (cluster != null) {
-      cluster.close();
-    }
   }
 
   @Test
@@ -48,8 +43,8 @@ class FeatureShardingSubmittedToClusterTest {
       Files.createDirectories(work);
       Path output = work.resolve("output");
       Path log = work.resolve("driver.log");
-      List<String> command = submitCommand(cluster.jarOf(FeatureSharding.class), List.of("--ranks", "2",
-          "--items", "4000", "--dim", "24", "--queries", "300", "--top-k", "5",
+      List<String> command = submitCommand(cluster.jarOf(FeatureSharding.class), List.of(
+          "--ranks", "2", "--items", "4000", "--dim", "24", "--queries", "300", "--top-k", "5",
           "--check", "30", "--seed", "17", "--output", output.toString()));
       ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
           .redirectOutput(log.toFile()).directory(work.toFile());

@@ -156,7 +156,7 @@ final class GatherChecks {
     return rows;
   }
 
-  /** The gathers the executors logged after {@code offsets} (as returned by {@link #logOffsets}). */
+  /** The gathers the executors logged after {@code offsets} (from {@link #logOffsets}). */
   static List<Gather> gathersSince(SparkCluster cluster, Map<Path, Integer> offsets) {
     return gathers(cluster.executorStderr(), offsets);
   }

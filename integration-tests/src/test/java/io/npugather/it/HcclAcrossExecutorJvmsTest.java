@@ -14,7 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
-import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
@@ -33,6 +33,8 @@ class HcclAcrossExecutorJvmsTest {
   private static final Path MODULE = Path.of(System.getProperty("user.dir"));
   private static final Path DISCOVERY = MODULE.resolve("target/fake-npu-discovery");
 
+  /** Closed after the class's last test, whatever happened. */
+  @AutoClose
   private static SparkCluster cluster;
   private static final List<Long> executorPids = new ArrayList<>();
 
@@ -59,13 +61,6 @@ class HcclAcrossExecutorJvmsTest {
     executorPids.addAll(cluster.executorPids());
   }
 
-  @AfterAll
-  static void stopCluster() {
-    if (cluster != null) {
-      cluster.close();
-    }
-  }
-
   @Test
   @Order(1)
   void everyPartitionHoldsEveryRowWithBackendHcclOnEachExecutorsOwnDevice() {
@@ -89,7 +84,8 @@ class HcclAcrossExecutorJvmsTest {
       List<String> left;
       try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
         left = files.map(p -> p.getFileName().toString())
-            .filter(n -> executorPids.stream().anyMatch(pid -> n.startsWith("npgfake-" + pid + "-")))
+            .filter(n -> executorPids.stream()
+                .anyMatch(pid -> n.startsWith("npgfake-" + pid + "-")))
             .toList();
       }
       assertEquals(List.of(), left, "simulated CANN objects of executors " + executorPids);

@@ -10,7 +10,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.SparkExecutorInfo;
-import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AutoClose;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
@@ -25,6 +25,8 @@ import org.junit.jupiter.api.TestMethodOrder;
  */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class RanksOnSeparateHostsTest {
+  /** Closed after the class's last test, whatever happened. */
+  @AutoClose
   private static SparkCluster cluster;
 
   @BeforeAll
@@ -33,13 +35,6 @@ class RanksOnSeparateHostsTest {
     assumeTrue(unavailable == null, () -> "no simulated hosts: " + unavailable);
     cluster = SparkCluster.builder("RanksOnSeparateHostsTest").executors(2)
         .network(Network.NAMESPACES).start();
-  }
-
-  @AfterAll
-  static void stopCluster() {
-    if (cluster != null) {
-      cluster.close();
-    }
   }
 
   @Test

@@ -39,9 +39,10 @@ import org.apache.spark.sql.SparkSession;
  * <p>How every JVM finds its classes: a temporary Spark home whose {@code jars/} holds the whole
  * test classpath: its jars (released ones linked, this project's copied) and a jar made of each
  * of its directories (the test classes; in a reactor build also this project's modules). The
- * Master and Workers run with {@code <sparkHome>/conf:<sparkHome>/jars/*}; a Worker builds its executors' command
- * from the Spark home the same way ({@code launcher/target/scala-2.13} tells the launcher the
- * Scala version), so any application submitted to the cluster finds this project's classes.
+ * Master and Workers run with {@code <sparkHome>/conf:<sparkHome>/jars/*}; a Worker builds its
+ * executors' command from the Spark home the same way ({@code launcher/target/scala-2.13} tells
+ * the launcher the Scala version), so any application submitted to the cluster finds this
+ * project's classes.
  *
  * <p>Network: {@link Network#LOOPBACK} puts everything on 127.0.0.1; {@link Network#NAMESPACES}
  * puts each Worker (and so its executors) in its own network namespace with its own 10.x
@@ -57,7 +58,8 @@ import org.apache.spark.sql.SparkSession;
 public final class SparkCluster implements AutoCloseable {
   private static final String EXECUTOR_MAIN =
       "org.apache.spark.executor.CoarseGrainedExecutorBackend";
-  private static final Pattern MASTER_URL = Pattern.compile("Starting Spark master at (spark://\\S+)");
+  private static final Pattern MASTER_URL =
+      Pattern.compile("Starting Spark master at (spark://\\S+)");
   private static final Duration START_TIMEOUT = Duration.ofSeconds(180);
   /** Spark homes are named {@code <tmp>/npugather-it-spark-home-<pid of the test JVM>-<id>}. */
   private static final String HOME_PREFIX = "npugather-it-spark-home-";
@@ -799,6 +801,7 @@ public final class SparkCluster implements AutoCloseable {
 
   private static String tail(String text, int lines) {
     String[] all = text.split("\n", -1);
-    return String.join("\n", Arrays.asList(all).subList(Math.max(0, all.length - lines), all.length));
+    return String.join("\n",
+        Arrays.asList(all).subList(Math.max(0, all.length - lines), all.length));
   }
 }
