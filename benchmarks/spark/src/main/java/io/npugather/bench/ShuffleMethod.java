@@ -1,6 +1,5 @@
 package io.npugather.bench;
 
-import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import org.apache.spark.Partitioner;
