@@ -81,14 +81,14 @@ class HcclDeviceBindingOnClusterTest {
 
   /** Two Workers and executors with one {@code npu} device each, the simulated runtime, a trace. */
   private static SparkCluster startCluster(String appName, Path discovery, Path trace) {
-    return SparkCluster.start(appName, 2, Map.of(
-        "spark.worker.resource.npu.amount", "1",
-        "spark.worker.resource.npu.discoveryScript", discovery.toString(),
-        "spark.executor.resource.npu.amount", "1",
-        "spark.executor.resource.npu.discoveryScript", discovery.toString(),
-        "spark.task.resource.npu.amount", "1",
-        "spark.executorEnv.ASCEND_HOME_PATH", cannHome.toString(),
-        "spark.executorEnv.NPUGATHER_FAKE_CANN_TRACE", trace.toString()));
+    return SparkCluster.builder(appName).executors(2)
+        .workerConf(i -> Map.of("spark.worker.resource.npu.amount", "1",
+            "spark.worker.resource.npu.discoveryScript", discovery.toString()))
+        .conf(Map.of("spark.executor.resource.npu.amount", "1",
+            "spark.task.resource.npu.amount", "1",
+            "spark.executorEnv.ASCEND_HOME_PATH", cannHome.toString(),
+            "spark.executorEnv.NPUGATHER_FAKE_CANN_TRACE", trace.toString()))
+        .start();
   }
 
   private static Map<String, String> hccl() {
