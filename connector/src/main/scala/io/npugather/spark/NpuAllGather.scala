@@ -14,8 +14,8 @@ import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, Unsaf
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
 import org.apache.spark.sql.catalyst.plans.physical.{Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.columnar.CachedBatch
-import org.apache.spark.sql.execution.{ColumnarToRowExec, SparkPlan, SparkStrategy, UnaryExecNode,
-  UnsafeRowSerializer, WholeStageCodegenExec}
+import org.apache.spark.sql.execution.{ColumnarToRowExec, RowToColumnarTransition, SparkPlan,
+  SparkStrategy, UnaryExecNode, UnsafeRowSerializer, WholeStageCodegenExec}
 import org.apache.spark.sql.execution.adaptive.TableCacheQueryStageExec
 import org.apache.spark.sql.execution.columnar.{DefaultCachedBatchSerializer, InMemoryTableScanExec}
 import org.apache.spark.sql.vectorized.ColumnarBatch
@@ -85,7 +85,8 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
         if (batches != null && !NpuAllGatherExec.breaksBarrierStage(batches)) {
           BatchInput(batches)
         } else {
-          RowInput(NpuAllGatherExec.barrierReady(child.execute(), child.schema.length))
+          val rows = NpuAllGatherExec.rowSource(child).execute()
+          RowInput(NpuAllGatherExec.barrierReady(rows, child.schema.length))
         }
     }
     val rankSize = input.rdd.getNumPartitions
@@ -160,17 +161,27 @@ object NpuAllGatherExec extends Logging {
   }
 
   /**
-   * The columnar plan under `plan` when `plan` only turns it into rows (Spark puts a
-   * ColumnarToRow between a columnar-only child, such as a vectorized Parquet scan, and a node
-   * that does not declare columnar input); else `plan` itself.
+   * The row plan under `plan` when `plan` only turns its rows into batches: Spark puts a
+   * RowToColumnar under every columnar node whose child is row-based, and that detour (rows
+   * into Spark's on-heap vectors, then into Arrow) costs more than writing the rows into Arrow.
    */
-  def columnarSource(plan: SparkPlan): SparkPlan = plan match {
+  def rowSource(plan: SparkPlan): SparkPlan = plan match {
+    case r: RowToColumnarTransition => r.child
+    case _ => plan
+  }
+
+  /**
+   * The columnar plan under `plan` when `plan` only turns it into rows (a ColumnarToRow over a
+   * columnar-only child, such as a vectorized Parquet scan, possibly under a RowToColumnar);
+   * else `plan` without a RowToColumnar.
+   */
+  def columnarSource(plan: SparkPlan): SparkPlan = rowSource(plan) match {
     case w: WholeStageCodegenExec => w.child match {
       case c: ColumnarToRowExec => c.child
-      case _ => plan
+      case _ => w
     }
     case c: ColumnarToRowExec => c.child
-    case _ => plan
+    case p => p
   }
 
   /**

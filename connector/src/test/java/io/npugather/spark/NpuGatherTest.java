@@ -149,6 +149,8 @@ class NpuGatherTest {
     }
     Dataset<Row> df = spark.createDataFrame(jsc.parallelize(rows, 3), schema);
     assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+    // Written from the rows, not from the batches of a RowToColumnar Spark puts in between.
+    assertEquals("rows", NpuGather.lastMetrics().input());
   }
 
   @Test

@@ -8,6 +8,7 @@ import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.complex.ListVector;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.SpecializedGetters;
 import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
@@ -150,6 +151,10 @@ final class FixedWidthRowWriter {
   }
 
   private void grow() {
+    if (count == Integer.MAX_VALUE) {
+      throw new IllegalArgumentException(
+          "partition exceeds 2^31-1 rows, the limit of one Arrow batch");
+    }
     for (Column c : columns) {
       c.growRows(count);
     }
@@ -169,6 +174,58 @@ final class FixedWidthRowWriter {
 
   private static void setBit(long bitmap, long index) {
     PrimitiveColumns.setBit(bitmap, index);
+  }
+
+  /**
+   * Copies value {@code index} of a column of {@code width} ({@link #width}) from {@code base} +
+   * {@code from} (Spark's unsafe layout) into the Arrow data buffer at {@code data}.
+   */
+  private static void copyValue(int width, Object base, long from, long data, long index) {
+    switch (width) {
+      case 8:
+        MemoryUtil.putLong(data + 8L * index, Platform.getLong(base, from));
+        break;
+      case 4:
+        MemoryUtil.putInt(data + 4L * index, Platform.getInt(base, from));
+        break;
+      case 2:
+        MemoryUtil.putShort(data + 2L * index, Platform.getShort(base, from));
+        break;
+      case 1:
+        MemoryUtil.putByte(data + index, Platform.getByte(base, from));
+        break;
+      default:
+        if (Platform.getBoolean(base, from)) {
+          setBit(data, index);
+        }
+    }
+  }
+
+  /** Writes value {@code ordinal} of {@code g} through its getter, as {@link #copyValue}. */
+  private static void putValue(
+      int width, boolean floating, SpecializedGetters g, int ordinal, long data, long index) {
+    switch (width) {
+      case 8:
+        MemoryUtil.putLong(
+            data + 8L * index,
+            floating ? Double.doubleToRawLongBits(g.getDouble(ordinal)) : g.getLong(ordinal));
+        break;
+      case 4:
+        MemoryUtil.putInt(
+            data + 4L * index,
+            floating ? Float.floatToRawIntBits(g.getFloat(ordinal)) : g.getInt(ordinal));
+        break;
+      case 2:
+        MemoryUtil.putShort(data + 2L * index, g.getShort(ordinal));
+        break;
+      case 1:
+        MemoryUtil.putByte(data + index, g.getByte(ordinal));
+        break;
+      default:
+        if (g.getBoolean(ordinal)) {
+          setBit(data, index);
+        }
+    }
   }
 
   private abstract static class Column {
@@ -231,52 +288,13 @@ final class FixedWidthRowWriter {
     @Override
     void writeUnsafe(InternalRow row, Object base, long rowOffset, long slot, int index) {
       setBit(validity, index);
-      switch (width) {
-        case 8:
-          MemoryUtil.putLong(data + 8L * index, Platform.getLong(base, slot));
-          break;
-        case 4:
-          MemoryUtil.putInt(data + 4L * index, Platform.getInt(base, slot));
-          break;
-        case 2:
-          MemoryUtil.putShort(data + 2L * index, Platform.getShort(base, slot));
-          break;
-        case 1:
-          MemoryUtil.putByte(data + index, Platform.getByte(base, slot));
-          break;
-        default:
-          if (Platform.getBoolean(base, slot)) {
-            setBit(data, index);
-          }
-      }
+      copyValue(width, base, slot, data, index);
     }
 
     @Override
     void write(InternalRow row, int index) {
       setBit(validity, index);
-      int o = ordinal;
-      switch (width) {
-        case 8:
-          MemoryUtil.putLong(
-              data + 8L * index,
-              floating ? Double.doubleToRawLongBits(row.getDouble(o)) : row.getLong(o));
-          break;
-        case 4:
-          MemoryUtil.putInt(
-              data + 4L * index,
-              floating ? Float.floatToRawIntBits(row.getFloat(o)) : row.getInt(o));
-          break;
-        case 2:
-          MemoryUtil.putShort(data + 2L * index, row.getShort(o));
-          break;
-        case 1:
-          MemoryUtil.putByte(data + index, row.getByte(o));
-          break;
-        default:
-          if (row.getBoolean(o)) {
-            setBit(data, index);
-          }
-      }
+      putValue(width, floating, row, ordinal, data, index);
     }
   }
 
@@ -381,51 +399,13 @@ final class FixedWidthRowWriter {
         }
         long at = from + i;
         setBit(childValidity, at);
-        switch (width) {
-          case 8:
-            MemoryUtil.putLong(childData + 8L * at, Platform.getLong(base, values + 8L * i));
-            break;
-          case 4:
-            MemoryUtil.putInt(childData + 4L * at, Platform.getInt(base, values + 4L * i));
-            break;
-          case 2:
-            MemoryUtil.putShort(childData + 2L * at, Platform.getShort(base, values + 2L * i));
-            break;
-          case 1:
-            MemoryUtil.putByte(childData + at, Platform.getByte(base, values + i));
-            break;
-          default:
-            if (Platform.getBoolean(base, values + i)) {
-              setBit(childData, at);
-            }
-        }
+        copyValue(width, base, values + (long) Math.max(width, 1) * i, childData, at);
       }
     }
 
     private void writeElement(ArrayData a, int i, long at) {
       setBit(childValidity, at);
-      switch (width) {
-        case 8:
-          MemoryUtil.putLong(
-              childData + 8L * at,
-              floating ? Double.doubleToRawLongBits(a.getDouble(i)) : a.getLong(i));
-          break;
-        case 4:
-          MemoryUtil.putInt(
-              childData + 4L * at,
-              floating ? Float.floatToRawIntBits(a.getFloat(i)) : a.getInt(i));
-          break;
-        case 2:
-          MemoryUtil.putShort(childData + 2L * at, a.getShort(i));
-          break;
-        case 1:
-          MemoryUtil.putByte(childData + at, a.getByte(i));
-          break;
-        default:
-          if (a.getBoolean(i)) {
-            setBit(childData, at);
-          }
-      }
+      putValue(width, floating, a, i, childData, at);
     }
 
     /** Room for {@code n} more elements. The first array sizes the child for all rows. */

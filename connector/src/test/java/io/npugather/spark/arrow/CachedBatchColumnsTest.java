@@ -24,24 +24,9 @@ import org.apache.spark.sql.execution.columnar.ColumnBuilder$;
 import org.apache.spark.sql.execution.columnar.DefaultCachedBatch;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-class CachedBatchColumnsTest {
-  private RootAllocator root;
-
-  @BeforeEach
-  void openAllocator() {
-    root = TestAllocators.newRoot();
-  }
-
-  @AfterEach
-  void closeAllocator() {
-    assertEquals(0, root.getAllocatedMemory(), "bytes still allocated: " + root.toVerboseString());
-    root.close();
-  }
-
+class CachedBatchColumnsTest extends WithRootAllocator {
   static final StructType SCHEMA =
       struct(
           field("flag", DataTypes.BooleanType),

@@ -8,7 +8,13 @@ import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.columnar.CachedBatch;
+import org.apache.spark.sql.execution.columnar.ColumnAccessor$;
+import org.apache.spark.sql.execution.columnar.ColumnBuilder;
+import org.apache.spark.sql.execution.columnar.ColumnBuilder$;
+import org.apache.spark.sql.execution.columnar.DefaultCachedBatch;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
@@ -20,7 +26,8 @@ import org.apache.spark.unsafe.Platform;
 
 /**
  * Conversion throughput for 1M rows of 16 float + 1 long columns (or {@code args[0]} rows):
- * rows to Arrow (Spark's ArrowWriter), columnar batches to Arrow (Arrow and on-heap sources), and
+ * rows to Arrow, a cached DataFrame's batches to Arrow (through Spark's on-heap decoding, and
+ * straight from the cached bytes), columnar batches to Arrow (Arrow and on-heap sources), and
  * rebuilding gathered vectors over a receive buffer, plus a full scan of the gathered batches.
  * Reports the median and the range over the iterations after one warm-up.
  *
@@ -68,6 +75,58 @@ public final class ConversionThroughput {
 
   static double mb(long bytes) {
     return bytes / 1e6;
+  }
+
+  /** The rows of {@link #rows} as Spark's default cache stores them: batches of 10,000 rows. */
+  static List<CachedBatch> cachedBatches(int n, StructType schema) {
+    List<CachedBatch> out = new ArrayList<>();
+    Iterator<InternalRow> it = rows(n);
+    for (int start = 0; start < n; start += CACHE_BATCH_ROWS) {
+      int rows = Math.min(CACHE_BATCH_ROWS, n - start);
+      ColumnBuilder[] builders = new ColumnBuilder[schema.fields().length];
+      for (int c = 0; c < builders.length; c++) {
+        builders[c] =
+            ColumnBuilder$.MODULE$.apply(schema.fields()[c].dataType(), rows, schema.fields()[c].name(), true);
+      }
+      for (int r = 0; r < rows; r++) {
+        InternalRow row = it.next();
+        for (int c = 0; c < builders.length; c++) {
+          builders[c].appendFrom(row, c);
+        }
+      }
+      byte[][] buffers = new byte[builders.length][];
+      for (int c = 0; c < builders.length; c++) {
+        java.nio.ByteBuffer b = builders[c].build();
+        buffers[c] = new byte[b.remaining()];
+        b.get(buffers[c]);
+      }
+      out.add(new DefaultCachedBatch(rows, buffers, new GenericInternalRow(0)));
+    }
+    return out;
+  }
+
+  static final int CACHE_BATCH_ROWS = 10_000;
+
+  /** What Spark's columnar cache reader does per batch: fresh on-heap vectors, then decoding. */
+  static Iterator<ColumnarBatch> sparkDecoded(List<CachedBatch> cache, StructType schema) {
+    Iterator<CachedBatch> it = cache.iterator();
+    return new Iterator<>() {
+      @Override
+      public boolean hasNext() {
+        return it.hasNext();
+      }
+
+      @Override
+      public ColumnarBatch next() {
+        DefaultCachedBatch b = (DefaultCachedBatch) it.next();
+        OnHeapColumnVector[] cols = OnHeapColumnVector.allocateColumns(b.numRows(), schema);
+        for (int c = 0; c < cols.length; c++) {
+          ColumnAccessor$.MODULE$.decompress(
+              b.buffers()[c], cols[c], schema.fields()[c].dataType(), b.numRows());
+        }
+        return new ColumnarBatch(cols, b.numRows());
+      }
+    };
   }
 
   /** Timings of one measured step over the iterations. */
@@ -135,6 +194,22 @@ public final class ConversionThroughput {
       Samples copy = null;
       Samples wrap = null;
       Samples scan = null;
+      Samples sparkCache = null;
+      Samples cachedBytes = null;
+      List<CachedBatch> cache = cachedBatches(n, schema);
+      java.lang.reflect.Method fromCache = null;
+      try {
+        fromCache =
+            PartitionBuffers.class.getMethod(
+                "fromCachedBatches", Iterator.class, int[].class, StructType.class, String.class,
+                BufferAllocator.class);
+      } catch (NoSuchMethodException e) {
+        // an older build: cached data only through Spark's own decoding
+      }
+      int[] allColumns = new int[FLOATS + 1];
+      for (int c = 0; c <= FLOATS; c++) {
+        allColumns[c] = c;
+      }
       OnHeapColumnVector[] heapCols = OnHeapColumnVector.allocateColumns(n, schema);
       for (int i = 0; i < n; i++) {
         heapCols[0].putLong(i, i);
@@ -157,6 +232,9 @@ public final class ConversionThroughput {
           heap = new Samples("on-heap batch -> Arrow (fromBatches)", n, block);
           copy = new Samples("simulated transfer of 2 blocks (memcpy)", 2L * n, 2 * block);
           wrap = new Samples("wrap " + ranks + " ranks (zero copy)", (long) ranks * n, ranks * block);
+          sparkCache =
+              new Samples("cached -> Spark on-heap batches -> Arrow (fromBatches)", n, block);
+          cachedBytes = new Samples("cached bytes -> Arrow (fromCachedBatches)", n, block);
           scan =
               new Samples(
                   "scan " + ranks + " ranks via ColumnVector getters", (long) ranks * n, ranks * block);
@@ -186,6 +264,30 @@ public final class ConversionThroughput {
         }
         if (check == 42) {
           System.out.println();
+        }
+
+        // A cached DataFrame: Spark's decoding into fresh on-heap vectors per batch, as its
+        // columnar cache reader does, then the batches; or the cached bytes directly.
+        t0 = System.nanoTime();
+        try (PartitionBuffers q =
+            PartitionBuffers.fromBatches(sparkDecoded(cache, schema), schema, "UTC", task)) {
+          t1 = System.nanoTime();
+        }
+        if (it > 0) {
+          sparkCache.add(t0, t1);
+        }
+        if (fromCache != null) {
+          t0 = System.nanoTime();
+          try (PartitionBuffers q =
+              (PartitionBuffers)
+                  fromCache.invoke(null, cache.iterator(), allColumns, schema, "UTC", task)) {
+            t1 = System.nanoTime();
+          } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException(e);
+          }
+          if (it > 0) {
+            cachedBytes.add(t0, t1);
+          }
         }
 
         // Columnar, Arrow source: the vectors just written, as a Spark batch.
@@ -278,7 +380,10 @@ public final class ConversionThroughput {
       }
       heapBatch.close();
       System.out.printf("block per rank: %.1f MB (incl. validity bitmaps and padding)%n", mb(block));
-      for (Samples s : List.of(rowsUnknown, rowsKnown, iterate, arrow, heap, copy, wrap, scan)) {
+      for (Samples s :
+          List.of(
+              rowsUnknown, rowsKnown, iterate, sparkCache, cachedBytes, arrow, heap, copy, wrap,
+              scan)) {
         s.report();
       }
     }

@@ -8,7 +8,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.util.List;
 import java.util.Random;
-import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.ArrayType;
@@ -23,24 +22,9 @@ import org.apache.spark.sql.vectorized.ArrowColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarArray;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-class FixedWidthArrowColumnTest {
-  private RootAllocator root;
-
-  @BeforeEach
-  void openAllocator() {
-    root = TestAllocators.newRoot();
-  }
-
-  @AfterEach
-  void closeAllocator() {
-    assertEquals(0, root.getAllocatedMemory(), "bytes still allocated: " + root.toVerboseString());
-    root.close();
-  }
-
+class FixedWidthArrowColumnTest extends WithRootAllocator {
   /** Every getter of {@code a} against Spark's ArrowColumnVector {@code e} over the same vector. */
   private static void assertSameAsArrowColumnVector(DataType t, ColumnVector e, ColumnVector a, int n, String path) {
     assertEquals(e.hasNull(), a.hasNull(), path);

@@ -13,7 +13,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import org.apache.arrow.memory.ArrowBuf;
-import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.VectorUnloader;
 import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
@@ -26,24 +25,9 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-class FixedWidthRowWriterTest {
-  private RootAllocator root;
-
-  @BeforeEach
-  void openAllocator() {
-    root = TestAllocators.newRoot();
-  }
-
-  @AfterEach
-  void closeAllocator() {
-    assertEquals(0, root.getAllocatedMemory(), "bytes still allocated: " + root.toVerboseString());
-    root.close();
-  }
-
+class FixedWidthRowWriterTest extends WithRootAllocator {
   private static final DataType[] FIXED = {
     DataTypes.BooleanType,
     DataTypes.ByteType,
