@@ -25,23 +25,9 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-class GatheredPartitionsTest {
-  private RootAllocator root;
-
-  @BeforeEach
-  void openAllocator() {
-    root = TestAllocators.newRoot();
-  }
-
-  @AfterEach
-  void closeAllocator() {
-    assertEquals(0, root.getAllocatedMemory(), "bytes still allocated: " + root.toVerboseString());
-    root.close();
-  }
+class GatheredPartitionsTest extends WithRootAllocator {
 
   static final StructType ALL_TYPES =
       struct(

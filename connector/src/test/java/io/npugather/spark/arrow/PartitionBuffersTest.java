@@ -24,23 +24,9 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ArrowColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-class PartitionBuffersTest {
-  private RootAllocator root;
-
-  @BeforeEach
-  void openAllocator() {
-    root = TestAllocators.newRoot();
-  }
-
-  @AfterEach
-  void closeAllocator() {
-    assertEquals(0, root.getAllocatedMemory(), "bytes still allocated: " + root.toVerboseString());
-    root.close();
-  }
+class PartitionBuffersTest extends WithRootAllocator {
 
   static final StructType SCHEMA =
       struct(
