@@ -18,11 +18,14 @@ import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.columnar.CachedBatch;
 import org.apache.spark.sql.execution.columnar.ColumnBuilder;
 import org.apache.spark.sql.execution.columnar.ColumnBuilder$;
 import org.apache.spark.sql.execution.columnar.DefaultCachedBatch;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
 
@@ -57,11 +60,16 @@ class CachedBatchColumnsTest extends WithRootAllocator {
 
   /** One batch as Spark's default cache serializer stores it (compression on). */
   private static DefaultCachedBatch cachedBatch(List<InternalRow> rows, int[] order) {
+    return cachedBatch(SCHEMA, rows, order);
+  }
+
+  /** One batch of {@code schema} as Spark's default cache serializer stores it. */
+  private static DefaultCachedBatch cachedBatch(StructType schema, List<InternalRow> rows, int[] order) {
     byte[][] buffers = new byte[order.length][];
     for (int k = 0; k < order.length; k++) {
       int c = order[k];
       ColumnBuilder b =
-          ColumnBuilder$.MODULE$.apply(SCHEMA.fields()[c].dataType(), 16, SCHEMA.fields()[c].name(), true);
+          ColumnBuilder$.MODULE$.apply(schema.fields()[c].dataType(), 16, schema.fields()[c].name(), true);
       for (InternalRow r : rows) {
         b.appendFrom(r, c);
       }
@@ -117,11 +125,97 @@ class CachedBatchColumnsTest extends WithRootAllocator {
     }
   }
 
+  /**
+   * Every array type read from the cache, nullable and not, with or without null elements; a long
+   * one whose null bitsets span several words; and a primitive column between them.
+   */
+  static StructType arraySchema() {
+    List<StructField> f = new ArrayList<>();
+    for (DataType t : FixedWidthRowWriterTest.FIXED) {
+      f.add(field("a_" + t.typeName(), DataTypes.createArrayType(t, true)));
+      f.add(notNull("a_" + t.typeName() + "_nn", DataTypes.createArrayType(t, false)));
+    }
+    f.add(field("id", DataTypes.LongType));
+    f.add(field("long", DataTypes.createArrayType(DataTypes.FloatType, true)));
+    return new StructType(f.toArray(new StructField[0]));
+  }
+
+  private static List<InternalRow> arrayRows(StructType schema, int n, Random rnd, double nullP) {
+    List<InternalRow> rows = randomRows(schema, n, rnd, nullP);
+    int longArrays = schema.fields().length - 1;
+    for (InternalRow r : rows) {
+      if (!r.isNullAt(longArrays)) {
+        Object[] elems = new Object[rnd.nextInt(150)];
+        for (int i = 0; i < elems.length; i++) {
+          elems[i] = rnd.nextDouble() < nullP ? null : (float) rnd.nextGaussian();
+        }
+        ((GenericInternalRow) r).update(longArrays, new GenericArrayData(elems));
+      }
+    }
+    return ArrowTestSupport.unsafe(schema, rows);
+  }
+
+  @Test
+  void cachedArrayColumnsGiveTheSameBuffersAsTheRowsAndAsSparkByteForByte() {
+    StructType schema = arraySchema();
+    Random rnd = new Random(43);
+    int[] order = new int[schema.fields().length];
+    int[] columns = new int[order.length];
+    for (int k = 0; k < order.length; k++) {
+      order[k] = order.length - 1 - k;
+      columns[order.length - 1 - k] = k;
+    }
+    assertTrue(PartitionBuffers.supportsCachedBatches(schema));
+    int[][] shapes = {{}, {0}, {1}, {7, 0, 300}, {1000, 1000, 17}};
+    for (int[] sizes : shapes) {
+      for (double nullP : new double[] {0.0, 0.2}) {
+        List<InternalRow> all = new ArrayList<>();
+        List<CachedBatch> batches = new ArrayList<>();
+        for (int n : sizes) {
+          List<InternalRow> part = arrayRows(schema, n, rnd, nullP);
+          all.addAll(part);
+          batches.add(cachedBatch(schema, part, order));
+        }
+        String what = java.util.Arrays.toString(sizes) + " rows, null fraction " + nullP;
+        try (PartitionBuffers viaRows = PartitionBuffers.fromRows(all.iterator(), schema, TZ, root);
+            PartitionBuffers cached =
+                PartitionBuffers.fromCachedBatches(batches.iterator(), columns, schema, TZ, root)) {
+          assertSameBlock(viaRows, cached, root);
+          ArrowTestSupport.assertSameBuffersAsSpark(schema, all, cached.root(), root, what);
+          ArrowTestSupport.assertBatch(schema, all, cached.ownBatch(1), 1);
+        }
+      }
+    }
+  }
+
+  @Test
+  void aCachedArrayColumnWhoseBytesDoNotAddUpIsRefused() {
+    StructType schema = struct(field("v", DataTypes.createArrayType(DataTypes.FloatType, true)));
+    DefaultCachedBatch good = cachedBatch(schema, arrayRows(schema, 5, new Random(1), 0.0), new int[] {0});
+    byte[] truncated = java.util.Arrays.copyOf(good.buffers()[0], good.buffers()[0].length - 4);
+    List<CachedBatch> batches = new ArrayList<>();
+    batches.add(new DefaultCachedBatch(5, new byte[][] {truncated}, new GenericInternalRow(0)));
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> PartitionBuffers.fromCachedBatches(batches.iterator(), new int[] {0}, schema, TZ, root));
+    assertTrue(e.getMessage().contains("uncompressed array column layout"), e.getMessage());
+  }
+
   @Test
   void onlyTheTypesSparkReadsFromItsCacheAsColumnsAreTaken() {
     assertTrue(PartitionBuffers.supportsCachedBatches(SCHEMA));
     StructType dated = struct(field("d", DataTypes.DateType));
     assertFalse(PartitionBuffers.supportsCachedBatches(dated));
+    assertFalse(
+        PartitionBuffers.supportsCachedBatches(
+            struct(field("s", DataTypes.createArrayType(DataTypes.StringType)))));
+    assertFalse(
+        PartitionBuffers.supportsCachedBatches(
+            struct(
+                field(
+                    "n",
+                    DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.FloatType))))));
     IllegalArgumentException e =
         assertThrows(
             IllegalArgumentException.class,
