@@ -58,12 +58,7 @@ class CachedBatchColumnsTest extends WithRootAllocator {
     return rows;
   }
 
-  /** One batch as Spark's default cache serializer stores it (compression on). */
-  private static DefaultCachedBatch cachedBatch(List<InternalRow> rows, int[] order) {
-    return cachedBatch(SCHEMA, rows, order);
-  }
-
-  /** One batch of {@code schema} as Spark's default cache serializer stores it. */
+  /** One batch of {@code schema} as Spark's default cache serializer stores it (compression on). */
   private static DefaultCachedBatch cachedBatch(StructType schema, List<InternalRow> rows, int[] order) {
     byte[][] buffers = new byte[order.length][];
     for (int k = 0; k < order.length; k++) {
@@ -95,11 +90,19 @@ class CachedBatchColumnsTest extends WithRootAllocator {
     }
   }
 
-  @Test
-  void cachedBatchesGiveTheSameBlockAsTheRowsByteForByte() {
-    Random rnd = new Random(41);
-    // Buffers stored in reverse order: the column indices map fields to buffers.
-    int[] order = new int[SCHEMA.fields().length];
+  /** Random rows of a partition, the first at {@code start}. */
+  private interface RowSource {
+    List<InternalRow> rows(int n, Random rnd, double nullP, long start);
+  }
+
+  /**
+   * For partitions of several batch shapes (none, empty batches, one row, several batches) with
+   * and without nulls, cached with their buffers in reverse order (the column indices map fields
+   * to buffers): the same block as the rows give, the same buffers as Spark's ArrowWriter, and
+   * every value.
+   */
+  private void assertCachedLikeRows(StructType schema, Random rnd, RowSource source) {
+    int[] order = new int[schema.fields().length];
     int[] columns = new int[order.length];
     for (int k = 0; k < order.length; k++) {
       order[k] = order.length - 1 - k;
@@ -111,18 +114,25 @@ class CachedBatchColumnsTest extends WithRootAllocator {
         List<InternalRow> all = new ArrayList<>();
         List<CachedBatch> batches = new ArrayList<>();
         for (int n : sizes) {
-          List<InternalRow> part = rows(n, rnd, nullP, all.size());
+          List<InternalRow> part = source.rows(n, rnd, nullP, all.size());
           all.addAll(part);
-          batches.add(cachedBatch(part, order));
+          batches.add(cachedBatch(schema, part, order));
         }
-        try (PartitionBuffers viaRows = PartitionBuffers.fromRows(all.iterator(), SCHEMA, TZ, root);
+        String what = java.util.Arrays.toString(sizes) + " rows, null fraction " + nullP;
+        try (PartitionBuffers viaRows = PartitionBuffers.fromRows(all.iterator(), schema, TZ, root);
             PartitionBuffers cached =
-                PartitionBuffers.fromCachedBatches(batches.iterator(), columns, SCHEMA, TZ, root)) {
+                PartitionBuffers.fromCachedBatches(batches.iterator(), columns, schema, TZ, root)) {
           assertSameBlock(viaRows, cached, root);
-          ArrowTestSupport.assertBatch(SCHEMA, all, cached.ownBatch(1), 1);
+          ArrowTestSupport.assertSameBuffersAsSpark(schema, all, cached.root(), root, what);
+          ArrowTestSupport.assertBatch(schema, all, cached.ownBatch(1), 1);
         }
       }
     }
+  }
+
+  @Test
+  void cachedBatchesGiveTheSameBlockAsTheRowsByteForByte() {
+    assertCachedLikeRows(SCHEMA, new Random(41), CachedBatchColumnsTest::rows);
   }
 
   /**
@@ -158,34 +168,8 @@ class CachedBatchColumnsTest extends WithRootAllocator {
   @Test
   void cachedArrayColumnsGiveTheSameBuffersAsTheRowsAndAsSparkByteForByte() {
     StructType schema = arraySchema();
-    Random rnd = new Random(43);
-    int[] order = new int[schema.fields().length];
-    int[] columns = new int[order.length];
-    for (int k = 0; k < order.length; k++) {
-      order[k] = order.length - 1 - k;
-      columns[order.length - 1 - k] = k;
-    }
     assertTrue(PartitionBuffers.supportsCachedBatches(schema));
-    int[][] shapes = {{}, {0}, {1}, {7, 0, 300}, {1000, 1000, 17}};
-    for (int[] sizes : shapes) {
-      for (double nullP : new double[] {0.0, 0.2}) {
-        List<InternalRow> all = new ArrayList<>();
-        List<CachedBatch> batches = new ArrayList<>();
-        for (int n : sizes) {
-          List<InternalRow> part = arrayRows(schema, n, rnd, nullP);
-          all.addAll(part);
-          batches.add(cachedBatch(schema, part, order));
-        }
-        String what = java.util.Arrays.toString(sizes) + " rows, null fraction " + nullP;
-        try (PartitionBuffers viaRows = PartitionBuffers.fromRows(all.iterator(), schema, TZ, root);
-            PartitionBuffers cached =
-                PartitionBuffers.fromCachedBatches(batches.iterator(), columns, schema, TZ, root)) {
-          assertSameBlock(viaRows, cached, root);
-          ArrowTestSupport.assertSameBuffersAsSpark(schema, all, cached.root(), root, what);
-          ArrowTestSupport.assertBatch(schema, all, cached.ownBatch(1), 1);
-        }
-      }
-    }
+    assertCachedLikeRows(schema, new Random(43), (n, rnd, nullP, start) -> arrayRows(schema, n, rnd, nullP));
   }
 
   @Test
