@@ -199,17 +199,27 @@ final class CachedBatchColumns {
   private static long countElements(List<DefaultCachedBatch> batches, int buffer, int field) {
     long total = 0;
     for (DefaultCachedBatch batch : batches) {
+      if (batch.numRows() == 0) {
+        continue; // not read either
+      }
       byte[] cached = batch.buffers()[buffer];
       int nonNull = batch.numRows() - nullCount(cached, batch.numRows(), field);
       long at = 4 + 4L * (batch.numRows() - nonNull);
-      for (int r = 0; r < nonNull; r++) {
-        total += Platform.getLong(cached, Platform.BYTE_ARRAY_OFFSET + at + 4);
-        at += 4 + (long) Platform.getInt(cached, Platform.BYTE_ARRAY_OFFSET + at);
+      int r = 0;
+      for (; r < nonNull && at + 12 <= cached.length; r++) {
+        int size = Platform.getInt(cached, Platform.BYTE_ARRAY_OFFSET + at);
+        long n = Platform.getLong(cached, Platform.BYTE_ARRAY_OFFSET + at + 4);
+        if (size < 8 || n < 0) {
+          break; // not an UnsafeArrayData: refused below
+        }
+        total += n;
+        at += 4L + size;
       }
-      if (at != cached.length) {
+      if (r != nonNull || at != cached.length) {
         throw new IllegalArgumentException(
             "cached array column " + field + " has " + cached.length + " bytes for "
-                + batch.numRows() + " rows, its arrays end at byte " + at
+                + batch.numRows() + " rows, " + r + " of its " + nonNull
+                + " arrays read end at byte " + at
                 + "; expected Spark's uncompressed array column layout");
       }
     }

@@ -176,14 +176,23 @@ class CachedBatchColumnsTest extends WithRootAllocator {
   void aCachedArrayColumnWhoseBytesDoNotAddUpIsRefused() {
     StructType schema = struct(field("v", DataTypes.createArrayType(DataTypes.FloatType, true)));
     DefaultCachedBatch good = cachedBatch(schema, arrayRows(schema, 5, new Random(1), 0.0), new int[] {0});
-    byte[] truncated = java.util.Arrays.copyOf(good.buffers()[0], good.buffers()[0].length - 4);
-    List<CachedBatch> batches = new ArrayList<>();
-    batches.add(new DefaultCachedBatch(5, new byte[][] {truncated}, new GenericInternalRow(0)));
-    IllegalArgumentException e =
-        assertThrows(
-            IllegalArgumentException.class,
-            () -> PartitionBuffers.fromCachedBatches(batches.iterator(), new int[] {0}, schema, TZ, root));
-    assertTrue(e.getMessage().contains("uncompressed array column layout"), e.getMessage());
+    byte[] bytes = good.buffers()[0];
+    byte[] truncated = java.util.Arrays.copyOf(bytes, bytes.length - 4);
+    // Truncated inside an array; one row more than arrays; more bytes than arrays.
+    DefaultCachedBatch[] bad = {
+      new DefaultCachedBatch(5, new byte[][] {truncated}, new GenericInternalRow(0)),
+      new DefaultCachedBatch(6, new byte[][] {bytes}, new GenericInternalRow(0)),
+      new DefaultCachedBatch(4, new byte[][] {bytes}, new GenericInternalRow(0))
+    };
+    for (DefaultCachedBatch b : bad) {
+      List<CachedBatch> batches = new ArrayList<>();
+      batches.add(b);
+      IllegalArgumentException e =
+          assertThrows(
+              IllegalArgumentException.class,
+              () -> PartitionBuffers.fromCachedBatches(batches.iterator(), new int[] {0}, schema, TZ, root));
+      assertTrue(e.getMessage().contains("uncompressed array column layout"), e.getMessage());
+    }
   }
 
   @Test
