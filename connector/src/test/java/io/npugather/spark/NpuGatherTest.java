@@ -218,6 +218,31 @@ class NpuGatherTest {
   }
 
   @Test
+  void cachedArrayColumnsAreReadFromTheCachedBytesAcrossBatches() {
+    // Partition 0: one row, partition 1: none, partition 2: 3000 rows in several cached batches.
+    // Null arrays, empty arrays, null elements, arrays longer than one null-bitset word.
+    spark.conf().set("spark.sql.inMemoryColumnarStorage.batchSize", "700");
+    Dataset<Row> df = spark.range(0, 9000, 1, 3).where("id = 0 or id >= 6000").selectExpr(
+        "id",
+        "case when id % 7 = 0 then null when id % 5 = 0 then cast(array() as array<float>) "
+            + "else transform(sequence(0, cast(id % 90 as int)), k -> case when k = 3 and "
+            + "id % 2 = 0 then null else cast(id * k as float) / 3 end) end as v",
+        "array(cast(id as double) * 1.5, -0.0d) as pair",
+        "case when id % 3 = 0 then null else array(cast(id as short), null) end as s");
+    df.cache().count();
+    spark.conf().unset("spark.sql.inMemoryColumnarStorage.batchSize");
+    try {
+      assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+      assertEquals("cached batches", NpuGather.lastMetrics().input());
+      Dataset<Row> vectors = df.select("v");
+      assertRankMajorOnEveryPartition(vectors, NpuGather.allGatherOnNpu(vectors));
+      assertEquals("cached batches", NpuGather.lastMetrics().input());
+    } finally {
+      df.unpersist(true);
+    }
+  }
+
+  @Test
   void vectorizedParquetIsGatheredFromItsBatchesNotThroughRows() throws Exception {
     java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("npugather-parquet");
     try {

@@ -5,14 +5,18 @@ import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.arrow.vector.BaseFixedWidthVector;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.complex.ListVector;
 import org.apache.spark.sql.columnar.CachedBatch;
+import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
 import org.apache.spark.sql.execution.columnar.ColumnAccessor$;
 import org.apache.spark.sql.execution.columnar.DefaultCachedBatch;
 import org.apache.spark.sql.execution.columnar.compression.PassThrough$;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
@@ -36,23 +40,34 @@ import org.apache.spark.unsafe.Platform;
  *   <li>a column stored uncompressed and without nulls (Spark's {@code PassThrough}, always the
  *       case for float and double columns without nulls) is one memory copy from the cached
  *       bytes into the Arrow buffer;
- *   <li>any other column is decoded by Spark's own {@code ColumnAccessor} into one reused on-heap
- *       vector, then copied ({@link PrimitiveColumns}).
+ *   <li>any other primitive column is decoded by Spark's own {@code ColumnAccessor} into one
+ *       reused on-heap vector, then copied ({@link PrimitiveColumns});
+ *   <li>an array column of fixed-width elements ({@link FixedWidthRowWriter#width}: feature
+ *       vectors) is read from its cached bytes straight into the Arrow list: Spark stores it never
+ *       compressed, as [null count][null row positions, int each][per non-null row: int length,
+ *       then the array as {@link UnsafeArrayData}], and each array's elements are one memory copy
+ *       when none is null ({@link FixedWidthRowWriter#copyArrayElements}). The elements are
+ *       counted over all batches first, so the element vector is allocated once too.
  * </ul>
  *
- * Only for the types Spark itself reads from its cache as columnar batches: boolean, byte, short,
- * int, long, float, double ({@link #supports}). Produces the same buffers as Spark's field writers.
+ * Only for the primitive types Spark itself reads from its cache as columnar batches: boolean,
+ * byte, short, int, long, float, double; and arrays of fixed-width elements ({@link #supports}).
+ * Produces the same buffers as Spark's field writers.
  */
 final class CachedBatchColumns {
   private CachedBatchColumns() {}
 
   private static final int PASS_THROUGH = PassThrough$.MODULE$.typeId();
 
-  /** True if every column of {@code schema} is of a type Spark decodes from its cache. */
+  /**
+   * True if every column of {@code schema} is of a primitive type Spark decodes from its cache or
+   * an array of fixed-width elements.
+   */
   static boolean supports(StructType schema) {
     for (StructField f : schema.fields()) {
       DataType t = f.dataType();
-      if (!(t instanceof BooleanType
+      if (!(isFixedWidthArray(t)
+          || t instanceof BooleanType
           || t instanceof ByteType
           || t instanceof ShortType
           || t instanceof IntegerType
@@ -63,6 +78,10 @@ final class CachedBatchColumns {
       }
     }
     return true;
+  }
+
+  private static boolean isFixedWidthArray(DataType t) {
+    return t instanceof ArrayType && FixedWidthRowWriter.width(((ArrayType) t).elementType()) != 0;
   }
 
   /**
@@ -95,11 +114,19 @@ final class CachedBatchColumns {
     List<FieldVector> targets = root.getFieldVectors();
     int numFields = targets.size();
     int[] kinds = new int[numFields];
+    int[] widths = new int[numFields]; // element width of an array column, else 0
+    int[] elements = new int[numFields]; // elements written so far to an array column
     for (int c = 0; c < numFields; c++) {
       FieldVector v = targets.get(c);
-      v.setInitialCapacity(Math.max(rows, 1));
-      v.allocateNew();
-      kinds[c] = PrimitiveColumns.kind(v);
+      DataType t = schema.fields()[c].dataType();
+      if (isFixedWidthArray(t)) {
+        widths[c] = FixedWidthRowWriter.width(((ArrayType) t).elementType());
+        allocateList((ListVector) v, rows, countElements(all, columns[c], c));
+      } else {
+        v.setInitialCapacity(Math.max(rows, 1));
+        v.allocateNew();
+        kinds[c] = PrimitiveColumns.kind(v);
+      }
     }
     OnHeapColumnVector[] scratch = new OnHeapColumnVector[numFields];
     try {
@@ -111,8 +138,13 @@ final class CachedBatchColumns {
         }
         byte[][] buffers = batch.buffers();
         for (int c = 0; c < numFields; c++) {
-          BaseFixedWidthVector target = (BaseFixedWidthVector) targets.get(c);
           byte[] cached = buffers[columns[c]];
+          if (widths[c] != 0) {
+            elements[c] =
+                copyArrays(cached, (ListVector) targets.get(c), widths[c], base, n, elements[c]);
+            continue;
+          }
+          BaseFixedWidthVector target = (BaseFixedWidthVector) targets.get(c);
           if (!copyPassThrough(cached, target, base, n)) {
             if (scratch[c] == null) {
               scratch[c] = new OnHeapColumnVector(largest, schema.fields()[c].dataType());
@@ -132,11 +164,116 @@ final class CachedBatchColumns {
         }
       }
     }
-    for (FieldVector v : targets) {
+    for (int c = 0; c < numFields; c++) {
+      FieldVector v = targets.get(c);
+      if (widths[c] != 0) {
+        ListVector list = (ListVector) v;
+        list.getDataVector().setValueCount(elements[c]);
+        list.setLastSet(rows - 1);
+      }
       v.setValueCount(rows);
     }
     root.setRowCount(rows);
     return rows;
+  }
+
+  /** Allocates {@code list} once for {@code rows} rows holding {@code elements} elements in all. */
+  private static void allocateList(ListVector list, int rows, long elements) {
+    if (elements > Integer.MAX_VALUE) {
+      throw new IllegalArgumentException(
+          "column " + list.getName() + " has " + elements
+              + " array elements in one partition; the limit of one Arrow list is 2^31-1");
+    }
+    list.setInitialCapacity(Math.max(rows, 1), 0.0);
+    list.allocateNew();
+    FieldVector child = list.getDataVector();
+    child.clear();
+    child.setInitialCapacity(Math.max((int) elements, 1));
+    child.allocateNew();
+  }
+
+  /**
+   * The number of array elements of field {@code field} (buffer {@code buffer}) over {@code
+   * batches}, read from the arrays' headers.
+   */
+  private static long countElements(List<DefaultCachedBatch> batches, int buffer, int field) {
+    long total = 0;
+    for (DefaultCachedBatch batch : batches) {
+      if (batch.numRows() == 0) {
+        continue; // not read either
+      }
+      byte[] cached = batch.buffers()[buffer];
+      int nonNull = batch.numRows() - nullCount(cached, batch.numRows(), field);
+      long at = 4 + 4L * (batch.numRows() - nonNull);
+      int r = 0;
+      for (; r < nonNull && at + 12 <= cached.length; r++) {
+        int size = Platform.getInt(cached, Platform.BYTE_ARRAY_OFFSET + at);
+        long n = Platform.getLong(cached, Platform.BYTE_ARRAY_OFFSET + at + 4);
+        if (size < 8 || n < 0) {
+          break; // not an UnsafeArrayData: refused below
+        }
+        total += n;
+        at += 4L + size;
+      }
+      if (r != nonNull || at != cached.length) {
+        throw new IllegalArgumentException(
+            "cached array column " + field + " has " + cached.length + " bytes for "
+                + batch.numRows() + " rows, " + r + " of its " + nonNull
+                + " arrays read end at byte " + at
+                + "; expected Spark's uncompressed array column layout");
+      }
+    }
+    return total;
+  }
+
+  /** The null count in the header of a cached column, checked against its rows. */
+  private static int nullCount(byte[] cached, int rows, int field) {
+    int nulls = cached.length < 4 ? -1 : Platform.getInt(cached, Platform.BYTE_ARRAY_OFFSET);
+    if (nulls < 0 || nulls > rows || 4 + 4L * nulls > cached.length) {
+      throw new IllegalArgumentException(
+          "cached column " + field + " of " + cached.length + " bytes declares " + nulls
+              + " nulls for " + rows + " rows; allowed: 0 to " + rows);
+    }
+    return nulls;
+  }
+
+  /**
+   * Writes a cached array column's {@code n} rows into rows [base, base + n) of {@code list},
+   * whose elements hold {@code elements} values so far: validity, offsets and elements.
+   *
+   * @return the elements written so far, these rows' included
+   */
+  private static int copyArrays(
+      byte[] cached, ListVector list, int width, int base, int n, int elements) {
+    long offset = Platform.BYTE_ARRAY_OFFSET;
+    long validity = list.getValidityBufferAddress();
+    long offsets = list.getOffsetBufferAddress();
+    BaseFixedWidthVector child = (BaseFixedWidthVector) list.getDataVector();
+    long childValidity = child.getValidityBufferAddress();
+    long childData = child.getDataBufferAddress();
+    int nulls = Platform.getInt(cached, offset);
+    int k = 0;
+    int nextNull = nulls > 0 ? Platform.getInt(cached, offset + 4) : -1;
+    long at = offset + 4 + 4L * nulls;
+    for (int r = 0; r < n; r++) {
+      if (r == nextNull) {
+        k++;
+        nextNull = k < nulls ? Platform.getInt(cached, offset + 4 + 4L * k) : -1;
+      } else {
+        long array = at + 4;
+        int m = (int) Platform.getLong(cached, array);
+        if (m > 0) {
+          long header = UnsafeArrayData.calculateHeaderPortionInBytes(m);
+          FixedWidthRowWriter.copyArrayElements(
+              width, cached, array + 8, array + header, m, childValidity, childData, elements);
+        }
+        PrimitiveColumns.setBit(validity, base + r);
+        elements += m;
+        at = array + Platform.getInt(cached, at);
+      }
+      MemoryUtil.putInt(offsets + 4L * (base + r + 1), elements);
+    }
+    return elements;
   }
 
   /**

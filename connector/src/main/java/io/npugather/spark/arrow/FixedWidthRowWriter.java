@@ -228,6 +228,38 @@ final class FixedWidthRowWriter {
     }
   }
 
+  /**
+   * Copies the {@code n} elements of an {@link UnsafeArrayData} of fixed-width elements ({@link
+   * #width}), its null bitset at {@code nulls} and values at {@code values} in {@code base}, into
+   * an Arrow list's element vector (validity at {@code childValidity}, data at {@code childData})
+   * from element {@code from} on: one memory copy when no element is null.
+   */
+  static void copyArrayElements(
+      int width, Object base, long nulls, long values, int n, long childValidity, long childData,
+      long from) {
+    boolean anyNull = false;
+    int words = (n + 63) >>> 6;
+    for (int w = 0; w < words; w++) {
+      if (Platform.getLong(base, nulls + 8L * w) != 0) {
+        anyNull = true;
+        break;
+      }
+    }
+    if (!anyNull && width > 0) {
+      Platform.copyMemory(base, values, null, childData + from * width, (long) n * width);
+      PrimitiveColumns.setValid(childValidity, from, n);
+      return;
+    }
+    for (int i = 0; i < n; i++) {
+      if (BitSetMethods.isSet(base, nulls, i)) {
+        continue; // Spark zeroes a null element's slot; Arrow's stays zero too
+      }
+      long at = from + i;
+      setBit(childValidity, at);
+      copyValue(width, base, values + (long) Math.max(width, 1) * i, childData, at);
+    }
+  }
+
   private abstract static class Column {
     final int ordinal;
     final FieldVector vector;
@@ -379,28 +411,7 @@ final class FixedWidthRowWriter {
 
     /** Copies an UnsafeArrayData's elements: null bitset at {@code nulls}, values at {@code values}. */
     private void copyElements(Object base, long nulls, long values, int n) {
-      boolean anyNull = false;
-      int words = (n + 63) >>> 6;
-      for (int w = 0; w < words; w++) {
-        if (Platform.getLong(base, nulls + 8L * w) != 0) {
-          anyNull = true;
-          break;
-        }
-      }
-      long from = elements;
-      if (!anyNull && width > 0) {
-        Platform.copyMemory(base, values, null, childData + from * width, (long) n * width);
-        PrimitiveColumns.setValid(childValidity, from, n);
-        return;
-      }
-      for (int i = 0; i < n; i++) {
-        if (BitSetMethods.isSet(base, nulls, i)) {
-          continue; // Spark zeroes a null element's slot; Arrow's stays zero too
-        }
-        long at = from + i;
-        setBit(childValidity, at);
-        copyValue(width, base, values + (long) Math.max(width, 1) * i, childData, at);
-      }
+      copyArrayElements(width, base, nulls, values, n, childValidity, childData, elements);
     }
 
     private void writeElement(ArrayData a, int i, long at) {

@@ -248,7 +248,9 @@ public final class PartitionBuffers implements AutoCloseable {
     if (!supportsCachedBatches(schema)) {
       throw new IllegalArgumentException(
           "schema " + schema.simpleString() + " has a column of a type Spark's cache does not "
-              + "decode as columns; allowed: boolean, byte, short, int, long, float, double");
+              + "decode as columns; allowed: boolean, byte, short, int, long, float, double, and "
+              + "arrays of boolean, byte, short, int, long, float, double, date, timestamp, "
+              + "timestamp_ntz");
     }
     if (columns.length != schema.fields().length) {
       throw new IllegalArgumentException(

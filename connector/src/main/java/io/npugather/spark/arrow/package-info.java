@@ -10,7 +10,8 @@
  * for the rest; the same bytes as Spark's {@code ArrowWriter}) or from columnar batches
  * (buffer-wise appends for Arrow vectors, typed column copies for Spark's primitive vectors) or
  * from the batches of a DataFrame in Spark's cache ({@link
- * io.npugather.spark.arrow.CachedBatchColumns}: straight from the cached bytes). Its
+ * io.npugather.spark.arrow.CachedBatchColumns}: primitive columns and arrays of fixed-width
+ * elements straight from the cached bytes). Its
  * segment list (addresses and lengths, built once) points straight at the vectors' buffers, with
  * padding segments that keep every buffer 8-byte aligned; their concatenation is this rank's
  * block. Its {@link io.npugather.spark.arrow.PartitionLayout} (schema fingerprint, row count,

@@ -15,13 +15,19 @@ import java.util.Set;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.util.MemoryUtil;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.VectorUnloader;
+import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
+import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.SpecializedGetters;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.util.ArrayBasedMapData;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.catalyst.util.MapData;
+import org.apache.spark.sql.execution.arrow.ArrowWriter;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.ArrayType;
@@ -165,6 +171,55 @@ final class ArrowTestSupport {
       return randomStruct((StructType) t, rnd, nullP);
     }
     throw new IllegalArgumentException("no generator for " + t);
+  }
+
+  /** {@code rows} as Spark's UnsafeRows (what a cache or a shuffle holds). */
+  static List<InternalRow> unsafe(StructType schema, List<InternalRow> rows) {
+    UnsafeProjection p = UnsafeProjection.create(schema);
+    List<InternalRow> out = new ArrayList<>(rows.size());
+    for (InternalRow r : rows) {
+      out.add(p.apply(r).copy());
+    }
+    return out;
+  }
+
+  /**
+   * Asserts that {@code got} holds the same nodes and buffers, byte for byte, as Spark's own
+   * ArrowWriter writes for {@code rows}.
+   */
+  static void assertSameBuffersAsSpark(
+      StructType schema, List<InternalRow> rows, VectorSchemaRoot got, BufferAllocator a, String what) {
+    try (VectorSchemaRoot r = VectorSchemaRoot.create(PartitionBuffers.arrowSchema(schema, TZ), a)) {
+      ArrowWriter w = ArrowWriter.create(r);
+      for (InternalRow row : rows) {
+        w.write(row);
+      }
+      w.finish();
+      try (ArrowRecordBatch want = new VectorUnloader(r).getRecordBatch();
+          ArrowRecordBatch have = new VectorUnloader(got).getRecordBatch()) {
+        assertEquals(want.getLength(), have.getLength(), what);
+        List<ArrowFieldNode> wn = want.getNodes();
+        List<ArrowFieldNode> gn = have.getNodes();
+        assertEquals(wn.size(), gn.size(), what);
+        for (int i = 0; i < wn.size(); i++) {
+          assertEquals(wn.get(i).getLength(), gn.get(i).getLength(), what + ", node " + i);
+          assertEquals(wn.get(i).getNullCount(), gn.get(i).getNullCount(), what + ", node " + i);
+        }
+        List<ArrowBuf> wb = want.getBuffers();
+        List<ArrowBuf> gb = have.getBuffers();
+        assertEquals(wb.size(), gb.size(), what);
+        for (int i = 0; i < wb.size(); i++) {
+          ArrowBuf x = wb.get(i);
+          ArrowBuf y = gb.get(i);
+          assertEquals(x.readableBytes(), y.readableBytes(), what + ", buffer " + i);
+          for (long k = 0; k < x.readableBytes(); k++) {
+            if (x.getByte(x.readerIndex() + k) != y.getByte(y.readerIndex() + k)) {
+              throw new AssertionError(what + ", buffer " + i + " differs at byte " + k);
+            }
+          }
+        }
+      }
+    }
   }
 
   // ------------------------------------------------------------------ simulated collective

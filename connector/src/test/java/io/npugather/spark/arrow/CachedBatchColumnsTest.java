@@ -18,11 +18,14 @@ import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.columnar.CachedBatch;
 import org.apache.spark.sql.execution.columnar.ColumnBuilder;
 import org.apache.spark.sql.execution.columnar.ColumnBuilder$;
 import org.apache.spark.sql.execution.columnar.DefaultCachedBatch;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
 
@@ -55,13 +58,13 @@ class CachedBatchColumnsTest extends WithRootAllocator {
     return rows;
   }
 
-  /** One batch as Spark's default cache serializer stores it (compression on). */
-  private static DefaultCachedBatch cachedBatch(List<InternalRow> rows, int[] order) {
+  /** One batch of {@code schema} as Spark's default cache serializer stores it (compression on). */
+  private static DefaultCachedBatch cachedBatch(StructType schema, List<InternalRow> rows, int[] order) {
     byte[][] buffers = new byte[order.length][];
     for (int k = 0; k < order.length; k++) {
       int c = order[k];
       ColumnBuilder b =
-          ColumnBuilder$.MODULE$.apply(SCHEMA.fields()[c].dataType(), 16, SCHEMA.fields()[c].name(), true);
+          ColumnBuilder$.MODULE$.apply(schema.fields()[c].dataType(), 16, schema.fields()[c].name(), true);
       for (InternalRow r : rows) {
         b.appendFrom(r, c);
       }
@@ -87,11 +90,19 @@ class CachedBatchColumnsTest extends WithRootAllocator {
     }
   }
 
-  @Test
-  void cachedBatchesGiveTheSameBlockAsTheRowsByteForByte() {
-    Random rnd = new Random(41);
-    // Buffers stored in reverse order: the column indices map fields to buffers.
-    int[] order = new int[SCHEMA.fields().length];
+  /** Random rows of a partition, the first at {@code start}. */
+  private interface RowSource {
+    List<InternalRow> rows(int n, Random rnd, double nullP, long start);
+  }
+
+  /**
+   * For partitions of several batch shapes (none, empty batches, one row, several batches) with
+   * and without nulls, cached with their buffers in reverse order (the column indices map fields
+   * to buffers): the same block as the rows give, the same buffers as Spark's ArrowWriter, and
+   * every value.
+   */
+  private void assertCachedLikeRows(StructType schema, Random rnd, RowSource source) {
+    int[] order = new int[schema.fields().length];
     int[] columns = new int[order.length];
     for (int k = 0; k < order.length; k++) {
       order[k] = order.length - 1 - k;
@@ -103,17 +114,84 @@ class CachedBatchColumnsTest extends WithRootAllocator {
         List<InternalRow> all = new ArrayList<>();
         List<CachedBatch> batches = new ArrayList<>();
         for (int n : sizes) {
-          List<InternalRow> part = rows(n, rnd, nullP, all.size());
+          List<InternalRow> part = source.rows(n, rnd, nullP, all.size());
           all.addAll(part);
-          batches.add(cachedBatch(part, order));
+          batches.add(cachedBatch(schema, part, order));
         }
-        try (PartitionBuffers viaRows = PartitionBuffers.fromRows(all.iterator(), SCHEMA, TZ, root);
+        String what = java.util.Arrays.toString(sizes) + " rows, null fraction " + nullP;
+        try (PartitionBuffers viaRows = PartitionBuffers.fromRows(all.iterator(), schema, TZ, root);
             PartitionBuffers cached =
-                PartitionBuffers.fromCachedBatches(batches.iterator(), columns, SCHEMA, TZ, root)) {
+                PartitionBuffers.fromCachedBatches(batches.iterator(), columns, schema, TZ, root)) {
           assertSameBlock(viaRows, cached, root);
-          ArrowTestSupport.assertBatch(SCHEMA, all, cached.ownBatch(1), 1);
+          ArrowTestSupport.assertSameBuffersAsSpark(schema, all, cached.root(), root, what);
+          ArrowTestSupport.assertBatch(schema, all, cached.ownBatch(1), 1);
         }
       }
+    }
+  }
+
+  @Test
+  void cachedBatchesGiveTheSameBlockAsTheRowsByteForByte() {
+    assertCachedLikeRows(SCHEMA, new Random(41), CachedBatchColumnsTest::rows);
+  }
+
+  /**
+   * Every array type read from the cache, nullable and not, with or without null elements; a long
+   * one whose null bitsets span several words; and a primitive column between them.
+   */
+  static StructType arraySchema() {
+    List<StructField> f = new ArrayList<>();
+    for (DataType t : FixedWidthRowWriterTest.FIXED) {
+      f.add(field("a_" + t.typeName(), DataTypes.createArrayType(t, true)));
+      f.add(notNull("a_" + t.typeName() + "_nn", DataTypes.createArrayType(t, false)));
+    }
+    f.add(field("id", DataTypes.LongType));
+    f.add(field("long", DataTypes.createArrayType(DataTypes.FloatType, true)));
+    return new StructType(f.toArray(new StructField[0]));
+  }
+
+  private static List<InternalRow> arrayRows(StructType schema, int n, Random rnd, double nullP) {
+    List<InternalRow> rows = randomRows(schema, n, rnd, nullP);
+    int longArrays = schema.fields().length - 1;
+    for (InternalRow r : rows) {
+      if (!r.isNullAt(longArrays)) {
+        Object[] elems = new Object[rnd.nextInt(150)];
+        for (int i = 0; i < elems.length; i++) {
+          elems[i] = rnd.nextDouble() < nullP ? null : (float) rnd.nextGaussian();
+        }
+        ((GenericInternalRow) r).update(longArrays, new GenericArrayData(elems));
+      }
+    }
+    return ArrowTestSupport.unsafe(schema, rows);
+  }
+
+  @Test
+  void cachedArrayColumnsGiveTheSameBuffersAsTheRowsAndAsSparkByteForByte() {
+    StructType schema = arraySchema();
+    assertTrue(PartitionBuffers.supportsCachedBatches(schema));
+    assertCachedLikeRows(schema, new Random(43), (n, rnd, nullP, start) -> arrayRows(schema, n, rnd, nullP));
+  }
+
+  @Test
+  void aCachedArrayColumnWhoseBytesDoNotAddUpIsRefused() {
+    StructType schema = struct(field("v", DataTypes.createArrayType(DataTypes.FloatType, true)));
+    DefaultCachedBatch good = cachedBatch(schema, arrayRows(schema, 5, new Random(1), 0.0), new int[] {0});
+    byte[] bytes = good.buffers()[0];
+    byte[] truncated = java.util.Arrays.copyOf(bytes, bytes.length - 4);
+    // Truncated inside an array; one row more than arrays; more bytes than arrays.
+    DefaultCachedBatch[] bad = {
+      new DefaultCachedBatch(5, new byte[][] {truncated}, new GenericInternalRow(0)),
+      new DefaultCachedBatch(6, new byte[][] {bytes}, new GenericInternalRow(0)),
+      new DefaultCachedBatch(4, new byte[][] {bytes}, new GenericInternalRow(0))
+    };
+    for (DefaultCachedBatch b : bad) {
+      List<CachedBatch> batches = new ArrayList<>();
+      batches.add(b);
+      IllegalArgumentException e =
+          assertThrows(
+              IllegalArgumentException.class,
+              () -> PartitionBuffers.fromCachedBatches(batches.iterator(), new int[] {0}, schema, TZ, root));
+      assertTrue(e.getMessage().contains("uncompressed array column layout"), e.getMessage());
     }
   }
 
@@ -122,6 +200,15 @@ class CachedBatchColumnsTest extends WithRootAllocator {
     assertTrue(PartitionBuffers.supportsCachedBatches(SCHEMA));
     StructType dated = struct(field("d", DataTypes.DateType));
     assertFalse(PartitionBuffers.supportsCachedBatches(dated));
+    assertFalse(
+        PartitionBuffers.supportsCachedBatches(
+            struct(field("s", DataTypes.createArrayType(DataTypes.StringType)))));
+    assertFalse(
+        PartitionBuffers.supportsCachedBatches(
+            struct(
+                field(
+                    "n",
+                    DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.FloatType))))));
     IllegalArgumentException e =
         assertThrows(
             IllegalArgumentException.class,

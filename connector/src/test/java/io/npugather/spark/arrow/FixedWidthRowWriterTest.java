@@ -12,14 +12,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-import org.apache.arrow.memory.ArrowBuf;
-import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.VectorUnloader;
-import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
-import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
-import org.apache.spark.sql.execution.arrow.ArrowWriter;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.DecimalType;
@@ -28,7 +21,7 @@ import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
 
 class FixedWidthRowWriterTest extends WithRootAllocator {
-  private static final DataType[] FIXED = {
+  static final DataType[] FIXED = {
     DataTypes.BooleanType,
     DataTypes.ByteType,
     DataTypes.ShortType,
@@ -66,58 +59,10 @@ class FixedWidthRowWriterTest extends WithRootAllocator {
         field("flag", DataTypes.BooleanType));
   }
 
-  private static List<InternalRow> unsafe(StructType schema, List<InternalRow> rows) {
-    UnsafeProjection p = UnsafeProjection.create(schema);
-    List<InternalRow> out = new ArrayList<>(rows.size());
-    for (InternalRow r : rows) {
-      out.add(p.apply(r).copy());
-    }
-    return out;
-  }
-
-  /** The buffers and nodes of {@code rows} written by Spark's own ArrowWriter. */
-  private ArrowRecordBatch sparkWriter(StructType schema, List<InternalRow> rows, VectorSchemaRoot[] keep) {
-    VectorSchemaRoot r = VectorSchemaRoot.create(PartitionBuffers.arrowSchema(schema, TZ), root);
-    keep[0] = r;
-    ArrowWriter w = ArrowWriter.create(r);
-    for (InternalRow row : rows) {
-      w.write(row);
-    }
-    w.finish();
-    return new VectorUnloader(r).getRecordBatch();
-  }
-
   private void assertSameBuffersAsSpark(StructType schema, List<InternalRow> rows, int expected) {
-    VectorSchemaRoot[] keep = new VectorSchemaRoot[1];
-    try (ArrowRecordBatch want = sparkWriter(schema, rows, keep);
-        PartitionBuffers p = PartitionBuffers.fromRows(rows.iterator(), schema, TZ, root, expected);
-        ArrowRecordBatch got = new VectorUnloader(p.root()).getRecordBatch()) {
-      String what = rows.size() + " rows, expected " + expected;
-      assertEquals(want.getLength(), got.getLength(), what);
-      List<ArrowFieldNode> wn = want.getNodes();
-      List<ArrowFieldNode> gn = got.getNodes();
-      assertEquals(wn.size(), gn.size(), what);
-      for (int i = 0; i < wn.size(); i++) {
-        assertEquals(wn.get(i).getLength(), gn.get(i).getLength(), what + ", node " + i);
-        assertEquals(wn.get(i).getNullCount(), gn.get(i).getNullCount(), what + ", node " + i);
-      }
-      List<ArrowBuf> wb = want.getBuffers();
-      List<ArrowBuf> gb = got.getBuffers();
-      assertEquals(wb.size(), gb.size(), what);
-      for (int i = 0; i < wb.size(); i++) {
-        ArrowBuf a = wb.get(i);
-        ArrowBuf b = gb.get(i);
-        assertEquals(a.readableBytes(), b.readableBytes(), what + ", buffer " + i);
-        for (long k = 0; k < a.readableBytes(); k++) {
-          if (a.getByte(a.readerIndex() + k) != b.getByte(b.readerIndex() + k)) {
-            throw new AssertionError(what + ", buffer " + i + " differs at byte " + k);
-          }
-        }
-      }
-    } finally {
-      if (keep[0] != null) {
-        keep[0].close();
-      }
+    try (PartitionBuffers p = PartitionBuffers.fromRows(rows.iterator(), schema, TZ, root, expected)) {
+      ArrowTestSupport.assertSameBuffersAsSpark(
+          schema, rows, p.root(), root, rows.size() + " rows, expected " + expected);
     }
   }
 
@@ -127,7 +72,7 @@ class FixedWidthRowWriterTest extends WithRootAllocator {
     Random rnd = new Random(7);
     for (int n : new int[] {0, 1, 7, 8, 9, 1000}) {
       List<InternalRow> generic = randomRows(schema, n, rnd, 0.25);
-      List<InternalRow> rows = unsafe(schema, generic);
+      List<InternalRow> rows = ArrowTestSupport.unsafe(schema, generic);
       // Exact count, unknown count (grows), an underestimate (grows), an overestimate.
       for (int expected : new int[] {n, -1, n / 3, 2 * n + 5}) {
         assertSameBuffersAsSpark(schema, rows, expected);
@@ -143,8 +88,8 @@ class FixedWidthRowWriterTest extends WithRootAllocator {
     Random rnd = new Random(8);
     for (int n : new int[] {0, 3, 500}) {
       List<InternalRow> generic = randomRows(schema, n, rnd, 0.2);
-      assertSameBuffersAsSpark(schema, unsafe(schema, generic), -1);
-      assertSameBuffersAsSpark(schema, unsafe(schema, generic), n);
+      assertSameBuffersAsSpark(schema, ArrowTestSupport.unsafe(schema, generic), -1);
+      assertSameBuffersAsSpark(schema, ArrowTestSupport.unsafe(schema, generic), n);
       assertSameBuffersAsSpark(schema, generic, n);
     }
   }
@@ -157,7 +102,7 @@ class FixedWidthRowWriterTest extends WithRootAllocator {
             notNull("x", DataTypes.FloatType),
             notNull("v", DataTypes.createArrayType(DataTypes.FloatType, false)));
     int n = FixedWidthRowWriter.UNKNOWN_COUNT_CAPACITY * 2 + 3;
-    List<InternalRow> rows = unsafe(schema, randomRows(schema, n, new Random(9), 0.0));
+    List<InternalRow> rows = ArrowTestSupport.unsafe(schema, randomRows(schema, n, new Random(9), 0.0));
     assertSameBuffersAsSpark(schema, rows, -1);
     assertSameBuffersAsSpark(schema, rows, n);
   }
