@@ -27,7 +27,7 @@ import org.slf4j.LoggerFactory;
  * RankEntry} (host, device, root info, the caller's payload) and receives all of them; two ranks
  * on one device of one host fail every rank. {@link #connect} then creates the communicator in the
  * run's domain and starts a watchdog that aborts a blocked collective when Spark kills the task.
- * {@link #join} does both. {@link #close()} stops the watchdog and closes the communicator.
+ * {@link #close()} stops the watchdog and closes the communicator.
  */
 final class RankGroup implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(RankGroup.class);
@@ -47,14 +47,6 @@ final class RankGroup implements AutoCloseable {
     this.options = options;
     this.commOptions = commOptions;
     this.entries = entries;
-  }
-
-  /** {@link #meet} and {@link #connect}: the rank's communicator, ready for collectives. */
-  static RankGroup join(BarrierTaskContext context, AllGatherOptions options,
-      DeviceBinding devices, RendezvousTicket ticket, String runDomain, byte[] payload) {
-    RankGroup group = meet(context, options, devices, ticket, payload);
-    group.connect(runDomain);
-    return group;
   }
 
   /**

@@ -78,19 +78,28 @@ class DeviceBindingOverSimulatedCannTest {
     return AllGatherOptions.defaults().withBackend("hccl");
   }
 
+  /**
+   * Gathers 2 partitions of random rows with {@code backend}: every row on every partition, and
+   * rank r on the driver's address r for every call of the rank. Returns the (cached) input.
+   */
+  private static Dataset<Row> assertRanksGatherOnTheDriversDevices(SparkSession spark,
+      String backend) throws IOException {
+    Files.deleteIfExists(trace);
+    Dataset<Row> df = randomRows(spark, 2);
+    assertRankMajorOnEveryPartition(df,
+        NpuGather.allGatherOnNpu(df, AllGatherOptions.defaults().withBackend(backend)));
+    assertEquals(2 * 6_000L, NpuGather.lastMetrics().rowsGathered());
+    assertEquals(Map.of(0, Set.of(0), 1, Set.of(1)), devicesByRank(),
+        "rank r on the driver's address r, every call of a rank on its own device");
+    return df;
+  }
+
   @Test
   void lcclRanksOfALocalMasterBindTheDriversDevicesAndGatherEveryByteOverSimulatedCann()
       throws IOException {
     SparkSession spark = localSession(2, "two-devices.sh", Map.of());
     try {
-      Files.deleteIfExists(trace);
-      Dataset<Row> df = randomRows(spark, 2);
-      assertRankMajorOnEveryPartition(df,
-          NpuGather.allGatherOnNpu(df, AllGatherOptions.defaults().withBackend("lccl")));
-      assertEquals(2 * 6_000L, NpuGather.lastMetrics().rowsGathered());
-      assertEquals(Map.of(0, Set.of(0), 1, Set.of(1)), devicesByRank(),
-          "rank r on the driver's address r, every call of a rank on its own device");
-      df.unpersist(true);
+      assertRanksGatherOnTheDriversDevices(spark, "lccl").unpersist(true);
     } finally {
       spark.stop();
     }
@@ -129,12 +138,7 @@ class DeviceBindingOverSimulatedCannTest {
       throws IOException {
     SparkSession spark = localSession(3, "two-devices.sh", Map.of());
     try {
-      Files.deleteIfExists(trace);
-      Dataset<Row> df = randomRows(spark, 2);
-      assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df, hccl()));
-      assertEquals(2 * 6_000L, NpuGather.lastMetrics().rowsGathered());
-      assertEquals(Map.of(0, Set.of(0), 1, Set.of(1)), devicesByRank(),
-          "rank r on the driver's address r, every call of a rank on its own device");
+      Dataset<Row> df = assertRanksGatherOnTheDriversDevices(spark, "hccl");
 
       // The tensor API binds the same way.
       Files.deleteIfExists(trace);
