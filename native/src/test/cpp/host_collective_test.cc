@@ -403,6 +403,74 @@ void test_forced_tcp_ring_moves_16_mib_per_rank() {
   run_threads_case(3, NPG_FLAG_FORCE_TCP, equal_layout(3, 4u << 20), NPG_FLOAT32, false, false, "tcp", 1);
 }
 
+// The VmFlags of the mapping of this process that holds addr ("" if none does).
+std::string vm_flags_at(const void* addr) {
+  FILE* f = fopen("/proc/self/smaps", "r");
+  if (f == nullptr) throw TestFailure("cannot open /proc/self/smaps");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  bool inside = false;
+  std::string flags;
+  char line[512];
+  while (fgets(line, sizeof line, f) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      inside = lo <= a && a < hi;
+    } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      flags = line + 8;
+      break;
+    }
+  }
+  fclose(f);
+  return flags;
+}
+
+bool transparent_huge_pages_available() {
+  FILE* f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  if (f == nullptr) return false;
+  char line[128] = {0};
+  bool ok = fgets(line, sizeof line, f) != nullptr && strstr(line, "[never]") == nullptr;
+  fclose(f);
+  return ok;
+}
+
+// A receive buffer of 4 MiB or more is advised for transparent huge pages before the first
+// write (VmFlags "hg"); a smaller one is left alone. Every byte still arrives.
+void test_large_receive_buffer_is_advised_for_huge_pages() {
+  if (!transparent_huge_pages_available()) {
+    printf("  (skipped: this kernel has no transparent huge pages)\n");
+    return;
+  }
+  for (uint64_t block : {uint64_t(3) << 20, uint64_t(1) << 19}) {
+    const int n = 2;
+    const uint64_t total = block * n;
+    auto info = make_root_info();
+    run_ranks(n, [&](int rank) {
+      npg_comm_t comm = init_rank(rank, n, info, 0);
+      void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (mem == MAP_FAILED) throw TestFailure("mmap of the receive buffer failed");
+      uint8_t* recv = static_cast<uint8_t*>(mem);
+      std::vector<uint8_t> send(block);
+      fill_pattern(send.data(), block, 500, rank);
+      const npg_result_t rc = npg_all_gather(comm, send.data(), recv, block, NPG_UINT8);
+      std::string flags = vm_flags_at(recv + total / 2);
+      bool same = true;
+      std::vector<uint8_t> expect(block);
+      for (int r = 0; r < n; ++r) {
+        fill_pattern(expect.data(), block, 500, r);
+        same = same && memcmp(recv + r * block, expect.data(), block) == 0;
+      }
+      munmap(mem, total);
+      CHECK_RC(rc, NPG_SUCCESS);
+      CHECK_OK(npg_comm_destroy(comm));
+      if (!same) throw TestFailure("a block differs after a gather of " + std::to_string(total) + " bytes");
+      const bool advised = flags.find(" hg") != std::string::npos;
+      if (advised != (total >= (uint64_t(4) << 20))) {
+        throw TestFailure("receive buffer of " + std::to_string(total) + " bytes has VmFlags '" + flags + "'");
+      }
+    });
+  }
+}
+
 void test_forced_staging_with_small_chunk_splits_into_rounds() {
   setenv("NPUGATHER_STAGING_CHUNK_BYTES", "4096", 1);
   try {
@@ -788,6 +856,7 @@ const TestCase kTests[] = {
     {"every_dtype_width_round_trips", test_every_dtype_width_round_trips},
     {"forced_tcp_ring_on_loopback_for_2_3_4_ranks", test_forced_tcp_ring_on_loopback_for_2_3_4_ranks},
     {"forced_tcp_ring_moves_16_mib_per_rank", test_forced_tcp_ring_moves_16_mib_per_rank},
+    {"large_receive_buffer_is_advised_for_huge_pages", test_large_receive_buffer_is_advised_for_huge_pages},
     {"forced_staging_with_small_chunk_splits_into_rounds", test_forced_staging_with_small_chunk_splits_into_rounds},
     {"processes_gather_through_cross_memory_attach", test_processes_gather_through_cross_memory_attach},
     {"segmented_sends_deliver_every_block_and_leave_own_region_untouched",

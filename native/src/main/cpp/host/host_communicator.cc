@@ -233,6 +233,7 @@ void HostCommunicator::all_gather_v(const npg_segment_t* segments, size_t segmen
   args.digest = counts_digest(size_, counts_bytes);
   args.rank = rank_;
   const Deadline deadline = Deadline::after_ms(timeout_ms_);
+  args.advise_huge_pages(size_);
   try {
     transport_->all_gather_v(args, deadline);
   } catch (const Error& e) {

@@ -82,6 +82,11 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
  * recv holds rank_size * count elements; rank r's count elements land at offset
  * r * count. In place when send == recv + rank * count * width: then none of this
  * rank's own bytes are moved.
+ *
+ * Host backend, every all-gather call: when the regions to be received span 4 MiB or more,
+ * they are advised for transparent huge pages (madvise MADV_HUGEPAGE, a hint; mappings that
+ * refuse it are left as they are), so that a freshly allocated buffer is faulted in 2 MiB at
+ * a time as the peers' bytes arrive.
  */
 npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint64_t count,
                             npg_dtype_t dtype);

@@ -4,7 +4,7 @@ import java.util.UUID
 
 import scala.jdk.CollectionConverters._
 
-import io.npugather.spark.arrow.{GatheredPartitions, PartitionBuffers}
+import io.npugather.spark.arrow.{GatheredPartitions, GatheredRows, PartitionBuffers}
 import io.npugather.spark.rendezvous.{RendezvousService, RendezvousTicket}
 import org.apache.spark.{NarrowDependency, Partitioner, SparkContext}
 import org.apache.spark.internal.Logging
@@ -41,8 +41,10 @@ object NpuAllGatherStrategy extends SparkStrategy {
 
 /**
  * The barrier stage: one task per input partition (rank = partition id), each gathering every
- * partition. Columnar out (Arrow vectors over the receive buffer, no copy); in retryable mode the
- * rows go through an identity shuffle so that Spark retries the barrier stage as a whole.
+ * partition. Columnar out (Arrow vectors over the receive buffer, no copy); rows out as well when
+ * every column is of a fixed-width type or an array of one (written straight from the buffers by
+ * [[GatheredRows]], so Spark adds no ColumnarToRow). In retryable mode the rows go through an
+ * identity shuffle so that Spark retries the barrier stage as a whole.
  */
 case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, child: SparkPlan)
     extends UnaryExecNode {
@@ -55,6 +57,9 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
 
   override def supportsColumnar: Boolean = !options.retryable
 
+  override def supportsRowBased: Boolean =
+    options.retryable || GatheredRows.supports(child.schema)
+
   /** The exact column classes, so that Spark's generated code calls them without dispatch. */
   override def vectorTypes: Option[Seq[String]] =
     Some(GatheredPartitions.columnClassNames(child.schema).toSeq)
@@ -63,9 +68,14 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
 
   override protected def doExecute(): RDD[InternalRow] = {
     val outputSchema = schema
+    val inputSchema = child.schema
     val rows = gather().mapPartitions { batches =>
-      val toUnsafe = UnsafeProjection.create(outputSchema)
-      batches.flatMap(_.rowIterator().asScala.map(toUnsafe))
+      if (GatheredRows.supports(inputSchema)) {
+        new GatheredRows(batches.asJava, inputSchema).asScala
+      } else {
+        val toUnsafe = UnsafeProjection.create(outputSchema)
+        batches.flatMap(_.rowIterator().asScala.map(toUnsafe))
+      }
     }
     if (!options.retryable) {
       rows

@@ -243,6 +243,39 @@ class NpuGatherTest {
   }
 
   @Test
+  void rowConsumersReadRowsWrittenStraightFromTheGatheredBuffers() {
+    Dataset<Row> df = spark.range(0, 3000, 1, 3).selectExpr("id",
+        "case when id % 4 = 0 then null else cast(id as float) / 3 end as f",
+        "case when id % 5 = 0 then null else transform(sequence(0, cast(id % 9 as int)), "
+            + "k -> cast(id * k as float)) end as v");
+    Dataset<Row> out = NpuGather.allGatherOnNpu(df);
+    // Fixed-width columns and arrays of them: no ColumnarToRow, the gather itself writes rows.
+    String plan = out.queryExecution().executedPlan().toString();
+    assertTrue(plan.startsWith("NpuAllGather"), plan);
+    assertRankMajorOnEveryPartition(df, out);
+    // A row operator downstream (a generated filter and projection) reads those rows.
+    Dataset<Row> picked = out.where("id % 2 = 1").selectExpr("source_rank", "id * 2 as twice",
+        "v");
+    List<Row> rows = picked.collectAsList();
+    assertEquals(3 * 1500, rows.size(), "every odd id on each of the 3 output partitions");
+    for (Row r : rows) {
+      long id = r.getLong(1) / 2;
+      assertEquals(id / 1000, r.getInt(0), "rank " + r.getInt(0) + " sent id " + id);
+      List<Object> v = r.isNullAt(2) ? null : r.getList(2);
+      assertEquals(id % 5 == 0 ? null : (int) (id % 9) + 1, v == null ? null : v.size());
+      for (int k = 0; v != null && k < v.size(); k++) {
+        assertEquals((float) (id * k), (Float) v.get(k), "v[" + k + "] of id " + id);
+      }
+    }
+    // A string column: Spark's ColumnarToRow reads the gathered batches.
+    Dataset<Row> withText = df.selectExpr("id", "cast(id as string) as s");
+    Dataset<Row> textOut = NpuGather.allGatherOnNpu(withText);
+    assertTrue(textOut.queryExecution().executedPlan().toString().contains("ColumnarToRow"),
+        textOut.queryExecution().executedPlan().toString());
+    assertRankMajorOnEveryPartition(withText, textOut);
+  }
+
+  @Test
   void vectorizedParquetIsGatheredFromItsBatchesNotThroughRows() throws Exception {
     java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("npugather-parquet");
     try {

@@ -71,6 +71,31 @@ public final class FixedWidthArrowColumn extends ColumnVector {
     return (supports(t) ? FixedWidthArrowColumn.class : ArrowColumnVector.class).getName();
   }
 
+  /** Bytes per value (-1: boolean, one bit), 0 for an array column. */
+  int width() {
+    return width;
+  }
+
+  /** Address of the values (0 for an array column or an empty one). */
+  long dataAddress() {
+    return data;
+  }
+
+  /** Address of the validity bitmap, 0 when the column has no nulls. */
+  long validityAddress() {
+    return validity;
+  }
+
+  /** Address of an array column's int offsets (0 when empty). */
+  long offsetsAddress() {
+    return offsets;
+  }
+
+  /** An array column's elements, null for other columns. */
+  FixedWidthArrowColumn elements() {
+    return elements;
+  }
+
   /** The Arrow vector read. */
   public FieldVector getValueVector() {
     return vector;

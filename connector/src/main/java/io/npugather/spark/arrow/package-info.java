@@ -28,6 +28,8 @@
  * io.npugather.spark.arrow.FixedWidthArrowColumn} (unchecked loads at the buffers' addresses)
  * for fixed-width columns and arrays of them, Spark's {@code ArrowColumnVector} for the rest. The own
  * rank's batch is served from its input vectors; its block need not be in the receive buffer.
+ * For row consumers, {@link io.npugather.spark.arrow.GatheredRows} writes the batches' rows as
+ * Spark {@code UnsafeRow}s straight from the buffers (fixed-width columns and arrays of them).
  *
  * <h2>Memory</h2>
  *
