@@ -440,6 +440,18 @@ void test_large_receive_buffer_is_advised_for_huge_pages() {
     printf("  (skipped: this kernel has no transparent huge pages)\n");
     return;
   }
+  {
+    const size_t bytes = size_t(6) << 20;
+    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) throw TestFailure("mmap failed");
+    const npg_result_t rc = npg_advise_huge_pages(static_cast<uint8_t*>(mem) + 1, bytes - 1);
+    const std::string flags = vm_flags_at(static_cast<uint8_t*>(mem) + bytes / 2);
+    munmap(mem, bytes);
+    CHECK_RC(rc, NPG_SUCCESS);
+    if (flags.find(" hg") == std::string::npos) {
+      throw TestFailure("npg_advise_huge_pages left VmFlags '" + flags + "'");
+    }
+  }
   for (uint64_t block : {uint64_t(3) << 20, uint64_t(1) << 19}) {
     const int n = 2;
     const uint64_t total = block * n;
@@ -767,6 +779,9 @@ void test_argument_errors_name_the_argument() {
   expect_arg_error(npg_get_root_info("nccl", nullptr, buf.data(), buf.size(), &size), NPG_INVALID_ARGUMENT,
                    "backend 'nccl'");
   expect_arg_error(npg_get_root_info("host", "127.0.0.1", buf.data(), 8, &size), NPG_INVALID_ARGUMENT, "capacity");
+  expect_arg_error(npg_advise_huge_pages(nullptr, 5), NPG_INVALID_ARGUMENT, "address is NULL but bytes is 5");
+  CHECK_OK(npg_advise_huge_pages(nullptr, 0));
+  CHECK_OK(npg_advise_huge_pages(buf.data(), buf.size()));  // under 4 MiB: left alone
   expect_arg_error(npg_get_root_info("host", "not an address!", buf.data(), buf.size(), &size),
                    NPG_INVALID_ARGUMENT, "bind_address");
   auto info = make_root_info();

@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "communicator.h"
 #include "error.h"
+#include "huge_pages.h"
 #include "npugather.h"
 
 namespace {
@@ -335,6 +336,13 @@ const char* npg_comm_transport(npg_comm_t comm) {
 }
 
 int64_t npg_live_comms(void) { return live_comms.load(); }
+
+npg_result_t npg_advise_huge_pages(void* address, uint64_t bytes) {
+  return guarded("npg_advise_huge_pages", -1, -1, [&] {
+    check_arg(address != nullptr || bytes == 0, "address is NULL but bytes is " + std::to_string(bytes));
+    npg::advise_huge_pages(address, bytes);
+  });
+}
 
 size_t npg_dtype_size(npg_dtype_t dtype) {
   switch (dtype) {

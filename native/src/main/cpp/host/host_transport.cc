@@ -3,12 +3,12 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "../core/error.h"
+#include "../core/huge_pages.h"
 
 namespace npg {
 namespace host {
@@ -33,8 +33,6 @@ void copy_from_segments(const npg_segment_t* segments, size_t count, uint64_t of
 }
 
 void GatherArgs::advise_huge_pages(int32_t size) const {
-  // Below this a buffer holds few 2 MiB pages; the system call would cost more than it saves.
-  constexpr uint64_t kMinBytes = 4ull << 20;
   uint64_t begin = UINT64_MAX;
   uint64_t end = 0;
   for (int32_t r = 0; r < size; ++r) {
@@ -42,12 +40,7 @@ void GatherArgs::advise_huge_pages(int32_t size) const {
     begin = std::min(begin, displs[r]);
     end = std::max(end, displs[r] + counts[r]);
   }
-  if (end <= begin || end - begin < kMinBytes) return;
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t first = (reinterpret_cast<uintptr_t>(recv + begin) + page - 1) & ~(page - 1);
-  const uintptr_t last = reinterpret_cast<uintptr_t>(recv + end) & ~(page - 1);
-  // A hint only: memory that cannot take it (shared or file mappings) keeps its pages.
-  if (last > first) (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+  if (end > begin) npg::advise_huge_pages(recv + begin, end - begin);
 }
 
 uint64_t GatherArgs::total_bytes(int32_t size) const {

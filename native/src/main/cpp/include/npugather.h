@@ -83,10 +83,9 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
  * r * count. In place when send == recv + rank * count * width: then none of this
  * rank's own bytes are moved.
  *
- * Host backend, every all-gather call: when the regions to be received span 4 MiB or more,
- * they are advised for transparent huge pages (madvise MADV_HUGEPAGE, a hint; mappings that
- * refuse it are left as they are), so that a freshly allocated buffer is faulted in 2 MiB at
- * a time as the peers' bytes arrive.
+ * Host backend, every all-gather call: the regions to be received get
+ * npg_advise_huge_pages, so that a freshly allocated buffer is faulted in 2 MiB at a time as
+ * the peers' bytes arrive.
  */
 npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint64_t count,
                             npg_dtype_t dtype);
@@ -132,6 +131,15 @@ npg_result_t npg_comm_rank(npg_comm_t comm, int32_t* rank);
 npg_result_t npg_comm_size(npg_comm_t comm, int32_t* rank_size);
 /* "threads", "cma", "staging" or "tcp" for host; the backend's name otherwise. */
 const char* npg_comm_transport(npg_comm_t comm);
+
+/*
+ * For a large buffer about to be written for the first time: asks the kernel for transparent
+ * huge pages over the whole pages inside [address, address + bytes) (madvise MADV_HUGEPAGE)
+ * when bytes is 4 MiB or more, so the buffer is faulted in 2 MiB at a time instead of 4 KiB.
+ * A hint: memory that refuses it keeps its pages. NPG_INVALID_ARGUMENT for a NULL address
+ * with bytes > 0.
+ */
+npg_result_t npg_advise_huge_pages(void* address, uint64_t bytes);
 
 /* Communicators of this process that npg_comm_init made and npg_comm_destroy has not released
  * yet: 0 when nothing leaked. */

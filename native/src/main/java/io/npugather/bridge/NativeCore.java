@@ -103,6 +103,9 @@ public final class NativeCore {
 
   public static native @Cast("int64_t") long npg_live_comms();
 
+  public static native int npg_advise_huge_pages(
+      @Cast("void*") long address, @Cast("uint64_t") long bytes);
+
   public static native @Cast("size_t") long npg_dtype_size(@Cast("npg_dtype_t") int dtype);
 
   public static native @Cast("const char*") BytePointer npg_result_name(

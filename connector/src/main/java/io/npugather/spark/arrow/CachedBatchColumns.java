@@ -5,11 +5,15 @@ import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import io.npugather.Communicator;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.arrow.vector.BaseFixedWidthVector;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.complex.ListVector;
+import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
 import org.apache.spark.sql.columnar.CachedBatch;
 import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
 import org.apache.spark.sql.execution.columnar.ColumnAccessor$;
@@ -58,6 +62,8 @@ final class CachedBatchColumns {
   private CachedBatchColumns() {}
 
   private static final int PASS_THROUGH = PassThrough$.MODULE$.typeId();
+  /** Element values from this size on are allocated for huge pages (npg_advise_huge_pages). */
+  private static final long HUGE_PAGE_ADVICE_BYTES = 4L << 20;
 
   /**
    * True if every column of {@code schema} is of a primitive type Spark decodes from its cache or
@@ -188,8 +194,23 @@ final class CachedBatchColumns {
     list.allocateNew();
     FieldVector child = list.getDataVector();
     child.clear();
-    child.setInitialCapacity(Math.max((int) elements, 1));
-    child.allocateNew();
+    int n = Math.max((int) elements, 1);
+    int width = child instanceof BaseFixedWidthVector ? ((BaseFixedWidthVector) child).getTypeWidth() : 0;
+    long valueBytes = (long) n * width;
+    if (width == 0 || valueBytes < HUGE_PAGE_ADVICE_BYTES) {
+      child.setInitialCapacity(n);
+      child.allocateNew();
+      return;
+    }
+    // The element values (feature vectors: most of the partition) are written exactly once, by
+    // copyArrays. allocateNew would zero them first, faulting the fresh buffer in 4 KiB at a
+    // time; instead they are allocated untouched and advised for huge pages before that write.
+    BufferAllocator allocator = child.getAllocator();
+    try (ArrowBuf values = allocator.buffer(valueBytes)) {
+      Communicator.adviseHugePages(values.memoryAddress(), valueBytes);
+      // Every element is null until written: Arrow gives the vector a zeroed validity bitmap.
+      child.loadFieldBuffers(new ArrowFieldNode(n, n), List.of(allocator.getEmpty(), values));
+    }
   }
 
   /**

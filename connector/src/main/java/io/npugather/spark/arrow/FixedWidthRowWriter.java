@@ -251,10 +251,14 @@ final class FixedWidthRowWriter {
       return;
     }
     for (int i = 0; i < n; i++) {
-      if (BitSetMethods.isSet(base, nulls, i)) {
-        continue; // Spark zeroes a null element's slot; Arrow's stays zero too
-      }
       long at = from + i;
+      if (BitSetMethods.isSet(base, nulls, i)) {
+        if (width > 0) {
+          // Zero, as Spark's ArrowWriter leaves it (the element buffer may not be zeroed).
+          Platform.setMemory(childData + at * width, (byte) 0, width);
+        }
+        continue;
+      }
       setBit(childValidity, at);
       copyValue(width, base, values + (long) Math.max(width, 1) * i, childData, at);
     }

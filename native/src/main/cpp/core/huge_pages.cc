@@ -1,0 +1,18 @@
+#include "huge_pages.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace npg {
+
+void advise_huge_pages(void* address, uint64_t bytes) noexcept {
+  if (address == nullptr || bytes < kHugePageAdviceMinBytes) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(address);
+  if (bytes > UINTPTR_MAX - begin) return;
+  const uintptr_t first = (begin + page - 1) & ~(page - 1);
+  const uintptr_t last = (begin + bytes) & ~(page - 1);
+  if (last > first) (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+}
+
+}  // namespace npg
