@@ -6,7 +6,7 @@
 namespace npg {
 
 void advise_huge_pages(void* address, uint64_t bytes) noexcept {
-  if (address == nullptr || bytes < kHugePageAdviceMinBytes) return;
+  if (address == nullptr || bytes < NPG_HUGE_PAGE_ADVICE_MIN_BYTES) return;
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = reinterpret_cast<uintptr_t>(address);
   if (bytes > UINTPTR_MAX - begin) return;

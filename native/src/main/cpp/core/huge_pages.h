@@ -4,13 +4,13 @@
 
 #include <stdint.h>
 
+#include "npugather.h"
+
 namespace npg {
 
-// Below this a buffer holds few 2 MiB pages; the system call would cost more than it saves.
-constexpr uint64_t kHugePageAdviceMinBytes = 4ull << 20;
-
 // madvise(MADV_HUGEPAGE) over the whole pages inside [address, address + bytes) when bytes is
-// at least kHugePageAdviceMinBytes: a fresh buffer is then faulted in 2 MiB at a time instead of
+// at least NPG_HUGE_PAGE_ADVICE_MIN_BYTES (below it a buffer holds few 2 MiB pages and the
+// system call would cost more than it saves): a fresh buffer is then faulted in 2 MiB at a time instead of
 // 4 KiB. A hint only: memory that cannot take it (shared or file mappings) keeps its pages.
 void advise_huge_pages(void* address, uint64_t bytes) noexcept;
 

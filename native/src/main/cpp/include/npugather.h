@@ -135,10 +135,11 @@ const char* npg_comm_transport(npg_comm_t comm);
 /*
  * For a large buffer about to be written for the first time: asks the kernel for transparent
  * huge pages over the whole pages inside [address, address + bytes) (madvise MADV_HUGEPAGE)
- * when bytes is 4 MiB or more, so the buffer is faulted in 2 MiB at a time instead of 4 KiB.
+ * when bytes is NPG_HUGE_PAGE_ADVICE_MIN_BYTES or more, so the buffer is faulted in 2 MiB at a time instead of 4 KiB.
  * A hint: memory that refuses it keeps its pages. NPG_INVALID_ARGUMENT for a NULL address
  * with bytes > 0.
  */
+#define NPG_HUGE_PAGE_ADVICE_MIN_BYTES (4ull << 20)
 npg_result_t npg_advise_huge_pages(void* address, uint64_t bytes);
 
 /* Communicators of this process that npg_comm_init made and npg_comm_destroy has not released

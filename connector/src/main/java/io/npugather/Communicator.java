@@ -118,10 +118,14 @@ public final class Communicator implements AutoCloseable {
     return NativeCore.npg_live_comms();
   }
 
+  /** Smallest buffer {@link #adviseHugePages} advises (NPG_HUGE_PAGE_ADVICE_MIN_BYTES). */
+  public static final long HUGE_PAGE_ADVICE_MIN_BYTES = 4L << 20;
+
   /**
    * Asks the kernel for transparent huge pages over a large off-heap buffer about to be written
-   * for the first time ({@code npg_advise_huge_pages}): from 4 MiB on it is then faulted in 2 MiB
-   * at a time instead of 4 KiB. A hint; smaller buffers are left alone.
+   * for the first time ({@code npg_advise_huge_pages}): from {@link #HUGE_PAGE_ADVICE_MIN_BYTES}
+   * on it is then faulted in 2 MiB at a time instead of 4 KiB. A hint; smaller buffers are left
+   * alone.
    *
    * @throws IllegalArgumentException if {@code bytes} is negative, or {@code address} is 0 and
    *     {@code bytes} is not

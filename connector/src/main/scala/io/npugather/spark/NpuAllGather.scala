@@ -69,8 +69,9 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
   override protected def doExecute(): RDD[InternalRow] = {
     val outputSchema = schema
     val inputSchema = child.schema
+    val direct = GatheredRows.supports(inputSchema)
     val rows = gather().mapPartitions { batches =>
-      if (GatheredRows.supports(inputSchema)) {
+      if (direct) {
         new GatheredRows(batches.asJava, inputSchema).asScala
       } else {
         val toUnsafe = UnsafeProjection.create(outputSchema)

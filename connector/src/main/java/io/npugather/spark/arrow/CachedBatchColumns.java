@@ -62,8 +62,6 @@ final class CachedBatchColumns {
   private CachedBatchColumns() {}
 
   private static final int PASS_THROUGH = PassThrough$.MODULE$.typeId();
-  /** Element values from this size on are allocated for huge pages (npg_advise_huge_pages). */
-  private static final long HUGE_PAGE_ADVICE_BYTES = 4L << 20;
 
   /**
    * True if every column of {@code schema} is of a primitive type Spark decodes from its cache or
@@ -197,7 +195,7 @@ final class CachedBatchColumns {
     int n = Math.max((int) elements, 1);
     int width = child instanceof BaseFixedWidthVector ? ((BaseFixedWidthVector) child).getTypeWidth() : 0;
     long valueBytes = (long) n * width;
-    if (width == 0 || valueBytes < HUGE_PAGE_ADVICE_BYTES) {
+    if (width == 0 || valueBytes < Communicator.HUGE_PAGE_ADVICE_MIN_BYTES) {
       child.setInitialCapacity(n);
       child.allocateNew();
       return;

@@ -116,12 +116,12 @@ public final class FixedWidthArrowColumn extends ColumnVector {
 
   @Override
   public boolean isNullAt(int rowId) {
-    return nullCount != 0 && (Platform.getByte(null, validity + (rowId >>> 3)) & (1 << (rowId & 7))) == 0;
+    return nullCount != 0 && !PrimitiveColumns.isSet(validity, rowId);
   }
 
   @Override
   public boolean getBoolean(int rowId) {
-    return (Platform.getByte(null, data + (rowId >>> 3)) & (1 << (rowId & 7))) != 0;
+    return PrimitiveColumns.isSet(data, rowId);
   }
 
   @Override

@@ -36,6 +36,7 @@ public final class GatheredRows implements Iterator<InternalRow> {
 
   private final Iterator<ColumnarBatch> batches;
   private final int numFields;
+  private final int bitSetWidth;
   private final int fixedSize;
   private final int chunkRows;
   private final int chunkBytes;
@@ -66,7 +67,8 @@ public final class GatheredRows implements Iterator<InternalRow> {
     }
     this.batches = batches;
     this.numFields = input.fields().length + 1;
-    this.fixedSize = UnsafeRow.calculateBitSetWidthInBytes(numFields) + 8 * numFields;
+    this.bitSetWidth = UnsafeRow.calculateBitSetWidthInBytes(numFields);
+    this.fixedSize = bitSetWidth + 8 * numFields;
     this.chunkRows = chunkRows;
     this.chunkBytes = chunkBytes;
     this.row = new UnsafeRow(numFields);
@@ -139,11 +141,10 @@ public final class GatheredRows implements Iterator<InternalRow> {
     if (buffer.length < bytes) {
       buffer = new byte[(int) Math.max(bytes, Math.min(2L * buffer.length, Integer.MAX_VALUE - 16))];
     }
-    int bitSetWords = (fixedSize - 8 * numFields) / 8;
     for (int k = 0; k < n; k++) {
       rowEnd[k] = rowStart[k] + fixedSize;
-      for (int w = 0; w < bitSetWords; w++) {
-        Platform.putLong(buffer, BASE + rowStart[k] + 8L * w, 0L);
+      for (int w = 0; w < bitSetWidth; w += 8) {
+        Platform.putLong(buffer, BASE + rowStart[k] + w, 0L);
       }
     }
     writeSourceRank(n);
@@ -161,7 +162,7 @@ public final class GatheredRows implements Iterator<InternalRow> {
   }
 
   private long slot(int k, int ordinal) {
-    return BASE + rowStart[k] + (fixedSize - 8L * numFields) + 8L * ordinal;
+    return BASE + rowStart[k] + bitSetWidth + 8L * ordinal;
   }
 
   private void writeSourceRank(int n) {
@@ -173,13 +174,8 @@ public final class GatheredRows implements Iterator<InternalRow> {
     }
   }
 
-  /** Bit {@code index} of the bitmap at {@code address} (Arrow's order: least significant first). */
-  private static boolean bit(long address, int index) {
-    return (Platform.getByte(null, address + (index >>> 3)) & (1 << (index & 7))) != 0;
-  }
-
   private static boolean isNull(long validity, int index) {
-    return !bit(validity, index);
+    return !PrimitiveColumns.isSet(validity, index);
   }
 
   private void writeValues(int ordinal, FixedWidthArrowColumn col, int first, int n) {
@@ -208,7 +204,7 @@ public final class GatheredRows implements Iterator<InternalRow> {
           Platform.putByte(buffer, slot, Platform.getByte(null, data + r));
           break;
         default: // boolean: one bit
-          Platform.putBoolean(buffer, slot, bit(data, r));
+          Platform.putBoolean(buffer, slot, PrimitiveColumns.isSet(data, r));
       }
     }
   }
@@ -270,7 +266,7 @@ public final class GatheredRows implements Iterator<InternalRow> {
         Platform.copyMemory(null, data + (long) width * start, buffer, values, valueBytes);
       } else {
         for (int j = 0; j < count; j++) {
-          Platform.putBoolean(buffer, values + j, bit(data, start + j));
+          Platform.putBoolean(buffer, values + j, PrimitiveColumns.isSet(data, start + j));
         }
       }
       if (elementValidity != 0) {

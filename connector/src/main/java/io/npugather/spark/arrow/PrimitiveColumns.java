@@ -148,6 +148,11 @@ final class PrimitiveColumns {
     }
   }
 
+  /** Bit {@code index} of the bitmap at {@code bitmap} (Arrow's order: least significant first). */
+  static boolean isSet(long bitmap, long index) {
+    return (MemoryUtil.getByte(bitmap + (index >>> 3)) & (1 << (int) (index & 7))) != 0;
+  }
+
   static void setBit(long bitmap, long index) {
     long addr = bitmap + (index >>> 3);
     MemoryUtil.putByte(addr, (byte) (MemoryUtil.getByte(addr) | (1 << (int) (index & 7))));
