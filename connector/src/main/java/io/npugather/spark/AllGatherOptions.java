@@ -265,7 +265,7 @@ public final class AllGatherOptions implements Serializable {
     };
   }
 
-  private static Duration parseDuration(String key, String value) {
+  static Duration parseDuration(String key, String value) {
     try {
       return Duration.ofMillis(JavaUtils.timeStringAsMs(value.trim()));
     } catch (NumberFormatException e) {
@@ -281,7 +281,7 @@ public final class AllGatherOptions implements Serializable {
     }
   }
 
-  private static IllegalArgumentException invalid(String key, Object value, String allowed) {
+  static IllegalArgumentException invalid(String key, Object value, String allowed) {
     return new IllegalArgumentException(key + " = " + value + " is invalid; allowed: " + allowed);
   }
 

@@ -15,7 +15,6 @@ import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.columnar.CachedBatch;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.util.ArrowUtils;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.util.TaskCompletionListener;
 import org.slf4j.Logger;
@@ -78,8 +77,8 @@ public final class GatherTask implements Serializable {
     BarrierTaskContext context = BarrierTaskContext.get();
     int rank = context.partitionId();
     int rankSize = ticket.rankSize();
-    TaskResources resources = new TaskResources(ArrowUtils.rootAllocator().newChildAllocator(
-        "npugather-rank-" + rank + "-task-" + context.taskAttemptId(), 0, Long.MAX_VALUE));
+    TaskResources resources = new TaskResources(GatherMemory.newTaskAllocator(
+        "npugather-rank-" + rank + "-task-" + context.taskAttemptId()));
     TaskCompletionListener release = ctx -> resources.close();
     context.addTaskCompletionListener(release);
     String where = "allGatherOnNpu rank " + rank + "/" + rankSize + " (stage " + context.stageId()

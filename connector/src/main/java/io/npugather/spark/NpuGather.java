@@ -56,6 +56,7 @@ public final class NpuGather {
     Objects.requireNonNull(options, "options");
     // Fails early, naming the column, when the source-rank column collides with an input column.
     GatheredPartitions.outputSchema(df.schema(), options.sourceRankColumn());
+    GatherMemory.checkConf(df.sparkSession().sparkContext().getConf());
     Dataset<Row> input = df;
     if (options.rankSize() > 0 && options.rankSize() != df.rdd().getNumPartitions()) {
       input = df.repartition(options.rankSize());
@@ -97,7 +98,7 @@ public final class NpuGather {
    * collective, and {@code gathered} is then in that dtype ({@link
    * io.npugather.HalfFloats#toFloat32} widens it back). float32 sends x unchanged.
    *
-   * <p>Memory: each task allocates from one child of Spark's Arrow root allocator and releases
+   * <p>Memory: each task allocates from one child allocator ({@link GatherMemory}) and releases
    * all of it, {@code gathered} included, before it ends. When {@code options.rankSize()} is set
    * and differs from the number of partitions, the input is repartitioned (round-robin) first.
    *
@@ -124,6 +125,7 @@ public final class NpuGather {
           + " (float, double, int, bigint, smallint, tinyint) or one array<float> column");
     }
     OnRanksTask.checkWireDtype(wireDtype);
+    GatherMemory.checkConf(df.sparkSession().sparkContext().getConf());
     Column[] selected = new Column[columns.size()];
     for (int i = 0; i < selected.length; i++) {
       selected[i] = df.col(Objects.requireNonNull(columns.get(i), "columns[" + i + "]"));

@@ -29,7 +29,6 @@ import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.util.ArrowUtils;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -118,8 +117,8 @@ final class OnRanksTask<T> implements Serializable {
     int rankSize = ticket.rankSize();
     String where = "onRanks rank " + rank + "/" + rankSize + " (stage " + context.stageId() + "."
         + context.stageAttemptNumber() + ")";
-    BufferAllocator allocator = ArrowUtils.rootAllocator().newChildAllocator(
-        "npugather-onranks-rank-" + rank + "-task-" + context.taskAttemptId(), 0, Long.MAX_VALUE);
+    BufferAllocator allocator = GatherMemory.newTaskAllocator(
+        "npugather-onranks-rank-" + rank + "-task-" + context.taskAttemptId());
     Tensor x = null;
     Tensor gathered = null;
     RankGroup group = null;

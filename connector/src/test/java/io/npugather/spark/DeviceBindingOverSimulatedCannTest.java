@@ -23,7 +23,6 @@ import java.util.regex.Pattern;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.util.ArrowUtils;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -171,7 +170,7 @@ class DeviceBindingOverSimulatedCannTest {
       assertTrue(m.contains("runs 3 ranks") && m.contains("discovered 2 addresses [0, 1]"), m);
       assertTrue(m.contains("spark.driver.resource.npu.amount"), m);
       df.unpersist(true);
-      assertEquals(0, ArrowUtils.rootAllocator().getAllocatedMemory(), "Arrow bytes outstanding");
+      assertEquals(0, GatherMemory.allocatedBytes(), "Arrow bytes outstanding");
     } finally {
       spark.stop();
     }

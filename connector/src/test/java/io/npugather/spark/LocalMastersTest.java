@@ -9,7 +9,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.util.ArrowUtils;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -37,7 +36,7 @@ class LocalMastersTest {
       Exception e = assertThrows(Exception.class, () -> NpuGather.allGatherOnNpu(tooMany).count());
       String message = rootMessage(e);
       assertTrue(message.contains(String.valueOf(slots + 1)) && message.contains("slot"), message);
-      assertEquals(0, ArrowUtils.rootAllocator().getAllocatedMemory(), "Arrow bytes outstanding");
+      assertEquals(0, GatherMemory.allocatedBytes(), "Arrow bytes outstanding");
     } finally {
       spark.stop();
     }

@@ -69,10 +69,10 @@ class OnRanksTest {
   void noArrowMemoryOutstanding() throws Exception {
     // Tasks killed by a failed stage release their memory when they end, shortly after the job.
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (ArrowUtils.rootAllocator().getAllocatedMemory() != 0 && System.nanoTime() < deadline) {
+    while (GatherMemory.allocatedBytes() != 0 && System.nanoTime() < deadline) {
       Thread.sleep(50);
     }
-    assertEquals(0, ArrowUtils.rootAllocator().getAllocatedMemory(), "Arrow bytes outstanding");
+    assertEquals(0, GatherMemory.allocatedBytes(), "Arrow bytes outstanding");
   }
 
   /** What a rank saw: its rank, the gathered tensor's dtype, shape and every element. */

@@ -3,10 +3,10 @@ package io.npugather.it;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.npugather.Communicator;
+import io.npugather.spark.GatherMemory;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.List;
-import org.apache.spark.sql.util.ArrowUtils;
 import scala.collection.Iterator;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.reflect.ClassTag$;
@@ -14,8 +14,8 @@ import scala.runtime.AbstractFunction1;
 
 /**
  * Reads, in every executor JVM, what a finished gather must have released: the Arrow memory
- * still allocated from Spark's root allocator (every task's child allocator hangs off it) and the
- * native communicators still alive. One barrier task per executor (each has one core), so every
+ * still allocated from {@link GatherMemory}'s root allocator (every task's child allocator hangs
+ * off it; idle cached memory is not allocated) and the native communicators still alive. One barrier task per executor (each has one core), so every
  * executor answers.
  */
 final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterator<String>>
@@ -59,7 +59,7 @@ final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterat
   @Override
   public Iterator<String> apply(Iterator<Object> ignored) {
     String line = ProcessHandle.current().pid() + " "
-        + ArrowUtils.rootAllocator().getAllocatedMemory() + " " + Communicator.liveCount();
+        + GatherMemory.allocatedBytes() + " " + Communicator.liveCount();
     return CollectionConverters.asScala(List.of(line).iterator());
   }
 }

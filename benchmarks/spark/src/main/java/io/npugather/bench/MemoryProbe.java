@@ -1,6 +1,7 @@
 package io.npugather.bench;
 
 import com.sun.management.GarbageCollectionNotificationInfo;
+import io.npugather.spark.GatherMemory;
 import java.lang.management.BufferPoolMXBean;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;
@@ -22,9 +23,10 @@ import org.apache.spark.sql.util.ArrowUtils;
  *
  * <p>Heap, two figures above the level right after the {@link #reset} GC: the sampled used heap
  * (live data and garbage not yet collected, an upper bound), and the heap left after each GC
- * during the run (live data, plus old garbage a young GC keeps; 0 when no GC ran). Off-heap: bytes held by Spark's Arrow root allocator
- * (every Arrow allocation of Spark and of the connector is a child of it) plus the JDK's direct
- * buffer pool, above their level at the reset. Netty's own pooled transfer buffers are not
+ * during the run (live data, plus old garbage a young GC keeps; 0 when no GC ran). Off-heap: bytes
+ * held by Spark's Arrow root allocator and by NpuGather's ({@link GatherMemory}: its tasks'
+ * allocators) plus the JDK's direct buffer pool, above their level at the reset. The idle memory
+ * NpuGather's cache keeps between gathers is not counted (docs/performance.md gives its bound). Netty's own pooled transfer buffers are not
  * counted. A sample can miss a peak shorter than the period.
  */
 final class MemoryProbe {
@@ -115,7 +117,7 @@ final class MemoryProbe {
   }
 
   private long offHeapUsed() {
-    long arrow = ArrowUtils.rootAllocator().getAllocatedMemory();
+    long arrow = ArrowUtils.rootAllocator().getAllocatedMemory() + GatherMemory.allocatedBytes();
     return arrow + (direct == null ? 0 : direct.getMemoryUsed());
   }
 

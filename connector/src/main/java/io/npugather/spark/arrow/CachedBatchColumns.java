@@ -201,11 +201,11 @@ final class CachedBatchColumns {
       return;
     }
     // The element values (feature vectors: most of the partition) are written exactly once, by
-    // copyArrays. allocateNew would zero them first, faulting the fresh buffer in 4 KiB at a
-    // time; instead they are allocated untouched and advised for huge pages before that write.
+    // copyArrays: allocateNew would zero them first, an extra pass over fresh memory. (A task's
+    // allocator serves such a buffer from mapped memory or advises it for huge pages:
+    // GatherMemory.)
     BufferAllocator allocator = child.getAllocator();
     try (ArrowBuf values = allocator.buffer(valueBytes)) {
-      Communicator.adviseHugePages(values.memoryAddress(), valueBytes);
       // Every element is null until written: Arrow gives the vector a zeroed validity bitmap.
       child.loadFieldBuffers(new ArrowFieldNode(n, n), List.of(allocator.getEmpty(), values));
     }

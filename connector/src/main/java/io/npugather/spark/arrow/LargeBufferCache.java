@@ -1,0 +1,254 @@
+package io.npugather.spark.arrow;
+
+import io.npugather.Communicator;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import org.apache.arrow.memory.AllocationManager;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.util.MemoryUtil;
+
+/**
+ * An Arrow allocation-manager factory that keeps the memory of large buffers for the next
+ * allocation of about the same size, instead of returning it to the system.
+ *
+ * <p>Why: a gather writes its partition and receives its peers' blocks into fresh buffers of
+ * tens of MiB. Fresh memory is faulted in page by page on its first write, and on a guest whose
+ * free pages go back to the host even its huge pages may be faulted in on the host again: up to
+ * five times the cost of the copy itself. Repeated gathers of about the same size find their
+ * buffers already mapped.
+ *
+ * <p>Contract: a buffer of {@code minBytes} or more gets a region of at least its size, either an
+ * idle one (at most an eighth or 2 MiB larger, the newest first) or fresh native memory advised
+ * for huge pages ({@link Communicator#adviseHugePages}); its contents are undefined, as with any
+ * {@code ArrowBuf} allocation. When Arrow releases the buffer its region becomes idle. Idle
+ * regions are freed when they have been idle for {@code idleTimeout}, when keeping one would
+ * make the idle bytes exceed {@code maxIdleBytes} (the longest idle go first), when a fresh
+ * allocation fails, and on {@link #trim()}. Arrow's accounting is unchanged: a buffer counts its
+ * requested size, so allocators still close at zero. Smaller buffers are served by the {@code
+ * small} factory. Thread-safe.
+ */
+public final class LargeBufferCache implements AllocationManager.Factory {
+  /** Regions are sized in huge pages, so a slightly larger request next time still fits. */
+  static final long REGION_GRANULE = 2L << 20;
+
+  private final AllocationManager.Factory small;
+  private final long minBytes;
+  private final long maxIdleBytes;
+  private final long idleTimeoutNanos;
+
+  /** Idle regions by capacity; each queue oldest first. */
+  private final TreeMap<Long, ArrayDeque<Region>> idle = new TreeMap<>();
+  private long idleBytes;
+  private int idleRegions;
+  private long reused;
+  private long allocated;
+  private ScheduledExecutorService reaper;
+  private ScheduledFuture<?> reaping;
+
+  /**
+   * @param small serves buffers smaller than {@code minBytes}, and {@link #empty()}
+   * @param minBytes the smallest buffer served from regions (at least 1)
+   * @param maxIdleBytes the most idle bytes kept; 0 frees every region when its buffer is released
+   * @param idleTimeout how long a region may stay idle (positive)
+   */
+  public LargeBufferCache(AllocationManager.Factory small, long minBytes, long maxIdleBytes,
+      Duration idleTimeout) {
+    if (minBytes < 1) {
+      throw new IllegalArgumentException("minBytes " + minBytes + "; allowed: 1 or more");
+    }
+    if (maxIdleBytes < 0) {
+      throw new IllegalArgumentException("maxIdleBytes " + maxIdleBytes + "; allowed: 0 or more");
+    }
+    if (idleTimeout.isNegative() || idleTimeout.isZero()) {
+      throw new IllegalArgumentException("idleTimeout " + idleTimeout + "; allowed: positive");
+    }
+    this.small = small;
+    this.minBytes = minBytes;
+    this.maxIdleBytes = maxIdleBytes;
+    this.idleTimeoutNanos = idleTimeout.toNanos();
+  }
+
+  @Override
+  public AllocationManager create(BufferAllocator accountingAllocator, long size) {
+    if (size < minBytes) {
+      return small.create(accountingAllocator, size);
+    }
+    return new RegionAllocation(accountingAllocator, size, take(size));
+  }
+
+  @Override
+  public ArrowBuf empty() {
+    return small.empty();
+  }
+
+  /** Frees every idle region. */
+  public synchronized void trim() {
+    while (idleRegions > 0) {
+      free(pollOldest());
+    }
+  }
+
+  /** What the cache holds and has done so far. */
+  public synchronized Stats stats() {
+    return new Stats(idleBytes, idleRegions, reused, allocated);
+  }
+
+  /**
+   * @param idleBytes bytes of the idle regions
+   * @param idleRegions the idle regions
+   * @param reused buffers served from an idle region so far
+   * @param allocated regions allocated fresh so far
+   */
+  public record Stats(long idleBytes, int idleRegions, long reused, long allocated) {}
+
+  private Region take(long size) {
+    synchronized (this) {
+      long slack = Math.max(size / 8, REGION_GRANULE);
+      Map.Entry<Long, ArrayDeque<Region>> fit = idle.ceilingEntry(size);
+      if (fit != null && fit.getKey() - size <= slack) {
+        Region region = fit.getValue().pollLast(); // the newest: most likely still resident
+        if (fit.getValue().isEmpty()) {
+          idle.remove(fit.getKey());
+        }
+        idleBytes -= region.capacity;
+        idleRegions--;
+        reused++;
+        return region;
+      }
+    }
+    long capacity = (size + REGION_GRANULE - 1) / REGION_GRANULE * REGION_GRANULE;
+    long address;
+    try {
+      address = MemoryUtil.allocateMemory(capacity);
+    } catch (OutOfMemoryError e) {
+      trim(); // the idle regions are the first memory to give up
+      address = MemoryUtil.allocateMemory(capacity);
+    }
+    Communicator.adviseHugePages(address, capacity);
+    synchronized (this) {
+      allocated++;
+    }
+    return new Region(address, capacity);
+  }
+
+  /** Makes a released buffer's region idle, or frees it. */
+  private void give(Region region) {
+    synchronized (this) {
+      if (region.capacity <= maxIdleBytes) {
+        while (idleBytes + region.capacity > maxIdleBytes) {
+          free(pollOldest());
+        }
+        region.idleSince = System.nanoTime();
+        idle.computeIfAbsent(region.capacity, c -> new ArrayDeque<>()).addLast(region);
+        idleBytes += region.capacity;
+        idleRegions++;
+        scheduleReaping();
+        return;
+      }
+    }
+    free(region);
+  }
+
+  /** Frees the regions idle for {@code idleTimeout} or longer. */
+  private synchronized void expire() {
+    long now = System.nanoTime();
+    Region oldest;
+    while ((oldest = oldestIdle()) != null && now - oldest.idleSince >= idleTimeoutNanos) {
+      free(pollOldest());
+    }
+    reaping = null;
+    scheduleReaping();
+  }
+
+  private Region oldestIdle() {
+    Region oldest = null;
+    for (ArrayDeque<Region> regions : idle.values()) {
+      Region first = regions.peekFirst();
+      if (oldest == null || first.idleSince - oldest.idleSince < 0) {
+        oldest = first;
+      }
+    }
+    return oldest;
+  }
+
+  private Region pollOldest() {
+    Region oldest = oldestIdle();
+    ArrayDeque<Region> regions = idle.get(oldest.capacity);
+    regions.pollFirst();
+    if (regions.isEmpty()) {
+      idle.remove(oldest.capacity);
+    }
+    idleBytes -= oldest.capacity;
+    idleRegions--;
+    return oldest;
+  }
+
+  /** Schedules the next expiry while regions are idle; the reaper thread is a daemon. */
+  private void scheduleReaping() {
+    Region oldest = oldestIdle();
+    if (oldest == null || reaping != null) {
+      return;
+    }
+    if (reaper == null) {
+      ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, r -> {
+        Thread t = new Thread(r, "npugather-buffer-cache-reaper");
+        t.setDaemon(true);
+        return t;
+      });
+      executor.setRemoveOnCancelPolicy(true);
+      reaper = executor;
+    }
+    long delay = Math.max(0, oldest.idleSince + idleTimeoutNanos - System.nanoTime());
+    reaping = reaper.schedule(this::expire, delay, TimeUnit.NANOSECONDS);
+  }
+
+  private static void free(Region region) {
+    MemoryUtil.freeMemory(region.address);
+  }
+
+  /** Native memory owned by the cache, lent to one buffer at a time. */
+  private static final class Region {
+    final long address;
+    final long capacity;
+    long idleSince;
+
+    Region(long address, long capacity) {
+      this.address = address;
+      this.capacity = capacity;
+    }
+  }
+
+  /** One Arrow buffer's memory: a region, given back when Arrow releases the buffer. */
+  private final class RegionAllocation extends AllocationManager {
+    private final long size;
+    private final Region region;
+
+    RegionAllocation(BufferAllocator accountingAllocator, long size, Region region) {
+      super(accountingAllocator);
+      this.size = size;
+      this.region = region;
+    }
+
+    @Override
+    public long getSize() {
+      return size; // what the allocator reserved: the accounting must balance
+    }
+
+    @Override
+    protected long memoryAddress() {
+      return region.address;
+    }
+
+    @Override
+    protected void release0() {
+      give(region);
+    }
+  }
+}
