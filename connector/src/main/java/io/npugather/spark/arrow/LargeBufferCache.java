@@ -202,7 +202,8 @@ public final class LargeBufferCache implements AllocationManager.Factory {
         t.setDaemon(true);
         return t;
       });
-      executor.setRemoveOnCancelPolicy(true);
+      executor.setKeepAliveTime(1, TimeUnit.SECONDS); // no thread stays while nothing is idle
+      executor.allowCoreThreadTimeOut(true);
       reaper = executor;
     }
     long delay = Math.max(0, oldest.idleSince + idleTimeoutNanos - System.nanoTime());
