@@ -20,19 +20,19 @@ import org.apache.arrow.memory.util.MemoryUtil;
  *
  * <p>Why: a gather writes its partition and receives its peers' blocks into fresh buffers of
  * tens of MiB. Fresh memory is faulted in page by page on its first write, and on a guest whose
- * free pages go back to the host even its huge pages may be faulted in on the host again: up to
- * five times the cost of the copy itself. Repeated gathers of about the same size find their
- * buffers already mapped.
+ * free pages go back to the host even its huge pages may be faulted in on the host again: many
+ * times the cost of the copy itself. Repeated gathers of about the same size find their buffers
+ * already mapped.
  *
  * <p>Contract: a buffer of {@code minBytes} or more gets a region of at least its size, either an
- * idle one (at most an eighth or 2 MiB larger, the newest first) or fresh native memory advised
- * for huge pages ({@link Communicator#adviseHugePages}); its contents are undefined, as with any
- * {@code ArrowBuf} allocation. When Arrow releases the buffer its region becomes idle. Idle
- * regions are freed when they have been idle for {@code idleTimeout}, when keeping one would
- * make the idle bytes exceed {@code maxIdleBytes} (the longest idle go first), when a fresh
- * allocation fails, and on {@link #trim()}. Arrow's accounting is unchanged: a buffer counts its
- * requested size, so allocators still close at zero. Smaller buffers are served by the {@code
- * small} factory. Thread-safe.
+ * idle one (larger by at most an eighth or by 2 MiB, whichever is more; the newest first) or
+ * fresh native memory advised for huge pages ({@link Communicator#adviseHugePages}); its contents
+ * are undefined, as with any {@code ArrowBuf} allocation. When Arrow releases the buffer its
+ * region becomes idle. Idle regions are freed when they have been idle for {@code idleTimeout},
+ * when keeping one would make the idle bytes exceed {@code maxIdleBytes} (the longest idle go
+ * first), when a fresh allocation fails, and on {@link #trim()}. Arrow's accounting is unchanged:
+ * a buffer counts its requested size, so allocators still close at zero. Smaller buffers are
+ * served by the {@code small} factory. Thread-safe.
  */
 public final class LargeBufferCache implements AllocationManager.Factory {
   /** Regions are sized in huge pages, so a slightly larger request next time still fits. */
@@ -131,7 +131,12 @@ public final class LargeBufferCache implements AllocationManager.Factory {
       trim(); // the idle regions are the first memory to give up
       address = MemoryUtil.allocateMemory(capacity);
     }
-    Communicator.adviseHugePages(address, capacity);
+    try {
+      Communicator.adviseHugePages(address, capacity);
+    } catch (RuntimeException | Error e) {
+      MemoryUtil.freeMemory(address);
+      throw e;
+    }
     synchronized (this) {
       allocated++;
     }
