@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.npugather.Communicator;
 import io.npugather.spark.GatherMemory;
+import io.npugather.spark.arrow.LargeBufferCache;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,15 +16,23 @@ import scala.runtime.AbstractFunction1;
 /**
  * Reads, in every executor JVM, what a finished gather must have released: the Arrow memory
  * still allocated from {@link GatherMemory}'s root allocator (every task's child allocator hangs
- * off it; idle cached memory is not allocated) and the native communicators still alive. One barrier task per executor (each has one core), so every
+ * off it; idle cached memory is not allocated) and the native communicators still alive; and
+ * what its cache of large buffers holds, has reused and may keep. One barrier task per executor (each has one core), so every
  * executor answers.
  */
 final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterator<String>>
     implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  /** One executor's figures. */
-  record Figures(long pid, long arrowBytes, long liveCommunicators) {}
+  /**
+   * One executor's figures.
+   *
+   * @param cacheReused buffers served from idle cached memory so far
+   * @param cacheIdleBytes idle cached memory now
+   * @param cacheLimit the most idle memory its conf lets it keep
+   */
+  record Figures(long pid, long arrowBytes, long liveCommunicators, long cacheReused,
+      long cacheIdleBytes, long cacheLimit) {}
 
   /** The figures of {@code executors} executor JVMs, one each. */
   static List<Figures> run(SparkCluster cluster, int executors) {
@@ -40,7 +49,8 @@ final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterat
     List<Figures> figures = new ArrayList<>();
     for (String line : (String[]) collected) {
       String[] f = line.split(" ");
-      figures.add(new Figures(Long.parseLong(f[0]), Long.parseLong(f[1]), Long.parseLong(f[2])));
+      figures.add(new Figures(Long.parseLong(f[0]), Long.parseLong(f[1]), Long.parseLong(f[2]),
+          Long.parseLong(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5])));
     }
     return figures;
   }
@@ -51,15 +61,17 @@ final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterat
     assertEquals(executors, figures.stream().map(Figures::pid).distinct().count(),
         "one answer per executor: " + figures);
     for (Figures f : figures) {
-      assertEquals(new Figures(f.pid(), 0, 0), f, "executor " + f.pid() + " still holds memory"
-          + " or communicators: " + figures);
+      assertEquals(List.of(0L, 0L), List.of(f.arrowBytes(), f.liveCommunicators()),
+          "executor " + f.pid() + " still holds Arrow memory or communicators: " + figures);
     }
   }
 
   @Override
   public Iterator<String> apply(Iterator<Object> ignored) {
-    String line = ProcessHandle.current().pid() + " "
-        + GatherMemory.allocatedBytes() + " " + Communicator.liveCount();
+    LargeBufferCache.Stats cache = GatherMemory.cache().stats();
+    String line = ProcessHandle.current().pid() + " " + GatherMemory.allocatedBytes() + " "
+        + Communicator.liveCount() + " " + cache.reused() + " " + cache.idleBytes() + " "
+        + GatherMemory.cache().maxIdleBytes();
     return CollectionConverters.asScala(List.of(line).iterator());
   }
 }

@@ -95,6 +95,11 @@ public final class LargeBufferCache implements AllocationManager.Factory {
     }
   }
 
+  /** The most idle bytes it keeps. */
+  public long maxIdleBytes() {
+    return maxIdleBytes;
+  }
+
   /** What the cache holds and has done so far. */
   public synchronized Stats stats() {
     return new Stats(idleBytes, idleRegions, reused, allocated);
