@@ -17,8 +17,8 @@ import scala.runtime.AbstractFunction1;
  * Reads, in every executor JVM, what a finished gather must have released: the Arrow memory
  * still allocated from {@link GatherMemory}'s root allocator (every task's child allocator hangs
  * off it; idle cached memory is not allocated) and the native communicators still alive; and
- * what its cache of large buffers holds, has reused and may keep. One barrier task per executor (each has one core), so every
- * executor answers.
+ * what its cache of large buffers holds, has reused and may keep. One barrier task per executor
+ * (each has one core), so every executor answers.
  */
 final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterator<String>>
     implements Serializable {
