@@ -176,8 +176,8 @@ class CachedBatchColumnsTest extends WithRootAllocator {
   }
 
   /**
-   * Feature vectors whose elements pass 4 MiB: the element values are allocated untouched and
-   * advised for huge pages before they are written, the rest as usual; the same bytes.
+   * Feature vectors whose elements pass 4 MiB: the element values are allocated untouched (not
+   * zeroed) and written once, the rest as usual; the same bytes.
    */
   @Test
   void largeCachedArrayColumnsGiveTheSameBuffersAsTheRows() {
