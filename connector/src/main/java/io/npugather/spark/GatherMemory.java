@@ -9,7 +9,6 @@ import java.util.Map;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.memory.netty.NettyAllocationManager;
-import org.apache.arrow.memory.rounding.DefaultRoundingPolicy;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.network.util.JavaUtils;
@@ -35,11 +34,8 @@ public final class GatherMemory {
 
   private static final class Root {
     static final LargeBufferCache CACHE = newCache();
-    static final BufferAllocator ALLOCATOR = new RootAllocator(RootAllocator.configBuilder()
-        .allocationManagerFactory(CACHE)
-        // Arrow's default: powers of two up to its chunk size, exact sizes above it.
-        .roundingPolicy(DefaultRoundingPolicy.DEFAULT_ROUNDING_POLICY)
-        .build());
+    static final BufferAllocator ALLOCATOR = new RootAllocator(
+        RootAllocator.configBuilder().allocationManagerFactory(CACHE).build());
   }
 
   /** A child allocator for one task; the task closes it. */

@@ -3,8 +3,7 @@ package io.npugather.spark.arrow;
 import io.npugather.Communicator;
 import java.time.Duration;
 import java.util.ArrayDeque;
-import java.util.Map;
-import java.util.TreeMap;
+import java.util.Iterator;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
@@ -43,10 +42,9 @@ public final class LargeBufferCache implements AllocationManager.Factory {
   private final long maxIdleBytes;
   private final long idleTimeoutNanos;
 
-  /** Idle regions by capacity; each queue oldest first. */
-  private final TreeMap<Long, ArrayDeque<Region>> idle = new TreeMap<>();
+  /** Idle regions, the longest idle first (at most cacheBytes / minBytes of them). */
+  private final ArrayDeque<Region> idle = new ArrayDeque<>();
   private long idleBytes;
-  private int idleRegions;
   private long reused;
   private long allocated;
   private ScheduledExecutorService reaper;
@@ -90,7 +88,7 @@ public final class LargeBufferCache implements AllocationManager.Factory {
 
   /** Frees every idle region. */
   public synchronized void trim() {
-    while (idleRegions > 0) {
+    while (!idle.isEmpty()) {
       free(pollOldest());
     }
   }
@@ -102,7 +100,7 @@ public final class LargeBufferCache implements AllocationManager.Factory {
 
   /** What the cache holds and has done so far. */
   public synchronized Stats stats() {
-    return new Stats(idleBytes, idleRegions, reused, allocated);
+    return new Stats(idleBytes, idle.size(), reused, allocated);
   }
 
   /**
@@ -116,16 +114,20 @@ public final class LargeBufferCache implements AllocationManager.Factory {
   private Region take(long size) {
     synchronized (this) {
       long slack = Math.max(size / 8, REGION_GRANULE);
-      Map.Entry<Long, ArrayDeque<Region>> fit = idle.ceilingEntry(size);
-      if (fit != null && fit.getKey() - size <= slack) {
-        Region region = fit.getValue().pollLast(); // the newest: most likely still resident
-        if (fit.getValue().isEmpty()) {
-          idle.remove(fit.getKey());
+      Region best = null;
+      // The smallest that fits; of equals the newest, most likely still resident.
+      for (Iterator<Region> newestFirst = idle.descendingIterator(); newestFirst.hasNext(); ) {
+        Region region = newestFirst.next();
+        if (region.capacity >= size && region.capacity - size <= slack
+            && (best == null || region.capacity < best.capacity)) {
+          best = region;
         }
-        idleBytes -= region.capacity;
-        idleRegions--;
+      }
+      if (best != null) {
+        idle.removeLastOccurrence(best);
+        idleBytes -= best.capacity;
         reused++;
-        return region;
+        return best;
       }
     }
     long capacity = (size + REGION_GRANULE - 1) / REGION_GRANULE * REGION_GRANULE;
@@ -156,9 +158,8 @@ public final class LargeBufferCache implements AllocationManager.Factory {
           free(pollOldest());
         }
         region.idleSince = System.nanoTime();
-        idle.computeIfAbsent(region.capacity, c -> new ArrayDeque<>()).addLast(region);
+        idle.addLast(region);
         idleBytes += region.capacity;
-        idleRegions++;
         scheduleReaping();
         return;
       }
@@ -169,40 +170,22 @@ public final class LargeBufferCache implements AllocationManager.Factory {
   /** Frees the regions idle for {@code idleTimeout} or longer. */
   private synchronized void expire() {
     long now = System.nanoTime();
-    Region oldest;
-    while ((oldest = oldestIdle()) != null && now - oldest.idleSince >= idleTimeoutNanos) {
+    while (!idle.isEmpty() && now - idle.peekFirst().idleSince >= idleTimeoutNanos) {
       free(pollOldest());
     }
     reaping = null;
     scheduleReaping();
   }
 
-  private Region oldestIdle() {
-    Region oldest = null;
-    for (ArrayDeque<Region> regions : idle.values()) {
-      Region first = regions.peekFirst();
-      if (oldest == null || first.idleSince - oldest.idleSince < 0) {
-        oldest = first;
-      }
-    }
-    return oldest;
-  }
-
   private Region pollOldest() {
-    Region oldest = oldestIdle();
-    ArrayDeque<Region> regions = idle.get(oldest.capacity);
-    regions.pollFirst();
-    if (regions.isEmpty()) {
-      idle.remove(oldest.capacity);
-    }
+    Region oldest = idle.removeFirst();
     idleBytes -= oldest.capacity;
-    idleRegions--;
     return oldest;
   }
 
   /** Schedules the next expiry while regions are idle; the reaper thread is a daemon. */
   private void scheduleReaping() {
-    Region oldest = oldestIdle();
+    Region oldest = idle.peekFirst();
     if (oldest == null || reaping != null) {
       return;
     }
