@@ -115,7 +115,7 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
       case RowInput(rows) =>
         rows.barrier().mapPartitions(it => NpuAllGatherExec.keyedByRank(task.runOnRows(it.asJava)))
     }
-    val gathered = new GatheredRDD(ranks, rankSize)
+    val gathered = new GatheredRDD(ranks, rankSize, options.retryable)
     // Any job may run the barrier stage again while the RDD lives (each stage attempt meets in
     // a round of its own).
     run.service.unregisterWhenUnreachable(run.ticket, gathered)

@@ -19,6 +19,7 @@ import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerApplicationEnd;
 import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
 import org.apache.spark.network.util.JavaUtils;
 import org.apache.spark.scheduler.StageInfo;
 import org.apache.spark.storage.BlockManagerId;
@@ -104,10 +105,13 @@ public final class GatheredOutputs {
   /**
    * Watches the gather read by RDD {@code readerRdd} (whose id is {@code readerRddId}): its map
    * outputs are those of shuffle {@code shuffleId}, kept as blocks of RDD {@code barrierRddId}.
+   * Unless {@code retryable}, a failed attempt of its barrier stage fails the jobs that read it
+   * at once, with that attempt's failure, instead of Spark running the stage again.
    */
-  public void track(Object readerRdd, int readerRddId, int shuffleId, int barrierRddId) {
+  public void track(Object readerRdd, int readerRddId, int shuffleId, int barrierRddId,
+      boolean retryable) {
     synchronized (this) {
-      byReaderRdd.put(readerRddId, new Gather(shuffleId, barrierRddId));
+      byReaderRdd.put(readerRddId, new Gather(shuffleId, barrierRddId, retryable));
     }
     WeakReference<GatheredOutputs> self = new WeakReference<>(this);
     CLEANER.register(readerRdd, () -> {
@@ -204,15 +208,40 @@ public final class GatheredOutputs {
     release(gather);
   }
 
+  void stageFailed(Set<Integer> rddIds, String failure) {
+    Set<Integer> jobs = new HashSet<>();
+    synchronized (this) {
+      for (Gather gather : byReaderRdd.values()) {
+        if (!gather.retryable && rddIds.contains(gather.barrierRddId)) {
+          jobs.addAll(gather.jobs);
+        }
+      }
+    }
+    for (int job : jobs) {
+      sparkContext.cancelJob(job, "allGatherOnNpu failed, and it is not run again because "
+          + "npugather.retryable is false: " + failure);
+    }
+  }
+
+  private static Set<Integer> rddIds(StageInfo stage) {
+    Set<Integer> ids = new HashSet<>();
+    for (RDDInfo rdd : CollectionConverters.asJava(stage.rddInfos())) {
+      ids.add(rdd.id());
+    }
+    return ids;
+  }
+
   private static final class Gather {
     final int shuffleId;
     final int barrierRddId;
+    final boolean retryable;
     final Set<Integer> jobs = new HashSet<>(); // running jobs that read it; guarded by the registry
     ScheduledFuture<?> pendingRelease; // guarded by the registry
 
-    Gather(int shuffleId, int barrierRddId) {
+    Gather(int shuffleId, int barrierRddId, boolean retryable) {
       this.shuffleId = shuffleId;
       this.barrierRddId = barrierRddId;
+      this.retryable = retryable;
     }
   }
 
@@ -221,11 +250,17 @@ public final class GatheredOutputs {
     public void onJobStart(SparkListenerJobStart event) {
       Set<Integer> ids = new HashSet<>();
       for (StageInfo stage : CollectionConverters.asJava(event.stageInfos())) {
-        for (RDDInfo rdd : CollectionConverters.asJava(stage.rddInfos())) {
-          ids.add(rdd.id());
-        }
+        ids.addAll(rddIds(stage));
       }
       jobStarted(event.jobId(), ids);
+    }
+
+    @Override
+    public void onStageCompleted(SparkListenerStageCompleted event) {
+      StageInfo stage = event.stageInfo();
+      if (stage.failureReason().isDefined()) {
+        stageFailed(rddIds(stage), stage.failureReason().get());
+      }
     }
 
     @Override
