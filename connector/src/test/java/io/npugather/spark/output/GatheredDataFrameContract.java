@@ -297,7 +297,7 @@ abstract class GatheredDataFrameContract {
       twice.add(id);
     }
     assertEquals(twice, ids);
-    IllegalArgumentException tooMany = assertThrows(IllegalArgumentException.class,
+    IllegalStateException tooMany = assertThrows(IllegalStateException.class,
         () -> NpuGather.allGatherOnNpu(many).count());
     assertTrue(tooMany.getMessage().contains("npugather.rankSize"), tooMany.getMessage());
   }
