@@ -5,7 +5,7 @@ import java.util.UUID
 import scala.jdk.CollectionConverters._
 
 import io.npugather.spark.arrow.{GatheredPartitions, GatheredRows, PartitionBuffers}
-import io.npugather.spark.output.{GatheredOutput, GatheredRDD}
+import io.npugather.spark.output.{GatheredOutput, GatheredOutputs, GatheredRDD}
 import io.npugather.spark.rendezvous.{RendezvousService, RendezvousTicket}
 import org.apache.spark.{NarrowDependency, Partitioner, SparkContext}
 import org.apache.spark.internal.Logging
@@ -125,7 +125,8 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
       case RowInput(rows) =>
         rows.barrier().mapPartitions(it => NpuAllGatherExec.keyedByRank(task.runOnRows(it.asJava)))
     }
-    val gathered = new GatheredRDD(ranks, rankSize, options.retryable)
+    val gathered = new GatheredRDD(ranks, rankSize, options.retryable, GatheredOutputs.releaseDelayMs(
+      conf.getConfString(GatheredOutputs.RELEASE_DELAY, GatheredOutputs.DEFAULT_RELEASE_DELAY)))
     // Any job may run the barrier stage again while the RDD lives (each stage attempt meets in
     // a round of its own).
     run.service.unregisterWhenUnreachable(run.ticket, gathered)
