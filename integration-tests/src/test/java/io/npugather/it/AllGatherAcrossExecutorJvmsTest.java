@@ -113,17 +113,7 @@ class AllGatherAcrossExecutorJvmsTest {
           spark.sparkContext()).parallelize(GatherChecks.mixedRows(4_000, 21), 2),
           GatherChecks.MIXED);
       List<List<Row>> in = GatherChecks.partitions(input);
-      List<Row> rankMajor = new ArrayList<>();
-      for (int r = 0; r < in.size(); r++) {
-        for (Row row : in.get(r)) {
-          Object[] values = new Object[row.size() + 1];
-          values[0] = r;
-          for (int i = 0; i < row.size(); i++) {
-            values[i + 1] = row.get(i);
-          }
-          rankMajor.add(RowFactory.create(values));
-        }
-      }
+      List<Row> rankMajor = GatherChecks.rankMajor(in);
       Dataset<Row> g = NpuGather.allGatherOnNpu(input);
       // Re-execution: the same DataFrame and its RDD, several jobs, one after another.
       GatherChecks.assertRankMajorOnEveryPartition(in, GatherChecks.partitions(g));

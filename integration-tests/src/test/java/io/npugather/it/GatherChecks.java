@@ -46,17 +46,7 @@ final class GatherChecks {
    */
   static void assertRankMajorOnEveryPartition(List<List<Row>> in, List<List<Row>> out) {
     assertEquals(in.size(), out.size(), "one output partition per rank");
-    List<Row> expected = new ArrayList<>();
-    for (int r = 0; r < in.size(); r++) {
-      for (Row row : in.get(r)) {
-        Object[] values = new Object[row.size() + 1];
-        values[0] = r;
-        for (int i = 0; i < row.size(); i++) {
-          values[i + 1] = row.get(i);
-        }
-        expected.add(RowFactory.create(values));
-      }
-    }
+    List<Row> expected = rankMajor(in);
     for (int p = 0; p < out.size(); p++) {
       List<Row> got = out.get(p);
       assertEquals(expected.size(), got.size(), "rows on output partition " + p);
@@ -64,6 +54,22 @@ final class GatherChecks {
         assertEquals(expected.get(i), got.get(i), "output partition " + p + ", row " + i);
       }
     }
+  }
+
+  /** What every output partition holds: r + each row of input partition r, for r in ranks. */
+  static List<Row> rankMajor(List<List<Row>> in) {
+    List<Row> rows = new ArrayList<>();
+    for (int r = 0; r < in.size(); r++) {
+      for (Row row : in.get(r)) {
+        Object[] values = new Object[row.size() + 1];
+        values[0] = r;
+        for (int i = 0; i < row.size(); i++) {
+          values[i + 1] = row.get(i);
+        }
+        rows.add(RowFactory.create(values));
+      }
+    }
+    return rows;
   }
 
   /**

@@ -1,4 +1,4 @@
-package io.npugather.spark.output;
+package io.npugather.spark;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -7,10 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.apache.spark.sql.functions.col;
 import static org.apache.spark.sql.functions.lit;
 
-import io.npugather.spark.AllGatherOptions;
-import io.npugather.spark.GatherMemory;
-import io.npugather.spark.GatherMetrics;
-import io.npugather.spark.NpuGather;
+import io.npugather.spark.output.GatheredOutputs;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -89,21 +86,8 @@ abstract class GatheredDataFrameContract {
     return spark.range(0, 1000, 1, 2).selectExpr("id", "concat('v', id) AS name");
   }
 
-  /** What every output partition holds: partition r's rows after r, in rank order. */
   private static List<Row> rankMajor(Dataset<Row> in) {
-    List<List<Row>> partitions = in.javaRDD().glom().collect();
-    List<Row> rows = new ArrayList<>();
-    for (int r = 0; r < partitions.size(); r++) {
-      for (Row row : partitions.get(r)) {
-        Object[] values = new Object[row.size() + 1];
-        values[0] = r;
-        for (int i = 0; i < row.size(); i++) {
-          values[i + 1] = row.get(i);
-        }
-        rows.add(RowFactory.create(values));
-      }
-    }
-    return rows;
+    return NpuGatherTest.rankMajor(in);
   }
 
   /** {@code copies} times {@code rows}, one after another. */

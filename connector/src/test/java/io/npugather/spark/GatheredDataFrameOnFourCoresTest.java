@@ -1,4 +1,4 @@
-package io.npugather.spark.output;
+package io.npugather.spark;
 
 import org.junit.jupiter.api.BeforeAll;
 
