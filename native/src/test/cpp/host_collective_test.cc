@@ -199,19 +199,25 @@ void gather_and_verify(npg_comm_t comm, int rank, int n, const Layout& l, npg_dt
 
 // One rank's segmented collective: its block is sent from three pieces of a separate
 // buffer (one of them empty); every other block must arrive, its own region stay untouched.
-void gather_segments_and_verify(npg_comm_t comm, int rank, int n, const Layout& l, uint64_t seed) {
+// Sends the block as `pieces` segments (at least 3): one byte, an empty one, then the rest
+// cut at random places (some pieces empty), in order.
+void gather_segments_and_verify(npg_comm_t comm, int rank, int n, const Layout& l, uint64_t seed, int pieces = 3) {
   std::vector<uint8_t> recv(l.recv_elems + 1, kSentinel);
   const uint64_t len = l.counts[rank];
   std::vector<uint8_t> source(len + 16);
   fill_pattern(source.data() + 16, len, seed, rank);
   const uint64_t first = std::min<uint64_t>(len, 1);
-  npg_segment_t segments[3] = {{source.data() + 16, first},
-                               {source.data(), 0},
-                               {source.data() + 16 + first, len - first}};
+  std::vector<npg_segment_t> segments = {{source.data() + 16, first}, {source.data(), 0}};
+  std::vector<uint64_t> cuts = {first, len};
+  std::mt19937_64 rng(seed * 31 + static_cast<uint64_t>(rank));
+  for (int i = 3; i < pieces; ++i) cuts.push_back(first + rng() % (len - first + 1));
+  std::sort(cuts.begin(), cuts.end());
+  for (size_t i = 1; i < cuts.size(); ++i) segments.push_back({source.data() + 16 + cuts[i - 1], cuts[i] - cuts[i - 1]});
   // The own block is not received, so its displacement is ignored (here it overlaps others).
   std::vector<uint64_t> displs = l.displs;
   displs[rank] = 0;
-  CHECK_OK(npg_all_gather_v_segments(comm, segments, 3, recv.data(), l.counts.data(), displs.data()));
+  CHECK_OK(npg_all_gather_v_segments(comm, segments.data(), segments.size(), recv.data(), l.counts.data(),
+                                     displs.data()));
   std::vector<uint8_t> expect;
   for (int r = 0; r < n; ++r) {
     const uint8_t* got = recv.data() + l.displs[r];
@@ -510,7 +516,11 @@ void test_processes_gather_through_cross_memory_attach() {
     ProcShared* shared = map_shared();
     Layout l = ragged_layout(n, 300000, 40 + n);
     auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
-      for (int it = 0; it < 3; ++it) gather_and_verify(comm, r, n, l, NPG_FLOAT16, it == 2, true, 500 + it);
+      for (int it = 0; it < 3; ++it) {
+        // A late rank: the others stop spinning and sleep until its post wakes them.
+        if (it == 1 && r == n - 1) usleep(30000);
+        gather_and_verify(comm, r, n, l, NPG_FLOAT16, it == 2, true, 500 + it);
+      }
       return 0;
     }, 0, 20000);
     auto codes = wait_ranks(pids, 30000);
@@ -536,7 +546,9 @@ void test_segmented_sends_deliver_every_block_and_leave_own_region_untouched() {
   ProcShared* shared = map_shared();
   Layout l = ragged_layout(3, 300000, 61);
   auto pids = fork_ranks(3, shared, [&](int r, npg_comm_t comm) {
-    for (int it = 0; it < 2; ++it) gather_segments_and_verify(comm, r, 3, l, 700 + it);
+    // 3 pieces travel in the slot; 9 and 200 in the peer's segment array, 200 over
+    // several process_vm_readv calls.
+    for (int pieces : {3, 9, 200}) gather_segments_and_verify(comm, r, 3, l, 700 + pieces, pieces);
     return 0;
   }, 0, 20000);
   auto codes = wait_ranks(pids, 30000);
