@@ -23,6 +23,7 @@ warmup=5
 transport=auto
 launch=processes
 fresh=0
+bind=auto
 mpi_args=()
 out_dir=""
 
@@ -39,6 +40,9 @@ usage: benchmarks/mpi/compare-with-mpi.sh [options]
   --iters N            timed iterations per size (default 20)
   --warmup N           untimed iterations per size (default 5)
   --fresh              a new set of processes for every size and run (default: one sweep per run)
+  --bind B             auto, cores or none: both tools bind each rank to its own CPU (cores) or
+                       not at all (none); auto (default) does what mpirun does by default: cores
+                       for up to 2 ranks, none above (one socket here) and when oversubscribed
   --transport T        allgather-perf --transport: auto, tcp or staging (default auto); tcp also
                        restricts Open MPI to its TCP BTL (--mca btl tcp,self)
   --mpi-arg ARG        extra mpirun argument, repeatable (e.g. --mpi-arg --bind-to --mpi-arg none)
@@ -50,7 +54,7 @@ USAGE
 
 while (($#)); do
   case "$1" in
-    --repeats | --ranks | --launch | --min-bytes | --max-bytes | --iters | --warmup | --transport | --mpi-arg | --out)
+    --repeats | --ranks | --launch | --bind | --min-bytes | --max-bytes | --iters | --warmup | --transport | --mpi-arg | --out)
       if (($# < 2)); then
         echo "compare-with-mpi: $1 needs a value" >&2
         exit 2
@@ -66,6 +70,7 @@ while (($#)); do
     --iters) iters="$2"; shift ;;
     --warmup) warmup="$2"; shift ;;
     --fresh) fresh=1 ;;
+    --bind) bind="$2"; shift ;;
     --transport) transport="$2"; shift ;;
     --mpi-arg) mpi_args+=("$2"); shift ;;
     --out) out_dir="$2"; shift ;;
@@ -84,6 +89,10 @@ if [[ ! "$ranks_list" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]]; then
 fi
 if [[ "$launch" != processes && "$launch" != threads ]]; then
   echo "compare-with-mpi: invalid value '$launch' for --launch: expected processes or threads" >&2
+  exit 2
+fi
+if [[ "$bind" != auto && "$bind" != cores && "$bind" != none ]]; then
+  echo "compare-with-mpi: invalid value '$bind' for --bind: expected auto, cores or none" >&2
   exit 2
 fi
 IFS=, read -r -a rank_counts <<<"$ranks_list"
@@ -164,6 +173,13 @@ run_one() {
 for ranks in "${rank_counts[@]}"; do
   oversubscribe=()
   if ((ranks > $(nproc))); then oversubscribe=(--oversubscribe); fi
+  binding="$bind"
+  if [[ "$binding" == auto ]]; then
+    binding=none
+    if ((ranks <= 2 && ranks <= $(nproc))); then binding=cores; fi
+  fi
+  mpi_bind=(--bind-to core)
+  if [[ "$binding" == none ]]; then mpi_bind=(--bind-to none); fi
   for ((r = 1; r <= repeats; r++)); do
     for range in "${sizes[@]}"; do
       lo="${range%:*}"
@@ -171,8 +187,8 @@ for ranks in "${rank_counts[@]}"; do
       common=(--min-bytes "$lo" --max-bytes "$hi" --iters "$iters" --warmup "$warmup" --csv)
       echo "# ranks $ranks, run $r/$repeats, sizes $lo..$hi" >&2
       run_one "ours.n$ranks.r$r.s$lo" "$root/bin/allgather-perf" --launch "$launch" --ranks "$ranks" \
-        --transport "$transport" "${common[@]}"
-      run_one "mpi.n$ranks.r$r.s$lo" mpirun -np "$ranks" "${oversubscribe[@]}" "${mpi_transport[@]}" \
+        --bind "$binding" --transport "$transport" "${common[@]}"
+      run_one "mpi.n$ranks.r$r.s$lo" mpirun -np "$ranks" "${oversubscribe[@]}" "${mpi_bind[@]}" "${mpi_transport[@]}" \
         "${mpi_args[@]}" "$mpi_bin" "${common[@]}"
     done
   done

@@ -4,11 +4,11 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,11 +75,8 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* 
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
 }
 
-int usable_cpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
-}
+// CPUs of the host, not of this thread's affinity: ranks pinned one per CPU do not oversubscribe.
+int online_cpus() { return std::max(1, get_nprocs()); }
 
 int open_pidfd(pid_t pid) {
 #ifdef SYS_pidfd_open
@@ -166,7 +163,7 @@ ShmTransport::ShmTransport(ShmSegment segment, Mode mode, int32_t rank, int32_t 
                            const std::vector<int32_t>& pids, AbortSignal& abort)
     : segment_(std::move(segment)), mode_(mode), rank_(rank), size_(size), chunk_(chunk), pids_(pids),
       pidfds_(size), abort_(abort),
-      spin_budget_(size > usable_cpus() ? kOversubscribedSpinBudget : kSpinBudget) {
+      spin_budget_(size > online_cpus() ? kOversubscribedSpinBudget : kSpinBudget) {
   const int32_t self = static_cast<int32_t>(getpid());
   for (int32_t r = 0; r < size_; ++r) {
     if (r == rank_ || pids_[r] == self) continue;

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "../core/error.h"
 #include "wire.h"
@@ -18,6 +19,9 @@ namespace {
 constexpr size_t kRingAuthBytes = kIdBytes + kSecretBytes + 4;
 constexpr int64_t kAuthReadMs = 2000;  // a silent stranger may delay the ring by this much
 constexpr uint64_t kIoChunkBytes = 1ull << 20;
+// Before blocking in poll the ring polls without sleeping for this long: a neighbour's next
+// bytes usually arrive within it, and a sleeping rank's wake-up on a busy host costs more.
+constexpr auto kPollSpinBudget = std::chrono::microseconds(50);
 constexpr uint32_t kHeaderMagic = 0x4448504eu;  // "NPHD"
 constexpr size_t kHeaderBytes = 32;             // magic, rank, seq, bytes, digest
 
@@ -101,6 +105,7 @@ void TcpRing::pump(const std::vector<Segment>& send, size_t own_segments, const 
   uint64_t received = 0;
   size_t si = 0, ri = 0;      // current segment
   uint64_t so = 0, ro = 0;    // offset inside it
+  auto idle_since = std::chrono::steady_clock::now();
   while (sent < send_total || received < recv_total) {
     if (abort_.triggered()) throw_aborted();
     const uint64_t available = std::min(send_total, own + received);
@@ -116,7 +121,12 @@ void TcpRing::pump(const std::vector<Segment>& send, size_t own_segments, const 
       fds[n++] = {left_.get(), POLLIN, 0};
     }
     fds[n++] = {abort_.fd(), POLLIN, 0};
-    int rc = poll(fds, n, deadline.poll_timeout_ms());
+    int rc = poll(fds, n, 0);
+    if (rc == 0) {
+      if (std::chrono::steady_clock::now() - idle_since < kPollSpinBudget) continue;
+      rc = poll(fds, n, deadline.poll_timeout_ms());
+    }
+    idle_since = std::chrono::steady_clock::now();
     if (rc < 0) {
       if (errno == EINTR) continue;
       throw_system_error("poll", errno);
