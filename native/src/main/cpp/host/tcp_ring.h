@@ -31,17 +31,11 @@ class TcpRing final : public HostTransport {
   void close() override;
 
  private:
-  struct Segment {
-    uint8_t* data;
-    uint64_t len;
-  };
   TcpRing(int32_t rank, int32_t size, UniqueFd left, UniqueFd right, AbortSignal& abort);
-  // Streams send to the right while receiving recv from the left. send[0, own_segments)
-  // is this rank's own data; send[own_segments..] must be the first recv segments in
-  // order: their bytes are forwarded as soon as they have arrived.
-  void pump(const std::vector<Segment>& send, size_t own_segments, const std::vector<Segment>& recv,
-            const Deadline& deadline, const char* phase);
-  void exchange_headers(const GatherArgs& args, const Deadline& deadline);
+  // Sends this rank's unit (its header in headers, then its segments) to the right and
+  // receives the N-1 units from the left, forwarding all but the last as their bytes
+  // arrive. Fills every rank's header in headers (kHeaderBytes each, by rank).
+  void stream(const GatherArgs& args, std::vector<uint8_t>& headers, const Deadline& deadline);
 
   int32_t rank_;
   int32_t size_;
