@@ -94,10 +94,14 @@ struct alignas(kLineBytes) ShmTransport::Header {
   std::atomic<uint64_t> magic;
   std::atomic<uint64_t> rank_size;
   std::atomic<uint64_t> staging_chunk;
-  // A shared futex word: ranks that sleep count themselves in sleepers, and a rank that
-  // publishes progress while any sleeps bumps rings and wakes them all.
+  // A shared futex word: ranks that sleep count themselves in sleepers; a rank that
+  // completes a phase (or fails) while any sleeps bumps rings and wakes them all.
   std::atomic<uint32_t> rings;
   std::atomic<uint32_t> sleepers;
+  // Publishes so far per phase (posted, done, staged, drained): every rank publishes once
+  // per phase instance, so the rank whose publish makes the count a multiple of the rank
+  // count completes the instance and is the only one that rings.
+  std::atomic<uint64_t> arrivals[4];
 };
 
 // One rank's slot in the control segment; written by its rank, read by all.
@@ -187,9 +191,11 @@ ShmTransport::Slot& ShmTransport::slot(int32_t r) const {
 ShmTransport::Header& ShmTransport::header() const { return *reinterpret_cast<Header*>(segment_.data()); }
 
 void ShmTransport::publish(std::atomic<uint64_t> Slot::*field, uint64_t value) {
-  // seq_cst on both sides: either a waiter sees the value, or this rank sees it sleeping.
+  const int phase = field == &Slot::posted_seq ? 0 : field == &Slot::done_seq ? 1 : field == &Slot::stage_posted ? 2 : 3;
+  // seq_cst on both sides: either a waiter sees the value, or the completing rank sees it sleeping.
   (slot(rank_).*field).store(value, std::memory_order_seq_cst);
-  wake_sleepers();
+  const uint64_t arrived = header().arrivals[phase].fetch_add(1, std::memory_order_seq_cst) + 1;
+  if (arrived % static_cast<uint64_t>(size_) == 0) wake_sleepers();
 }
 
 void ShmTransport::wake_sleepers() noexcept {
@@ -209,6 +215,7 @@ bool ShmTransport::peers_reached(std::atomic<uint64_t> Slot::*field, uint64_t ta
 void ShmTransport::sleep_on_bell(std::atomic<uint64_t> Slot::*field, uint64_t target) {
   Header& h = header();
   h.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the checks below stay after the count
   const uint32_t rings = h.rings.load(std::memory_order_seq_cst);
   if (!peers_reached(field, target) && !abort_.triggered()) {
     timespec timeout{0, kBellSleepNs};
