@@ -19,9 +19,6 @@ namespace {
 constexpr size_t kRingAuthBytes = kIdBytes + kSecretBytes + 4;
 constexpr int64_t kAuthReadMs = 2000;  // a silent stranger may delay the ring by this much
 constexpr uint64_t kIoChunkBytes = 1ull << 20;
-// Before blocking in poll the ring polls without sleeping for this long: a neighbour's next
-// bytes usually arrive within it, and a sleeping rank's wake-up on a busy host costs more.
-constexpr auto kPollSpinBudget = std::chrono::microseconds(50);
 constexpr uint32_t kHeaderMagic = 0x3244504eu;  // "NPD2"
 constexpr size_t kHeaderBytes = 40;             // magic, rank, seq, send bytes, digest, following bytes
 constexpr size_t kFollowingOffset = 32;         // where the following-bytes field starts
@@ -78,6 +75,8 @@ int socket_error(int fd) {
 
 TcpRing::TcpRing(int32_t rank, int32_t size, UniqueFd left, UniqueFd right, AbortSignal& abort)
     : rank_(rank), size_(size), left_(std::move(left)), right_(std::move(right)), abort_(abort) {}
+
+void TcpRing::set_poll_spin(std::chrono::microseconds spin) { poll_spin_ = spin; }
 
 std::unique_ptr<TcpRing> TcpRing::connect(int32_t rank, int32_t size, int listener, const Endpoint& right,
                                           const HostRootInfo& info, const Deadline& deadline, int cancel_fd,
@@ -207,7 +206,7 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
     fds[n++] = {abort_.fd(), POLLIN, 0};
     int rc = poll(fds, n, 0);
     if (rc == 0) {
-      if (std::chrono::steady_clock::now() - idle_since < kPollSpinBudget) continue;
+      if (std::chrono::steady_clock::now() - idle_since < poll_spin_) continue;
       rc = poll(fds, n, deadline.poll_timeout_ms());
     }
     idle_since = std::chrono::steady_clock::now();

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -24,6 +25,14 @@ class TcpRing final : public HostTransport {
                                           const HostRootInfo& info, const Deadline& deadline, int cancel_fd,
                                           AbortSignal& abort);
 
+  // Before blocking in poll the ring polls without sleeping for this long: a neighbour's
+  // next bytes usually arrive within it, and a sleeping rank's wake-up on a busy host costs
+  // more. Short when this host's ranks outnumber its CPUs, where spinning takes the CPU a
+  // co-located neighbour needs.
+  static constexpr std::chrono::microseconds kPollSpin{1000};
+  static constexpr std::chrono::microseconds kOversubscribedPollSpin{2};
+  void set_poll_spin(std::chrono::microseconds spin);
+
   const char* name() const override { return "tcp"; }
   void all_gather_v(const GatherArgs& args, const Deadline& deadline) override;
   void on_abort() noexcept override;
@@ -42,6 +51,7 @@ class TcpRing final : public HostTransport {
   UniqueFd left_;
   UniqueFd right_;
   AbortSignal& abort_;
+  std::chrono::microseconds poll_spin_ = kPollSpin;
 };
 
 }  // namespace host
