@@ -22,8 +22,9 @@ machine has no network. In the flat ring every byte passes through every rank's 
 the k ranks of a host share its link; the hierarchical line does not overlap the within-host
 copies with the network, so it is an upper bound.
 
-Usage: benchmarks/mpi/model.py --shm DIR --tcp DIR [--net-gbps 25] [--wire-us 10] [--host-copy-gbs G]
-DIR is a compare-with-mpi.sh --out directory of a 2-rank run (ours.n2.*.csv).
+Usage: benchmarks/mpi/model.py --shm DIR... --tcp DIR... [--net-gbps 25] [--wire-us 10] [--host-copy-gbs G]
+Each DIR is a compare-with-mpi.sh --out directory of a 2-rank run (ours.n2.*.csv); runs of
+small and of large sizes may be given together.
 """
 import argparse
 import glob
@@ -33,12 +34,15 @@ import statistics
 import sys
 
 
-def medians(directory):
-    """Per size, the median over runs of ours' per-run median time (us)."""
+def medians(directories):
+    """Per size, the median over all runs in the directories of ours' per-run median time (us)."""
     times = {}
-    files = glob.glob(os.path.join(directory, "ours.n2.*.csv"))
-    if not files:
-        sys.exit(f"model.py: no ours.n2.*.csv in {directory} (a 2-rank compare-with-mpi.sh --out directory)")
+    files = []
+    for directory in directories:
+        found = glob.glob(os.path.join(directory, "ours.n2.*.csv"))
+        if not found:
+            sys.exit(f"model.py: no ours.n2.*.csv in {directory} (a 2-rank compare-with-mpi.sh --out directory)")
+        files += found
     for path in files:
         with open(path) as f:
             for line in f:
@@ -85,8 +89,10 @@ def predict(n, h, m, p):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shm", required=True, help="compare-with-mpi.sh --out dir of a 2-rank shared-memory run")
-    ap.add_argument("--tcp", required=True, help="compare-with-mpi.sh --out dir of a 2-rank --transport tcp run")
+    ap.add_argument("--shm", required=True, nargs="+", metavar="DIR",
+                    help="compare-with-mpi.sh --out dirs of 2-rank shared-memory runs")
+    ap.add_argument("--tcp", required=True, nargs="+", metavar="DIR",
+                    help="compare-with-mpi.sh --out dirs of 2-rank --transport tcp runs")
     ap.add_argument("--net-gbps", type=float, default=25.0, help="assumed link bandwidth, Gbit/s (default 25)")
     ap.add_argument("--wire-us", type=float, default=10.0, help="assumed wire and switch latency per hop, us (default 10)")
     ap.add_argument("--host-copy-gbs", type=float, default=0.0,
