@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 # compare-with-mpi.sh: runs bin/allgather-perf and Open MPI's MPI_Allgather
-# (mpi_allgather_perf.c) side by side on this machine and prints one table.
+# (mpi_allgather_perf.c) side by side on this machine and prints one table per
+# rank count.
 #
 # Both tools sweep the same per-rank sizes with the same method (median over
 # iterations of the slowest rank's time, every byte checked). Each tool runs
 # --repeats times, alternating ours/MPI, and the table shows per size the
-# median of the per-run medians. busbw is derived from that time.
+# median of the per-run medians. busbw is derived from that time. With --fresh
+# every size gets a new set of processes (ours and MPI alternate per size), so
+# nothing is warm from the size before.
 #
 # Open MPI is a benchmark reference only; the project does not depend on it.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 repeats=3
-ranks=2
+ranks_list=2
 min_bytes=64K
 max_bytes=64M
 iters=20
 warmup=5
 transport=auto
+launch=processes
+fresh=0
+bind=auto
 mpi_args=()
 out_dir=""
 
@@ -25,12 +31,20 @@ usage() {
   cat <<'USAGE'
 usage: benchmarks/mpi/compare-with-mpi.sh [options]
   --repeats R          runs of each tool, interleaved (default 3)
-  --ranks N            processes per tool (default 2)
+  --ranks N[,N...]     processes per tool, one table per count (default 2; e.g. 2,3,4,8);
+                       mpirun gets --oversubscribe when N exceeds the CPUs
+  --launch L           allgather-perf --launch: processes or threads (default processes;
+                       MPI ranks are always processes)
   --min-bytes SIZE     smallest per-rank size (default 64K)
   --max-bytes SIZE     largest per-rank size (default 64M)
   --iters N            timed iterations per size (default 20)
   --warmup N           untimed iterations per size (default 5)
-  --transport T        allgather-perf --transport: auto, tcp or staging (default auto)
+  --fresh              a new set of processes for every size and run (default: one sweep per run)
+  --bind B             auto, cores or none: both tools bind each rank to its own CPU (cores) or
+                       not at all (none); auto (default) does what mpirun does by default: cores
+                       for up to 2 ranks, none above (one socket here) and when oversubscribed
+  --transport T        allgather-perf --transport: auto, tcp or staging (default auto); tcp also
+                       restricts Open MPI to its TCP BTL (--mca btl tcp,self)
   --mpi-arg ARG        extra mpirun argument, repeatable (e.g. --mpi-arg --bind-to --mpi-arg none)
   --out DIR            keep the raw CSV of every run in DIR
                        (default native/target/perf/compare-<time>)
@@ -40,7 +54,7 @@ USAGE
 
 while (($#)); do
   case "$1" in
-    --repeats | --ranks | --min-bytes | --max-bytes | --iters | --warmup | --transport | --mpi-arg | --out)
+    --repeats | --ranks | --launch | --bind | --min-bytes | --max-bytes | --iters | --warmup | --transport | --mpi-arg | --out)
       if (($# < 2)); then
         echo "compare-with-mpi: $1 needs a value" >&2
         exit 2
@@ -49,11 +63,14 @@ while (($#)); do
   esac
   case "$1" in
     --repeats) repeats="$2"; shift ;;
-    --ranks) ranks="$2"; shift ;;
+    --ranks) ranks_list="$2"; shift ;;
+    --launch) launch="$2"; shift ;;
     --min-bytes) min_bytes="$2"; shift ;;
     --max-bytes) max_bytes="$2"; shift ;;
     --iters) iters="$2"; shift ;;
     --warmup) warmup="$2"; shift ;;
+    --fresh) fresh=1 ;;
+    --bind) bind="$2"; shift ;;
     --transport) transport="$2"; shift ;;
     --mpi-arg) mpi_args+=("$2"); shift ;;
     --out) out_dir="$2"; shift ;;
@@ -66,6 +83,38 @@ if [[ ! "$repeats" =~ ^[1-9][0-9]*$ ]]; then
   echo "compare-with-mpi: invalid value '$repeats' for --repeats: expected a positive integer" >&2
   exit 2
 fi
+if [[ ! "$ranks_list" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]]; then
+  echo "compare-with-mpi: invalid value '$ranks_list' for --ranks: expected positive integers separated by commas" >&2
+  exit 2
+fi
+if [[ "$launch" != processes && "$launch" != threads ]]; then
+  echo "compare-with-mpi: invalid value '$launch' for --launch: expected processes or threads" >&2
+  exit 2
+fi
+if [[ "$bind" != auto && "$bind" != cores && "$bind" != none ]]; then
+  echo "compare-with-mpi: invalid value '$bind' for --bind: expected auto, cores or none" >&2
+  exit 2
+fi
+IFS=, read -r -a rank_counts <<<"$ranks_list"
+
+# Bytes of a SIZE (K/M/G are powers of 1024), for the per-size runs of --fresh.
+size_bytes() {
+  local v="$1" n unit
+  if [[ ! "$v" =~ ^([0-9]+)([KkMmGg]?)$ ]]; then
+    echo "compare-with-mpi: invalid size '$v': expected bytes with an optional K, M or G suffix" >&2
+    exit 2
+  fi
+  n="${BASH_REMATCH[1]}"
+  unit="${BASH_REMATCH[2]}"
+  case "$unit" in
+    K | k) n=$((n << 10)) ;;
+    M | m) n=$((n << 20)) ;;
+    G | g) n=$((n << 30)) ;;
+  esac
+  echo "$n"
+}
+min_b="$(size_bytes "$min_bytes")"
+max_b="$(size_bytes "$max_bytes")"
 
 if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; then
   cat >&2 <<'MSG'
@@ -95,76 +144,112 @@ if [[ ! -x "$mpi_bin" || "$mpi_src" -nt "$mpi_bin" ]]; then
 fi
 "$root/bin/allgather-perf" --help >/dev/null  # builds it if needed
 
-common=(--min-bytes "$min_bytes" --max-bytes "$max_bytes" --iters "$iters" --warmup "$warmup" --csv)
-ours_cmd=("$root/bin/allgather-perf" --launch processes --ranks "$ranks" --transport "$transport"
-  "${common[@]}")
-mpi_cmd=(mpirun -np "$ranks" "${mpi_args[@]}" "$mpi_bin" "${common[@]}")
+mpi_transport=()
+if [[ "$transport" == tcp ]]; then
+  mpi_transport=(--mca btl tcp,self)
+fi
+sizes=("$min_bytes:$max_bytes")
+if ((fresh)); then
+  sizes=()
+  for ((s = min_b; s <= max_b; s *= 2)); do sizes+=("$s:$s"); done
+fi
 
 # Other work on the machine skews both tools; say how busy it was.
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
-echo "# ours: ${ours_cmd[*]}"
-echo "# mpi:  ${mpi_cmd[*]}"
 status=0
-for ((r = 1; r <= repeats; r++)); do
-  echo "# run $r/$repeats: allgather-perf" >&2
-  if ! "${ours_cmd[@]}" >"$out_dir/ours.$r.csv" 2>"$out_dir/ours.$r.err"; then
-    echo "compare-with-mpi: allgather-perf run $r failed:" >&2
-    cat "$out_dir/ours.$r.err" >&2
+
+# Runs one tool once; $1 is the CSV name, the rest the command.
+run_one() {
+  local name="$1"
+  shift
+  echo "# $name: $*" >>"$out_dir/commands.txt"
+  if ! "$@" >"$out_dir/$name.csv" 2>"$out_dir/$name.err"; then
+    echo "compare-with-mpi: run $name failed:" >&2
+    cat "$out_dir/$name.err" >&2
     status=1
   fi
-  echo "# run $r/$repeats: mpi_allgather_perf" >&2
-  if ! "${mpi_cmd[@]}" >"$out_dir/mpi.$r.csv" 2>"$out_dir/mpi.$r.err"; then
-    echo "compare-with-mpi: mpi_allgather_perf run $r failed:" >&2
-    cat "$out_dir/mpi.$r.err" >&2
-    status=1
+}
+
+for ranks in "${rank_counts[@]}"; do
+  oversubscribe=()
+  if ((ranks > $(nproc))); then oversubscribe=(--oversubscribe); fi
+  binding="$bind"
+  if [[ "$binding" == auto ]]; then
+    binding=none
+    if ((ranks <= 2 && ranks <= $(nproc))); then binding=cores; fi
   fi
+  mpi_bind=(--bind-to core)
+  if [[ "$binding" == none ]]; then mpi_bind=(--bind-to none); fi
+  for ((r = 1; r <= repeats; r++)); do
+    for range in "${sizes[@]}"; do
+      lo="${range%:*}"
+      hi="${range#*:}"
+      common=(--min-bytes "$lo" --max-bytes "$hi" --iters "$iters" --warmup "$warmup" --csv)
+      echo "# ranks $ranks, run $r/$repeats, sizes $lo..$hi" >&2
+      run_one "ours.n$ranks.r$r.s$lo" "$root/bin/allgather-perf" --launch "$launch" --ranks "$ranks" \
+        --bind "$binding" --transport "$transport" "${common[@]}"
+      run_one "mpi.n$ranks.r$r.s$lo" mpirun -np "$ranks" "${oversubscribe[@]}" "${mpi_bind[@]}" "${mpi_transport[@]}" \
+        "${mpi_args[@]}" "$mpi_bin" "${common[@]}"
+    done
+  done
 done
 
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-grep -h '^# allgather-perf' "$out_dir/ours.1.csv" || true
-grep -h '^# mpi_allgather_perf' "$out_dir/mpi.1.csv" || true
-if command -v ompi_info >/dev/null 2>&1; then
+first_ours="$(ls "$out_dir"/ours.*.csv | head -1)"
+first_mpi="$(ls "$out_dir"/mpi.*.csv | head -1)"
+grep -h '^# allgather-perf' "$first_ours" || true
+grep -h '^# mpi_allgather_perf' "$first_mpi" || true
+if [[ "$transport" == tcp ]]; then
+  echo "# Open MPI restricted to BTL tcp,self"
+elif command -v ompi_info >/dev/null 2>&1; then
   mech="$(ompi_info --param btl vader --level 3 2>/dev/null |
     sed -n 's/.*btl_vader_single_copy_mechanism" (current value: "\([^"]*\)".*/\1/p')"
   echo "# Open MPI default for on-host ranks: BTL vader, single-copy mechanism ${mech:-unknown} (--mpi-arg may override)"
 fi
-echo "# $repeats runs per tool, interleaved; per size the median of the per-run medians; raw: $out_dir"
+mode="one sweep per run"
+if ((fresh)); then mode="new processes for every size and run"; fi
+echo "# ours launched as $launch; $repeats runs per tool, interleaved, $mode; per size the median of the per-run medians"
+echo "# commands: $out_dir/commands.txt; raw: $out_dir"
 
-# Joins the CSVs: per size the median time of each tool, the wrong bytes summed.
-awk -F, -v ranks="$ranks" '
-  function med(list,   n, a, i, j, t) {
-    n = split(list, a, " ")
-    for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
-  FNR == 1 { tool = (FILENAME ~ /\/ours\.[0-9]+\.csv$/) ? "ours" : "mpi" }
-  /^#/ || /^size/ || NF < 7 { next }
-  {
-    size = $1 + 0
-    if (!(size in seen)) { seen[size] = 1; sizes[++ns] = size }
-    t[tool, size] = t[tool, size] " " ($4 + 0)
-    w[tool, size] += $7
-  }
-  END {
-    printf("%12s %12s %12s %11s %11s %11s %11s %8s %8s\n", "size(B/rank)", "ours(us)", "mpi(us)",
-      "ours_busbw", "mpi_busbw", "busbw o/m", "time o/m", "wrong_o", "wrong_m")
-    for (i = 1; i <= ns; i++) {
-      s = sizes[i]
-      ko = "ours" SUBSEP s; km = "mpi" SUBSEP s
-      to = (ko in t) ? med(t[ko]) : 0
-      tm = (km in t) ? med(t[km]) : 0
-      bo = to > 0 ? s * ranks / (to * 1e3) * (ranks - 1) / ranks : 0
-      bm = tm > 0 ? s * ranks / (tm * 1e3) * (ranks - 1) / ranks : 0
-      rb = (bm > 0) ? bo / bm : 0
-      rt = (tm > 0) ? to / tm : 0
-      printf("%12d %12.2f %12.2f %11.3f %11.3f %11.2f %11.2f %8d %8d\n", s, to, tm, bo, bm, rb, rt,
-        w[ko], w[km])
-      if (s == 65536 && tm > 0) t64 = sprintf("%.2f", to / tm)
-      if (w[ko] + w[km] > 0) bad = 1
+for ranks in "${rank_counts[@]}"; do
+  echo "## ranks $ranks"
+  # Joins the CSVs: per size the median time of each tool, the wrong bytes summed.
+  awk -F, -v ranks="$ranks" '
+    function med(list,   n, a, i, j, t) {
+      n = split(list, a, " ")
+      for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
-    if (t64 != "") printf("# time ratio ours/MPI at 64 KiB: %s (below 1 means ours is faster)\n", t64)
-    printf("# busbw o/m above 1 means ours is faster\n")
-    exit bad
-  }
-' "$out_dir"/ours.*.csv "$out_dir"/mpi.*.csv || status=1
+    FNR == 1 { tool = (FILENAME ~ /\/ours\.[^\/]*\.csv$/) ? "ours" : "mpi" }
+    /^#/ || /^size/ || NF < 7 { next }
+    {
+      size = $1 + 0
+      if (!(size in seen)) { seen[size] = 1; sizes[++ns] = size }
+      t[tool, size] = t[tool, size] " " ($4 + 0)
+      w[tool, size] += $7
+    }
+    END {
+      for (i = 2; i <= ns; i++) { v = sizes[i]; for (j = i - 1; j >= 1 && sizes[j] > v; j--) sizes[j + 1] = sizes[j]; sizes[j + 1] = v }
+      printf("%12s %12s %12s %11s %11s %11s %11s %8s %8s\n", "size(B/rank)", "ours(us)", "mpi(us)",
+        "ours_busbw", "mpi_busbw", "busbw o/m", "time o/m", "wrong_o", "wrong_m")
+      for (i = 1; i <= ns; i++) {
+        s = sizes[i]
+        ko = "ours" SUBSEP s; km = "mpi" SUBSEP s
+        to = (ko in t) ? med(t[ko]) : 0
+        tm = (km in t) ? med(t[km]) : 0
+        bo = to > 0 ? s * ranks / (to * 1e3) * (ranks - 1) / ranks : 0
+        bm = tm > 0 ? s * ranks / (tm * 1e3) * (ranks - 1) / ranks : 0
+        rb = (bm > 0) ? bo / bm : 0
+        rt = (tm > 0) ? to / tm : 0
+        printf("%12d %12.2f %12.2f %11.3f %11.3f %11.2f %11.2f %8d %8d\n", s, to, tm, bo, bm, rb, rt,
+          w[ko], w[km])
+        if (s == 65536 && tm > 0) t64 = sprintf("%.2f", to / tm)
+        if (w[ko] + w[km] > 0) bad = 1
+      }
+      if (t64 != "") printf("# time ratio ours/MPI at 64 KiB: %s (below 1 means ours is faster)\n", t64)
+      printf("# busbw o/m above 1 means ours is faster\n")
+      exit bad
+    }
+  ' "$out_dir"/ours.n"$ranks".*.csv "$out_dir"/mpi.n"$ranks".*.csv || status=1
+done
 exit "$status"

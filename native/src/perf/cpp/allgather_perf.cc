@@ -19,6 +19,7 @@
 #include "npugather.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -47,6 +48,7 @@ struct Options {
   std::string backend = "host";
   int ranks = 2;
   bool threads = false;  // --launch threads
+  bool bind_cores = false;  // --bind cores
   uint64_t min_bytes = 64ull << 10;
   uint64_t max_bytes = 64ull << 20;
   int iters = 20;
@@ -84,6 +86,8 @@ void usage(FILE* out) {
                "  --iters N                 timed iterations per size (default 20)\n"
                "  --warmup N                untimed iterations per size (default 5)\n"
                "  --transport auto|tcp|staging  force a host transport (default auto)\n"
+               "  --bind none|cores         cores: rank r runs on the r-th allowed CPU (modulo),\n"
+               "                            as mpirun --bind-to core does (default none)\n"
                "  --dtype NAME              element type: int8 uint8 int16 float16 bfloat16\n"
                "                            int32 float32 int64 (default uint8)\n"
                "  --timeout-ms N            communicator timeout (default 60000)\n"
@@ -161,7 +165,7 @@ Options parse_options(int argc, char** argv) {
     }
     static const char* kWithValue[] = {"--backend", "--ranks",     "--launch",    "--min-bytes",
                                        "--max-bytes", "--iters",   "--warmup",    "--transport",
-                                       "--timeout-ms", "--dtype"};
+                                       "--timeout-ms", "--dtype", "--bind"};
     bool known = false;
     for (const char* k : kWithValue) known = known || name == k;
     if (!known) {
@@ -192,6 +196,14 @@ Options parse_options(int argc, char** argv) {
         o.threads = false;
       } else {
         bad_option(name, value, "threads or processes");
+      }
+    } else if (name == "--bind") {
+      if (value == "cores") {
+        o.bind_cores = true;
+      } else if (value == "none") {
+        o.bind_cores = false;
+      } else {
+        bad_option(name, value, "none or cores");
       }
     } else if (name == "--min-bytes" || name == "--max-bytes") {
       uint64_t s = 0;
@@ -333,8 +345,9 @@ void call_failed(int rank, const char* call, npg_result_t r) {
 
 void print_header(const Options& o, const char* transport) {
   const char* launch = o.threads ? "threads" : "processes";
-  std::printf("# allgather-perf: backend %s, ranks %d, launch %s, transport %s (requested %s)\n",
-              o.backend.c_str(), o.ranks, launch, transport, o.transport.c_str());
+  std::printf("# allgather-perf: backend %s, ranks %d, launch %s, transport %s (requested %s), bind %s\n",
+              o.backend.c_str(), o.ranks, launch, transport, o.transport.c_str(),
+              o.bind_cores ? "cores" : "none");
   std::printf("# sizes %" PRIu64 "..%" PRIu64 " B/rank, iters %d, warmup %d, timeout %" PRId64
               " ms; time = median over iters of max over ranks\n",
               o.min_bytes, o.max_bytes, o.iters, o.warmup, o.timeout_ms);
@@ -369,9 +382,25 @@ struct PeerAbort {
   std::vector<npg_comm_t> comms;  // guarded by mutex; null once destroyed
 };
 
+// Pins the calling thread to the (rank % allowed)-th CPU it may run on.
+void bind_to_core(int rank) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  const int count = CPU_COUNT(&allowed);
+  for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE && count > 0; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || seen++ != rank % count) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof(one), &one) != 0) rank_error(rank, "cannot bind to CPU %d", cpu);
+    return;
+  }
+}
+
 // Runs the whole sweep on one rank. Returns kExitOk or kExitFailed.
 int run_rank(const Options& o, int rank, const void* root_info, size_t root_info_size,
              PeerAbort* peers) {
+  if (o.bind_cores) bind_to_core(rank);
   npg_comm_t comm = nullptr;
   int32_t mode = o.threads ? NPG_COMM_MULTI_THREAD : NPG_COMM_MULTI_PROCESS;
   npg_result_t r = npg_comm_init(o.backend.c_str(), rank, o.ranks, 0, "allgather-perf", mode, -1,

@@ -199,19 +199,25 @@ void gather_and_verify(npg_comm_t comm, int rank, int n, const Layout& l, npg_dt
 
 // One rank's segmented collective: its block is sent from three pieces of a separate
 // buffer (one of them empty); every other block must arrive, its own region stay untouched.
-void gather_segments_and_verify(npg_comm_t comm, int rank, int n, const Layout& l, uint64_t seed) {
+// Sends the block as `pieces` segments (at least 3): one byte, an empty one, then the rest
+// cut at random places (some pieces empty), in order.
+void gather_segments_and_verify(npg_comm_t comm, int rank, int n, const Layout& l, uint64_t seed, int pieces = 3) {
   std::vector<uint8_t> recv(l.recv_elems + 1, kSentinel);
   const uint64_t len = l.counts[rank];
   std::vector<uint8_t> source(len + 16);
   fill_pattern(source.data() + 16, len, seed, rank);
   const uint64_t first = std::min<uint64_t>(len, 1);
-  npg_segment_t segments[3] = {{source.data() + 16, first},
-                               {source.data(), 0},
-                               {source.data() + 16 + first, len - first}};
+  std::vector<npg_segment_t> segments = {{source.data() + 16, first}, {source.data(), 0}};
+  std::vector<uint64_t> cuts = {first, len};
+  std::mt19937_64 rng(seed * 31 + static_cast<uint64_t>(rank));
+  for (int i = 3; i < pieces; ++i) cuts.push_back(first + rng() % (len - first + 1));
+  std::sort(cuts.begin(), cuts.end());
+  for (size_t i = 1; i < cuts.size(); ++i) segments.push_back({source.data() + 16 + cuts[i - 1], cuts[i] - cuts[i - 1]});
   // The own block is not received, so its displacement is ignored (here it overlaps others).
   std::vector<uint64_t> displs = l.displs;
   displs[rank] = 0;
-  CHECK_OK(npg_all_gather_v_segments(comm, segments, 3, recv.data(), l.counts.data(), displs.data()));
+  CHECK_OK(npg_all_gather_v_segments(comm, segments.data(), segments.size(), recv.data(), l.counts.data(),
+                                     displs.data()));
   std::vector<uint8_t> expect;
   for (int r = 0; r < n; ++r) {
     const uint8_t* got = recv.data() + l.displs[r];
@@ -510,7 +516,11 @@ void test_processes_gather_through_cross_memory_attach() {
     ProcShared* shared = map_shared();
     Layout l = ragged_layout(n, 300000, 40 + n);
     auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
-      for (int it = 0; it < 3; ++it) gather_and_verify(comm, r, n, l, NPG_FLOAT16, it == 2, true, 500 + it);
+      for (int it = 0; it < 3; ++it) {
+        // A late rank: the others stop spinning and sleep until its post wakes them.
+        if (it == 1 && r == n - 1) usleep(30000);
+        gather_and_verify(comm, r, n, l, NPG_FLOAT16, it == 2, true, 500 + it);
+      }
       return 0;
     }, 0, 20000);
     auto codes = wait_ranks(pids, 30000);
@@ -536,7 +546,9 @@ void test_segmented_sends_deliver_every_block_and_leave_own_region_untouched() {
   ProcShared* shared = map_shared();
   Layout l = ragged_layout(3, 300000, 61);
   auto pids = fork_ranks(3, shared, [&](int r, npg_comm_t comm) {
-    for (int it = 0; it < 2; ++it) gather_segments_and_verify(comm, r, 3, l, 700 + it);
+    // 3 pieces travel in the slot; 9 and 200 in the peer's segment array, 200 over
+    // several process_vm_readv calls.
+    for (int pieces : {3, 9, 200}) gather_segments_and_verify(comm, r, 3, l, 700 + pieces, pieces);
     return 0;
   }, 0, 20000);
   auto codes = wait_ranks(pids, 30000);
@@ -561,31 +573,37 @@ void test_processes_forced_staging_gather_every_byte() {
   CHECK(transport == "staging");
 }
 
-void expect_mismatch_on_every_rank(uint32_t flags, const char* transport) {
-  const int n = 3;
+// Rank `doubter` believes rank 0 sends fewer elements than it does.
+void expect_mismatch_on_every_rank(uint32_t flags, const char* transport, int n, int doubter) {
   auto info = make_root_info();
+  std::vector<std::string> verdicts(n);
   run_ranks(n, [&](int rank) {
     npg_comm_t comm = init_rank(rank, n, info, flags);
     CHECK(std::string(npg_comm_transport(comm)) == transport);
     Layout l = equal_layout(n, 1000);
-    if (rank == 2) {  // rank 2 believes rank 0 sends fewer elements
-      l.counts[0] = 900;
-    }
+    if (rank == doubter) l.counts[0] = 900;
     std::vector<uint8_t> send(l.counts[rank] * 4), recv(l.recv_elems * 4);
     npg_result_t rc = npg_all_gather_v(comm, send.data(), l.counts[rank], recv.data(), l.counts.data(),
                                        l.displs.data(), NPG_FLOAT32);
     CHECK_RC(rc, NPG_INVALID_USAGE);
-    CHECK(contains(npg_last_error(), "ranks disagree on receive counts"));
-    CHECK(contains(npg_last_error(), "npg_all_gather_v(rank " + std::to_string(rank) + "/3)"));
+    std::string error = npg_last_error();
+    CHECK(contains(error, "ranks disagree on receive counts"));
+    CHECK(contains(error, "npg_all_gather_v(rank " + std::to_string(rank) + "/" + std::to_string(n) + ")"));
+    verdicts[rank] = error.substr(error.find("ranks disagree"));
     // The verdict is shared, so the communicator stays usable.
     gather_and_verify(comm, rank, n, equal_layout(n, 5000), NPG_FLOAT32, false, false, 3);
     CHECK_OK(npg_comm_destroy(comm));
   });
+  for (int r = 1; r < n; ++r) {
+    if (verdicts[r] != verdicts[0]) throw TestFailure("rank " + std::to_string(r) + " says '" + verdicts[r] + "'");
+  }
 }
 
 void test_mismatched_counts_give_invalid_usage_on_every_rank() {
-  expect_mismatch_on_every_rank(0, "threads");
-  expect_mismatch_on_every_rank(NPG_FLAG_FORCE_TCP, "tcp");
+  expect_mismatch_on_every_rank(0, "threads", 3, 2);
+  // The ring drops a block whose size its receiver disputes and still forwards its header:
+  // the doubter last in the chain, in the middle, and next to the sender.
+  for (int doubter : {3, 2, 1}) expect_mismatch_on_every_rank(NPG_FLAG_FORCE_TCP, "tcp", 4, doubter);
 }
 
 void test_rank_that_never_calls_gather_makes_others_time_out() {

@@ -2,6 +2,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "../core/error.h"
@@ -122,6 +123,9 @@ void HostCommunicator::join(const CommConfig& config, const HostRootInfo& info) 
 void HostCommunicator::install(TransportKind kind, const RankTable& table, ShmSegment segment,
                                std::unique_ptr<TcpRing> ring) {
   if (kind == TransportKind::kTcp) {
+    int32_t on_this_host = 0;
+    for (const RankInfo& r : table.ranks) on_this_host += r.identity == table.ranks[rank_].identity ? 1 : 0;
+    ring->set_poll_spin(on_this_host > get_nprocs() ? TcpRing::kOversubscribedPollSpin : TcpRing::kPollSpin);
     transport_ = std::move(ring);
   } else {
     transport_.reset(new ShmTransport(std::move(segment), shm_mode(kind), rank_, size_, table.staging_chunk,

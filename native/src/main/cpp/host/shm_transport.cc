@@ -1,12 +1,16 @@
 #include "shm_transport.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/sysinfo.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,7 +31,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must b
 
 namespace {
 
-constexpr uint64_t kSegmentMagic = 0x31474d48534750ull;  // "PGSHMG1"
+constexpr uint64_t kSegmentMagic = 0x32474d48534750ull;  // "PGSHMG2"
 constexpr size_t kLineBytes = 128;
 constexpr uint64_t kStatusOk = 0;
 constexpr uint64_t kStatusFailed = 1;
@@ -35,13 +39,16 @@ constexpr uint64_t kStatusAborted = 2;
 constexpr uint64_t kStatusTimedOut = 3;  // blame holds the rank it waited for
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 constexpr uint64_t kCmaChunkBytes = 8ull << 20;  // abort is checked between chunks
+constexpr size_t kCmaIovecs = 64;                // remote pieces per process_vm_readv
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(10);
+// A waiter spins this long before it sleeps on the bell: long enough to cover the skew of
+// ranks that each own a CPU, short when ranks outnumber CPUs and spinning steals the CPU
+// the awaited rank needs.
+constexpr auto kSpinBudget = std::chrono::microseconds(50);
+constexpr auto kOversubscribedSpinBudget = std::chrono::microseconds(2);
+// Longest single sleep on the bell: abort, deadline and peer exits are noticed at least this often.
+constexpr long kBellSleepNs = 1000000;
 
-struct alignas(kLineBytes) Header {
-  std::atomic<uint64_t> magic;
-  std::atomic<uint64_t> rank_size;
-  std::atomic<uint64_t> staging_chunk;
-};
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -52,7 +59,7 @@ inline void cpu_relax() {
 }
 
 size_t staging_offset(int32_t size) {
-  size_t control = kLineBytes + static_cast<size_t>(size) * kLineBytes;
+  size_t control = kLineBytes + static_cast<size_t>(size) * 2 * kLineBytes;
   return (control + 4095) & ~size_t(4095);
 }
 
@@ -62,6 +69,14 @@ std::string rank_list(const std::vector<int32_t>& ranks) {
   if (ranks.size() > 16) out += ", ... (" + std::to_string(ranks.size()) + " ranks)";
   return out;
 }
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex word is a plain 32-bit word");
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+// CPUs of the host, not of this thread's affinity: ranks pinned one per CPU do not oversubscribe.
+int online_cpus() { return std::max(1, get_nprocs()); }
 
 int open_pidfd(pid_t pid) {
 #ifdef SYS_pidfd_open
@@ -75,7 +90,21 @@ int open_pidfd(pid_t pid) {
 
 }  // namespace
 
-// One rank's line in the control segment; written by its rank, read by all.
+struct alignas(kLineBytes) ShmTransport::Header {
+  std::atomic<uint64_t> magic;
+  std::atomic<uint64_t> rank_size;
+  std::atomic<uint64_t> staging_chunk;
+  // A shared futex word: ranks that sleep count themselves in sleepers; a rank that
+  // completes a phase (or fails) while any sleeps bumps rings and wakes them all.
+  std::atomic<uint32_t> rings;
+  std::atomic<uint32_t> sleepers;
+  // Publishes so far per phase (posted, done, staged, drained): every rank publishes once
+  // per phase instance, so the rank whose publish makes the count a multiple of the rank
+  // count completes the instance and is the only one that rings.
+  std::atomic<uint64_t> arrivals[4];
+};
+
+// One rank's slot in the control segment; written by its rank, read by all.
 struct alignas(kLineBytes) ShmTransport::Slot {
   std::atomic<uint64_t> posted_seq;
   std::atomic<uint64_t> done_seq;
@@ -88,8 +117,11 @@ struct alignas(kLineBytes) ShmTransport::Slot {
   std::atomic<uint64_t> stage_done;
   std::atomic<uint64_t> reading;  // seq while copying from peers' send buffers, else 0
   std::atomic<uint64_t> blame;  // 1 + the rank that made this one fail, 0 if none
+  // The first segments (address, bytes) themselves, so that a peer in another process
+  // reads them without a process_vm_readv of the segment array.
+  std::atomic<uint64_t> inline_segments[2 * ShmTransport::kInlineSegments];
 };
-static_assert(sizeof(ShmTransport::Slot) == kLineBytes, "one slot per cache-line pair");
+static_assert(sizeof(ShmTransport::Slot) == 2 * kLineBytes, "one slot per two cache-line pairs");
 
 uint64_t staging_chunk_bytes_from_env() {
   const char* env = getenv("NPUGATHER_STAGING_CHUNK_BYTES");
@@ -116,7 +148,7 @@ size_t ShmTransport::segment_bytes(int32_t size, bool with_staging, uint64_t chu
 
 void ShmTransport::format(uint8_t* base, int32_t size, uint64_t chunk) {
   auto* header = new (base) Header();
-  for (int32_t r = 0; r < size; ++r) new (base + kLineBytes + r * kLineBytes) Slot();
+  for (int32_t r = 0; r < size; ++r) new (base + kLineBytes + r * sizeof(Slot)) Slot();
   header->rank_size.store(static_cast<uint64_t>(size), std::memory_order_relaxed);
   header->staging_chunk.store(chunk, std::memory_order_relaxed);
   header->magic.store(kSegmentMagic, std::memory_order_release);
@@ -134,7 +166,8 @@ void ShmTransport::check_format(const uint8_t* base, int32_t size, uint64_t chun
 ShmTransport::ShmTransport(ShmSegment segment, Mode mode, int32_t rank, int32_t size, uint64_t chunk,
                            const std::vector<int32_t>& pids, AbortSignal& abort)
     : segment_(std::move(segment)), mode_(mode), rank_(rank), size_(size), chunk_(chunk), pids_(pids),
-      pidfds_(size), abort_(abort) {
+      pidfds_(size), abort_(abort),
+      spin_budget_(size > online_cpus() ? kOversubscribedSpinBudget : kSpinBudget) {
   const int32_t self = static_cast<int32_t>(getpid());
   for (int32_t r = 0; r < size_; ++r) {
     if (r == rank_ || pids_[r] == self) continue;
@@ -152,7 +185,43 @@ const char* ShmTransport::name() const {
 }
 
 ShmTransport::Slot& ShmTransport::slot(int32_t r) const {
-  return *reinterpret_cast<Slot*>(segment_.data() + kLineBytes + static_cast<size_t>(r) * kLineBytes);
+  return *reinterpret_cast<Slot*>(segment_.data() + kLineBytes + static_cast<size_t>(r) * sizeof(Slot));
+}
+
+ShmTransport::Header& ShmTransport::header() const { return *reinterpret_cast<Header*>(segment_.data()); }
+
+void ShmTransport::publish(std::atomic<uint64_t> Slot::*field, uint64_t value) {
+  const int phase = field == &Slot::posted_seq ? 0 : field == &Slot::done_seq ? 1 : field == &Slot::stage_posted ? 2 : 3;
+  // seq_cst on both sides: either a waiter sees the value, or the completing rank sees it sleeping.
+  (slot(rank_).*field).store(value, std::memory_order_seq_cst);
+  const uint64_t arrived = header().arrivals[phase].fetch_add(1, std::memory_order_seq_cst) + 1;
+  if (arrived % static_cast<uint64_t>(size_) == 0) wake_sleepers();
+}
+
+void ShmTransport::wake_sleepers() noexcept {
+  Header& h = header();
+  if (h.sleepers.load(std::memory_order_seq_cst) == 0) return;
+  h.rings.fetch_add(1, std::memory_order_seq_cst);
+  futex(&h.rings, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+bool ShmTransport::peers_reached(std::atomic<uint64_t> Slot::*field, uint64_t target) const {
+  for (int32_t r = 0; r < size_; ++r) {
+    if (r != rank_ && (slot(r).*field).load(std::memory_order_acquire) < target) return false;
+  }
+  return true;
+}
+
+void ShmTransport::sleep_on_bell(std::atomic<uint64_t> Slot::*field, uint64_t target) {
+  Header& h = header();
+  h.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the checks below stay after the count
+  const uint32_t rings = h.rings.load(std::memory_order_seq_cst);
+  if (!peers_reached(field, target) && !abort_.triggered()) {
+    timespec timeout{0, kBellSleepNs};
+    futex(&h.rings, FUTEX_WAIT, rings, &timeout);  // any wake, timeout or EAGAIN: the caller re-checks
+  }
+  h.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 uint8_t* ShmTransport::staging(int32_t r) const {
@@ -199,38 +268,35 @@ void ShmTransport::check_peer_status() {
 void ShmTransport::wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t target, const Deadline& deadline,
                               const char* phase) {
   using Clock = std::chrono::steady_clock;
-  auto next_liveness = Clock::now() + kLivenessPeriod;
-  unsigned spins = 0;
-  int sleep_us = 1;
-  std::vector<int32_t> missing;
-  for (;;) {
-    missing.clear();
-    for (int32_t r = 0; r < size_; ++r) {
-      if (r != rank_ && (slot(r).*field).load(std::memory_order_acquire) < target) missing.push_back(r);
-    }
-    if (missing.empty()) return;
+  if (peers_reached(field, target)) return;
+  const auto start = Clock::now();
+  auto next_liveness = start + kLivenessPeriod;
+  for (unsigned spins = 1;; ++spins) {
+    if (peers_reached(field, target)) return;
     if (abort_.triggered()) throw_aborted();
     check_peer_status();
-    if (++spins < 64) {
+    if (spins % 64 != 0) {
       cpu_relax();
       continue;
     }
-    auto now = Clock::now();
-    if (now >= next_liveness) {
+    const auto now = Clock::now();
+    if (now - start < spin_budget_) continue;
+    const bool expired = deadline.expired();
+    if (now >= next_liveness || expired) {
+      std::vector<int32_t> missing;
+      for (int32_t r = 0; r < size_; ++r) {
+        if (r != rank_ && (slot(r).*field).load(std::memory_order_acquire) < target) missing.push_back(r);
+      }
+      if (missing.empty()) return;
       check_peers_alive(missing);
+      if (expired) {
+        slot(rank_).blame.store(static_cast<uint64_t>(missing[0]) + 1, std::memory_order_relaxed);
+        throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) + " ms waiting for rank" +
+                                     (missing.size() > 1 ? "s " : " ") + rank_list(missing) + " to " + phase);
+      }
       next_liveness = now + kLivenessPeriod;
     }
-    if (deadline.expired()) {
-      slot(rank_).blame.store(static_cast<uint64_t>(missing[0]) + 1, std::memory_order_relaxed);
-      throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) + " ms waiting for rank" +
-                                   (missing.size() > 1 ? "s " : " ") + rank_list(missing) + " to " + phase);
-    }
-    if (spins < 128) {
-      std::this_thread::yield();
-      continue;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-    sleep_us = std::min(sleep_us * 2, 64);
+    sleep_on_bell(field, target);
   }
 }
 
@@ -252,14 +318,16 @@ void ShmTransport::verify_layout(const GatherArgs& args) {
   if (!problem.empty()) {
     // Every rank reads the same slots and reaches the same verdict; finish the round
     // together so the next collective starts clean.
-    slot(rank_).done_seq.store(args.seq, std::memory_order_release);
+    publish(&Slot::done_seq, args.seq);
     throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: " + problem);
   }
 }
 
-void ShmTransport::copy_from_peer(int32_t peer, uint8_t* dst, uint64_t segments_addr, uint64_t segment_count,
-                                  uint64_t len) {
+void ShmTransport::copy_from_peer(int32_t peer, uint8_t* dst, uint64_t len) {
   if (len == 0) return;
+  const Slot& theirs = slot(peer);
+  const uint64_t segments_addr = theirs.segments_addr.load(std::memory_order_relaxed);
+  const uint64_t segment_count = theirs.segment_count.load(std::memory_order_relaxed);
   const auto* remote = reinterpret_cast<const npg_segment_t*>(static_cast<uintptr_t>(segments_addr));
   if (mode_ == Mode::kThreads) {
     copy_from_segments(remote, segment_count, 0, len, dst);
@@ -270,27 +338,44 @@ void ShmTransport::copy_from_peer(int32_t peer, uint8_t* dst, uint64_t segments_
                                       " send segments; at most " + std::to_string(NPG_MAX_SEGMENTS) + " are allowed");
   }
   std::vector<npg_segment_t> segments(segment_count);
-  cma_read(peer, reinterpret_cast<uint8_t*>(segments.data()), segments_addr, segment_count * sizeof(npg_segment_t));
-  uint64_t done = 0;
-  for (const npg_segment_t& segment : segments) {
-    if (segment.bytes > len - done) break;
-    cma_read(peer, dst + done, reinterpret_cast<uintptr_t>(segment.address), segment.bytes);
-    done += segment.bytes;
+  if (segment_count <= kInlineSegments) {
+    for (size_t i = 0; i < segment_count; ++i) {
+      segments[i].address = reinterpret_cast<const void*>(
+          static_cast<uintptr_t>(theirs.inline_segments[2 * i].load(std::memory_order_relaxed)));
+      segments[i].bytes = theirs.inline_segments[2 * i + 1].load(std::memory_order_relaxed);
+    }
+  } else {
+    npg_segment_t list{remote, segment_count * sizeof(npg_segment_t)};
+    cma_read(peer, reinterpret_cast<uint8_t*>(segments.data()), &list, 1, list.bytes);
   }
-  if (done != len) {
+  uint64_t total = 0;
+  for (const npg_segment_t& segment : segments) {
+    total += std::min<uint64_t>(segment.bytes, len + 1);  // cannot wrap: at most NPG_MAX_SEGMENTS terms
+  }
+  if (total != len) {
     throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(peer) + "'s send segments do not add up to its " +
                                       std::to_string(len) + " bytes");
   }
+  cma_read(peer, dst, segments.data(), segments.size(), len);
 }
 
-void ShmTransport::cma_read(int32_t peer, uint8_t* dst, uint64_t src_addr, uint64_t len) {
+void ShmTransport::cma_read(int32_t peer, uint8_t* dst, const npg_segment_t* segments, size_t count, uint64_t len) {
   uint64_t done = 0;
+  size_t index = 0;     // first segment not read completely
+  uint64_t offset = 0;  // bytes of it already read
   while (done < len) {
     if (abort_.triggered()) throw_aborted();
-    uint64_t want = std::min(len - done, kCmaChunkBytes);
+    iovec remote[kCmaIovecs];
+    size_t pieces = 0;
+    uint64_t want = 0;
+    for (size_t i = index, skip = offset; i < count && pieces < kCmaIovecs && want < kCmaChunkBytes; ++i, skip = 0) {
+      const uint64_t take = std::min(segments[i].bytes - skip, kCmaChunkBytes - want);
+      if (take == 0) continue;
+      remote[pieces++] = {const_cast<uint8_t*>(static_cast<const uint8_t*>(segments[i].address)) + skip, take};
+      want += take;
+    }
     iovec local{dst + done, want};
-    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(src_addr + done)), want};
-    ssize_t n = process_vm_readv(pids_[peer], &local, 1, &remote, 1, 0);
+    ssize_t n = process_vm_readv(pids_[peer], &local, 1, remote, pieces, 0);
     if (n < 0) {
       int err = errno;
       if (err == EINTR) continue;
@@ -305,6 +390,15 @@ void ShmTransport::cma_read(int32_t peer, uint8_t* dst, uint64_t src_addr, uint6
     }
     if (n == 0) throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(peer) + "'s send buffer ended early");
     done += static_cast<uint64_t>(n);
+    for (uint64_t advance = static_cast<uint64_t>(n); advance > 0;) {
+      const uint64_t step = std::min(advance, segments[index].bytes - offset);
+      offset += step;
+      advance -= step;
+      if (offset == segments[index].bytes) {
+        ++index;
+        offset = 0;
+      }
+    }
   }
 }
 
@@ -312,7 +406,6 @@ void ShmTransport::run_staging(const GatherArgs& args, const Deadline& deadline)
   uint64_t max_block = 0;
   for (int32_t r = 0; r < size_; ++r) max_block = std::max(max_block, args.counts[r]);
   const uint64_t rounds = (max_block + chunk_ - 1) / chunk_;
-  Slot& mine = slot(rank_);
   for (uint64_t k = 0; k < rounds; ++k) {
     const uint64_t off = k * chunk_;
     if (args.send_bytes > off) {
@@ -320,7 +413,7 @@ void ShmTransport::run_staging(const GatherArgs& args, const Deadline& deadline)
                          staging(rank_));
     }
     const uint64_t round = ++stage_round_;
-    mine.stage_posted.store(round, std::memory_order_release);
+    publish(&Slot::stage_posted, round);
     wait_peers(&Slot::stage_posted, round, deadline, "fill the staging area");
     for (int32_t i = 1; i < size_; ++i) {
       int32_t r = (rank_ + i) % size_;
@@ -328,7 +421,7 @@ void ShmTransport::run_staging(const GatherArgs& args, const Deadline& deadline)
         memcpy(args.recv + args.displs[r] + off, staging(r), std::min(chunk_, args.counts[r] - off));
       }
     }
-    mine.stage_done.store(round, std::memory_order_release);
+    publish(&Slot::stage_done, round);
     wait_peers(&Slot::stage_done, round, deadline, "drain the staging area");
   }
 }
@@ -339,7 +432,11 @@ void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline
   mine.segment_count.store(args.segment_count, std::memory_order_relaxed);
   mine.send_bytes.store(args.send_bytes, std::memory_order_relaxed);
   mine.digest.store(args.digest, std::memory_order_relaxed);
-  mine.posted_seq.store(args.seq, std::memory_order_release);
+  for (size_t i = 0; i < args.segment_count && i < kInlineSegments; ++i) {
+    mine.inline_segments[2 * i].store(reinterpret_cast<uintptr_t>(args.segments[i].address), std::memory_order_relaxed);
+    mine.inline_segments[2 * i + 1].store(args.segments[i].bytes, std::memory_order_relaxed);
+  }
+  publish(&Slot::posted_seq, args.seq);
   try {
     wait_peers(&Slot::posted_seq, args.seq, deadline, "join the collective");
   } catch (const Error& e) {
@@ -369,12 +466,11 @@ void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline
       check_peer_status();
       for (int32_t i = 1; i < size_; ++i) {
         int32_t r = (rank_ + i) % size_;
-        copy_from_peer(r, args.recv + args.displs[r], slot(r).segments_addr.load(std::memory_order_relaxed),
-                       slot(r).segment_count.load(std::memory_order_relaxed), args.counts[r]);
+        copy_from_peer(r, args.recv + args.displs[r], args.counts[r]);
       }
     }
-    mine.done_seq.store(args.seq, std::memory_order_release);
     mine.reading.store(0, std::memory_order_release);
+    publish(&Slot::done_seq, args.seq);
     // Peers may still be reading this rank's send buffer.
     wait_peers(&Slot::done_seq, args.seq, deadline, "finish the collective");
   } catch (const Error& e) {
@@ -393,6 +489,7 @@ void ShmTransport::leave_after_failure(uint64_t seq, npg_result_t code) noexcept
   uint64_t status = abort_.triggered() ? kStatusAborted : code == NPG_TIMEOUT ? kStatusTimedOut : kStatusFailed;
   uint64_t expected = kStatusOk;
   mine.status.compare_exchange_strong(expected, status, std::memory_order_seq_cst);
+  wake_sleepers();
   // The caller may free its send buffer as soon as this returns: wait for peers that are
   // copying from it right now (bounded: they only copy, and exited processes read nothing).
   if (mode_ == Mode::kStaging) return;
@@ -413,13 +510,16 @@ void ShmTransport::leave_after_failure(uint64_t seq, npg_result_t code) noexcept
 }
 
 void ShmTransport::on_abort() noexcept {
-  if (segment_.data() != nullptr) slot(rank_).status.store(kStatusAborted, std::memory_order_seq_cst);
+  if (segment_.data() == nullptr) return;
+  slot(rank_).status.store(kStatusAborted, std::memory_order_seq_cst);
+  wake_sleepers();
 }
 
 void ShmTransport::on_failure() noexcept {
   if (segment_.data() == nullptr) return;
   uint64_t expected = kStatusOk;
-  slot(rank_).status.compare_exchange_strong(expected, kStatusFailed, std::memory_order_acq_rel);
+  slot(rank_).status.compare_exchange_strong(expected, kStatusFailed, std::memory_order_seq_cst);
+  wake_sleepers();
 }
 
 void ShmTransport::close() {

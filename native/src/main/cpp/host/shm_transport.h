@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <vector>
 
 #include "host_transport.h"
@@ -47,10 +48,19 @@ class ShmTransport final : public HostTransport {
   void on_failure() noexcept override;
   void close() override;
 
+  static constexpr size_t kInlineSegments = 8;  // segments published in the slot itself
   struct Slot;
+  struct Header;
 
  private:
   Slot& slot(int32_t r) const;
+  Header& header() const;
+  // Stores this rank's field, then wakes any rank sleeping on the bell.
+  void publish(std::atomic<uint64_t> Slot::*field, uint64_t value);
+  void wake_sleepers() noexcept;
+  bool peers_reached(std::atomic<uint64_t> Slot::*field, uint64_t target) const;
+  // One bounded futex sleep until a peer publishes (or kBellSleepNs pass).
+  void sleep_on_bell(std::atomic<uint64_t> Slot::*field, uint64_t target);
   uint8_t* staging(int32_t r) const;
   // Returns once field of every peer >= target; throws on abort, deadline, peer failure or exit.
   void wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t target, const Deadline& deadline,
@@ -61,10 +71,11 @@ class ShmTransport final : public HostTransport {
   // Publishes this rank's failure and waits until no peer is copying from its send buffer.
   void leave_after_failure(uint64_t seq, npg_result_t code) noexcept;
   void verify_layout(const GatherArgs& args);
-  // Copies peer's block (its segments, listed at segments_addr in its memory) to dst.
-  void copy_from_peer(int32_t peer, uint8_t* dst, uint64_t segments_addr, uint64_t segment_count, uint64_t len);
-  // process_vm_readv of len bytes at src_addr in peer's memory, in abortable chunks.
-  void cma_read(int32_t peer, uint8_t* dst, uint64_t src_addr, uint64_t len);
+  // Copies peer's block (the segments it published) to dst.
+  void copy_from_peer(int32_t peer, uint8_t* dst, uint64_t len);
+  // Reads the concatenation of segments (addresses in peer's memory, adding up to len) to
+  // dst with process_vm_readv, many segments per call, abortable between calls.
+  void cma_read(int32_t peer, uint8_t* dst, const npg_segment_t* segments, size_t count, uint64_t len);
   void run_staging(const GatherArgs& args, const Deadline& deadline);
 
   ShmSegment segment_;
@@ -75,6 +86,7 @@ class ShmTransport final : public HostTransport {
   std::vector<int32_t> pids_;
   std::vector<UniqueFd> pidfds_;  // empty fd: same process or pidfd unsupported
   AbortSignal& abort_;
+  std::chrono::nanoseconds spin_budget_;
   uint64_t stage_round_ = 0;
 };
 

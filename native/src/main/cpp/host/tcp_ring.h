@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -24,6 +25,14 @@ class TcpRing final : public HostTransport {
                                           const HostRootInfo& info, const Deadline& deadline, int cancel_fd,
                                           AbortSignal& abort);
 
+  // Before blocking in poll the ring polls without sleeping for this long: a neighbour's
+  // next bytes usually arrive within it, and a sleeping rank's wake-up on a busy host costs
+  // more. Short when this host's ranks outnumber its CPUs, where spinning takes the CPU a
+  // co-located neighbour needs.
+  static constexpr std::chrono::microseconds kPollSpin{1000};
+  static constexpr std::chrono::microseconds kOversubscribedPollSpin{2};
+  void set_poll_spin(std::chrono::microseconds spin);
+
   const char* name() const override { return "tcp"; }
   void all_gather_v(const GatherArgs& args, const Deadline& deadline) override;
   void on_abort() noexcept override;
@@ -31,23 +40,18 @@ class TcpRing final : public HostTransport {
   void close() override;
 
  private:
-  struct Segment {
-    uint8_t* data;
-    uint64_t len;
-  };
   TcpRing(int32_t rank, int32_t size, UniqueFd left, UniqueFd right, AbortSignal& abort);
-  // Streams send to the right while receiving recv from the left. send[0, own_segments)
-  // is this rank's own data; send[own_segments..] must be the first recv segments in
-  // order: their bytes are forwarded as soon as they have arrived.
-  void pump(const std::vector<Segment>& send, size_t own_segments, const std::vector<Segment>& recv,
-            const Deadline& deadline, const char* phase);
-  void exchange_headers(const GatherArgs& args, const Deadline& deadline);
+  // Sends this rank's unit (its header in headers, then its segments) to the right and
+  // receives the N-1 units from the left, forwarding all but the last as their bytes
+  // arrive. Fills every rank's header in headers (kHeaderBytes each, by rank).
+  void stream(const GatherArgs& args, std::vector<uint8_t>& headers, const Deadline& deadline);
 
   int32_t rank_;
   int32_t size_;
   UniqueFd left_;
   UniqueFd right_;
   AbortSignal& abort_;
+  std::chrono::microseconds poll_spin_ = kPollSpin;
 };
 
 }  // namespace host
