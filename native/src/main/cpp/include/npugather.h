@@ -123,7 +123,12 @@ npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* sen
 /* Makes any blocked or future call on comm fail with NPG_ABORTED; peers see NPG_REMOTE_ERROR. */
 npg_result_t npg_comm_abort(npg_comm_t comm);
 
-/* Releases everything comm owns (sockets, shared memory, threads). comm is invalid afterwards. */
+/*
+ * Releases everything comm owns (sockets, shared memory, threads). comm is invalid afterwards.
+ * While another thread is inside a call on comm it returns NPG_INVALID_USAGE and releases
+ * nothing (abort, let the call return, then destroy). Handles are never reused: any call on a
+ * destroyed handle, or on a value npg_comm_init never returned, is NPG_INVALID_USAGE.
+ */
 npg_result_t npg_comm_destroy(npg_comm_t comm);
 
 /* Facts about a communicator, for diagnostics and tests. */
