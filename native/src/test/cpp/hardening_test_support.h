@@ -92,6 +92,27 @@ inline npg_comm_t init_rank(int rank, int n, const std::vector<uint8_t>& info, u
   return comm;
 }
 
+inline uint8_t pattern_byte(uint64_t seed, int rank, uint64_t i) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank) * 0xbf58476d1ce4e5b9ull + i;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return static_cast<uint8_t>(x ^ (x >> 31));
+}
+
+// One all-gather of count random bytes per rank; every received byte is checked.
+inline void gather_and_verify(npg_comm_t comm, int rank, int n, uint64_t count, uint64_t seed) {
+  std::vector<uint8_t> send(count), recv(count * n);
+  for (uint64_t i = 0; i < count; ++i) send[i] = pattern_byte(seed, rank, i);
+  CHECK_OK(npg_all_gather(comm, send.data(), recv.data(), count, NPG_UINT8));
+  for (int r = 0; r < n; ++r) {
+    for (uint64_t i = 0; i < count; ++i) {
+      if (recv[r * count + i] != pattern_byte(seed, r, i)) {
+        throw TestFailure("byte " + std::to_string(i) + " of rank " + std::to_string(r) + "'s block differs");
+      }
+    }
+  }
+}
+
 struct TestCase {
   const char* name;
   void (*fn)();
