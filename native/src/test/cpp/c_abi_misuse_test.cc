@@ -1,5 +1,7 @@
 // Misuse of the C ABI as a careless or racing caller would commit it: every case is an
 // error code with a message, never a crash or a freed communicator still in use.
+#include <limits.h>
+
 #include <atomic>
 #include <thread>
 
@@ -104,6 +106,40 @@ void test_concurrent_destroys_of_one_handle_release_it_once() {
   }
 }
 
+void test_rank_size_above_the_bound_is_invalid_argument_before_anything_is_sized() {
+  auto info = make_root_info();
+  for (int32_t rank_size : {NPG_MAX_RANK_SIZE + 1, INT32_MAX}) {
+    npg_comm_t comm = nullptr;
+    auto t0 = Clock::now();
+    CHECK_RC(npg_comm_init("host", 1, rank_size, 0, "", NPG_COMM_MULTI_THREAD, -1, nullptr, 2000, 0, info.data(),
+                           info.size(), &comm),
+             NPG_INVALID_ARGUMENT);
+    CHECK(contains(npg_last_error(), "rank_size " + std::to_string(rank_size) + " is out of range [1, 65536]"));
+    CHECK(ms_since(t0) < 100);
+  }
+  CHECK_OK(npg_release_root_info("host", info.data(), info.size()));
+}
+
+void test_a_root_info_released_or_given_to_a_failed_root_init_leaves_no_listener() {
+  const int64_t before = open_fds();
+  auto info = make_root_info();
+  CHECK(open_fds() == before + 1);
+  CHECK_OK(npg_release_root_info("host", info.data(), info.size()));
+  CHECK(open_fds() == before);
+  CHECK_OK(npg_release_root_info("host", info.data(), info.size()));  // nothing left to release
+  // A root init that fails on its own arguments or times out consumes the root info.
+  for (int32_t comm_mode : {7, static_cast<int>(NPG_COMM_MULTI_THREAD)}) {
+    auto next = make_root_info();
+    npg_comm_t comm = nullptr;
+    npg_result_t rc = npg_comm_init("host", 0, 2, 0, "", comm_mode, -1, nullptr, 100, 0, next.data(), next.size(),
+                                    &comm);
+    CHECK(rc == (comm_mode == 7 ? NPG_INVALID_ARGUMENT : NPG_TIMEOUT));
+    CHECK(open_fds() == before);
+  }
+  CHECK_RC(npg_release_root_info("host", nullptr, 0), NPG_INVALID_ARGUMENT);
+  CHECK_RC(npg_release_root_info("host", info.data(), info.size() - 1), NPG_INVALID_ARGUMENT);
+}
+
 const TestCase kTests[] = {
     {"destroy_during_a_gather_on_another_thread_is_refused_and_frees_nothing",
      test_destroy_during_a_gather_on_another_thread_is_refused_and_frees_nothing},
@@ -112,6 +148,10 @@ const TestCase kTests[] = {
     {"second_init_with_a_consumed_root_info_is_invalid_usage",
      test_second_init_with_a_consumed_root_info_is_invalid_usage},
     {"concurrent_destroys_of_one_handle_release_it_once", test_concurrent_destroys_of_one_handle_release_it_once},
+    {"rank_size_above_the_bound_is_invalid_argument_before_anything_is_sized",
+     test_rank_size_above_the_bound_is_invalid_argument_before_anything_is_sized},
+    {"a_root_info_released_or_given_to_a_failed_root_init_leaves_no_listener",
+     test_a_root_info_released_or_given_to_a_failed_root_init_leaves_no_listener},
 };
 
 }  // namespace

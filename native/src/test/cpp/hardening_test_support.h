@@ -3,6 +3,7 @@
 #ifndef NPUGATHER_TEST_HARDENING_TEST_SUPPORT_H_
 #define NPUGATHER_TEST_HARDENING_TEST_SUPPORT_H_
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -112,6 +113,27 @@ inline void gather_and_verify(npg_comm_t comm, int rank, int n, uint64_t count, 
     }
   }
 }
+
+// Entries of a /proc directory (open fds, threads) or lines of a /proc file (mappings).
+inline int64_t count_dir_entries(const char* path) {
+  int64_t n = 0;
+  if (DIR* dir = opendir(path)) {
+    while (dirent* e = readdir(dir)) n += e->d_name[0] != '.';
+    closedir(dir);
+  }
+  return n;
+}
+
+inline int64_t count_lines(const char* path) {
+  int64_t n = 0;
+  if (FILE* f = fopen(path, "r")) {
+    for (int c; (c = fgetc(f)) != EOF;) n += c == '\n';
+    fclose(f);
+  }
+  return n;
+}
+
+inline int64_t open_fds() { return count_dir_entries("/proc/self/fd"); }
 
 struct TestCase {
   const char* name;

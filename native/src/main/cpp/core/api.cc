@@ -282,14 +282,23 @@ npg_result_t npg_get_root_info(const char* backend, const char* bind_address, vo
   });
 }
 
+npg_result_t npg_release_root_info(const char* backend, const void* root_info, size_t root_info_size) {
+  return guarded("npg_release_root_info", -1, -1, [&] {
+    check_arg(root_info != nullptr, "root_info is NULL");
+    npg::find_backend(backend).release_root_info(root_info, root_info_size);
+  });
+}
+
 npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size, int32_t rank_root,
                            const char* comm_domain, int32_t comm_mode, int32_t device_id,
                            const char* rank_table_file, int64_t timeout_ms, uint32_t flags,
                            const void* root_info, size_t root_info_size, npg_comm_t* comm) {
-  return guarded("npg_comm_init", rank, rank_size, [&] {
+  npg_result_t rc = guarded("npg_comm_init", rank, rank_size, [&] {
     check_arg(comm != nullptr, "comm is NULL");
     *comm = nullptr;
-    check_arg(rank_size >= 1, "rank_size " + std::to_string(rank_size) + " is out of range [1, 2147483647]");
+    check_arg(rank_size >= 1 && rank_size <= NPG_MAX_RANK_SIZE, "rank_size " + std::to_string(rank_size) +
+                                                                   " is out of range [1, " +
+                                                                   std::to_string(NPG_MAX_RANK_SIZE) + "]");
     check_arg(rank >= 0 && rank < rank_size,
               "rank " + std::to_string(rank) + " is out of range [0, " + std::to_string(rank_size - 1) + "]");
     check_arg(rank_root >= 0 && rank_root < rank_size, "rank_root " + std::to_string(rank_root) +
@@ -297,7 +306,7 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
                                                           std::to_string(rank_size - 1) + "]");
     size_t domain_len = comm_domain ? strnlen(comm_domain, npg::kMaxCommDomainChars + 1) : 0;
     check_arg(domain_len <= npg::kMaxCommDomainChars,
-              "comm_domain is longer than " + std::to_string(npg::kMaxCommDomainChars) + " characters");
+              "comm_domain is longer than " + std::to_string(npg::kMaxCommDomainChars) + " bytes (UTF-8)");
     check_arg(comm_mode == NPG_COMM_MULTI_PROCESS || comm_mode == NPG_COMM_MULTI_THREAD,
               "comm_mode " + std::to_string(comm_mode) + " is not one of 0 (multi-process), 1 (multi-thread)");
     check_arg(timeout_ms > 0, "timeout_ms " + std::to_string(timeout_ms) + " is out of range [1, 2^63-1]");
@@ -323,6 +332,14 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
     handle->impl = b.create_communicator(config);
     *comm = npg::live_handles().add(std::move(handle));
   });
+  if (rc != NPG_SUCCESS && rank == rank_root && root_info != nullptr) {
+    // A failed root init consumes the root info too: nothing stays parked for it.
+    try {
+      npg::find_backend(backend).release_root_info(root_info, root_info_size);
+    } catch (...) {
+    }
+  }
+  return rc;
 }
 
 npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint64_t count,
