@@ -42,7 +42,7 @@ public final class Communicator implements AutoCloseable {
   /**
    * Creates the root info on the root rank; every rank, the root included, passes it to {@link
    * #create}. For {@code host} the root's endpoint stays open in this process until its {@link
-   * #create} consumes it.
+   * #create} consumes it (succeeding or failing) or {@link RootInfo#close()} releases it.
    */
   public static RootInfo createRootInfo(String backend, CommunicatorOptions options) {
     Objects.requireNonNull(options, "options");
@@ -76,7 +76,15 @@ public final class Communicator implements AutoCloseable {
    */
   public static Communicator create(
       AllGatherParam param, RootInfo rootInfo, CommunicatorOptions options) {
-    Objects.requireNonNull(param, "param").validate();
+    try {
+      Objects.requireNonNull(param, "param").validate();
+    } catch (RuntimeException e) {
+      // As natively, a root's failed create consumes its root info.
+      if (param != null && rootInfo != null && param.rank() == param.rankRoot()) {
+        rootInfo.close();
+      }
+      throw e;
+    }
     Objects.requireNonNull(options, "options");
     if (param.communicator() != null) {
       throw new IllegalArgumentException(

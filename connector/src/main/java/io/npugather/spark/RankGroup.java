@@ -64,25 +64,38 @@ final class RankGroup implements AutoCloseable {
     CommunicatorOptions commOptions = CommunicatorOptions.defaults()
         .withTimeout(options.timeout()).withHostTransport(options.hostTransport())
         .withDeviceId(devices.deviceId(context));
-    byte[] rootInfo = rank == options.rankRoot()
-        ? Communicator.createRootInfo(options.backend(), commOptions).toBytes() : new byte[0];
-    RankEntry mine = new RankEntry(hostName(), commOptions.deviceId(), rootInfo, payload);
-    List<byte[]> table = RendezvousClient.exchange(ticket, context.stageId(),
-        context.stageAttemptNumber(), rank, mine.toBytes(), options.timeout(),
-        context::isInterrupted);
-    List<RankEntry> entries = new ArrayList<>(rankSize);
-    for (int r = 0; r < rankSize; r++) {
-      entries.add(RankEntry.fromBytes(r, table.get(r)));
-    }
+    RootInfo created = rank == options.rankRoot()
+        ? Communicator.createRootInfo(options.backend(), commOptions) : null;
     try {
-      refuseSharedDevices(entries, options);
-    } catch (IllegalStateException e) {
-      // Spark reports one failed task of a barrier stage; every rank's verdict goes to its log.
-      LOG.error("rank {}/{} (stage {}.{}): {}", rank, rankSize, context.stageId(),
-          context.stageAttemptNumber(), e.getMessage());
+      byte[] rootInfo = created == null ? new byte[0] : created.toBytes();
+      RankEntry mine = new RankEntry(hostName(), commOptions.deviceId(), rootInfo, payload);
+      List<byte[]> table = RendezvousClient.exchange(ticket, context.stageId(),
+          context.stageAttemptNumber(), rank, mine.toBytes(), options.timeout(),
+          context::isInterrupted);
+      List<RankEntry> entries = new ArrayList<>(rankSize);
+      for (int r = 0; r < rankSize; r++) {
+        entries.add(RankEntry.fromBytes(r, table.get(r)));
+      }
+      try {
+        refuseSharedDevices(entries, options);
+      } catch (IllegalStateException e) {
+        // Spark reports one failed task of a barrier stage; every rank's verdict goes to its log.
+        LOG.error("rank {}/{} (stage {}.{}): {}", rank, rankSize, context.stageId(),
+            context.stageAttemptNumber(), e.getMessage());
+        throw e;
+      }
+      return new RankGroup(context, options, commOptions, Collections.unmodifiableList(entries));
+    } catch (RuntimeException | Error e) {
+      // The communicator will not be created: the root's listener must not stay parked.
+      if (created != null) {
+        try {
+          created.close();
+        } catch (RuntimeException closing) {
+          e.addSuppressed(closing);
+        }
+      }
       throw e;
     }
-    return new RankGroup(context, options, commOptions, Collections.unmodifiableList(entries));
   }
 
   int rank() {
