@@ -293,7 +293,7 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
                            const char* comm_domain, int32_t comm_mode, int32_t device_id,
                            const char* rank_table_file, int64_t timeout_ms, uint32_t flags,
                            const void* root_info, size_t root_info_size, npg_comm_t* comm) {
-  npg_result_t rc = guarded("npg_comm_init", rank, rank_size, [&] {
+  return guarded("npg_comm_init", rank, rank_size, [&] {
     check_arg(comm != nullptr, "comm is NULL");
     *comm = nullptr;
     check_arg(rank_size >= 1 && rank_size <= NPG_MAX_RANK_SIZE, "rank_size " + std::to_string(rank_size) +
@@ -332,14 +332,6 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
     handle->impl = b.create_communicator(config);
     *comm = npg::live_handles().add(std::move(handle));
   });
-  if (rc != NPG_SUCCESS && rank == rank_root && root_info != nullptr) {
-    // A failed root init consumes the root info too: nothing stays parked for it.
-    try {
-      npg::find_backend(backend).release_root_info(root_info, root_info_size);
-    } catch (...) {
-    }
-  }
-  return rc;
 }
 
 npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint64_t count,

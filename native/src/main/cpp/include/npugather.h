@@ -62,7 +62,8 @@ typedef struct npg_comm* npg_comm_t;
  * that every rank passes to npg_comm_init. For "host" it names an endpoint of
  * this process (bound to bind_address, or chosen from the host's interfaces when
  * NULL/empty) and carries a fresh random secret; the endpoint stays open until
- * the root's npg_comm_init consumes it (whether it succeeds or fails),
+ * the root's npg_comm_init consumes it (succeeding, or failing once the ranks
+ * have started to join; an init refused for its arguments leaves it for a retry),
  * npg_release_root_info releases it, or 10 minutes pass. For "hccl",
  * bind_address may be "device:N", the device HcclGetRootInfo runs on. For "lccl" it may be
  * "device:N", "domain:ID" or "device:N,domain:ID" (LcalGetUniqueId's device and domain).

@@ -77,14 +77,23 @@ public final class Communicator implements AutoCloseable {
   public static Communicator create(
       AllGatherParam param, RootInfo rootInfo, CommunicatorOptions options) {
     try {
-      Objects.requireNonNull(param, "param").validate();
+      return createOrThrow(param, rootInfo, options);
     } catch (RuntimeException e) {
-      // As natively, a root's failed create consumes its root info.
+      // A root's failed create consumes its root info: nothing stays parked for it.
       if (param != null && rootInfo != null && param.rank() == param.rankRoot()) {
-        rootInfo.close();
+        try {
+          rootInfo.close();
+        } catch (RuntimeException closing) {
+          e.addSuppressed(closing);
+        }
       }
       throw e;
     }
+  }
+
+  private static Communicator createOrThrow(
+      AllGatherParam param, RootInfo rootInfo, CommunicatorOptions options) {
+    Objects.requireNonNull(param, "param").validate();
     Objects.requireNonNull(options, "options");
     if (param.communicator() != null) {
       throw new IllegalArgumentException(

@@ -283,6 +283,57 @@ class RendezvousAttackTest {
     }
   }
 
+  /** A whole valid request for rank 0 of the ticket's round, answering the hello of {@code in}. */
+  private static byte[] validRequest(RendezvousTicket ticket, int stage, byte[] nonce) {
+    byte[] sealed = Protocol.sealEntry(ticket.secret(), ticket.registrationId(), stage, 0, 0,
+        Ranks.entryOf(0, stage));
+    byte[] header = Protocol.requestHeader(ticket.registrationId(), stage, 0, 0, 5_000, sealed.length);
+    return java.nio.ByteBuffer.allocate(header.length + 2 * Protocol.MAC_BYTES + sealed.length).put(header)
+        .put(Protocol.headerMac(ticket.secret(), nonce, header)).put(sealed)
+        .put(Protocol.entryMac(ticket.secret(), nonce, header, sealed)).array();
+  }
+
+  @Test
+  void mutatedRequestsAreRefusedAndNeverJoinARound() throws Exception {
+    RendezvousTicket ticket = service.register(2, LONG);
+    Random random = new Random(11);
+    for (int i = 0; i < 300; i++) {
+      try (Socket s = new Socket(ticket.host(), ticket.port())) {
+        s.setSoTimeout((int) BOUND.toMillis());
+        java.io.DataInputStream in = new java.io.DataInputStream(s.getInputStream());
+        in.readInt();
+        in.readInt();
+        byte[] nonce = new byte[Protocol.NONCE_BYTES];
+        in.readFully(nonce);
+        byte[] request = validRequest(ticket, 20, nonce);
+        // One to four flipped bytes, sometimes cut short: every byte of the request is covered.
+        for (int flips = 1 + random.nextInt(4); flips > 0; flips--) {
+          request[random.nextInt(request.length)] ^= (byte) (1 + random.nextInt(255));
+        }
+        int length = random.nextInt(4) == 0 ? random.nextInt(request.length) : request.length;
+        s.getOutputStream().write(request, 0, length);
+        s.shutdownOutput();
+        readsToEnd(in);
+      }
+    }
+    assertEquals(0, service.waitingRanks(), "no mutated request joined the round");
+    assertTrue(Ranks.eventually(BOUND, () -> service.openConnections() == 0));
+    for (Future<List<byte[]>> f : Ranks.round(ranks, ticket, 20, 0, LONG)) {
+      assertArrayEquals(Ranks.entryOf(1, 20), Ranks.result(f, BOUND).get(1));
+    }
+  }
+
+  private static void readsToEnd(InputStream in) {
+    byte[] buf = new byte[1024];
+    try {
+      while (in.read(buf) >= 0) {
+        // discard the service's answer
+      }
+    } catch (IOException e) {
+      // reset by the service
+    }
+  }
+
   @Test
   void anEntryMovedToAnotherRankOrRoundDoesNotOpen() {
     byte[] secret = new byte[Protocol.SECRET_BYTES];
