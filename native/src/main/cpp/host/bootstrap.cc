@@ -193,6 +193,8 @@ Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, c
     b.members_[entry.first] = std::move(entry.second.second);
   }
   if (!fatal.empty()) {
+    // Ranks whose hello was admitted but not read yet learn the verdict too.
+    for (auto& fd : gate.take_admitted()) offenders.push_back(std::move(fd));
     for (auto& fd : offenders) {
       try {
         send_frame(fd.get(), FrameType::kError, encode_error(fatal_code, fatal), deadline.earlier(1000), "offender");

@@ -196,6 +196,13 @@ void Admission::reject(const AdmittedConnection& connection, const std::string& 
   log_drop(connection.peer, why);
 }
 
+std::vector<UniqueFd> Admission::take_admitted() {
+  std::vector<UniqueFd> fds;
+  for (auto& c : admitted_) fds.push_back(std::move(c.fd));
+  admitted_.clear();
+  return fds;
+}
+
 std::string Admission::drop_summary() const {
   if (dropped_ == 0) return "";
   return "; " + std::to_string(dropped_) + " connection" + (dropped_ == 1 ? "" : "s") +

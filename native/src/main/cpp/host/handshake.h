@@ -86,6 +86,8 @@ class Admission {
   void reject(const AdmittedConnection& connection, const std::string& why);
   // "" or e.g. "; 12 connections that did not prove the secret were dropped".
   std::string drop_summary() const;
+  // The connections admitted but not yet returned by next(), e.g. to tell them a failure.
+  std::vector<UniqueFd> take_admitted();
 
  private:
   struct Pending;
