@@ -26,9 +26,10 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * PartitionBuffers} directly.
  *
  * <p>Each rank's batch holds an int source-rank column first, then the columns: {@link
- * FixedWidthArrowColumn} for fixed-width columns and arrays of them, Spark's {@code
- * ArrowColumnVector} for the others ({@link #columnClassNames} names them). Batches stay valid
- * until {@link #close()}. Not thread-safe.
+ * FixedWidthArrowColumn} for fixed-width columns and arrays of them, {@link SharedArrowColumn}
+ * (Spark's {@code ArrowColumnVector}) for the others ({@link #columnClassNames} names them).
+ * Batches stay valid until {@link #close()}; closing one leaves the vectors open. Readers in
+ * several threads each take their own batches.
  */
 public final class GatheredPartitions implements AutoCloseable {
   private final ArrowBuf recv;
