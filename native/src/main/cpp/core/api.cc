@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend.h"
@@ -33,13 +35,101 @@ namespace {
 
 constexpr size_t kMaxCommDomainChars = 128;
 
+// Every communicator npg_comm_init made and npg_comm_destroy has not released, with the
+// number of calls running on it. A handle is a number, never reused, that is looked up
+// here before anything is read through it: a destroyed, foreign or NULL handle is an
+// error instead of a crash, and a destroy while another thread is inside a call on the
+// same communicator is refused.
+class LiveHandles {
+ public:
+  npg_comm_t add(std::unique_ptr<npg_comm> comm) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uintptr_t id = next_id_;
+    next_id_ += 16;
+    entries_[id] = Entry{std::move(comm), 0};
+    return reinterpret_cast<npg_comm_t>(id);
+  }
+  // The communicator (its call counted) or null when handle is not live.
+  npg_comm* enter(npg_comm_t handle) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(reinterpret_cast<uintptr_t>(handle));
+    if (it == entries_.end()) return nullptr;
+    ++it->second.calls;
+    return it->second.comm.get();
+  }
+  void leave(npg_comm_t handle) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(reinterpret_cast<uintptr_t>(handle));
+    if (it != entries_.end()) --it->second.calls;
+  }
+  // Takes the communicator out unless calls other than the caller's own run on it;
+  // *others is their number.
+  std::unique_ptr<npg_comm> remove_if_idle(npg_comm_t handle, int64_t* others) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = entries_.find(reinterpret_cast<uintptr_t>(handle));
+    *others = it == entries_.end() ? 0 : it->second.calls - 1;
+    if (it == entries_.end() || *others != 0) return nullptr;
+    std::unique_ptr<npg_comm> comm = std::move(it->second.comm);
+    entries_.erase(it);
+    return comm;
+  }
+
+ private:
+  struct Entry {
+    std::unique_ptr<npg_comm> comm;
+    int64_t calls = 0;
+  };
+  std::mutex mutex_;
+  uintptr_t next_id_ = 0x1000;
+  std::unordered_map<uintptr_t, Entry> entries_;
+};
+
+LiveHandles& live_handles() {
+  static LiveHandles* handles = new LiveHandles();  // never destroyed: calls may outlive static destruction
+  return *handles;
+}
+
+// One call on a handle: resolves it, and counts the call so that a concurrent destroy
+// cannot free the communicator underneath.
+class HandleCall {
+ public:
+  explicit HandleCall(npg_comm_t handle) noexcept : handle_(handle) {
+    comm_ = handle != nullptr ? live_handles().enter(handle) : nullptr;
+    if (comm_ != nullptr) {
+      rank = comm_->impl->rank();
+      size = comm_->impl->size();
+    }
+  }
+  ~HandleCall() {
+    if (comm_ != nullptr) live_handles().leave(handle_);
+  }
+  HandleCall(const HandleCall&) = delete;
+  HandleCall& operator=(const HandleCall&) = delete;
+
+  Communicator& get() const {
+    if (handle_ == nullptr) throw_error(NPG_INVALID_ARGUMENT, "comm is NULL");
+    if (comm_ == nullptr) {
+      throw_error(NPG_INVALID_USAGE, "comm is not a live communicator: it was destroyed already or never "
+                                     "returned by npg_comm_init");
+    }
+    return *comm_->impl;
+  }
+
+  int64_t rank = -1;
+  int64_t size = -1;
+
+ private:
+  npg_comm_t handle_;
+  npg_comm* comm_;
+};
+
 std::string context_of(const char* op, int64_t rank, int64_t size) {
   if (rank < 0 && size < 0) return op;
   return std::string(op) + "(rank " + std::to_string(rank) + "/" + std::to_string(size) + ")";
 }
 
 template <typename Fn>
-npg_result_t guarded(const char* op, int64_t rank, int64_t size, Fn&& fn) noexcept {
+npg_result_t guarded(const char* op, const int64_t& rank, const int64_t& size, Fn&& fn) noexcept {
   npg_result_t code = NPG_INTERNAL_ERROR;
   std::string text;
   VendorError vendor;
@@ -76,14 +166,6 @@ npg_result_t guarded(const char* op, int64_t rank, int64_t size, Fn&& fn) noexce
 void check_arg(bool ok, const std::string& text) {
   if (!ok) throw_error(NPG_INVALID_ARGUMENT, text);
 }
-
-Communicator& comm_of(npg_comm_t comm) {
-  if (comm == nullptr || !comm->impl) throw_error(NPG_INVALID_ARGUMENT, "comm is NULL");
-  return *comm->impl;
-}
-
-int64_t rank_of(npg_comm_t comm) { return comm && comm->impl ? comm->impl->rank() : -1; }
-int64_t size_of(npg_comm_t comm) { return comm && comm->impl ? comm->impl->size() : -1; }
 
 size_t checked_width(npg_dtype_t dtype) {
   size_t width = npg_dtype_size(dtype);
@@ -182,6 +264,7 @@ void gather_from_buffer(Communicator& c, const void* send, uint64_t send_count, 
 
 using npg::check_arg;
 using npg::guarded;
+using npg::HandleCall;
 
 extern "C" {
 
@@ -199,6 +282,13 @@ npg_result_t npg_get_root_info(const char* backend, const char* bind_address, vo
   });
 }
 
+npg_result_t npg_release_root_info(const char* backend, const void* root_info, size_t root_info_size) {
+  return guarded("npg_release_root_info", -1, -1, [&] {
+    check_arg(root_info != nullptr, "root_info is NULL");
+    npg::find_backend(backend).release_root_info(root_info, root_info_size);
+  });
+}
+
 npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size, int32_t rank_root,
                            const char* comm_domain, int32_t comm_mode, int32_t device_id,
                            const char* rank_table_file, int64_t timeout_ms, uint32_t flags,
@@ -206,7 +296,9 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
   return guarded("npg_comm_init", rank, rank_size, [&] {
     check_arg(comm != nullptr, "comm is NULL");
     *comm = nullptr;
-    check_arg(rank_size >= 1, "rank_size " + std::to_string(rank_size) + " is out of range [1, 2147483647]");
+    check_arg(rank_size >= 1 && rank_size <= NPG_MAX_RANK_SIZE, "rank_size " + std::to_string(rank_size) +
+                                                                   " is out of range [1, " +
+                                                                   std::to_string(NPG_MAX_RANK_SIZE) + "]");
     check_arg(rank >= 0 && rank < rank_size,
               "rank " + std::to_string(rank) + " is out of range [0, " + std::to_string(rank_size - 1) + "]");
     check_arg(rank_root >= 0 && rank_root < rank_size, "rank_root " + std::to_string(rank_root) +
@@ -214,7 +306,7 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
                                                           std::to_string(rank_size - 1) + "]");
     size_t domain_len = comm_domain ? strnlen(comm_domain, npg::kMaxCommDomainChars + 1) : 0;
     check_arg(domain_len <= npg::kMaxCommDomainChars,
-              "comm_domain is longer than " + std::to_string(npg::kMaxCommDomainChars) + " characters");
+              "comm_domain is longer than " + std::to_string(npg::kMaxCommDomainChars) + " bytes (UTF-8)");
     check_arg(comm_mode == NPG_COMM_MULTI_PROCESS || comm_mode == NPG_COMM_MULTI_THREAD,
               "comm_mode " + std::to_string(comm_mode) + " is not one of 0 (multi-process), 1 (multi-thread)");
     check_arg(timeout_ms > 0, "timeout_ms " + std::to_string(timeout_ms) + " is out of range [1, 2^63-1]");
@@ -238,14 +330,15 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
     config.root_info_size = root_info_size;
     auto handle = std::make_unique<npg_comm>();
     handle->impl = b.create_communicator(config);
-    *comm = handle.release();
+    *comm = npg::live_handles().add(std::move(handle));
   });
 }
 
 npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint64_t count,
                             npg_dtype_t dtype) {
-  return guarded("npg_all_gather", npg::rank_of(comm), npg::size_of(comm), [&] {
-    npg::Communicator& c = npg::comm_of(comm);
+  HandleCall call(comm);
+  return guarded("npg_all_gather", call.rank, call.size, [&] {
+    npg::Communicator& c = call.get();
     size_t width = npg::checked_width(dtype);
     std::vector<uint64_t> counts(c.size(), count);
     std::vector<uint64_t> displs(c.size());
@@ -261,8 +354,9 @@ npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint6
 npg_result_t npg_all_gather_v(npg_comm_t comm, const void* send, uint64_t send_count, void* recv,
                               const uint64_t* recv_counts, const uint64_t* recv_displs,
                               npg_dtype_t dtype) {
-  return guarded("npg_all_gather_v", npg::rank_of(comm), npg::size_of(comm), [&] {
-    npg::Communicator& c = npg::comm_of(comm);
+  HandleCall call(comm);
+  return guarded("npg_all_gather_v", call.rank, call.size, [&] {
+    npg::Communicator& c = call.get();
     check_arg(recv_counts != nullptr, "recv_counts is NULL");
     check_arg(recv_displs != nullptr, "recv_displs is NULL");
     size_t width = npg::checked_width(dtype);
@@ -273,8 +367,9 @@ npg_result_t npg_all_gather_v(npg_comm_t comm, const void* send, uint64_t send_c
 npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* send_segments,
                                        size_t segment_count, void* recv, const uint64_t* recv_counts,
                                        const uint64_t* recv_displs) {
-  return guarded("npg_all_gather_v_segments", npg::rank_of(comm), npg::size_of(comm), [&] {
-    npg::Communicator& c = npg::comm_of(comm);
+  HandleCall call(comm);
+  return guarded("npg_all_gather_v_segments", call.rank, call.size, [&] {
+    npg::Communicator& c = call.get();
     check_arg(recv_counts != nullptr, "recv_counts is NULL");
     check_arg(recv_displs != nullptr, "recv_displs is NULL");
     check_arg(segment_count <= NPG_MAX_SEGMENTS, "segment_count " + std::to_string(segment_count) +
@@ -302,36 +397,48 @@ npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* sen
 }
 
 npg_result_t npg_comm_abort(npg_comm_t comm) {
-  return guarded("npg_comm_abort", npg::rank_of(comm), npg::size_of(comm),
-                 [&] { npg::comm_of(comm).abort(); });
+  HandleCall call(comm);
+  return guarded("npg_comm_abort", call.rank, call.size, [&] { call.get().abort(); });
 }
 
 npg_result_t npg_comm_destroy(npg_comm_t comm) {
-  return guarded("npg_comm_destroy", npg::rank_of(comm), npg::size_of(comm), [&] {
-    npg::comm_of(comm);
-    std::unique_ptr<npg_comm> owned(comm);
-    owned->impl->close();  // on failure owned still frees the handle
+  HandleCall call(comm);
+  return guarded("npg_comm_destroy", call.rank, call.size, [&] {
+    call.get();
+    int64_t others = 0;
+    std::unique_ptr<npg_comm> owned = npg::live_handles().remove_if_idle(comm, &others);
+    if (!owned) {
+      npg::throw_error(NPG_INVALID_USAGE, std::to_string(others) + " other call(s) on this communicator are "
+                                          "still running; call npg_comm_abort, let them return, then destroy it");
+    }
+    owned->impl->close();  // on failure owned still frees the communicator
   });
 }
 
 npg_result_t npg_comm_rank(npg_comm_t comm, int32_t* rank) {
-  return guarded("npg_comm_rank", npg::rank_of(comm), npg::size_of(comm), [&] {
+  HandleCall call(comm);
+  return guarded("npg_comm_rank", call.rank, call.size, [&] {
     check_arg(rank != nullptr, "rank is NULL");
-    *rank = npg::comm_of(comm).rank();
+    *rank = call.get().rank();
   });
 }
 
 npg_result_t npg_comm_size(npg_comm_t comm, int32_t* rank_size) {
-  return guarded("npg_comm_size", npg::rank_of(comm), npg::size_of(comm), [&] {
+  HandleCall call(comm);
+  return guarded("npg_comm_size", call.rank, call.size, [&] {
     check_arg(rank_size != nullptr, "rank_size is NULL");
-    *rank_size = npg::comm_of(comm).size();
+    *rank_size = call.get().size();
   });
 }
 
 // Leaves the last error alone on success so it can be called while reporting one.
 const char* npg_comm_transport(npg_comm_t comm) {
-  if (comm != nullptr && comm->impl) return comm->impl->transport();
-  npg::set_last_error("npg_comm_transport: comm is NULL");
+  HandleCall call(comm);
+  try {
+    return call.get().transport();
+  } catch (const npg::Error& e) {
+    npg::set_last_error(std::string("npg_comm_transport: ") + e.what());
+  }
   return "";
 }
 

@@ -33,6 +33,12 @@ class Backend {
   // Writes the root info into out (capacity bytes) and returns its size.
   virtual size_t get_root_info(const char* bind_address, void* out, size_t capacity) const = 0;
   virtual std::unique_ptr<Communicator> create_communicator(const CommConfig& config) const = 0;
+  // Releases what get_root_info keeps for the root info until the root's init (the host
+  // backend's parked listener); nothing for backends that keep nothing.
+  virtual void release_root_info(const void* root_info, size_t root_info_size) const {
+    (void)root_info;
+    (void)root_info_size;
+  }
 };
 
 using BackendFactory = std::unique_ptr<Backend> (*)();

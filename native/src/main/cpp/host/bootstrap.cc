@@ -5,8 +5,11 @@
 #include <stdio.h>
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "../core/error.h"
+#include "handshake.h"
 #include "host_identity.h"
 #include "wire.h"
 
@@ -14,20 +17,26 @@ namespace npg {
 namespace host {
 namespace {
 
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;
 constexpr size_t kMaxHelloBytes = 1024;
 constexpr size_t kMaxReportBytes = 4096;
 constexpr size_t kMaxGoBytes = 16;
-constexpr int64_t kHelloReadMs = 2000;  // a silent stranger may delay the rendezvous by this much
 constexpr size_t kTableEntryBytes = 4 + 2 + kMaxIdentityChars + 8 + 8 + 20;
 
 std::string rank_name(int32_t r) { return "rank " + std::to_string(r); }
 
-std::vector<uint8_t> encode_hello(const HostRootInfo& info, const RankInfo& self) {
+std::string rank_list(const std::vector<int32_t>& ranks) {
+  std::string list;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) list += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 16) list += ", ...";
+  return list;
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_hello(const RankInfo& self) {
   ByteWriter w;
   w.u32(kProtocolVersion);
-  w.bytes(info.id, kIdBytes);
-  w.bytes(info.secret, kSecretBytes);
   w.i32(self.rank);
   w.i32(self.rank_size);
   w.i32(self.rank_root);
@@ -41,38 +50,53 @@ std::vector<uint8_t> encode_hello(const HostRootInfo& info, const RankInfo& self
   return w.data();
 }
 
-// Parses a hello; returns false (with why) when the sender did not prove the secret.
-bool decode_hello(const std::vector<uint8_t>& body, const HostRootInfo& info, RankInfo* out, std::string* why) {
+RankInfo decode_hello(const std::vector<uint8_t>& body) {
   ByteReader r(body);
   uint32_t version = r.u32();
-  uint8_t id[kIdBytes];
-  uint8_t secret[kSecretBytes];
-  r.bytes(id, kIdBytes);
-  r.bytes(secret, kSecretBytes);
-  bool ok = constant_time_equal(id, info.id, kIdBytes) & constant_time_equal(secret, info.secret, kSecretBytes);
-  if (!ok) {
-    *why = "wrong communicator id or secret";
-    return false;
-  }
   if (version != kProtocolVersion) {
-    *why = "protocol version " + std::to_string(version);
-    return false;
+    throw_error(NPG_INVALID_USAGE, "bootstrap protocol version " + std::to_string(version) + ", this library speaks " +
+                                       std::to_string(kProtocolVersion) + " (mixed library versions)");
   }
-  out->rank = r.i32();
-  out->rank_size = r.i32();
-  out->rank_root = r.i32();
-  out->flags = r.u32();
-  out->domain_hash = r.u64();
-  out->pid = r.i32();
-  out->identity = r.str(kMaxIdentityChars);
-  out->canary_addr = r.u64();
-  out->canary_value = r.u64();
-  out->ring = r.endpoint();
+  RankInfo out;
+  out.rank = r.i32();
+  out.rank_size = r.i32();
+  out.rank_root = r.i32();
+  out.flags = r.u32();
+  out.domain_hash = r.u64();
+  out.pid = r.i32();
+  out.identity = r.str(kMaxIdentityChars);
+  out.canary_addr = r.u64();
+  out.canary_value = r.u64();
+  out.ring = r.endpoint();
   r.expect_end();
-  return true;
+  return out;
 }
 
-}  // namespace
+RankTable decode_table(const std::vector<uint8_t>& body, int32_t rank_size, const std::string& root) {
+  ByteReader r(body);
+  RankTable table;
+  uint8_t kind = r.u8();
+  if (kind < static_cast<uint8_t>(TransportKind::kThreads) || kind > static_cast<uint8_t>(TransportKind::kTcp)) {
+    throw_error(NPG_REMOTE_ERROR, root + " sent an unknown transport " + std::to_string(kind));
+  }
+  table.transport = static_cast<TransportKind>(kind);
+  table.shm_name = r.str(255);
+  table.staging_chunk = r.u64();
+  uint32_t count = r.u32();
+  if (count != static_cast<uint32_t>(rank_size)) throw_error(NPG_REMOTE_ERROR, root + " sent a table of wrong size");
+  for (uint32_t i = 0; i < count; ++i) {
+    RankInfo e;
+    e.rank = static_cast<int32_t>(i);
+    e.pid = r.i32();
+    e.identity = r.str(kMaxIdentityChars);
+    e.canary_addr = r.u64();
+    e.canary_value = r.u64();
+    e.ring = r.endpoint();
+    table.ranks.push_back(std::move(e));
+  }
+  r.expect_end();
+  return table;
+}
 
 uint64_t domain_hash(const std::string& comm_domain) {
   uint64_t h = 1469598103934665603ull;
@@ -89,12 +113,8 @@ Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, c
   b.info_ = info;
   b.root_rank_ = self.rank;
   const int32_t n = self.rank_size;
-  b.members_.resize(n);
-  b.ranks_.resize(n);
-  b.ranks_[self.rank] = self;
-  std::vector<bool> joined(n, false);
-  joined[self.rank] = true;
-  int32_t connected = 1;
+  // Sized by the ranks that joined, not by rank_size, until all of them have.
+  std::map<int32_t, std::pair<RankInfo, UniqueFd>> joined;
   std::vector<UniqueFd> offenders;  // authenticated but inconsistent: told about the failure too
   npg_result_t fatal_code = NPG_SUCCESS;
   std::string fatal;
@@ -104,34 +124,29 @@ Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, c
       fatal = text;
     }
   };
+  const std::string root_name = "root rank " + std::to_string(self.rank);
+  Admission gate(listener.get(), info, HandshakePurpose::kBootstrap, kMaxHelloBytes, root_name);
   try {
-    while (connected < n) {
-      if (deadline.expired()) break;
-      UniqueFd fd;
+    while (static_cast<int32_t>(joined.size()) + 1 < n && fatal.empty()) {
+      AdmittedConnection c;
       try {
-        fd = accept_one(listener.get(), deadline, -1, "waiting for ranks to join");
+        c = gate.next(deadline, -1, nullptr, "waiting for ranks to join");
       } catch (const Error& e) {
         if (e.code() != NPG_TIMEOUT) throw;
         break;
       }
       RankInfo hello;
-      std::string why;
-      bool authenticated = false;
       try {
-        auto body = recv_frame(fd.get(), FrameType::kHello, kMaxHelloBytes, deadline.earlier(kHelloReadMs), -1,
-                               "joining connection");
-        authenticated = decode_hello(body, info, &hello, &why);
+        hello = decode_hello(c.payload);
       } catch (const Error& e) {
-        why = e.what();
+        // Proved the secret, so it belongs to this communicator: its failure is everyone's.
+        fail(std::string("a rank at ") + c.peer.to_string() + " sent a hello this rank cannot read: " + e.what());
+        offenders.push_back(std::move(c.fd));
+        break;
       }
-      if (!authenticated) {
-        fprintf(stderr, "npugather: root rank %d dropped a bootstrap connection from %s: %s\n", self.rank,
-                peer_endpoint(fd.get()).to_string().c_str(), why.c_str());
-        continue;
-      }
-      ++connected;
       const int32_t r = hello.rank;
       std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(hello.pid) + ")";
+      auto twin = joined.find(r);
       if (hello.rank_size != n) {
         fail(who + " passed rank_size " + std::to_string(hello.rank_size) + " but root rank " +
              std::to_string(self.rank) + " passed " + std::to_string(n));
@@ -139,41 +154,47 @@ Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, c
         fail(who + " sent an invalid process id");
       } else if (r < 0 || r >= n) {
         fail(who + " is out of range [0, " + std::to_string(n - 1) + "]");
-      } else if (joined[r]) {
-        fail("two ranks claim rank " + std::to_string(r) + " (pids " + std::to_string(b.ranks_[r].pid) + " and " +
+      } else if (r == self.rank || twin != joined.end()) {
+        int32_t other_pid = r == self.rank ? self.pid : twin->second.first.pid;
+        fail("two ranks claim rank " + std::to_string(r) + " (pids " + std::to_string(other_pid) + " and " +
              std::to_string(hello.pid) + ")");
       } else if (hello.rank_root != self.rank_root) {
-        fail(who + " passed rank_root " + std::to_string(hello.rank_root) + " but the root passed " +
-             std::to_string(self.rank_root));
+        fail(who + " passed rank_root " + std::to_string(hello.rank_root) + " but root rank " +
+             std::to_string(self.rank) + " passed rank_root " + std::to_string(self.rank_root));
       } else if (hello.domain_hash != self.domain_hash) {
         fail(who + " passed a different comm_domain than the root");
       } else if (hello.flags != self.flags) {
         fail(who + " passed flags " + std::to_string(hello.flags) + " but the root passed flags " +
              std::to_string(self.flags));
       } else {
-        joined[r] = true;
-        b.ranks_[r] = hello;
-        b.members_[r] = std::move(fd);
+        joined.emplace(r, std::make_pair(std::move(hello), std::move(c.fd)));
         continue;
       }
-      offenders.push_back(std::move(fd));
+      offenders.push_back(std::move(c.fd));
     }
-    if (connected < n && fatal.empty()) {
+    if (static_cast<int32_t>(joined.size()) + 1 < n && fatal.empty()) {
       std::vector<int32_t> missing;
-      for (int32_t r = 0; r < n; ++r)
-        if (!joined[r]) missing.push_back(r);
-      std::string list;
-      for (size_t i = 0; i < missing.size() && i < 16; ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
-      if (missing.size() > 16) list += ", ...";
+      for (int32_t r = 0; r < n && missing.size() <= 16; ++r)
+        if (r != self.rank && joined.count(r) == 0) missing.push_back(r);
       fatal_code = NPG_TIMEOUT;
       fatal = "timed out after " + std::to_string(deadline.budget_ms()) + " ms waiting for rank" +
-              (missing.size() > 1 ? "s " : " ") + list + " to join at " + info.root.to_string();
+              (missing.size() > 1 ? "s " : " ") + rank_list(missing) + " to join at " + info.root.to_string() +
+              gate.drop_summary();
     }
   } catch (const Error& e) {
     fatal_code = e.code();
     fatal = e.what();
   }
+  b.members_.resize(n);
+  b.ranks_.resize(n);
+  b.ranks_[self.rank] = self;
+  for (auto& entry : joined) {
+    b.ranks_[entry.first] = std::move(entry.second.first);
+    b.members_[entry.first] = std::move(entry.second.second);
+  }
   if (!fatal.empty()) {
+    // Ranks whose hello was admitted but not read yet learn the verdict too.
+    for (auto& fd : gate.take_admitted()) offenders.push_back(std::move(fd));
     for (auto& fd : offenders) {
       try {
         send_frame(fd.get(), FrameType::kError, encode_error(fatal_code, fatal), deadline.earlier(1000), "offender");
@@ -195,8 +216,10 @@ Bootstrap Bootstrap::connect_root(const HostRootInfo& info, int32_t root_rank, c
 }
 
 void Bootstrap::send_hello(const RankInfo& self, const Deadline& deadline) {
-  send_frame(root_.get(), FrameType::kHello, encode_hello(info_, self), deadline,
-             "root rank " + std::to_string(root_rank_));
+  ClientHandshake handshake(std::move(root_), info_.root, info_, HandshakePurpose::kBootstrap, encode_hello(self),
+                            "root rank " + std::to_string(root_rank_));
+  handshake.finish(deadline, -1);
+  root_ = handshake.take_fd();
 }
 
 void Bootstrap::send_table(const RankTable& table, const Deadline& deadline) {
@@ -221,29 +244,7 @@ RankTable Bootstrap::recv_table(int32_t rank_size, const Deadline& deadline) {
   const std::string root = "root rank " + std::to_string(root_rank_);
   size_t max_len = 1024 + static_cast<size_t>(rank_size) * kTableEntryBytes;
   auto body = recv_frame(root_.get(), FrameType::kTable, max_len, deadline, -1, root);
-  ByteReader r(body);
-  RankTable table;
-  uint8_t kind = r.u8();
-  if (kind < static_cast<uint8_t>(TransportKind::kThreads) || kind > static_cast<uint8_t>(TransportKind::kTcp)) {
-    throw_error(NPG_REMOTE_ERROR, root + " sent an unknown transport " + std::to_string(kind));
-  }
-  table.transport = static_cast<TransportKind>(kind);
-  table.shm_name = r.str(255);
-  table.staging_chunk = r.u64();
-  uint32_t count = r.u32();
-  if (count != static_cast<uint32_t>(rank_size)) throw_error(NPG_REMOTE_ERROR, root + " sent a table of wrong size");
-  table.ranks.resize(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    RankInfo& e = table.ranks[i];
-    e.rank = static_cast<int32_t>(i);
-    e.pid = r.i32();
-    e.identity = r.str(kMaxIdentityChars);
-    e.canary_addr = r.u64();
-    e.canary_value = r.u64();
-    e.ring = r.endpoint();
-  }
-  r.expect_end();
-  return table;
+  return decode_table(body, rank_size, root);
 }
 
 void Bootstrap::send_report(const SetupReport& report, const Deadline& deadline) noexcept {

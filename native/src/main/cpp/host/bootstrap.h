@@ -1,5 +1,6 @@
 // Rendezvous of all ranks through the root's TCP endpoint: hello, rank table, setup
-// reports and the final go. Every frame is authenticated by the communicator secret.
+// reports and the final go. A rank joins by proving the communicator secret in a
+// challenge-response handshake (handshake.h); the secret itself is never sent.
 #ifndef NPUGATHER_HOST_BOOTSTRAP_H_
 #define NPUGATHER_HOST_BOOTSTRAP_H_
 
@@ -54,8 +55,9 @@ struct SetupReport {
 
 class Bootstrap {
  public:
-  // Root: accepts the other ranks on listener until all joined. Strangers and wrong
-  // secrets are dropped; inconsistent parameters fail init on every rank.
+  // Root: accepts the other ranks on listener until all joined, many handshakes at once.
+  // Strangers and wrong secrets are dropped without delaying the ranks; inconsistent
+  // parameters fail init on every rank.
   static Bootstrap accept_ranks(UniqueFd listener, const HostRootInfo& info, const RankInfo& self,
                                 const Deadline& deadline);
   // Other ranks: connect to the root (retrying until the deadline); hello is sent separately
@@ -87,6 +89,12 @@ class Bootstrap {
 };
 
 uint64_t domain_hash(const std::string& comm_domain);
+
+// The hello a rank proves the secret with, and the table the root answers; the decoders
+// read untrusted bytes (NPG_REMOTE_ERROR / NPG_INVALID_USAGE on anything malformed).
+std::vector<uint8_t> encode_hello(const RankInfo& self);
+RankInfo decode_hello(const std::vector<uint8_t>& body);
+RankTable decode_table(const std::vector<uint8_t>& body, int32_t rank_size, const std::string& root);
 
 }  // namespace host
 }  // namespace npg

@@ -27,6 +27,10 @@ class HostBackend final : public Backend {
   std::unique_ptr<Communicator> create_communicator(const CommConfig& config) const override {
     return HostCommunicator::create(config);
   }
+
+  void release_root_info(const void* root_info, size_t root_info_size) const override {
+    release_parked_listener(HostRootInfo::parse(root_info, root_info_size));
+  }
 };
 
 }  // namespace

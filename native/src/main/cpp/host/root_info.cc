@@ -32,6 +32,14 @@ ListenerRegistry& listener_registry() {
   return *instance;
 }
 
+// Closes the listeners parked for longer than their lifetime; the caller holds the mutex.
+void sweep_expired(ListenerRegistry& reg) {
+  auto now = std::chrono::steady_clock::now();
+  for (auto it = reg.parked.begin(); it != reg.parked.end();) {
+    it = now - it->second.created > kParkedListenerLifetime ? reg.parked.erase(it) : std::next(it);
+  }
+}
+
 }  // namespace
 
 void HostRootInfo::serialize(uint8_t* out) const {
@@ -94,20 +102,18 @@ HostRootInfo create_root_info(const char* bind_address) {
   UniqueFd fd = listen_on(bind, &info.root);
   ListenerRegistry& reg = listener_registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
-  auto now = std::chrono::steady_clock::now();
-  for (auto it = reg.parked.begin(); it != reg.parked.end();) {
-    it = now - it->second.created > kParkedListenerLifetime ? reg.parked.erase(it) : std::next(it);
-  }
+  sweep_expired(reg);
   ParkedListener& slot = reg.parked[info.id_hex(kIdBytes)];
   slot.fd = std::move(fd);
   memcpy(slot.secret, info.secret, kSecretBytes);
-  slot.created = now;
+  slot.created = std::chrono::steady_clock::now();
   return info;
 }
 
 UniqueFd take_parked_listener(const HostRootInfo& info) {
   ListenerRegistry& reg = listener_registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
+  sweep_expired(reg);
   auto it = reg.parked.find(info.id_hex(kIdBytes));
   if (it == reg.parked.end() || !constant_time_equal(it->second.secret, info.secret, kSecretBytes)) {
     throw_error(NPG_INVALID_USAGE,
@@ -118,6 +124,23 @@ UniqueFd take_parked_listener(const HostRootInfo& info) {
   UniqueFd fd = std::move(it->second.fd);
   reg.parked.erase(it);
   return fd;
+}
+
+bool release_parked_listener(const HostRootInfo& info) {
+  ListenerRegistry& reg = listener_registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  sweep_expired(reg);
+  auto it = reg.parked.find(info.id_hex(kIdBytes));
+  if (it == reg.parked.end() || !constant_time_equal(it->second.secret, info.secret, kSecretBytes)) return false;
+  reg.parked.erase(it);
+  return true;
+}
+
+size_t parked_listener_count() {
+  ListenerRegistry& reg = listener_registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  sweep_expired(reg);
+  return reg.parked.size();
 }
 
 }  // namespace host

@@ -35,6 +35,10 @@ HostRootInfo create_root_info(const char* bind_address);
 // The listener parked for info's id, or NPG_INVALID_USAGE when this process did not create it.
 UniqueFd take_parked_listener(const HostRootInfo& info);
 
+// Closes the listener parked for info; false when there is none (used, expired or foreign).
+bool release_parked_listener(const HostRootInfo& info);
+size_t parked_listener_count();
+
 }  // namespace host
 }  // namespace npg
 

@@ -10,14 +10,14 @@
 #include <chrono>
 
 #include "../core/error.h"
+#include "handshake.h"
 #include "wire.h"
 
 namespace npg {
 namespace host {
 namespace {
 
-constexpr size_t kRingAuthBytes = kIdBytes + kSecretBytes + 4;
-constexpr int64_t kAuthReadMs = 2000;  // a silent stranger may delay the ring by this much
+constexpr size_t kRingAuthBytes = 4;  // the connecting rank
 constexpr uint64_t kIoChunkBytes = 1ull << 20;
 constexpr uint32_t kHeaderMagic = 0x3244504eu;  // "NPD2"
 constexpr size_t kHeaderBytes = 40;             // magic, rank, seq, send bytes, digest, following bytes
@@ -83,41 +83,33 @@ std::unique_ptr<TcpRing> TcpRing::connect(int32_t rank, int32_t size, int listen
                                           AbortSignal& abort) {
   const int32_t right_rank = (rank + 1) % size;
   const int32_t left_rank = (rank + size - 1) % size;
-  UniqueFd right_fd = connect_with_retry(right, deadline, rank_name(right_rank) + "'s ring endpoint");
-  ByteWriter auth;
-  auth.bytes(info.id, kIdBytes);
-  auth.bytes(info.secret, kSecretBytes);
-  auth.i32(rank);
-  send_frame(right_fd.get(), FrameType::kRingAuth, auth.data(), deadline, rank_name(right_rank));
-  for (;;) {
-    UniqueFd fd = accept_one(listener, deadline, cancel_fd,
-                             "waiting for " + rank_name(left_rank) + " to connect to the ring");
-    if (!fd) return nullptr;
-    std::string why;
+  ByteWriter payload;
+  payload.i32(rank);
+  // Both handshakes run in one loop: every rank connects right before it accepts left.
+  ClientHandshake to_right(connect_with_retry(right, deadline, rank_name(right_rank) + "'s ring endpoint"), right,
+                           info, HandshakePurpose::kRing, payload.data(), rank_name(right_rank));
+  Admission from_left(listener, info, HandshakePurpose::kRing, kRingAuthBytes, rank_name(rank));
+  UniqueFd left;
+  while (!left) {
+    AdmittedConnection c = from_left.next(deadline, cancel_fd, &to_right,
+                                          "waiting for " + rank_name(left_rank) + " to connect to the ring" +
+                                              from_left.drop_summary());
+    if (!c.fd) return nullptr;
     try {
-      auto body = recv_frame(fd.get(), FrameType::kRingAuth, kRingAuthBytes, deadline.earlier(kAuthReadMs), -1,
-                             "ring peer");
-      ByteReader r(body);
-      uint8_t id[kIdBytes];
-      uint8_t secret[kSecretBytes];
-      r.bytes(id, kIdBytes);
-      r.bytes(secret, kSecretBytes);
+      ByteReader r(c.payload);
       int32_t sender = r.i32();
       r.expect_end();
-      bool ok = constant_time_equal(id, info.id, kIdBytes) & constant_time_equal(secret, info.secret, kSecretBytes);
-      if (!ok) {
-        why = "wrong communicator id or secret";
-      } else if (sender != left_rank) {
-        why = "sender claims rank " + std::to_string(sender) + ", expected " + std::to_string(left_rank);
-      } else {
-        return std::unique_ptr<TcpRing>(new TcpRing(rank, size, std::move(fd), std::move(right_fd), abort));
+      if (sender == left_rank) {
+        left = std::move(c.fd);
+        continue;
       }
+      from_left.reject(c, "sender claims rank " + std::to_string(sender) + ", expected " + std::to_string(left_rank));
     } catch (const Error& e) {
-      why = e.what();
+      from_left.reject(c, e.what());
     }
-    fprintf(stderr, "npugather: rank %d dropped a ring connection from %s: %s\n", rank,
-            peer_endpoint(fd.get()).to_string().c_str(), why.c_str());
   }
+  if (!to_right.finish(deadline, cancel_fd)) return nullptr;
+  return std::unique_ptr<TcpRing>(new TcpRing(rank, size, std::move(left), to_right.take_fd(), abort));
 }
 
 void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, const Deadline& deadline) {

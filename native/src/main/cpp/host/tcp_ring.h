@@ -19,8 +19,9 @@ namespace host {
 class TcpRing final : public HostTransport {
  public:
   // Connects to rank+1 at right and accepts rank-1 on listener; both sides prove the
-  // communicator secret. Foreign or wrong-secret connections are dropped. Returns null
-  // when cancel_fd became readable first.
+  // communicator secret by challenge-response (handshake.h). Foreign or wrong-secret
+  // connections are dropped without delaying the ring. Returns null when cancel_fd
+  // became readable first.
   static std::unique_ptr<TcpRing> connect(int32_t rank, int32_t size, int listener, const Endpoint& right,
                                           const HostRootInfo& info, const Deadline& deadline, int cancel_fd,
                                           AbortSignal& abort);

@@ -1,6 +1,8 @@
 #include "wire.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "../core/error.h"
 
@@ -92,34 +94,88 @@ std::vector<uint8_t> encode_error(uint32_t code, const std::string& text) {
   return w.data();
 }
 
-std::vector<uint8_t> recv_frame(int fd, FrameType expected, size_t max_len, const Deadline& deadline,
-                                int cancel_fd, const std::string& peer) {
-  uint8_t header[kFrameHeaderBytes];
-  recv_all(fd, header, sizeof(header), deadline, cancel_fd, peer);
-  ByteReader hr(header, sizeof(header));
+uint32_t check_frame_header(const uint8_t header[kFrameHeaderBytes], FrameType expected, size_t max_len,
+                            bool retry_allowed, const std::string& peer, FrameType* type) {
+  ByteReader hr(header, kFrameHeaderBytes);
   uint32_t magic = hr.u32();
-  uint32_t type = hr.u32();
+  uint32_t raw_type = hr.u32();
   uint32_t len = hr.u32();
   if (magic != kFrameMagic) throw_error(NPG_REMOTE_ERROR, peer + " sent a frame with a bad magic");
-  bool is_error = type == static_cast<uint32_t>(FrameType::kError);
-  if (!is_error && type != static_cast<uint32_t>(expected)) {
-    throw_error(NPG_REMOTE_ERROR, peer + " sent an unexpected frame of type " + std::to_string(type));
+  bool is_error = raw_type == static_cast<uint32_t>(FrameType::kError);
+  bool is_retry = retry_allowed && raw_type == static_cast<uint32_t>(FrameType::kRetry);
+  if (!is_error && !is_retry && raw_type != static_cast<uint32_t>(expected)) {
+    throw_error(NPG_REMOTE_ERROR, peer + " sent an unexpected frame of type " + std::to_string(raw_type));
   }
-  size_t limit = is_error ? kMaxErrorFrameBytes : max_len;
+  size_t limit = is_error ? kMaxErrorFrameBytes : is_retry ? 0 : max_len;
   if (len > limit) {
     throw_error(NPG_REMOTE_ERROR, peer + " sent a frame of " + std::to_string(len) + " bytes (limit " +
                                       std::to_string(limit) + ")");
   }
+  *type = static_cast<FrameType>(raw_type);
+  return len;
+}
+
+void throw_error_frame(const std::vector<uint8_t>& body) {
+  ByteReader r(body);
+  uint32_t code = r.u32();
+  std::string text = r.str(kMaxErrorFrameBytes);
+  if (code < NPG_INVALID_ARGUMENT || code > NPG_INTERNAL_ERROR) code = NPG_REMOTE_ERROR;
+  throw_error(static_cast<npg_result_t>(code), text);
+}
+
+std::vector<uint8_t> recv_frame(int fd, FrameType expected, size_t max_len, const Deadline& deadline,
+                                int cancel_fd, const std::string& peer) {
+  uint8_t header[kFrameHeaderBytes];
+  recv_all(fd, header, sizeof(header), deadline, cancel_fd, peer);
+  FrameType type;
+  uint32_t len = check_frame_header(header, expected, max_len, false, peer, &type);
   std::vector<uint8_t> body(len);
   recv_all(fd, body.data(), len, deadline, cancel_fd, peer);
-  if (is_error) {
-    ByteReader r(body);
-    uint32_t code = r.u32();
-    std::string text = r.str(kMaxErrorFrameBytes);
-    if (code < NPG_INVALID_ARGUMENT || code > NPG_INTERNAL_ERROR) code = NPG_REMOTE_ERROR;
-    throw_error(static_cast<npg_result_t>(code), text);
-  }
+  if (type == FrameType::kError) throw_error_frame(body);
   return body;
+}
+
+void FrameAssembler::reset() {
+  header_got_ = 0;
+  body_.clear();
+  body_got_ = 0;
+  have_header_ = false;
+}
+
+FrameAssembler::Status FrameAssembler::read_some(int fd, FrameType expected, size_t max_len, bool retry_allowed,
+                                                 const std::string& peer) {
+  for (;;) {
+    uint8_t* into;
+    size_t want;
+    if (!have_header_) {
+      into = header_ + header_got_;
+      want = kFrameHeaderBytes - header_got_;
+    } else {
+      into = body_.data() + body_got_;
+      want = body_.size() - body_got_;
+    }
+    if (want > 0) {
+      ssize_t n = ::recv(fd, into, want, 0);
+      if (n == 0) return Status::kClosed;
+      if (n < 0) {
+        int err = errno;
+        if (err == EINTR) continue;
+        if (err == EAGAIN || err == EWOULDBLOCK) return Status::kIncomplete;
+        if (err == ECONNRESET || err == EPIPE || err == ENOTCONN || err == ETIMEDOUT) return Status::kClosed;
+        throw_system_error("recv from " + peer, err);
+      }
+      (have_header_ ? body_got_ : header_got_) += static_cast<size_t>(n);
+    }
+    if (!have_header_) {
+      if (header_got_ < kFrameHeaderBytes) continue;
+      body_.resize(check_frame_header(header_, expected, max_len, retry_allowed, peer, &type_));
+      have_header_ = true;
+      continue;
+    }
+    if (body_got_ < body_.size()) continue;
+    if (type_ == FrameType::kError) throw_error_frame(body_);
+    return Status::kComplete;
+  }
 }
 
 }  // namespace host

@@ -52,12 +52,14 @@ class ByteReader {
 };
 
 enum class FrameType : uint32_t {
-  kHello = 1,
   kTable = 2,
   kError = 3,
   kReport = 4,
   kGo = 5,
-  kRingAuth = 6,
+  kChallenge = 7,  // handshake: acceptor's nonce
+  kResponse = 8,   // handshake: connector's nonce, MAC and payload
+  kProof = 9,      // handshake: acceptor's MAC
+  kRetry = 10,     // handshake: acceptor dropped the connection to make room; connect again
 };
 
 constexpr uint32_t kFrameMagic = 0x4647504eu;  // "NPGF"
@@ -74,6 +76,34 @@ std::vector<uint8_t> recv_frame(int fd, FrameType expected, size_t max_len, cons
                                 int cancel_fd, const std::string& peer);
 
 std::vector<uint8_t> encode_error(uint32_t code, const std::string& text);
+
+// Checks a frame header: returns the body length, or throws NPG_REMOTE_ERROR for a bad
+// magic, a type other than expected (or kError, or kRetry when retry_allowed) and a body
+// over max_len (kMaxErrorFrameBytes for an error frame).
+uint32_t check_frame_header(const uint8_t header[kFrameHeaderBytes], FrameType expected, size_t max_len,
+                            bool retry_allowed, const std::string& peer, FrameType* type);
+// Throws the npg::Error an error frame's body carries.
+[[noreturn]] void throw_error_frame(const std::vector<uint8_t>& body);
+
+// Collects one frame from a non-blocking socket across as many reads as it takes.
+class FrameAssembler {
+ public:
+  enum class Status { kIncomplete, kComplete, kClosed };
+  // Reads what is available. kClosed: EOF or reset before the frame was whole. A
+  // complete error frame is thrown; any other bad frame throws NPG_REMOTE_ERROR.
+  Status read_some(int fd, FrameType expected, size_t max_len, bool retry_allowed, const std::string& peer);
+  FrameType type() const { return type_; }
+  const std::vector<uint8_t>& body() const { return body_; }
+  void reset();
+
+ private:
+  uint8_t header_[kFrameHeaderBytes] = {};
+  size_t header_got_ = 0;
+  std::vector<uint8_t> body_;
+  size_t body_got_ = 0;
+  bool have_header_ = false;
+  FrameType type_ = FrameType::kError;
+};
 
 }  // namespace host
 }  // namespace npg

@@ -49,6 +49,9 @@ typedef enum { NPG_COMM_MULTI_PROCESS = 0, NPG_COMM_MULTI_THREAD = 1 } npg_comm_
 #define NPG_FLAG_FORCE_TCP 0x1u     /* use the TCP ring even when all ranks share a host */
 #define NPG_FLAG_FORCE_STAGING 0x2u /* same host: copy through shared memory, no cross-memory attach */
 
+/* Most ranks one communicator may have, checked before anything is sized by rank_size. */
+#define NPG_MAX_RANK_SIZE 65536
+
 /* Upper bound of any backend's root info (HCCL's is 4108 bytes). */
 #define NPG_ROOT_INFO_MAX_BYTES 8192
 
@@ -59,12 +62,20 @@ typedef struct npg_comm* npg_comm_t;
  * that every rank passes to npg_comm_init. For "host" it names an endpoint of
  * this process (bound to bind_address, or chosen from the host's interfaces when
  * NULL/empty) and carries a fresh random secret; the endpoint stays open until
- * the root's npg_comm_init consumes it (or the process exits). For "hccl",
+ * the root's npg_comm_init consumes it (succeeding, or failing once the ranks
+ * have started to join; an init refused for its arguments leaves it for a retry),
+ * npg_release_root_info releases it, or 10 minutes pass. For "hccl",
  * bind_address may be "device:N", the device HcclGetRootInfo runs on. For "lccl" it may be
  * "device:N", "domain:ID" or "device:N,domain:ID" (LcalGetUniqueId's device and domain).
  */
 npg_result_t npg_get_root_info(const char* backend, const char* bind_address, void* root_info,
                                size_t capacity, size_t* root_info_size);
+
+/*
+ * Releases what npg_get_root_info keeps open for root_info in this process (the host
+ * backend's listening endpoint). Idempotent; succeeds when there is nothing to release.
+ */
+npg_result_t npg_release_root_info(const char* backend, const void* root_info, size_t root_info_size);
 
 /*
  * Creates this rank's communicator. Blocks until all rank_size ranks have joined
@@ -123,7 +134,12 @@ npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* sen
 /* Makes any blocked or future call on comm fail with NPG_ABORTED; peers see NPG_REMOTE_ERROR. */
 npg_result_t npg_comm_abort(npg_comm_t comm);
 
-/* Releases everything comm owns (sockets, shared memory, threads). comm is invalid afterwards. */
+/*
+ * Releases everything comm owns (sockets, shared memory, threads). comm is invalid afterwards.
+ * While another thread is inside a call on comm it returns NPG_INVALID_USAGE and releases
+ * nothing (abort, let the call return, then destroy). Handles are never reused: any call on a
+ * destroyed handle, or on a value npg_comm_init never returned, is NPG_INVALID_USAGE.
+ */
 npg_result_t npg_comm_destroy(npg_comm_t comm);
 
 /* Facts about a communicator, for diagnostics and tests. */

@@ -1,5 +1,6 @@
 package io.npugather;
 
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -17,8 +18,14 @@ public final class AllGatherParam {
   /** The backends this library knows. */
   public static final List<String> BACKENDS = List.of("hccl", "lccl", "host");
 
-  /** Longest commDomain the vendor library accepts. */
+  /** Longest commDomain the vendor library accepts, in UTF-8 bytes. */
   public static final int MAX_COMM_DOMAIN_LENGTH = 128;
+
+  /** Most ranks of one communicator (the native core's NPG_MAX_RANK_SIZE). */
+  public static final int MAX_RANK_SIZE = 65536;
+
+  /** Largest LCCL shared buffer, in MB, for the "ID:SIZE_MB" commDomain form: an NPU's memory. */
+  public static final int MAX_LCCL_BUFFER_MB = 65536;
 
   /** Smallest LCCL shared buffer, in MB, for the "ID:SIZE_MB" commDomain form. */
   public static final int MIN_LCCL_BUFFER_MB = 200;
@@ -110,7 +117,7 @@ public final class AllGatherParam {
    * @throws IllegalArgumentException naming the field, its value and what is allowed
    */
   public AllGatherParam validate() {
-    if (!BACKENDS.contains(backend)) {
+    if (backend == null || !BACKENDS.contains(backend)) {
       throw invalid("backend", "'" + backend + "'", "one of " + BACKENDS);
     }
     if (commMode == null) {
@@ -126,8 +133,8 @@ public final class AllGatherParam {
         throw invalid("rank", rank, "0 or the communicator's rank " + communicator.rank());
       }
     } else {
-      if (rankSize < 1) {
-        throw invalid("rankSize", rankSize, "rankSize >= 1");
+      if (rankSize < 1 || rankSize > MAX_RANK_SIZE) {
+        throw invalid("rankSize", rankSize, "1 <= rankSize <= " + MAX_RANK_SIZE);
       }
       if (rank < 0 || rank >= rankSize) {
         throw invalid("rank", rank, "0 <= rank < rankSize (" + rankSize + ")");
@@ -139,9 +146,14 @@ public final class AllGatherParam {
     if (commDomain == null) {
       throw invalid("commDomain", "null", "a string (\"\" for the default domain)");
     }
-    if (commDomain.length() > MAX_COMM_DOMAIN_LENGTH) {
-      throw invalid("commDomain", "of length " + commDomain.length(),
-          "at most " + MAX_COMM_DOMAIN_LENGTH + " characters");
+    int domainBytes = commDomain.getBytes(StandardCharsets.UTF_8).length;
+    if (domainBytes > MAX_COMM_DOMAIN_LENGTH) {
+      throw invalid("commDomain", "of " + domainBytes + " UTF-8 bytes",
+          "at most " + MAX_COMM_DOMAIN_LENGTH + " UTF-8 bytes");
+    }
+    if (commDomain.indexOf('\0') >= 0) {
+      throw invalid("commDomain", "with a NUL character at index " + commDomain.indexOf('\0'),
+          "no NUL characters (the native library would cut the name there)");
     }
     if (backend.equals("lccl") && commMode == CommMode.COMM_MULTI_PROCESS && !commDomain.isEmpty()) {
       validateLcclDomain();
@@ -163,15 +175,16 @@ public final class AllGatherParam {
 
   private void validateLcclDomain() {
     Matcher m = LCCL_DOMAIN.matcher(commDomain);
-    String allowed = "\"ID\" or \"ID:SIZE_MB\" with ID in 0..65535 and SIZE_MB >= "
-        + MIN_LCCL_BUFFER_MB + " (backend lccl, COMM_MULTI_PROCESS)";
+    String allowed = "\"ID\" or \"ID:SIZE_MB\" with ID in 0..65535 and SIZE_MB in "
+        + MIN_LCCL_BUFFER_MB + ".." + MAX_LCCL_BUFFER_MB + " (backend lccl, COMM_MULTI_PROCESS)";
     if (!m.matches()) {
       throw invalid("commDomain", "'" + commDomain + "'", allowed);
     }
     if (Long.parseLong(m.group(1)) > 65535) {
       throw invalid("commDomain", "'" + commDomain + "' (ID " + m.group(1) + ")", allowed);
     }
-    if (m.group(2) != null && Long.parseLong(m.group(2)) < MIN_LCCL_BUFFER_MB) {
+    if (m.group(2) != null && (Long.parseLong(m.group(2)) < MIN_LCCL_BUFFER_MB
+        || Long.parseLong(m.group(2)) > MAX_LCCL_BUFFER_MB)) {
       throw invalid("commDomain", "'" + commDomain + "' (SIZE_MB " + m.group(2) + ")", allowed);
     }
   }

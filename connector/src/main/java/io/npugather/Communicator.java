@@ -42,7 +42,7 @@ public final class Communicator implements AutoCloseable {
   /**
    * Creates the root info on the root rank; every rank, the root included, passes it to {@link
    * #create}. For {@code host} the root's endpoint stays open in this process until its {@link
-   * #create} consumes it.
+   * #create} consumes it (succeeding or failing) or {@link RootInfo#close()} releases it.
    */
   public static RootInfo createRootInfo(String backend, CommunicatorOptions options) {
     Objects.requireNonNull(options, "options");
@@ -75,6 +75,23 @@ public final class Communicator implements AutoCloseable {
    * @throws NpuGatherException when joining fails (timeout, a peer's failure, ...)
    */
   public static Communicator create(
+      AllGatherParam param, RootInfo rootInfo, CommunicatorOptions options) {
+    try {
+      return createOrThrow(param, rootInfo, options);
+    } catch (RuntimeException e) {
+      // A root's failed create consumes its root info: nothing stays parked for it.
+      if (param != null && rootInfo != null && param.rank() == param.rankRoot()) {
+        try {
+          rootInfo.close();
+        } catch (RuntimeException closing) {
+          e.addSuppressed(closing);
+        }
+      }
+      throw e;
+    }
+  }
+
+  private static Communicator createOrThrow(
       AllGatherParam param, RootInfo rootInfo, CommunicatorOptions options) {
     Objects.requireNonNull(param, "param").validate();
     Objects.requireNonNull(options, "options");

@@ -1,15 +1,22 @@
 package io.npugather;
 
+import io.npugather.bridge.NativeCore;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.Objects;
+import org.bytedeco.javacpp.BytePointer;
 
 /**
  * The opaque bytes the root rank creates and every rank joins with (for {@code host}: the root's
  * endpoint and a per-communicator secret; for {@code hccl}: HCCL's root info). Carry it to the
  * other ranks by any out-of-band channel; treat it as a secret.
+ *
+ * <p>On the root rank, {@link #close()} releases what the root info keeps open in this process
+ * until the root's {@link Communicator#create} (the host backend's listening endpoint): close it
+ * when the communicator will not be created after all. The root's create consumes it whether it
+ * succeeds or fails; closing it again, or closing a copy received from the root, does nothing.
  */
-public final class RootInfo {
+public final class RootInfo implements AutoCloseable {
   private final String backend;
   private final byte[] bytes;
 
@@ -56,6 +63,16 @@ public final class RootInfo {
 
   byte[] bytes() {
     return bytes;
+  }
+
+  /** Releases what this process keeps open for this root info; idempotent. */
+  @Override
+  public void close() {
+    try (BytePointer info = new BytePointer(bytes.length)) {
+      info.put(bytes);
+      Communicator.check(NativeCore.npg_release_root_info(backend, info, bytes.length),
+          "RootInfo.close", -1);
+    }
   }
 
   @Override

@@ -65,9 +65,14 @@ public final class Tensor implements AutoCloseable {
         throw new IllegalArgumentException("shape[" + i + "] = " + shape[i] + " in "
             + Arrays.toString(shape) + "; allowed: >= 0");
       }
-      elements = Math.multiplyExact(elements, shape[i]);
+      if (shape[i] != 0 && elements > Long.MAX_VALUE / shape[i] / dtype.byteWidth()) {
+        throw new IllegalArgumentException("shape " + Arrays.toString(shape) + " of " + dtype
+            + ": its size in bytes overflows 64 bits at shape[" + i + "]; allowed: at most "
+            + Long.MAX_VALUE + " bytes");
+      }
+      elements *= shape[i];
     }
-    return Math.multiplyExact(elements, dtype.byteWidth());
+    return elements * dtype.byteWidth();
   }
 
   public DType dtype() {

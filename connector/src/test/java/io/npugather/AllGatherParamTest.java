@@ -72,6 +72,17 @@ class AllGatherParamTest {
   }
 
   @Test
+  void boundsOfTheNativeCoreAreCheckedFirst() {
+    valid().rankSize(AllGatherParam.MAX_RANK_SIZE).build().validate();
+    assertRejected(valid().rankSize(AllGatherParam.MAX_RANK_SIZE + 1), "rankSize", "65537");
+    assertRejected(valid().rankSize(Integer.MAX_VALUE), "rankSize", "<= 65536");
+    assertRejected(valid().backend(null), "backend", "null");
+    assertRejected(valid().commDomain("\u00e9".repeat(65)), "commDomain", "130 UTF-8 bytes");
+    assertRejected(valid().commDomain("a\0b"), "commDomain", "NUL");
+    assertRejected(valid().backend("lccl").commDomain("1:999999999"), "commDomain", "999999999");
+  }
+
+  @Test
   void commDomainLongerThan128IsRejected() {
     valid().commDomain("d".repeat(128)).build().validate();
     assertRejected(valid().commDomain("d".repeat(129)), "commDomain", "129");

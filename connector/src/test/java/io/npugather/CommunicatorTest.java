@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.CommunicatorOptions.HostTransport;
+import java.net.ConnectException;
+import java.net.Socket;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -308,6 +310,33 @@ class CommunicatorTest {
         () -> Communicator.create(Ranks.hostParam(1).build(), rootInfo,
             CommunicatorOptions.defaults()));
     assertEquals(ResultCode.INVALID_ARGUMENT, e.code(), e.getMessage());
+  }
+
+  @Test
+  void closingARootInfoReleasesTheRootsListener() throws Exception {
+    RootInfo rootInfo = Communicator.createRootInfo("host",
+        CommunicatorOptions.defaults().withBindAddress("127.0.0.1"));
+    // Host root info: magic(4) version(4) id(16) secret(16) family(2) port(2, little endian).
+    byte[] bytes = rootInfo.toBytes();
+    int port = (bytes[42] & 0xff) | (bytes[43] & 0xff) << 8;
+    try (Socket open = new Socket("127.0.0.1", port)) {
+      assertTrue(open.isConnected());
+    }
+    rootInfo.close();
+    assertThrows(ConnectException.class, () -> new Socket("127.0.0.1", port).close());
+    rootInfo.close();  // idempotent
+    RootInfo.of("host", bytes).close();  // a copy, nothing left to release
+  }
+
+  @Test
+  void aRootsCreateRejectedInJavaStillReleasesItsRootInfo() throws Exception {
+    RootInfo rootInfo = Communicator.createRootInfo("host",
+        CommunicatorOptions.defaults().withBindAddress("127.0.0.1"));
+    byte[] bytes = rootInfo.toBytes();
+    int port = (bytes[42] & 0xff) | (bytes[43] & 0xff) << 8;
+    assertThrows(IllegalArgumentException.class, () -> Communicator.create(
+        Ranks.hostParam(1).commDomain("a\0b").build(), rootInfo, CommunicatorOptions.defaults()));
+    assertThrows(ConnectException.class, () -> new Socket("127.0.0.1", port).close());
   }
 
   private static void sleepQuietly(long ms) {

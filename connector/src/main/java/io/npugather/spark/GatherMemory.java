@@ -2,6 +2,8 @@ package io.npugather.spark;
 
 import io.npugather.Communicator;
 import io.npugather.spark.arrow.LargeBufferCache;
+import io.netty.util.internal.PlatformDependent;
+import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
@@ -19,7 +21,9 @@ import org.apache.spark.network.util.JavaUtils;
  * Communicator#HUGE_PAGE_ADVICE_MIN_BYTES} or more come from a {@link LargeBufferCache}.
  * Repeated gathers of about the same size then write into memory that is already mapped. The
  * cache's size and idle timeout are read once, from the Spark conf of the JVM's {@code SparkEnv}
- * ({@link #CACHE_BYTES}, {@link #CACHE_IDLE_TIMEOUT}); smaller buffers are Arrow's usual ones.
+ * ({@link #CACHE_BYTES}, {@link #CACHE_IDLE_TIMEOUT}); smaller buffers are Arrow's usual ones. The
+ * bytes one task may receive in a gather are bounded ({@link #receiveLimit}, {@link
+ * #MAX_GATHER_BYTES}) and checked before its receive buffer is allocated.
  */
 public final class GatherMemory {
   /** The most bytes of idle large buffers an executor keeps; 0 keeps none. */
@@ -27,7 +31,13 @@ public final class GatherMemory {
   /** How long a large buffer's memory is kept once no task uses it. */
   public static final String CACHE_IDLE_TIMEOUT = "spark.npugather.memory.cacheIdleTimeout";
 
+  /** The most bytes one task may receive in a gather; default: derived from the JVM's limits. */
+  public static final String MAX_GATHER_BYTES = "spark.npugather.memory.maxGatherBytes";
+
   static final String DEFAULT_CACHE_BYTES = "1g";
+  /** Spark's defaults for an executor's off-heap overhead (spark.executor.memoryOverhead). */
+  private static final long MIN_OVERHEAD_BYTES = 384L << 20;
+  private static final double DEFAULT_OVERHEAD_FACTOR = 0.1;
   static final String DEFAULT_CACHE_IDLE_TIMEOUT = "60s";
 
   private GatherMemory() {}
@@ -61,6 +71,9 @@ public final class GatherMemory {
    */
   public static void checkConf(SparkConf conf) {
     cacheSettings(cacheEntries(conf));
+    if (conf.contains(MAX_GATHER_BYTES)) {
+      receiveLimit(Map.of(MAX_GATHER_BYTES, conf.get(MAX_GATHER_BYTES)), false, Long.MAX_VALUE, false);
+    }
   }
 
   /** The most idle bytes and the idle timeout {@code conf} asks for. */
@@ -85,6 +98,81 @@ public final class GatherMemory {
           "a positive duration such as 60s or 5m");
     }
     return new CacheSettings(maxIdleBytes, idleTimeout);
+  }
+
+  /** A receive limit and the setting it comes from, as the error names it. */
+  record ReceiveLimit(long bytes, String source) {}
+
+  /** This JVM's limit for the bytes one task receives in a gather (read once). */
+  static ReceiveLimit receiveLimit() {
+    return Limit.RECEIVE;
+  }
+
+  private static final class Limit {
+    static final ReceiveLimit RECEIVE = computeReceiveLimit();
+  }
+
+  private static ReceiveLimit computeReceiveLimit() {
+    SparkEnv env = SparkEnv.get();
+    Map<String, String> conf = new HashMap<>();
+    boolean executor = false;
+    if (env != null) {
+      for (scala.Tuple2<String, String> entry : env.conf().getAll()) {
+        conf.put(entry._1(), entry._2());
+      }
+      String master = conf.getOrDefault("spark.master", "");
+      executor = !env.executorId().equals("driver") && !master.startsWith("local");
+    }
+    boolean explicitDirect = ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+        .anyMatch(a -> a.startsWith("-XX:MaxDirectMemorySize="));
+    return receiveLimit(conf, executor, PlatformDependent.maxDirectMemory(), explicitDirect);
+  }
+
+  /**
+   * The limit {@code conf} sets ({@link #MAX_GATHER_BYTES}), else the smaller of the JVM's direct
+   * memory limit and, on an executor, its off-heap budget (spark.executor.memoryOverhead, by
+   * default max(384m, 0.1 x spark.executor.memory), plus spark.memory.offHeap.size when enabled).
+   */
+  static ReceiveLimit receiveLimit(Map<String, String> conf, boolean executor, long maxDirectBytes,
+      boolean explicitDirect) {
+    String value = conf.get(MAX_GATHER_BYTES);
+    if (value != null) {
+      long bytes;
+      try {
+        bytes = JavaUtils.byteStringAsBytes(value.trim());
+      } catch (NumberFormatException e) {
+        bytes = -1;
+      }
+      if (bytes <= 0) {
+        throw AllGatherOptions.invalid(MAX_GATHER_BYTES, "'" + value + "'", "a positive size such as 512m or 8g");
+      }
+      return new ReceiveLimit(bytes, MAX_GATHER_BYTES + "=" + value.trim());
+    }
+    ReceiveLimit limit = new ReceiveLimit(maxDirectBytes, explicitDirect
+        ? "-XX:MaxDirectMemorySize"
+        : "the JVM's direct memory limit (-XX:MaxDirectMemorySize, by default the heap size -Xmx)");
+    if (executor) {
+      long overhead;
+      String source;
+      if (conf.containsKey("spark.executor.memoryOverhead")) {
+        overhead = JavaUtils.byteStringAsMb(conf.get("spark.executor.memoryOverhead")) << 20;
+        source = "spark.executor.memoryOverhead";
+      } else {
+        long heap = JavaUtils.byteStringAsMb(conf.getOrDefault("spark.executor.memory", "1g")) << 20;
+        double factor = Double.parseDouble(conf.getOrDefault("spark.executor.memoryOverheadFactor",
+            String.valueOf(DEFAULT_OVERHEAD_FACTOR)));
+        overhead = Math.max(MIN_OVERHEAD_BYTES, (long) (factor * heap));
+        source = "spark.executor.memoryOverhead (by default max(384m, 0.1 x spark.executor.memory))";
+      }
+      if (Boolean.parseBoolean(conf.getOrDefault("spark.memory.offHeap.enabled", "false"))) {
+        overhead += JavaUtils.byteStringAsBytes(conf.getOrDefault("spark.memory.offHeap.size", "0"));
+        source += " plus spark.memory.offHeap.size";
+      }
+      if (overhead < limit.bytes()) {
+        limit = new ReceiveLimit(overhead, source);
+      }
+    }
+    return limit;
   }
 
   private static Map<String, String> cacheEntries(SparkConf conf) {

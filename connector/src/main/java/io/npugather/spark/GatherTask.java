@@ -96,9 +96,13 @@ public final class GatherTask implements Serializable {
           own.layout().toBytes());
       resources.group = group;
       List<PartitionLayout> layouts = new ArrayList<>(rankSize);
+      long[] blockBytes = new long[rankSize];
       for (RankEntry entry : group.entries()) {
-        layouts.add(PartitionLayout.fromBytes(entry.payload()));
+        PartitionLayout layout = PartitionLayout.fromBytes(entry.payload());
+        blockBytes[layouts.size()] = layout.blockBytes();
+        layouts.add(layout);
       }
+      group.checkReceiveFits(blockBytes);
       long t2 = System.nanoTime();
 
       group.connect(runDomain);

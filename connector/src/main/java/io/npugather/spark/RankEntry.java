@@ -9,11 +9,13 @@ import java.io.UncheckedIOException;
 
 /**
  * What one rank contributes to the rendezvous round: the root info (root rank only), where it
- * runs (host, device) and a payload of the caller's (for {@code allGatherOnNpu}, the partition's
- * layout; empty for {@code onRanks}). Every rank decodes the same table.
+ * runs (host, device), the most bytes it may receive in a gather and where that limit comes from
+ * ({@link GatherMemory#receiveLimit}), and a payload of the caller's (for {@code allGatherOnNpu},
+ * the partition's layout; empty for {@code onRanks}). Every rank decodes the same table.
  */
-record RankEntry(String host, int deviceId, byte[] rootInfo, byte[] payload) {
-  private static final int VERSION = 1;
+record RankEntry(String host, int deviceId, long receiveLimit, String receiveLimitSource, byte[] rootInfo,
+    byte[] payload) {
+  private static final int VERSION = 2;
   private static final int MAX_FIELD_BYTES = 1 << 20;
 
   byte[] toBytes() {
@@ -22,6 +24,8 @@ record RankEntry(String host, int deviceId, byte[] rootInfo, byte[] payload) {
       out.writeByte(VERSION);
       out.writeUTF(host);
       out.writeInt(deviceId);
+      out.writeLong(receiveLimit);
+      out.writeUTF(receiveLimitSource);
       out.writeInt(rootInfo.length);
       out.write(rootInfo);
       out.writeInt(payload.length);
@@ -42,12 +46,14 @@ record RankEntry(String host, int deviceId, byte[] rootInfo, byte[] payload) {
       }
       String host = in.readUTF();
       int deviceId = in.readInt();
+      long receiveLimit = in.readLong();
+      String receiveLimitSource = in.readUTF();
       byte[] rootInfo = readField(in, rank, "root info");
       byte[] payload = readField(in, rank, "payload");
       if (in.available() != 0) {
         throw new IllegalStateException("rank " + rank + "'s rendezvous entry has trailing bytes");
       }
-      return new RankEntry(host, deviceId, rootInfo, payload);
+      return new RankEntry(host, deviceId, receiveLimit, receiveLimitSource, rootInfo, payload);
     } catch (IOException e) {
       throw new IllegalStateException("rank " + rank + "'s rendezvous entry is truncated", e);
     }

@@ -5,6 +5,7 @@ import io.npugather.CommMode;
 import io.npugather.Communicator;
 import io.npugather.CommunicatorOptions;
 import io.npugather.RootInfo;
+import io.npugather.spark.arrow.PartitionLayout;
 import io.npugather.spark.rendezvous.RendezvousClient;
 import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.net.InetAddress;
@@ -64,25 +65,40 @@ final class RankGroup implements AutoCloseable {
     CommunicatorOptions commOptions = CommunicatorOptions.defaults()
         .withTimeout(options.timeout()).withHostTransport(options.hostTransport())
         .withDeviceId(devices.deviceId(context));
-    byte[] rootInfo = rank == options.rankRoot()
-        ? Communicator.createRootInfo(options.backend(), commOptions).toBytes() : new byte[0];
-    RankEntry mine = new RankEntry(hostName(), commOptions.deviceId(), rootInfo, payload);
-    List<byte[]> table = RendezvousClient.exchange(ticket, context.stageId(),
-        context.stageAttemptNumber(), rank, mine.toBytes(), options.timeout(),
-        context::isInterrupted);
-    List<RankEntry> entries = new ArrayList<>(rankSize);
-    for (int r = 0; r < rankSize; r++) {
-      entries.add(RankEntry.fromBytes(r, table.get(r)));
-    }
+    RootInfo created = rank == options.rankRoot()
+        ? Communicator.createRootInfo(options.backend(), commOptions) : null;
     try {
-      refuseSharedDevices(entries, options);
-    } catch (IllegalStateException e) {
-      // Spark reports one failed task of a barrier stage; every rank's verdict goes to its log.
-      LOG.error("rank {}/{} (stage {}.{}): {}", rank, rankSize, context.stageId(),
-          context.stageAttemptNumber(), e.getMessage());
+      byte[] rootInfo = created == null ? new byte[0] : created.toBytes();
+      GatherMemory.ReceiveLimit limit = GatherMemory.receiveLimit();
+      RankEntry mine = new RankEntry(hostName(), commOptions.deviceId(), limit.bytes(), limit.source(),
+          rootInfo, payload);
+      List<byte[]> table = RendezvousClient.exchange(ticket, context.stageId(),
+          context.stageAttemptNumber(), rank, mine.toBytes(), options.timeout(),
+          context::isInterrupted);
+      List<RankEntry> entries = new ArrayList<>(rankSize);
+      for (int r = 0; r < rankSize; r++) {
+        entries.add(RankEntry.fromBytes(r, table.get(r)));
+      }
+      try {
+        refuseSharedDevices(entries, options);
+      } catch (IllegalStateException e) {
+        // Spark reports one failed task of a barrier stage; every rank's verdict goes to its log.
+        LOG.error("rank {}/{} (stage {}.{}): {}", rank, rankSize, context.stageId(),
+            context.stageAttemptNumber(), e.getMessage());
+        throw e;
+      }
+      return new RankGroup(context, options, commOptions, Collections.unmodifiableList(entries));
+    } catch (RuntimeException | Error e) {
+      // The communicator will not be created: the root's listener must not stay parked.
+      if (created != null) {
+        try {
+          created.close();
+        } catch (RuntimeException closing) {
+          e.addSuppressed(closing);
+        }
+      }
       throw e;
     }
-    return new RankGroup(context, options, commOptions, Collections.unmodifiableList(entries));
   }
 
   int rank() {
@@ -186,6 +202,39 @@ final class RankGroup implements AutoCloseable {
   }
 
   /** The spec allows one communicating process per device: two ranks on one device fail all. */
+  /**
+   * Checks, before any buffer is allocated, that every rank can receive the blocks of the others
+   * ({@code blockBytes[r]}: rank r's block) within its limit; every rank runs the same check on
+   * the same table, so all fail together with the same error.
+   *
+   * @throws IllegalStateException naming the rank, the bytes it needs, its limit and the settings
+   */
+  void checkReceiveFits(long[] blockBytes) {
+    checkReceiveFits(entries, blockBytes);
+  }
+
+  static void checkReceiveFits(List<RankEntry> entries, long[] blockBytes) {
+    long total = 0;
+    for (long b : blockBytes) {
+      total = Math.addExact(total, PartitionLayout.align8(b));
+    }
+    for (int r = 0; r < entries.size(); r++) {
+      long needed = total - PartitionLayout.align8(blockBytes[r]);
+      RankEntry e = entries.get(r);
+      if (needed > e.receiveLimit()) {
+        throw new IllegalStateException("rank " + r + " (on " + e.host() + ") would receive " + needed
+            + " bytes (" + mebibytes(needed) + ") in this gather, more than its limit of "
+            + e.receiveLimit() + " bytes (" + mebibytes(e.receiveLimit()) + ") from "
+            + e.receiveLimitSource() + "; raise that setting or set " + GatherMemory.MAX_GATHER_BYTES
+            + " (or gather fewer rows or columns)");
+      }
+    }
+  }
+
+  private static String mebibytes(long bytes) {
+    return String.format(java.util.Locale.ROOT, "%.1f MiB", bytes / (double) (1L << 20));
+  }
+
   private static void refuseSharedDevices(List<RankEntry> entries, AllGatherOptions options) {
     for (int a = 0; a < entries.size(); a++) {
       for (int b = a + 1; b < entries.size(); b++) {

@@ -47,6 +47,11 @@ public final class NativeCore {
       @Cast("size_t") long capacity,
       SizeTPointer rootInfoSize);
 
+  public static native int npg_release_root_info(
+      String backend,
+      @Cast("const void*") BytePointer rootInfo,
+      @Cast("size_t") long rootInfoSize);
+
   public static native int npg_comm_init(
       String backend,
       int rank,

@@ -6,45 +6,69 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.net.SocketTimeoutException;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
+import java.security.SecureRandom;
+import java.util.Arrays;
 import java.util.List;
+import javax.crypto.AEADBadTagException;
+import javax.crypto.Cipher;
 import javax.crypto.Mac;
+import javax.crypto.spec.GCMParameterSpec;
 import javax.crypto.spec.SecretKeySpec;
 
 /**
  * Wire format of one rendezvous exchange (one TCP connection per rank and round). All integers
- * are big-endian.
+ * are big-endian; every MAC is HMAC-SHA256 under the registration's secret, and its first input
+ * is a label naming what it covers, so no MAC can stand in for another.
  *
  * <pre>
  * server -> client  HELLO    int magic "NPGH", int version, byte[32] nonce
  * client -> server  REQUEST  int magic "NPGQ", int version, long registrationId, int stageId,
  *                            int stageAttempt, int rank, long timeoutMillis, int entryLength,
- *                            byte[32] mac, byte[entryLength] entry
- *                   mac = HMAC-SHA256(secret, nonce || request header from magic to entryLength)
- * server -> client  REPLY    byte 0, int count, count x (int length, byte[length] entry)
- *                or ERROR    byte reasonCode (>0), int length, byte[length] UTF-8 message
+ *                            byte[32] headerMac, byte[entryLength] sealed entry, byte[32] entryMac
+ *                   headerMac = MAC("request header", nonce, header from magic to entryLength)
+ *                   entryMac  = MAC("request entry", nonce, header, sealed entry)
+ * server -> client  REPLY    byte 0, int count, count x (int length, byte[length] sealed entry),
+ *                            byte[32] mac = MAC("reply", nonce, int rank, SHA-256(the bytes before))
+ *                or ERROR    byte reasonCode (>0), int length, byte[length] UTF-8 message,
+ *                            byte authenticated, [byte[32] mac = MAC("error", nonce, int rank,
+ *                            the bytes from reasonCode to the message)]
+ * sealed entry      byte[12] iv, AES-256-GCM(key = MAC("entry key"), iv, entry,
+ *                            aad = registrationId, stageId, stageAttempt, rank)
  * </pre>
  *
- * The server closes the connection after its reply; a client that closes its connection before
- * the reply leaves the round, which fails the round for every other rank at once.
+ * Entries are sealed by the rank that sends them and opened by every rank that receives the
+ * table: the service relays them without reading them, and an entry (a root info carries the
+ * communicator's secret) is neither readable on the wire nor movable to another rank or round.
+ * An error is authenticated when the service could check the request's MAC; before that (unknown
+ * registration, wrong secret, malformed request) it cannot be, and a client takes it only as a
+ * failure. The server closes the connection after its reply; a client that closes its connection
+ * before the reply leaves the round, which fails the round for every other rank at once.
  */
 final class Protocol {
   private Protocol() {}
 
   static final int HELLO_MAGIC = 0x4E504748; // "NPGH"
   static final int REQUEST_MAGIC = 0x4E504751; // "NPGQ"
-  static final int VERSION = 1;
+  static final int VERSION = 2;
 
   static final int SECRET_BYTES = 32;
   static final int NONCE_BYTES = 32;
   static final int MAC_BYTES = 32;
+  static final int IV_BYTES = 12;
+  static final int GCM_TAG_BITS = 128;
+  /** What sealing adds to an entry: the iv and the GCM tag. */
+  static final int SEAL_BYTES = IV_BYTES + GCM_TAG_BITS / 8;
   /** Header bytes covered by the MAC: magic, version, regId, stageId, attempt, rank, timeout, length. */
   static final int REQUEST_HEADER_BYTES = 4 + 4 + 8 + 4 + 4 + 4 + 8 + 4;
 
   /** Largest entry one rank may contribute. */
   static final int MAX_ENTRY_BYTES = 1 << 20;
+  /** Largest entry on the wire: sealed. */
+  static final int MAX_SEALED_ENTRY_BYTES = MAX_ENTRY_BYTES + SEAL_BYTES;
   /** Largest table (sum of all entries of a round). */
   static final long MAX_TABLE_BYTES = 64L << 20;
   /** Largest error message on the wire. */
@@ -54,20 +78,99 @@ final class Protocol {
 
   static final byte STATUS_OK = 0;
 
-  static byte[] mac(byte[] secret, byte[] nonce, byte[] header) {
+  private static final SecureRandom SEAL_RANDOM = new SecureRandom();
+
+  /** MAC(label, parts...): HMAC-SHA256 under secret over the label's UTF-8 bytes, a 0, then the parts. */
+  static byte[] mac(byte[] secret, String label, byte[]... parts) {
     try {
       Mac mac = Mac.getInstance("HmacSHA256");
       mac.init(new SecretKeySpec(secret, "HmacSHA256"));
-      mac.update(nonce);
-      mac.update(header);
+      mac.update(label.getBytes(StandardCharsets.UTF_8));
+      mac.update((byte) 0);
+      for (byte[] part : parts) {
+        mac.update(part);
+      }
       return mac.doFinal();
     } catch (GeneralSecurityException e) {
       throw new IllegalStateException("HmacSHA256 is not available", e);
     }
   }
 
-  static boolean macMatches(byte[] secret, byte[] nonce, byte[] header, byte[] presented) {
-    return MessageDigest.isEqual(mac(secret, nonce, header), presented);
+  static boolean macMatches(byte[] presented, byte[] expected) {
+    return MessageDigest.isEqual(presented, expected);
+  }
+
+  static byte[] headerMac(byte[] secret, byte[] nonce, byte[] header) {
+    return mac(secret, "request header", nonce, header);
+  }
+
+  static byte[] entryMac(byte[] secret, byte[] nonce, byte[] header, byte[] sealedEntry) {
+    return mac(secret, "request entry", nonce, header, sealedEntry);
+  }
+
+  /** The MAC a REPLY ends with, for the rank whose connection had this nonce. */
+  static byte[] replyMac(byte[] secret, byte[] nonce, int rank, byte[] replyDigest) {
+    return mac(secret, "reply", nonce, intBytes(rank), replyDigest);
+  }
+
+  static byte[] errorMac(byte[] secret, byte[] nonce, int rank, byte[] errorBody) {
+    return mac(secret, "error", nonce, intBytes(rank), errorBody);
+  }
+
+  static MessageDigest sha256Digest() {
+    try {
+      return MessageDigest.getInstance("SHA-256");
+    } catch (GeneralSecurityException e) {
+      throw new IllegalStateException("SHA-256 is not available", e);
+    }
+  }
+
+  private static byte[] intBytes(int v) {
+    return ByteBuffer.allocate(4).putInt(v).array();
+  }
+
+  private static byte[] entryAad(long registrationId, int stageId, int stageAttempt, int rank) {
+    return ByteBuffer.allocate(8 + 4 + 4 + 4).putLong(registrationId).putInt(stageId).putInt(stageAttempt)
+        .putInt(rank).array();
+  }
+
+  private static Cipher entryCipher(byte[] secret, int mode, byte[] iv, byte[] aad)
+      throws GeneralSecurityException {
+    Cipher cipher = Cipher.getInstance("AES/GCM/NoPadding");
+    cipher.init(mode, new SecretKeySpec(mac(secret, "entry key"), "AES"), new GCMParameterSpec(GCM_TAG_BITS, iv));
+    cipher.updateAAD(aad);
+    return cipher;
+  }
+
+  /** Rank {@code rank}'s entry as it goes on the wire for this round. */
+  static byte[] sealEntry(byte[] secret, long registrationId, int stageId, int stageAttempt, int rank,
+      byte[] entry) {
+    byte[] iv = new byte[IV_BYTES];
+    SEAL_RANDOM.nextBytes(iv);
+    try {
+      byte[] sealed = entryCipher(secret, Cipher.ENCRYPT_MODE, iv,
+          entryAad(registrationId, stageId, stageAttempt, rank)).doFinal(entry);
+      return ByteBuffer.allocate(IV_BYTES + sealed.length).put(iv).put(sealed).array();
+    } catch (GeneralSecurityException e) {
+      throw new IllegalStateException("AES/GCM is not available", e);
+    }
+  }
+
+  /** The entry rank {@code rank} sealed for this round, or null when it does not authenticate. */
+  static byte[] openEntry(byte[] secret, long registrationId, int stageId, int stageAttempt, int rank,
+      byte[] sealed) {
+    if (sealed.length < SEAL_BYTES) {
+      return null;
+    }
+    try {
+      return entryCipher(secret, Cipher.DECRYPT_MODE, Arrays.copyOfRange(sealed, 0, IV_BYTES),
+          entryAad(registrationId, stageId, stageAttempt, rank)).doFinal(sealed, IV_BYTES,
+          sealed.length - IV_BYTES);
+    } catch (AEADBadTagException e) {
+      return null;
+    } catch (GeneralSecurityException e) {
+      throw new IllegalStateException("AES/GCM is not available", e);
+    }
   }
 
   static byte[] requestHeader(long registrationId, int stageId, int stageAttempt, int rank,
@@ -88,7 +191,7 @@ final class Protocol {
     return bytes.toByteArray();
   }
 
-  /** The complete REPLY frame for a table, built once and sent to every rank. */
+  /** The REPLY frame for a table without its MAC, built once for every rank. */
   static byte[] replyFrame(byte[][] entries) {
     long size = 1 + 4;
     for (byte[] e : entries) {
@@ -111,6 +214,7 @@ final class Protocol {
     return bytes.toByteArray();
   }
 
+  /** The ERROR frame's body (reason, length, message), before its authentication byte. */
   static byte[] errorFrame(RendezvousException.Reason reason, String message) {
     byte[] text = message.getBytes(StandardCharsets.UTF_8);
     if (text.length > MAX_MESSAGE_BYTES) {

@@ -13,6 +13,7 @@ import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Collections;
@@ -32,6 +33,8 @@ public final class RendezvousClient {
   static final long GRACE_MS = 2_000;
   /** Longest single connect attempt (attempts repeat until the deadline while they time out). */
   private static final int CONNECT_SLICE_MS = 500;
+  /** Pause before connecting again after the service dropped a connection unanswered. */
+  private static final long RETRY_MS = 20;
 
   private RendezvousClient() {}
 
@@ -100,7 +103,34 @@ public final class RendezvousClient {
           + ticket.host(), e);
     }
 
+    // A service that dropped this connection before reading the whole request (its handshake
+    // limits make way for newer connections) never saw the entry: connect again.
+    while (true) {
+      try {
+        return attempt(ticket, stageId, stageAttempt, rank, entry, address, poll, deadline, hardDeadline, where);
+      } catch (DroppedBeforeVerdict e) {
+        try {
+          poll.check(); // cancelled or past the deadline: that is the verdict
+        } catch (IOException never) {
+          throw new RendezvousException(Reason.CONNECTION, where + ": " + never, never);
+        }
+        sleepQuietly(RETRY_MS);
+      }
+    }
+  }
+
+  /** The service closed the connection before any verdict. */
+  private static final class DroppedBeforeVerdict extends Exception {
+    DroppedBeforeVerdict(Throwable cause) {
+      super(cause);
+    }
+  }
+
+  private static List<byte[]> attempt(RendezvousTicket ticket, int stageId, int stageAttempt, int rank,
+      byte[] entry, InetSocketAddress address, Protocol.Poll poll, long deadline, long hardDeadline, String where)
+      throws DroppedBeforeVerdict {
     Socket socket = null;
+    boolean verdictStarted = false;
     try {
       socket = connect(address, poll, hardDeadline, where);
       socket.setTcpNoDelay(true);
@@ -123,26 +153,25 @@ public final class RendezvousClient {
       in.readFully(nonce);
 
       long remainingMs = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+      byte[] secret = ticket.secret();
+      byte[] sealed = Protocol.sealEntry(secret, ticket.registrationId(), stageId, stageAttempt, rank, entry);
       byte[] header = Protocol.requestHeader(ticket.registrationId(), stageId, stageAttempt, rank, remainingMs,
-          entry.length);
-      byte[] mac = Protocol.mac(ticket.secret(), nonce, header);
-      ByteBuffer request = ByteBuffer.allocate(header.length + mac.length + entry.length);
-      request.put(header).put(mac).put(entry);
+          sealed.length);
+      ByteBuffer request = ByteBuffer.allocate(header.length + 2 * Protocol.MAC_BYTES + sealed.length);
+      request.put(header).put(Protocol.headerMac(secret, nonce, header)).put(sealed)
+          .put(Protocol.entryMac(secret, nonce, header, sealed));
       out.write(request.array());
       out.flush();
 
       int status = in.readUnsignedByte();
+      verdictStarted = true;
       if (status != Protocol.STATUS_OK) {
-        int length = in.readInt();
-        if (length < 0 || length > Protocol.MAX_MESSAGE_BYTES) {
-          throw new RendezvousException(Reason.CONNECTION, where + ": malformed error reply (" + length + " bytes)");
-        }
-        byte[] text = new byte[length];
-        in.readFully(text);
-        throw new RendezvousException(Reason.fromCode(status), where + ": "
-            + new String(text, StandardCharsets.UTF_8));
+        throw readError(in, status, secret, nonce, rank, where);
       }
+      MessageDigest reply = Protocol.sha256Digest();
+      reply.update((byte) status);
       int count = in.readInt();
+      reply.update(ByteBuffer.allocate(4).putInt(count).array());
       if (count != ticket.rankSize()) {
         throw new RendezvousException(Reason.CONNECTION, where + ": malformed reply (" + count + " entries, "
             + "expected " + ticket.rankSize() + ")");
@@ -152,18 +181,39 @@ public final class RendezvousClient {
       for (int r = 0; r < count; r++) {
         int length = in.readInt();
         total += Math.max(0, length);
-        if (length < 0 || length > Protocol.MAX_ENTRY_BYTES || total > Protocol.MAX_TABLE_BYTES) {
+        if (length < 0 || length > Protocol.MAX_SEALED_ENTRY_BYTES || total > Protocol.MAX_TABLE_BYTES) {
           throw new RendezvousException(Reason.CONNECTION, where + ": malformed reply (entry " + r + " has "
               + length + " bytes)");
         }
         table[r] = new byte[length];
         in.readFully(table[r]);
+        reply.update(ByteBuffer.allocate(4).putInt(length).array());
+        reply.update(table[r]);
+      }
+      byte[] mac = new byte[Protocol.MAC_BYTES];
+      in.readFully(mac);
+      if (!Protocol.macMatches(mac, Protocol.replyMac(secret, nonce, rank, reply.digest()))) {
+        throw new RendezvousException(Reason.AUTHENTICATION, where + ": the table from " + ticket.host() + ":"
+            + ticket.port() + " does not authenticate (not sent by the rendezvous service, or altered)");
+      }
+      for (int r = 0; r < count; r++) {
+        table[r] = Protocol.openEntry(secret, ticket.registrationId(), stageId, stageAttempt, r, table[r]);
+        if (table[r] == null) {
+          throw new RendezvousException(Reason.AUTHENTICATION, where + ": the entry of rank " + r
+              + " does not authenticate (not sealed by a rank of this round, or altered)");
+        }
       }
       return Collections.unmodifiableList(Arrays.asList(table));
     } catch (EOFException e) {
+      if (!verdictStarted) {
+        throw new DroppedBeforeVerdict(e);
+      }
       throw new RendezvousException(Reason.CONNECTION, where + ": the rendezvous service closed the connection "
-          + "without a verdict", e);
+          + "in the middle of its verdict", e);
     } catch (IOException e) {
+      if (!verdictStarted) {
+        throw new DroppedBeforeVerdict(e);
+      }
       throw new RendezvousException(Reason.CONNECTION, where + ": connection to the rendezvous service failed: "
           + e, e);
     } finally {
@@ -175,6 +225,28 @@ public final class RendezvousClient {
         }
       }
     }
+  }
+
+  /** The exception an ERROR reply carries; its MAC, when it has one, must match. */
+  private static RendezvousException readError(DataInputStream in, int status, byte[] secret, byte[] nonce,
+      int rank, String where) throws IOException {
+    int length = in.readInt();
+    if (length < 0 || length > Protocol.MAX_MESSAGE_BYTES) {
+      return new RendezvousException(Reason.CONNECTION, where + ": malformed error reply (" + length + " bytes)");
+    }
+    byte[] text = new byte[length];
+    in.readFully(text);
+    int authenticated = in.readUnsignedByte();
+    if (authenticated != 0) {
+      byte[] mac = new byte[Protocol.MAC_BYTES];
+      in.readFully(mac);
+      byte[] body = ByteBuffer.allocate(5 + length).put((byte) status).putInt(length).put(text).array();
+      if (!Protocol.macMatches(mac, Protocol.errorMac(secret, nonce, rank, body))) {
+        return new RendezvousException(Reason.AUTHENTICATION, where + ": an error reply that does not "
+            + "authenticate (not sent by the rendezvous service, or altered)");
+      }
+    }
+    return new RendezvousException(Reason.fromCode(status), where + ": " + new String(text, StandardCharsets.UTF_8));
   }
 
   private static Socket connect(InetSocketAddress address, Protocol.Poll poll, long hardDeadline, String where)
@@ -193,6 +265,14 @@ public final class RendezvousClient {
         throw new RendezvousException(Reason.CONNECTION, where + ": cannot connect to the rendezvous service: "
             + e, e);
       }
+    }
+  }
+
+  private static void sleepQuietly(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt(); // the next poll reports the cancellation
     }
   }
 

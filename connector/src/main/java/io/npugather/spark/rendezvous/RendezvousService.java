@@ -1,37 +1,36 @@
 package io.npugather.spark.rendezvous;
 
 import io.npugather.spark.rendezvous.RendezvousException.Reason;
-import java.io.BufferedInputStream;
-import java.io.DataInputStream;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
-import java.net.Socket;
-import java.net.SocketTimeoutException;
+import java.net.StandardSocketOptions;
 import java.net.UnknownHostException;
 import java.nio.ByteBuffer;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
 import java.security.SecureRandom;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.Iterator;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutorService;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
-import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadFactory;
-import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -54,11 +53,14 @@ import scala.jdk.javaapi.CollectionConverters;
  * goes out the moment the last rank's entry arrives.
  *
  * <p>One service per {@link SparkContext} ({@link #getOrStart}), started lazily and stopped when
- * the SparkContext stops. Transport: a TCP server socket on the driver host (ephemeral port), one
- * acceptor thread and one pooled daemon thread per open connection (a connection stays open while
- * its rank waits, so the service sees a rank leave at once). Each connection authenticates with
- * an HMAC of a server nonce under the registration's secret; malformed, oversized, foreign or
- * stalled connections are dropped without touching other rounds.
+ * the SparkContext stops. Transport: a TCP server socket on the driver host (ephemeral port) run
+ * by one selector thread, whatever the number of connections (a connection stays open while its
+ * rank waits, so the service sees a rank leave at once). Each connection authenticates with an
+ * HMAC of a server nonce under the registration's secret over its request header and its sealed
+ * entry ({@link Protocol}); every verdict carries a MAC for the rank's connection. A request must
+ * be complete within the handshake timeout; handshakes in progress are bounded per peer address
+ * and in all (the oldest makes way); malformed, oversized, foreign or stalled connections are
+ * dropped without touching other rounds, and the lines about them are rate-limited.
  *
  * <p>Rounds are keyed by (registration, stage id, stage attempt). A newer attempt of a stage
  * fails the waiters of older attempts; every round is bounded by the timeout (the smaller of the
@@ -68,8 +70,6 @@ import scala.jdk.javaapi.CollectionConverters;
 public final class RendezvousService implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(RendezvousService.class);
 
-  /** Replies up to this size are written by the thread that completes the round. */
-  private static final int INLINE_REPLY_BYTES = 32 << 10;
   /** Longest timeout honoured (keeps nanoTime arithmetic far from overflow). */
   private static final long MAX_TIMEOUT_MS = TimeUnit.DAYS.toMillis(30);
   /** How long a rejected connection's unread request is drained so the peer sees the error. */
@@ -82,35 +82,47 @@ public final class RendezvousService implements AutoCloseable {
   private static final java.lang.ref.Cleaner CLEANER =
       java.lang.ref.Cleaner.create(daemonThreads("npugather-rendezvous-cleaner-"));
 
-  /** Tunables (package-private: tests shorten the handshake timeout). */
+  /** Tunables (package-private: tests shorten the handshake timeout and lower the limits). */
   static final class Settings {
-    /** A connection must complete its request within this time, else it is dropped. */
+    /** A connection must complete its whole request within this time, else it is dropped. */
     long handshakeTimeoutMs = 10_000;
-    /** Most connections handled at once; more are closed on accept. */
-    int maxConnections = 4096;
+    /** Most requests in progress at once; a new connection beyond it evicts the oldest. */
+    int maxHandshakes = 1024;
+    /** Most requests in progress from one address; beyond it the address's oldest is evicted. */
+    int maxHandshakesPerAddress = 128;
 
     Settings handshakeTimeoutMs(long ms) {
       this.handshakeTimeoutMs = ms;
       return this;
     }
 
-    Settings maxConnections(int n) {
-      this.maxConnections = n;
+    Settings maxHandshakes(int total, int perAddress) {
+      this.maxHandshakes = total;
+      this.maxHandshakesPerAddress = perAddress;
       return this;
     }
   }
 
-  private final ServerSocket server;
+  private final ServerSocketChannel server;
+  private final Selector selector;
   private final String advertisedHost;
   private final int port;
   private final long handshakeTimeoutMs;
-  private final Thread acceptor;
-  private final ThreadPoolExecutor connections;
-  private final ThreadPoolExecutor replies;
+  private final int maxHandshakes;
+  private final int maxHandshakesPerAddress;
+  private final Thread selectorThread;
   private final ScheduledThreadPoolExecutor timer;
   private final ConcurrentHashMap<Long, Registration> registrations = new ConcurrentHashMap<>();
-  private final Set<Socket> openSockets = ConcurrentHashMap.newKeySet();
   private final AtomicBoolean closed = new AtomicBoolean();
+  private final AtomicBoolean stopping = new AtomicBoolean(); // close() has queued its verdicts
+  /** Work for the selector thread (verdicts from other threads). */
+  private final ConcurrentLinkedQueue<Runnable> tasks = new ConcurrentLinkedQueue<>();
+  private final Set<Connection> open = ConcurrentHashMap.newKeySet();
+  // Owned by the selector thread:
+  private final LinkedHashSet<Connection> handshakes = new LinkedHashSet<>(); // in order of accept
+  private final Map<InetAddress, Integer> handshakesByAddress = new HashMap<>();
+  private final Set<Connection> draining = new HashSet<>();
+  private final DropLog dropLog = new DropLog();
 
   private final SparkContext sparkContext; // null when started without Spark (tests)
   private final SparkListener listener; // null when started without Spark
@@ -208,26 +220,33 @@ public final class RendezvousService implements AutoCloseable {
       SparkContext sc, Settings settings) {
     int id = SERVICE_COUNTER.incrementAndGet();
     this.handshakeTimeoutMs = settings.handshakeTimeoutMs;
+    this.maxHandshakes = Math.max(1, settings.maxHandshakes);
+    this.maxHandshakesPerAddress = Math.max(1, settings.maxHandshakesPerAddress);
     this.advertisedHost = advertisedHost;
     try {
-      ServerSocket ss = new ServerSocket();
-      ss.setReuseAddress(true);
-      ss.bind(new InetSocketAddress(bindAddress, 0), 1024);
+      this.selector = Selector.open();
+      ServerSocketChannel ss = ServerSocketChannel.open();
+      try {
+        ss.setOption(StandardSocketOptions.SO_REUSEADDR, true);
+        ss.bind(new InetSocketAddress(bindAddress, 0), 1024);
+        ss.configureBlocking(false);
+        ss.register(selector, SelectionKey.OP_ACCEPT);
+      } catch (IOException e) {
+        closeQuietly(ss);
+        closeQuietly(selector);
+        throw e;
+      }
       this.server = ss;
+      this.port = ss.socket().getLocalPort();
     } catch (IOException e) {
       throw new IllegalStateException("cannot start the rendezvous service on " + bindDescription + ": "
           + e.getMessage(), e);
     }
-    this.port = server.getLocalPort();
-    this.connections = new ThreadPoolExecutor(0, settings.maxConnections, 30, TimeUnit.SECONDS,
-        new SynchronousQueue<>(), daemonThreads("npugather-rendezvous-" + id + "-conn-"));
-    this.replies = new ThreadPoolExecutor(0, Integer.MAX_VALUE, 30, TimeUnit.SECONDS,
-        new SynchronousQueue<>(), daemonThreads("npugather-rendezvous-" + id + "-reply-"));
     this.timer = new ScheduledThreadPoolExecutor(1, daemonThreads("npugather-rendezvous-" + id + "-timer-"));
     this.timer.setRemoveOnCancelPolicy(true);
     this.sparkContext = sc;
-    this.acceptor = daemonThreads("npugather-rendezvous-" + id + "-acceptor-").newThread(this::acceptLoop);
-    this.acceptor.start();
+    this.selectorThread = daemonThreads("npugather-rendezvous-" + id + "-selector-").newThread(this::selectLoop);
+    this.selectorThread.start();
     if (sc != null) {
       this.listener = new Listener();
       sc.addSparkListener(listener);
@@ -266,18 +285,16 @@ public final class RendezvousService implements AutoCloseable {
       runningJobRdds.clear();
     }
     timer.shutdownNow();
-    replies.shutdown();
-    try {
-      replies.awaitTermination(1, TimeUnit.SECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
+    // The selector thread sends the verdicts just queued (for a second at most), then closes all.
+    stopping.set(true);
+    selector.wakeup();
+    if (Thread.currentThread() != selectorThread) {
+      try {
+        selectorThread.join(TimeUnit.SECONDS.toMillis(2));
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
     }
-    for (Socket s : openSockets) {
-      closeQuietly(s);
-    }
-    connections.shutdownNow();
-    replies.shutdownNow();
-    acceptor.interrupt();
     if (sparkContext != null) {
       synchronized (BY_CONTEXT) {
         if (BY_CONTEXT.get(sparkContext) == this) {
@@ -431,7 +448,7 @@ public final class RendezvousService implements AutoCloseable {
 
   /** Connections currently open (tests). */
   int openConnections() {
-    return openSockets.size();
+    return open.size();
   }
 
   private void ensureOpen() {
@@ -528,167 +545,444 @@ public final class RendezvousService implements AutoCloseable {
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Connections
+  // Connections: one selector thread runs every socket (accept, handshake, wait, reply), so the
+  // service's threads are bounded whatever the load; a stranger holds no thread and at most a
+  // header buffer.
 
-  private void acceptLoop() {
-    while (!closed.get()) {
-      Socket socket;
-      try {
-        socket = server.accept();
-      } catch (IOException e) {
-        if (closed.get()) {
-          return;
-        }
-        LOG.warn("rendezvous service: accept failed: {}", e.toString());
-        try {
-          Thread.sleep(50); // e.g. out of file descriptors: do not spin
-        } catch (InterruptedException ie) {
-          return;
-        }
-        continue;
+  private enum Phase {
+    HEADER, // reading the request header and its MAC
+    ENTRY, // authenticated header: reading the sealed entry and its MAC
+    WAITING, // joined a round: waiting for the verdict, watching for the peer leaving
+    ANSWERING, // writing the verdict, then closing
+    REJECTED // wrote an error; reading and discarding until the peer closes or the drain ends
+  }
+
+  /** One accepted connection; its fields belong to the selector thread. */
+  private final class Connection {
+    final SocketChannel channel;
+    final InetAddress peer;
+    final byte[] nonce = new byte[Protocol.NONCE_BYTES];
+    final long deadlineNanos; // of the handshake (HEADER, ENTRY) or the drain (REJECTED)
+    long drainUntilNanos;
+    long drainBudget;
+    SelectionKey key;
+    Phase phase = Phase.HEADER;
+    ByteBuffer in = ByteBuffer.allocate(Protocol.REQUEST_HEADER_BYTES + Protocol.MAC_BYTES);
+    final ArrayDeque<ByteBuffer> out = new ArrayDeque<>();
+    byte[] header;
+    Registration reg;
+    int stageId;
+    int stageAttempt;
+    int rank;
+    long timeoutMs;
+    Waiter waiter; // set once it joined a round
+
+    Connection(SocketChannel channel, InetAddress peer) {
+      this.channel = channel;
+      this.peer = peer;
+      this.deadlineNanos = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(handshakeTimeoutMs);
+      RANDOM.nextBytes(nonce);
+    }
+  }
+
+  /** A round's outcome, built once; each rank's copy ends with a MAC bound to its connection. */
+  private static final class Verdict {
+    final byte[] frame;
+    final byte[] digest; // SHA-256 of a reply frame; null for an error
+
+    private Verdict(byte[] frame, byte[] digest) {
+      this.frame = frame;
+      this.digest = digest;
+    }
+
+    static Verdict reply(byte[][] entries) {
+      byte[] frame = Protocol.replyFrame(entries);
+      return new Verdict(frame, Protocol.sha256Digest().digest(frame));
+    }
+
+    static Verdict error(Reason reason, String message) {
+      return new Verdict(Protocol.errorFrame(reason, message), null);
+    }
+
+    /** The bytes for one rank: the shared frame, then its authentication. */
+    ByteBuffer[] forRank(byte[] secret, byte[] nonce, int rank) {
+      if (digest != null) {
+        return new ByteBuffer[] {ByteBuffer.wrap(frame),
+            ByteBuffer.wrap(Protocol.replyMac(secret, nonce, rank, digest))};
       }
-      openSockets.add(socket);
-      try {
-        connections.execute(() -> handle(socket));
-      } catch (RejectedExecutionException e) {
-        LOG.warn("rendezvous service: too many connections, dropping one from {}",
-            socket.getRemoteSocketAddress());
-        dropSocket(socket);
+      if (secret == null) {
+        return new ByteBuffer[] {ByteBuffer.wrap(frame), ByteBuffer.wrap(new byte[] {0})};
       }
-      if (closed.get()) {
-        dropSocket(socket);
+      return new ByteBuffer[] {ByteBuffer.wrap(frame), ByteBuffer.wrap(new byte[] {1}),
+          ByteBuffer.wrap(Protocol.errorMac(secret, nonce, rank, frame))};
+    }
+  }
+
+  /** Lines about dropped connections: at most a few per interval, then a count. */
+  private static final class DropLog {
+    private static final long INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(10);
+    private static final int LINES_PER_INTERVAL = 3;
+    private long intervalStart = System.nanoTime() - INTERVAL_NANOS;
+    private int lines;
+    private long suppressed;
+
+    void warn(String format, Object... args) {
+      long now = System.nanoTime();
+      if (now - intervalStart >= INTERVAL_NANOS) {
+        if (suppressed > 0) {
+          LOG.warn("rendezvous service: {} more connections were dropped in the last {} s", suppressed,
+              TimeUnit.NANOSECONDS.toSeconds(INTERVAL_NANOS));
+        }
+        intervalStart = now;
+        lines = 0;
+        suppressed = 0;
+      }
+      if (lines < LINES_PER_INTERVAL) {
+        lines++;
+        LOG.warn(format, args);
+      } else {
+        suppressed++;
       }
     }
   }
 
-  private void handle(Socket socket) {
-    Round joined = null;
-    Waiter waiter = null;
-    try {
-      socket.setTcpNoDelay(true);
-      socket.setKeepAlive(true);
-      socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, Math.max(1, handshakeTimeoutMs)));
-      OutputStream out = socket.getOutputStream();
-      DataInputStream in = new DataInputStream(new BufferedInputStream(socket.getInputStream(), 4096));
+  private void selectLoop() {
+    long stopBy = Long.MAX_VALUE;
+    while (true) {
+      try {
+        runTasks();
+        if (stopping.get()) {
+          // Let the verdicts of close() go out, briefly, then close everything.
+          if (stopBy == Long.MAX_VALUE) {
+            stopBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+          }
+          if (System.nanoTime() - stopBy > 0 || !anythingToWrite()) {
+            break;
+          }
+        }
+        long waitMs = handshakes.isEmpty() && draining.isEmpty() ? 0 : Math.max(1,
+            TimeUnit.NANOSECONDS.toMillis(nextDeadline() - System.nanoTime()) + 1);
+        if (stopping.get()) {
+          waitMs = 10;
+        }
+        selector.select(waitMs);
+        for (Iterator<SelectionKey> it = selector.selectedKeys().iterator(); it.hasNext(); ) {
+          SelectionKey key = it.next();
+          it.remove();
+          if (!key.isValid()) {
+            continue;
+          }
+          if (key.isAcceptable()) {
+            acceptAll();
+            continue;
+          }
+          Connection c = (Connection) key.attachment();
+          try {
+            if (key.isWritable()) {
+              onWritable(c);
+            }
+            if (key.isValid() && key.isReadable()) {
+              onReadable(c);
+            }
+          } catch (IOException | RuntimeException e) {
+            LOG.debug("rendezvous service: connection from {} ended: {}", c.peer, e.toString());
+            closeConnection(c);
+          }
+        }
+        expire();
+      } catch (IOException | RuntimeException e) {
+        if (closed.get()) {
+          break;
+        }
+        LOG.warn("rendezvous service: selector failed: {}", e.toString());
+      }
+    }
+    for (Connection c : new ArrayList<>(open)) {
+      closeConnection(c);
+    }
+    closeQuietly(selector);
+  }
 
-      byte[] nonce = new byte[Protocol.NONCE_BYTES];
-      RANDOM.nextBytes(nonce);
-      ByteBuffer hello = ByteBuffer.allocate(8 + Protocol.NONCE_BYTES);
-      hello.putInt(Protocol.HELLO_MAGIC).putInt(Protocol.VERSION).put(nonce);
-      out.write(hello.array());
+  private void runTasks() {
+    for (Runnable task; (task = tasks.poll()) != null; ) {
+      task.run();
+    }
+  }
 
-      byte[] header = new byte[Protocol.REQUEST_HEADER_BYTES];
-      in.readFully(header);
-      ByteBuffer h = ByteBuffer.wrap(header);
-      if (h.getInt() != Protocol.REQUEST_MAGIC) {
-        LOG.debug("rendezvous service: dropping a connection from {} (not a rendezvous request)",
-            socket.getRemoteSocketAddress());
-        return;
+  private boolean anythingToWrite() {
+    for (Connection c : open) {
+      if (!c.out.isEmpty()) {
+        return true;
       }
-      int version = h.getInt();
-      long registrationId = h.getLong();
-      int stageId = h.getInt();
-      int stageAttempt = h.getInt();
-      int rank = h.getInt();
-      long timeoutMs = h.getLong();
-      int entryLength = h.getInt();
-      byte[] mac = new byte[Protocol.MAC_BYTES];
-      in.readFully(mac);
-      if (version != Protocol.VERSION) {
-        reject(socket, in, out, Reason.CONNECTION, "unsupported rendezvous protocol version " + version
-            + " (the service speaks " + Protocol.VERSION + ")");
-        return;
-      }
-      Registration reg = registrations.get(registrationId);
-      if (reg == null) {
-        reject(socket, in, out, Reason.UNKNOWN_REGISTRATION, "unknown registration " + registrationId
-            + " (it was unregistered because its job ended, or the service restarted)");
-        return;
-      }
-      if (!Protocol.macMatches(reg.secret, nonce, header, mac)) {
-        LOG.warn("rendezvous service: authentication failed for registration {} from {}", registrationId,
-            socket.getRemoteSocketAddress());
-        reject(socket, in, out, Reason.AUTHENTICATION, "authentication failed for registration "
-            + registrationId + " (the ticket's secret was not accepted)");
-        return;
-      }
-      String problem = null;
-      Reason reason = Reason.INVALID_ARGUMENT;
-      if (rank < 0 || rank >= reg.rankSize) {
-        problem = "rank " + rank + " is out of range [0, " + reg.rankSize + ")";
-      } else if (stageId < 0 || stageAttempt < 0) {
-        problem = "stage id and attempt must be >= 0, got stage " + stageId + " attempt " + stageAttempt;
-      } else if (timeoutMs <= 0) {
-        problem = "timeout must be positive, got " + timeoutMs + " ms";
-      } else if (entryLength < 0 || entryLength > Protocol.MAX_ENTRY_BYTES) {
-        reason = Reason.TOO_LARGE;
-        problem = "entry of " + entryLength + " bytes exceeds the limit of " + Protocol.MAX_ENTRY_BYTES
-            + " bytes (1 MiB)";
-      }
-      if (problem != null) {
-        reject(socket, in, out, reason, problem);
-        return;
-      }
-      byte[] entry = new byte[entryLength];
-      in.readFully(entry);
+    }
+    return false;
+  }
 
-      waiter = new Waiter(socket, out, rank);
-      Rejection rejection = join(reg, stageId, stageAttempt, rank, Math.min(timeoutMs, MAX_TIMEOUT_MS), entry, waiter);
-      if (rejection != null) {
-        reject(socket, in, out, rejection.reason, rejection.message);
+  private long nextDeadline() {
+    long next = System.nanoTime() + TimeUnit.SECONDS.toNanos(1);
+    if (!handshakes.isEmpty()) {
+      long first = handshakes.iterator().next().deadlineNanos;
+      next = first - next < 0 ? first : next;
+    }
+    for (Connection c : draining) {
+      next = c.drainUntilNanos - next < 0 ? c.drainUntilNanos : next;
+    }
+    return next;
+  }
+
+  private void acceptAll() {
+    for (int i = 0; i < 256; i++) {
+      SocketChannel channel;
+      try {
+        channel = server.accept();
+      } catch (IOException e) {
+        // e.g. out of file descriptors: what is open still completes; accept again later
+        LOG.debug("rendezvous service: accept failed: {}", e.toString());
         return;
       }
-      joined = waiter.round;
-      // Wait for the peer to go away: it closes after reading the reply; an earlier close (task
-      // cancelled or failed) makes it leave the round. The reply writer closes the socket too.
-      socket.setSoTimeout(0);
-      int extra = in.read();
-      if (extra >= 0) {
-        LOG.debug("rendezvous service: unexpected data from rank {} after its request", rank);
+      if (channel == null) {
+        return;
       }
-    } catch (SocketTimeoutException e) {
-      LOG.debug("rendezvous service: dropping a stalled connection from {}", socket.getRemoteSocketAddress());
-    } catch (IOException | RuntimeException e) {
-      LOG.debug("rendezvous service: connection from {} ended: {}", socket.getRemoteSocketAddress(), e.toString());
-    } finally {
-      if (joined != null) {
-        left(joined, waiter);
+      InetAddress peer;
+      try {
+        peer = ((InetSocketAddress) channel.getRemoteAddress()).getAddress();
+      } catch (IOException e) {
+        closeQuietly(channel);
+        continue;
       }
-      dropSocket(socket);
+      makeRoom(peer);
+      Connection c = new Connection(channel, peer);
+      try {
+        channel.configureBlocking(false);
+        channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
+        channel.setOption(StandardSocketOptions.SO_KEEPALIVE, true);
+        ByteBuffer hello = ByteBuffer.allocate(8 + Protocol.NONCE_BYTES);
+        hello.putInt(Protocol.HELLO_MAGIC).putInt(Protocol.VERSION).put(c.nonce).flip();
+        c.out.add(hello);
+        c.key = channel.register(selector, SelectionKey.OP_READ | SelectionKey.OP_WRITE, c);
+      } catch (IOException e) {
+        closeQuietly(channel);
+        continue;
+      }
+      open.add(c);
+      handshakes.add(c);
+      handshakesByAddress.merge(peer, 1, Integer::sum);
+    }
+  }
+
+  /**
+   * Before a new connection from {@code peer}: the oldest handshake of the same address, else the
+   * oldest of all, makes way when the limits are reached, so a newcomer (a real rank) always gets
+   * its turn and a stranger can hold no slot for long.
+   */
+  private void makeRoom(InetAddress peer) {
+    if (handshakesByAddress.getOrDefault(peer, 0) >= maxHandshakesPerAddress) {
+      for (Connection c : handshakes) {
+        if (c.peer.equals(peer)) {
+          dropLog.warn("rendezvous service: more than {} handshakes from {} at once; dropping its oldest",
+              maxHandshakesPerAddress, peer);
+          closeConnection(c);
+          return;
+        }
+      }
+    }
+    if (handshakes.size() >= maxHandshakes) {
+      Connection oldest = handshakes.iterator().next();
+      dropLog.warn("rendezvous service: more than {} handshakes at once; dropping the oldest, from {}",
+          maxHandshakes, oldest.peer);
+      closeConnection(oldest);
+    }
+  }
+
+  private void endHandshake(Connection c) {
+    if (handshakes.remove(c)) {
+      handshakesByAddress.computeIfPresent(c.peer, (k, n) -> n > 1 ? n - 1 : null);
+    }
+  }
+
+  private void expire() {
+    long now = System.nanoTime();
+    for (Iterator<Connection> it = handshakes.iterator(); it.hasNext(); ) {
+      Connection c = it.next();
+      if (now - c.deadlineNanos < 0) {
+        break; // in order of acceptance, so of deadline
+      }
+      LOG.debug("rendezvous service: dropping a connection from {} that did not complete its request "
+          + "within {} ms", c.peer, handshakeTimeoutMs);
+      closeConnection(c);
+      it = handshakes.iterator();
+    }
+    for (Connection c : new ArrayList<>(draining)) {
+      if (now - c.drainUntilNanos >= 0) {
+        closeConnection(c);
+      }
+    }
+  }
+
+  private void onWritable(Connection c) throws IOException {
+    while (!c.out.isEmpty()) {
+      ByteBuffer b = c.out.peek();
+      c.channel.write(b);
+      if (b.hasRemaining()) {
+        return;
+      }
+      c.out.poll();
+    }
+    c.key.interestOps(SelectionKey.OP_READ);
+    if (c.phase == Phase.ANSWERING) {
+      closeConnection(c);
+    } else if (c.phase == Phase.REJECTED) {
+      // Let the peer read the error before the close: drain what it still sends, bounded.
+      c.channel.shutdownOutput();
+      c.drainUntilNanos = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(DRAIN_MS);
+      c.drainBudget = Protocol.MAX_SEALED_ENTRY_BYTES + 64L * 1024;
+      draining.add(c);
+    }
+  }
+
+  private void enqueue(Connection c, ByteBuffer... buffers) {
+    if (!c.channel.isOpen()) {
+      return;
+    }
+    c.out.addAll(Arrays.asList(buffers));
+    if (c.key.isValid()) {
+      c.key.interestOps(SelectionKey.OP_READ | SelectionKey.OP_WRITE);
+    }
+  }
+
+  private void onReadable(Connection c) throws IOException {
+    if (c.phase == Phase.WAITING || c.phase == Phase.ANSWERING || c.phase == Phase.REJECTED) {
+      ByteBuffer sink = ByteBuffer.allocate(8192);
+      int n = c.channel.read(sink);
+      if (n < 0) {
+        // The peer went away: a waiting rank leaves its round (its task was cancelled or failed).
+        closeConnection(c);
+      } else if (c.phase == Phase.REJECTED && (c.drainBudget -= n) <= 0) {
+        closeConnection(c);
+      } else if (n > 0 && c.phase == Phase.WAITING) {
+        LOG.debug("rendezvous service: unexpected data from rank {} after its request", c.rank);
+      }
+      return;
+    }
+    if (c.channel.read(c.in) < 0) {
+      closeConnection(c);
+      return;
+    }
+    if (c.in.hasRemaining()) {
+      return;
+    }
+    if (c.phase == Phase.HEADER) {
+      onHeader(c);
+    } else {
+      onEntry(c);
+    }
+  }
+
+  private void onHeader(Connection c) {
+    ByteBuffer h = c.in.flip();
+    c.header = new byte[Protocol.REQUEST_HEADER_BYTES];
+    h.get(c.header);
+    byte[] mac = new byte[Protocol.MAC_BYTES];
+    h.get(mac);
+    h = ByteBuffer.wrap(c.header);
+    if (h.getInt() != Protocol.REQUEST_MAGIC) {
+      LOG.debug("rendezvous service: dropping a connection from {} (not a rendezvous request)", c.peer);
+      closeConnection(c);
+      return;
+    }
+    int version = h.getInt();
+    long registrationId = h.getLong();
+    c.stageId = h.getInt();
+    c.stageAttempt = h.getInt();
+    c.rank = h.getInt();
+    c.timeoutMs = h.getLong();
+    int entryLength = h.getInt();
+    if (version != Protocol.VERSION) {
+      reject(c, Reason.CONNECTION, "unsupported rendezvous protocol version " + version
+          + " (the service speaks " + Protocol.VERSION + ")");
+      return;
+    }
+    Registration reg = registrations.get(registrationId);
+    if (reg == null) {
+      reject(c, Reason.UNKNOWN_REGISTRATION, "unknown registration " + registrationId
+          + " (it was unregistered because its job ended, or the service restarted)");
+      return;
+    }
+    if (!Protocol.macMatches(mac, Protocol.headerMac(reg.secret, c.nonce, c.header))) {
+      dropLog.warn("rendezvous service: authentication failed for registration {} from {}", registrationId,
+          c.peer);
+      reject(c, Reason.AUTHENTICATION, "authentication failed for registration " + registrationId
+          + " (the ticket's secret was not accepted)");
+      return;
+    }
+    c.reg = reg; // from here on errors are authenticated
+    String problem = null;
+    Reason reason = Reason.INVALID_ARGUMENT;
+    if (c.rank < 0 || c.rank >= reg.rankSize) {
+      problem = "rank " + c.rank + " is out of range [0, " + reg.rankSize + ")";
+    } else if (c.stageId < 0 || c.stageAttempt < 0) {
+      problem = "stage id and attempt must be >= 0, got stage " + c.stageId + " attempt " + c.stageAttempt;
+    } else if (c.timeoutMs <= 0) {
+      problem = "timeout must be positive, got " + c.timeoutMs + " ms";
+    } else if (entryLength < Protocol.SEAL_BYTES || entryLength > Protocol.MAX_SEALED_ENTRY_BYTES) {
+      reason = Reason.TOO_LARGE;
+      problem = "entry of " + (entryLength - Protocol.SEAL_BYTES) + " bytes exceeds the limit of "
+          + Protocol.MAX_ENTRY_BYTES + " bytes (1 MiB), or is shorter than its seal";
+    }
+    if (problem != null) {
+      reject(c, reason, problem);
+      return;
+    }
+    c.in = ByteBuffer.allocate(entryLength + Protocol.MAC_BYTES);
+    c.phase = Phase.ENTRY;
+  }
+
+  private void onEntry(Connection c) {
+    ByteBuffer e = c.in.flip();
+    byte[] sealed = new byte[e.remaining() - Protocol.MAC_BYTES];
+    e.get(sealed);
+    byte[] mac = new byte[Protocol.MAC_BYTES];
+    e.get(mac);
+    c.in = null;
+    if (!Protocol.macMatches(mac, Protocol.entryMac(c.reg.secret, c.nonce, c.header, sealed))) {
+      dropLog.warn("rendezvous service: the entry of rank {} from {} does not authenticate", c.rank, c.peer);
+      reject(c, Reason.AUTHENTICATION, "the entry of rank " + c.rank + " does not authenticate (altered in "
+          + "flight?)");
+      return;
+    }
+    endHandshake(c);
+    c.phase = Phase.WAITING;
+    c.waiter = new Waiter(c, c.rank);
+    Rejection rejection = join(c.reg, c.stageId, c.stageAttempt, c.rank, Math.min(c.timeoutMs, MAX_TIMEOUT_MS),
+        sealed, c.waiter);
+    if (rejection != null) {
+      c.waiter = null;
+      reject(c, rejection.reason, rejection.message);
     }
   }
 
   /** Sends an error to a peer whose request is refused, then lets it read it before closing. */
-  private static void reject(Socket socket, InputStream in, OutputStream out, Reason reason, String message) {
-    try {
-      out.write(Protocol.errorFrame(reason, message));
-      out.flush();
-      socket.shutdownOutput();
-      // Drain what the peer still sends (e.g. the entry) so that closing does not reset the
-      // connection before the peer has read the error; bounded in bytes and time.
-      long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(DRAIN_MS);
-      long budget = Protocol.MAX_ENTRY_BYTES + 64L * 1024;
-      byte[] sink = new byte[8192];
-      while (budget > 0) {
-        long left = TimeUnit.NANOSECONDS.toMillis(until - System.nanoTime());
-        if (left <= 0) {
-          break;
-        }
-        socket.setSoTimeout((int) left);
-        int n = in.read(sink, 0, (int) Math.min(sink.length, budget));
-        if (n < 0) {
-          break;
-        }
-        budget -= n;
-      }
-    } catch (IOException e) {
-      // the peer is gone; nothing more to do
-    }
+  private void reject(Connection c, Reason reason, String message) {
+    endHandshake(c);
+    c.phase = Phase.REJECTED;
+    enqueue(c, Verdict.error(reason, message).forRank(c.reg == null ? null : c.reg.secret, c.nonce, c.rank));
   }
 
-  private void dropSocket(Socket socket) {
-    closeQuietly(socket);
-    openSockets.remove(socket);
+  /** Closes a connection; a rank that had joined an open round leaves it. */
+  private void closeConnection(Connection c) {
+    endHandshake(c);
+    draining.remove(c);
+    if (!open.remove(c)) {
+      return;
+    }
+    if (c.key != null) {
+      c.key.cancel();
+    }
+    closeQuietly(c.channel);
+    Waiter w = c.waiter;
+    if (w != null && w.round != null) {
+      left(w.round, w);
+    }
   }
 
   private static void closeQuietly(AutoCloseable c) {
@@ -791,9 +1085,9 @@ public final class RendezvousService implements AutoCloseable {
       round.timeoutTask = null;
     }
     after.add(() -> {
-      byte[] frame = Protocol.replyFrame(entries); // built once: every rank gets the same bytes
+      Verdict verdict = Verdict.reply(entries); // built once: every rank gets the same table
       for (Waiter w : waiters) {
-        w.send(frame);
+        w.send(verdict);
       }
     });
   }
@@ -810,11 +1104,11 @@ public final class RendezvousService implements AutoCloseable {
       round.timeoutTask = null;
     }
     LOG.info("rendezvous round {} failed: {}", round.name(), message);
-    byte[] frame = Protocol.errorFrame(reason, message);
+    Verdict verdict = Verdict.error(reason, message);
     after.add(() -> {
       for (Waiter w : waiters) {
         if (w != null) {
-          w.send(frame);
+          w.send(verdict);
         }
       }
     });
@@ -926,42 +1220,29 @@ public final class RendezvousService implements AutoCloseable {
 
   /** One rank's open connection in a round; answered exactly once, then closed. */
   private final class Waiter {
-    final Socket socket;
-    final OutputStream out;
+    final Connection connection;
     final int rank;
     final AtomicBoolean answered = new AtomicBoolean();
     Round round;
 
-    Waiter(Socket socket, OutputStream out, int rank) {
-      this.socket = socket;
-      this.out = out;
+    Waiter(Connection connection, int rank) {
+      this.connection = connection;
       this.rank = rank;
     }
 
-    void send(byte[] frame) {
+    /** Any thread: the verdict goes out from the selector thread. */
+    void send(Verdict verdict) {
       if (!answered.compareAndSet(false, true)) {
         return;
       }
-      if (frame.length <= INLINE_REPLY_BYTES) {
-        write(frame);
-      } else {
-        try {
-          replies.execute(() -> write(frame));
-        } catch (RejectedExecutionException e) {
-          dropSocket(socket);
+      tasks.add(() -> {
+        Connection c = connection;
+        if (c.phase == Phase.WAITING) {
+          c.phase = Phase.ANSWERING;
+          enqueue(c, verdict.forRank(c.reg.secret, c.nonce, rank));
         }
-      }
-    }
-
-    private void write(byte[] frame) {
-      try {
-        out.write(frame);
-        out.flush();
-      } catch (IOException e) {
-        LOG.debug("rendezvous service: could not answer rank {}: {}", rank, e.toString());
-      } finally {
-        dropSocket(socket);
-      }
+      });
+      selector.wakeup();
     }
   }
 

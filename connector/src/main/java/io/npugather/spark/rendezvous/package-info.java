@@ -11,9 +11,12 @@
  * leaves the driver the moment the last rank's entry arrives, unlike
  * {@code BarrierTaskContext.allGather}, whose wait loop works in whole seconds.
  *
- * <p>Guarantees: connections authenticate with an HMAC-SHA256 of a server nonce under the
- * registration's random secret; every frame is length-checked (entries at most 1 MiB, a table at
- * most 64 MiB); a bad or stalled connection is dropped without affecting any round; a round is
+ * <p>Guarantees: requests authenticate with HMAC-SHA256s of a server nonce under the
+ * registration's random secret over the header and the entry; entries are sealed end to end
+ * (AES-GCM, bound to their rank and round) and every verdict carries a MAC for the rank's
+ * connection; every frame is length-checked (entries at most 1 MiB, a table at most 64 MiB); one
+ * selector thread serves every connection, a request must be whole within its deadline, and a bad,
+ * stalled or flooding connection is dropped without affecting any round; a round is
  * keyed by (registration, stage id, stage attempt), a newer attempt of a stage fails the older
  * one, a rank may send once per round, and a round fails (naming the missing ranks) when not all
  * ranks arrive within the timeout or when a waiting rank disconnects.

@@ -113,7 +113,7 @@ class RendezvousServiceTest {
       byte[] header = Protocol.requestHeader(ticket.registrationId(), 1, 0, 0, 5_000, Integer.MAX_VALUE);
       OutputStream out = s.getOutputStream();
       out.write(header);
-      out.write(Protocol.mac(ticket.secret(), nonce, header));
+      out.write(Protocol.headerMac(ticket.secret(), nonce, header));
       out.flush();
       DataInputStream in = new DataInputStream(s.getInputStream());
       assertEquals(Reason.TOO_LARGE.code(), in.readUnsignedByte());
