@@ -135,17 +135,38 @@ void DeviceCommunicator::begin_call() {
 void DeviceCommunicator::end_call() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   busy_ = false;
-  if (aborted_.load()) destroy_collectives_locked();
+  if (aborted_.load()) release_vendor_locked(nullptr);
 }
 
-void DeviceCommunicator::destroy_collectives_locked() noexcept {
-  if (!collectives_) return;
+void DeviceCommunicator::release_vendor_locked(std::unique_ptr<Error>* first) noexcept {
+  auto keep = [&](const Error& e) {
+    if (first != nullptr && !*first) first->reset(new Error(e));
+  };
+  const bool force_stream = stream_pending_ && stream_ != nullptr && api_.aclrtDestroyStreamForce != nullptr;
+  if (!collectives_ && !force_stream) return;
   try {
     bind_device();
-    collectives_->destroy(where());
-  } catch (...) {
+  } catch (const Error& e) {
+    keep(e);
   }
-  collectives_.reset();
+  if (force_stream) {
+    aclError rc = api_.aclrtDestroyStreamForce(stream_);
+    stream_ = nullptr;
+    stream_pending_ = false;
+    if (rc != kAclSuccess) {
+      keep(Error(npg_code_of_acl(rc), acl_error_text(api_, "aclrtDestroyStreamForce", rc, where()),
+                 acl_vendor_error(api_, rc)));
+    }
+  }
+  if (collectives_) {
+    try {
+      collectives_->destroy(where());
+    } catch (const Error& e) {
+      keep(e);
+    } catch (...) {
+    }
+    collectives_.reset();
+  }
 }
 
 // The vendors have no portable abort: the flag makes later calls fail, the stream wait notices
@@ -153,7 +174,7 @@ void DeviceCommunicator::destroy_collectives_locked() noexcept {
 void DeviceCommunicator::abort() noexcept {
   aborted_.store(true);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!busy_) destroy_collectives_locked();
+  if (!busy_) release_vendor_locked(nullptr);
 }
 
 void DeviceCommunicator::wait_stream(const char* op, Clock::time_point deadline) {
@@ -196,6 +217,7 @@ void DeviceCommunicator::run_collective(const char* op, Enqueue&& enqueue, std::
     // The stream may still run the collective: its buffers live until the stream is gone.
     std::lock_guard<std::mutex> lock(mutex_);
     for (DeviceBuffer* b : buffers) quarantine_.push_back(b->release());
+    stream_pending_ = true;
     if (e.code() != NPG_ABORTED && broken_.empty()) broken_ = e.what();
     throw;
   }
@@ -314,28 +336,20 @@ void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segm
   }
 }
 
-// Tries every step and throws the first failure: the vendor communicator, then the stream,
-// then the quarantined device buffers (safe only once the stream is gone), then the claim.
 void DeviceCommunicator::close() {
   std::unique_ptr<Error> first;
   auto keep = [&](const Error& e) {
     if (!first) first.reset(new Error(e));
   };
   std::lock_guard<std::mutex> lock(mutex_);
-  if (collectives_ || stream_ != nullptr || !quarantine_.empty()) {
+  const bool used_device = claim_.held();
+  release_vendor_locked(&first);
+  if (stream_ != nullptr || !quarantine_.empty() || used_device) {
     try {
       bind_device();
     } catch (const Error& e) {
       keep(e);
     }
-  }
-  if (collectives_) {
-    try {
-      collectives_->destroy(where());
-    } catch (const Error& e) {
-      keep(e);
-    }
-    collectives_.reset();
   }
   if (stream_ != nullptr) {
     aclError rc = api_.aclrtDestroyStream(stream_);
@@ -353,6 +367,15 @@ void DeviceCommunicator::close() {
     }
   }
   quarantine_.clear();
+  if (used_device) {
+    // The device's use by this process ends with its one communicator (DeviceClaim).
+    const bool force = api_.aclrtResetDeviceForce != nullptr;
+    aclError rc = force ? api_.aclrtResetDeviceForce(device_) : api_.aclrtResetDevice(device_);
+    if (rc != kAclSuccess) {
+      const char* op = force ? "aclrtResetDeviceForce" : "aclrtResetDevice";
+      keep(Error(npg_code_of_acl(rc), acl_error_text(api_, op, rc, where()), acl_vendor_error(api_, rc)));
+    }
+  }
   claim_.release();
   if (first) throw *first;
 }

@@ -16,6 +16,7 @@
 
 #include "../core/backend.h"
 #include "../core/communicator.h"
+#include "../core/error.h"
 #include "acl_library.h"
 #include "device_claim.h"
 
@@ -39,7 +40,8 @@ class DeviceCollectives {
   // Enqueues an all-gather-v in bytes: rank r's counts[r] bytes land at recv + displs[r].
   virtual void all_gather_v(void* send, uint64_t bytes, void* recv, const uint64_t* counts, const uint64_t* displs,
                             aclrtStream stream, const std::string& where);
-  // Releases the vendor communicator; called once. Throws the vendor's error.
+  // Releases the vendor communicator; called once, after no collective of it can still be in
+  // flight (the stream finished or was force-destroyed). Throws the vendor's error.
   virtual void destroy(const std::string& where) = 0;
 };
 
@@ -72,8 +74,13 @@ class DeviceCommunicator final : public Communicator {
   // polled every 100 ms. Not interruptible: an enqueue or a copy already inside CANN, and the
   // blocking aclrtSynchronizeStream of runtimes without the timeout variant (there only the
   // vendor's own execution timeout bounds a stuck collective). The vendor communicator is
-  // destroyed as soon as no call uses it.
+  // released (see close) as soon as no call uses it.
   void abort() noexcept override;
+  // Tears down in the order CANN requires, trying every step and throwing the first failure: a
+  // stream a failed collective may still run on is force-destroyed (its pending work discarded,
+  // since HcclCommDestroy refuses with HCCL_E_AGAIN while an operation is in flight), then the
+  // vendor communicator, the stream, the device buffers (only once no stream can touch them),
+  // the device (aclrtResetDevice) and the claim.
   void close() override;
 
  private:
@@ -83,7 +90,8 @@ class DeviceCommunicator final : public Communicator {
   DeviceCommunicator(const AclApi& api, const std::string& backend, const CommConfig& config);
   void begin_call();
   void end_call() noexcept;
-  void destroy_collectives_locked() noexcept;
+  // The first two steps of close; an error goes to *first unless one is there.
+  void release_vendor_locked(std::unique_ptr<Error>* first) noexcept;
   // Runs one collective that enqueue() puts on the stream, then waits for the stream.
   template <typename Enqueue>
   void run_collective(const char* op, Enqueue&& enqueue, std::vector<DeviceBuffer*> buffers,
@@ -101,6 +109,7 @@ class DeviceCommunicator final : public Communicator {
   std::mutex mutex_;  // guards collectives_, busy_, broken_, quarantine_
   std::unique_ptr<DeviceCollectives> collectives_;
   aclrtStream stream_ = nullptr;
+  bool stream_pending_ = false;  // a collective failed: the stream may still hold its work
   bool busy_ = false;
   std::atomic<bool> aborted_{false};
   std::string broken_;  // first failure that leaves the stream or the communicator unusable

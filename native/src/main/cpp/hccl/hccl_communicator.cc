@@ -21,6 +21,8 @@ namespace {
 
 constexpr int64_t kInitBackoffFirstMs = 100;
 constexpr int64_t kInitBackoffMaxMs = 2000;
+// How long HcclCommDestroy's HCCL_E_AGAIN ("an operation is in flight") is retried.
+constexpr int64_t kDestroyAgainMs = 5000;
 // CANN's error code for "the HCCP process of an earlier job still holds the device".
 constexpr const char* kHccpBusy = "EJ0001";
 // HCCL's documented ranges: HCCL_CONNECT_TIMEOUT [120, 7200] s. HCCL_EXEC_TIMEOUT is capped at
@@ -88,9 +90,23 @@ class HcclCollectives final : public cann::DeviceCollectives {
         api_.HcclAllGatherV(send, bytes, recv, counts, displs, cann::kHcclDataTypeUint8, comm_, stream);
     if (hr != kHcclSuccess) throw_hccl_error(api_, "HcclAllGatherV", hr, where);
   }
+  // HcclCommDestroy returns HCCL_E_AGAIN while an operation is in flight: retried for a while
+  // (the caller has force-destroyed the stream where it could), then the error is final.
   void destroy(const std::string& where) override {
-    HcclResult hr = api_.HcclCommDestroy(comm_);
-    if (hr != kHcclSuccess) throw_hccl_error(api_, "HcclCommDestroy", hr, where);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kDestroyAgainMs);
+    int64_t backoff_ms = 1;
+    for (;;) {
+      HcclResult hr = api_.HcclCommDestroy(comm_);
+      if (hr == kHcclSuccess) return;
+      if (hr != kHcclEAgain || std::chrono::steady_clock::now() >= deadline) {
+        throw_hccl_error(api_, "HcclCommDestroy", hr,
+                         where + (hr == kHcclEAgain ? " (an operation was still in flight after " +
+                                                          std::to_string(kDestroyAgainMs) + " ms; the communicator leaks)"
+                                                    : std::string()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+      backoff_ms = std::min<int64_t>(backoff_ms * 2, 100);
+    }
   }
 
  private:

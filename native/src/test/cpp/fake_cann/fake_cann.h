@@ -14,6 +14,10 @@
 //                                                peers' streams fail with SUSPECT_REMOTE_ERROR
 //   NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS=<ms>  rendezvous timeout (default HCCL_CONNECT_TIMEOUT s)
 //   NPUGATHER_FAKE_CANN_DEVICE_COUNT=<n>         devices 0..n-1 exist (default 8)
+// Teardown as in CANN: HcclCommDestroy returns HCCL_E_AGAIN while a collective of the communicator
+// is in flight (queued or running on a stream); aclrtDestroyStream refuses a stream with pending
+// work, aclrtDestroyStreamForce discards it (cancelling a running task). Live communicators,
+// streams and device bytes are counted per process.
 // Trace: NPUGATHER_FAKE_CANN_TRACE=<file> appends "<call> rank=<r> device=<d> pid=<p>" for
 // every communicator init and collective (the device current on the calling thread).
 // Built with FAKE_CANN_MINIMAL the optional symbols (HcclAllGatherV, HcclGetErrorString,
@@ -50,6 +54,7 @@ constexpr int kHcclEPtr = 2;
 constexpr int kHcclEInternal = 4;
 constexpr int kHcclETimeout = 9;
 constexpr int kHcclERuntime = 15;
+constexpr int kHcclEAgain = 20;
 
 // A stream task: returns an aclError; must return promptly once cancelled becomes true.
 using Task = std::function<int(const std::atomic<bool>& cancelled)>;
@@ -66,6 +71,8 @@ FAKE_CANN_EXPORT void count_comms(int delta);  // the live count sits here: HCCL
 extern "C" {
 // Live object counts, for leak checks in tests.
 FAKE_CANN_EXPORT int npgFakeCannLiveAllocations();
+FAKE_CANN_EXPORT long long npgFakeCannLiveDeviceBytes();
+FAKE_CANN_EXPORT int npgFakeCannDeviceResets();  // aclrtResetDevice(Force) calls of this process
 FAKE_CANN_EXPORT int npgFakeCannLiveStreams();
 FAKE_CANN_EXPORT int npgFakeCannLiveComms();
 }

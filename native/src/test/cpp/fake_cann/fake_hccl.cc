@@ -66,7 +66,15 @@ FAKE_CANN_EXPORT int HcclCommInitClusterInfo(const char* cluster_info, uint32_t 
   return rendezvous(kHccl, name, n, rank, comm);
 }
 
-FAKE_CANN_EXPORT int HcclCommDestroy(void* comm) { return destroy_comm(kHccl, comm); }
+// HCOMM's HcclCommDestroy returns HCCL_E_AGAIN while an operation of the communicator is in
+// flight: the caller must first end it (the stream force-destroyed, or the op finished).
+FAKE_CANN_EXPORT int HcclCommDestroy(void* comm) {
+  if (comm != nullptr && static_cast<CommHandle*>(comm)->comm->in_flight.load() > 0) {
+    set_recent_error("simulated HCCL: HcclCommDestroy: an operation of the communicator is still in flight");
+    return kHcclEAgain;
+  }
+  return destroy_comm(kHccl, comm);
+}
 
 #endif  // FAKE_CANN_COLLECTIVES_ONLY
 
@@ -94,7 +102,8 @@ FAKE_CANN_EXPORT int HcclAllGatherV(void* send, uint64_t send_count, void* recv,
   ++g_all_gather_v_calls;
   uint8_t* out = static_cast<uint8_t*>(recv);
   const uint8_t* in = static_cast<const uint8_t*>(send);
-  enqueue(stream, [c, gen, in, out, send_count, w, counts, displs](const std::atomic<bool>& cancelled) {
+  auto flight = std::make_shared<InFlight>(c);
+  enqueue(stream, [c, gen, in, out, send_count, w, counts, displs, flight](const std::atomic<bool>& cancelled) {
     return gather_task(c, gen, in, send_count * w, cancelled, [&](int r, const uint8_t* src, uint64_t len) {
       if (len != counts[r] * w) return kAclErrorRtInternal;
       memmove(out + displs[r] * w, src, len);

@@ -307,6 +307,29 @@ void test_collective_that_never_completes_times_out_on_every_rank() {
   expect_nothing_leaked();
 }
 
+// A collective still in flight when it timed out: HcclCommDestroy would return HCCL_E_AGAIN, so
+// the stream is force-destroyed first; then the communicator, the device buffers and the device
+// go, on every rank, and the destroy itself succeeds.
+void test_teardown_after_a_timed_out_collective_releases_everything() {
+  ScopedEnv hang("NPUGATHER_FAKE_CANN_HANG", "allgather");
+  const int n = 2;
+  auto info = hccl_root_info();
+  const int resets = device_resets();
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = join(r, n, info, 300);
+    std::vector<uint8_t> send(4096), recv(4096 * n);
+    EXPECT(npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8) == NPG_TIMEOUT);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  EXPECT(device_resets() - resets == n);
+  expect_nothing_leaked();
+  // The same after an abort from another thread while the ranks wait.
+  auto info2 = hccl_root_info();
+  npg_comm_t comms[n];
+  on_threads(n, [&](int r) { comms[r] = join(r, n, info2, 30000); });
+  expect_abort_ends_blocked_gathers(comms, n);
+}
+
 void test_rank_whose_collective_fails_makes_every_peer_fail_with_remote_error() {
   ScopedEnv fail_rank("NPUGATHER_FAKE_CANN_FAIL_RANK", "1");
   const int n = 3;
@@ -559,6 +582,8 @@ const Test kTests[] = {
      test_device_that_stays_busy_fails_init_with_timeout_within_the_timeout, "full"},
     {"collective_that_never_completes_times_out_on_every_rank",
      test_collective_that_never_completes_times_out_on_every_rank, "full"},
+    {"teardown_after_a_timed_out_collective_releases_everything",
+     test_teardown_after_a_timed_out_collective_releases_everything, "full"},
     {"rank_whose_collective_fails_makes_every_peer_fail_with_remote_error",
      test_rank_whose_collective_fails_makes_every_peer_fail_with_remote_error, "full minimal"},
     {"abort_from_another_thread_ends_a_blocked_gather_promptly",
