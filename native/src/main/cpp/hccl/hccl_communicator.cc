@@ -14,6 +14,7 @@
 #include "../core/error.h"
 #include "../cann/cann_errors.h"
 #include "hccl_errors.h"
+#include "hccl_timeouts.h"
 
 namespace npg {
 namespace hccl {
@@ -25,49 +26,6 @@ constexpr int64_t kInitBackoffMaxMs = 2000;
 constexpr int64_t kDestroyAgainMs = 5000;
 // CANN's error code for "the HCCP process of an earlier job still holds the device".
 constexpr const char* kHccpBusy = "EJ0001";
-// HCCL's documented ranges: HCCL_CONNECT_TIMEOUT [120, 7200] s. HCCL_EXEC_TIMEOUT is capped at
-// 1091 s in AIV mode and rounded down to a multiple of 68 on some products, so [68, 1091] is
-// valid everywhere and never 0 ("wait forever").
-constexpr int64_t kConnectTimeoutMinS = 120;
-constexpr int64_t kConnectTimeoutMaxS = 7200;
-constexpr int64_t kExecTimeoutMinS = 68;
-constexpr int64_t kExecTimeoutMaxS = 1091;
-
-// Adds "NAME=VALUE" entries to the environment without setenv. setenv may realloc and free
-// the array that getenv in another thread is walking at that moment (rank threads, CANN
-// itself and the JVM all call getenv); here the new array is complete before it is published
-// with one pointer store, and the old one is never freed.
-void publish_env_entries(const std::vector<std::string>& entries) {
-  if (entries.empty()) return;
-  size_t n = 0;
-  while (environ != nullptr && environ[n] != nullptr) ++n;
-  char** fresh = new char*[n + entries.size() + 1];
-  for (size_t i = 0; i < n; ++i) fresh[i] = environ[i];
-  for (size_t i = 0; i < entries.size(); ++i) fresh[n + i] = strdup(entries[i].c_str());
-  fresh[n + entries.size()] = nullptr;
-  __atomic_store_n(&environ, fresh, __ATOMIC_RELEASE);  // both arrays stay valid for readers
-}
-
-// HCCL reads its timeouts from the environment. Set once per process (from the first
-// communicator's timeout) and only what the user has not set.
-void apply_timeout_env(int64_t timeout_ms) {
-  static std::mutex* mutex = new std::mutex();
-  static bool done = false;
-  std::lock_guard<std::mutex> lock(*mutex);
-  if (done) return;
-  done = true;
-  const int64_t seconds = timeout_ms / 1000 + (timeout_ms % 1000 != 0);
-  std::vector<std::string> entries;
-  if (getenv("HCCL_CONNECT_TIMEOUT") == nullptr) {
-    int64_t v = std::min(std::max(seconds, kConnectTimeoutMinS), kConnectTimeoutMaxS);
-    entries.push_back("HCCL_CONNECT_TIMEOUT=" + std::to_string(v));
-  }
-  if (getenv("HCCL_EXEC_TIMEOUT") == nullptr) {
-    int64_t v = std::min(std::max(seconds, kExecTimeoutMinS), kExecTimeoutMaxS);
-    entries.push_back("HCCL_EXEC_TIMEOUT=" + std::to_string(v));
-  }
-  publish_env_entries(entries);
-}
 
 int64_t ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
@@ -117,10 +75,16 @@ class HcclCollectives final : public cann::DeviceCollectives {
 // HcclCommInitRootInfo / HcclCommInitClusterInfo, retried with back-off on the "resource
 // busy, try again" class until the communicator's timeout elapses.
 std::unique_ptr<cann::DeviceCollectives> connect(const HcclApi& api, const cann::DeviceCommunicator& device,
-                                                 const HcclRootInfo* root_info, const std::string& rank_table_path) {
+                                                 const HcclRootInfo* root_info, const HcclTimeouts& root_timeouts,
+                                                 const std::string& rank_table_path) {
   using Clock = std::chrono::steady_clock;
-  apply_timeout_env(device.timeout_ms());
   const bool by_table = !rank_table_path.empty();
+  if (by_table) {
+    const HcclTimeouts wanted = timeouts_for(device.timeout_ms());  // the same on every rank of the table
+    latch_timeouts(&wanted);
+  } else {
+    join_timeouts(root_timeouts, device.where());
+  }
   const char* op = by_table ? "HcclCommInitClusterInfo" : "HcclCommInitRootInfo";
   const uint32_t rank = static_cast<uint32_t>(device.rank());
   const Clock::time_point start = Clock::now();
@@ -159,10 +123,11 @@ std::unique_ptr<cann::DeviceCollectives> connect(const HcclApi& api, const cann:
 
 std::unique_ptr<cann::DeviceCommunicator> create_hccl_communicator(const CommConfig& config,
                                                                    const HcclRootInfo* root_info,
+                                                                   const HcclTimeouts& root_timeouts,
                                                                    const std::string& rank_table_path) {
   const HcclApi& api = hccl_api();
   return cann::DeviceCommunicator::create(*api.acl, "hccl", config, [&](const cann::DeviceCommunicator& device) {
-    return connect(api, device, root_info, rank_table_path);
+    return connect(api, device, root_info, root_timeouts, rank_table_path);
   });
 }
 

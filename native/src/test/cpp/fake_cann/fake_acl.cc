@@ -24,6 +24,9 @@ std::map<uintptr_t, size_t>* g_allocations = new std::map<uintptr_t, size_t>();
 int g_streams = 0;
 int g_comms = 0;
 long long g_device_bytes = 0;
+bool g_hccl_env_latched = false;
+int g_hccl_connect_s = 0;
+int g_hccl_exec_s = 0;
 int g_device_resets = 0;
 bool g_initialized = false;
 
@@ -90,6 +93,16 @@ bool is_device_range(const void* p, size_t bytes) {
 int current_device() { return tls_device; }
 
 void set_recent_error(const char* text) { tls_recent_error = text; }
+
+void latch_hccl_env() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_hccl_env_latched) return;
+  g_hccl_env_latched = true;
+  const char* connect = getenv("HCCL_CONNECT_TIMEOUT");
+  const char* exec = getenv("HCCL_EXEC_TIMEOUT");
+  g_hccl_connect_s = connect != nullptr ? atoi(connect) : 120;
+  g_hccl_exec_s = exec != nullptr ? atoi(exec) : 1836;
+}
 
 void count_comms(int delta) {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -275,6 +288,13 @@ FAKE_CANN_EXPORT long long npgFakeCannLiveDeviceBytes() {
 FAKE_CANN_EXPORT int npgFakeCannDeviceResets() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_device_resets;
+}
+
+FAKE_CANN_EXPORT bool npgFakeCannHcclTimeouts(int* connect_s, int* exec_s) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  *connect_s = g_hccl_connect_s;
+  *exec_s = g_hccl_exec_s;
+  return g_hccl_env_latched;
 }
 
 FAKE_CANN_EXPORT int npgFakeCannLiveComms() {

@@ -65,6 +65,10 @@ FAKE_CANN_EXPORT bool is_device_range(const void* p, size_t bytes);
 FAKE_CANN_EXPORT int current_device();  // -1 when the thread has none
 FAKE_CANN_EXPORT void set_recent_error(const char* text);
 FAKE_CANN_EXPORT void count_comms(int delta);  // the live count sits here: HCCL may be split in two libraries
+// Called first by every simulated HCCL entry point: the first call of the process reads
+// HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT (defaults 120 s and 1836 s) and keeps them for good,
+// as HCOMM's externalinput.cc does; later changes to the environment are never seen.
+FAKE_CANN_EXPORT void latch_hccl_env();
 
 }  // namespace fake_cann
 
@@ -75,6 +79,8 @@ FAKE_CANN_EXPORT long long npgFakeCannLiveDeviceBytes();
 FAKE_CANN_EXPORT int npgFakeCannDeviceResets();  // aclrtResetDevice(Force) calls of this process
 FAKE_CANN_EXPORT int npgFakeCannLiveStreams();
 FAKE_CANN_EXPORT int npgFakeCannLiveComms();
+// The HCCL timeouts this process latched (seconds); false when no HCCL call happened yet.
+FAKE_CANN_EXPORT bool npgFakeCannHcclTimeouts(int* connect_s, int* exec_s);
 }
 
 #endif  // NPUGATHER_TEST_FAKE_CANN_H_

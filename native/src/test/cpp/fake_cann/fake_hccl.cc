@@ -27,6 +27,7 @@ extern "C" {
 
 #ifndef FAKE_CANN_COLLECTIVES_ONLY
 FAKE_CANN_EXPORT int HcclGetRootInfo(void* root_info) {
+  latch_hccl_env();
   if (root_info == nullptr) return kHcclEPtr;
   if (current_device() < 0) return kHcclERuntime;
   static std::atomic<int> counter{0};
@@ -40,6 +41,7 @@ FAKE_CANN_EXPORT int HcclGetRootInfo(void* root_info) {
 }
 
 FAKE_CANN_EXPORT int HcclCommInitRootInfo(uint32_t n, const void* root_info, uint32_t rank, void** comm) {
+  latch_hccl_env();
   if (root_info == nullptr || comm == nullptr) return kHcclEPtr;
   if (current_device() < 0) return kHcclERuntime;
   if (memcmp(root_info, kRootMagic, sizeof(kRootMagic)) != 0) return kHcclEPara;
@@ -50,6 +52,7 @@ FAKE_CANN_EXPORT int HcclCommInitRootInfo(uint32_t n, const void* root_info, uin
 }
 
 FAKE_CANN_EXPORT int HcclCommInitClusterInfo(const char* cluster_info, uint32_t rank, void** comm) {
+  latch_hccl_env();
   if (cluster_info == nullptr || comm == nullptr) return kHcclEPtr;
   if (current_device() < 0) return kHcclERuntime;
   std::ifstream in(cluster_info);
@@ -80,6 +83,7 @@ FAKE_CANN_EXPORT int HcclCommDestroy(void* comm) {
 
 #ifndef FAKE_CANN_COMM_MANAGEMENT_ONLY
 FAKE_CANN_EXPORT int HcclAllGather(void* send, void* recv, uint64_t count, int dtype, void* comm, void* stream) {
+  latch_hccl_env();
   return enqueue_all_gather(kHccl, comm, send, recv, count, dtype, stream);
 }
 

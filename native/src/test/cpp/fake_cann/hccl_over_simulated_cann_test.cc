@@ -41,9 +41,10 @@ npg_comm_t join(int rank, int n, const std::vector<uint8_t>& info, int64_t timeo
 // ---- tests ----
 
 void test_timeouts_are_mapped_onto_hccl_environment() {
-  // Runs first: the process's first communicator sets them (the test runner leaves them unset),
-  // while other threads read the environment, as CANN and the JVM do.
-  auto info = hccl_root_info();
+  // Runs first: the process's first HCCL call (the root info's) latches them (the test runner
+  // leaves them unset), while other threads read the environment, as CANN and the JVM do.
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
   std::atomic<bool> stop{false};
   std::vector<std::thread> readers;
   for (int i = 0; i < 2; ++i) {
@@ -51,12 +52,98 @@ void test_timeouts_are_mapped_onto_hccl_environment() {
       while (!stop.load()) EXPECT(getenv("PATH") != nullptr || true);
     });
   }
+  EXPECT_RC(npg_get_root_info("hccl", "timeout_ms:5000", info.data(), info.size(), &size), NPG_SUCCESS);
+  info.resize(size);
   on_threads(4, [&](int r) { EXPECT_RC(npg_comm_destroy(join(r, 4, info, 5000)), NPG_SUCCESS); });
   stop.store(true);
   for (auto& t : readers) t.join();
   EXPECT(getenv("HCCL_CONNECT_TIMEOUT") != nullptr && std::string(getenv("HCCL_CONNECT_TIMEOUT")) == "120");
   EXPECT(getenv("HCCL_EXEC_TIMEOUT") != nullptr && std::string(getenv("HCCL_EXEC_TIMEOUT")) == "68");
+  int connect = 0, exec = 0;
+  EXPECT(fake_symbol<bool (*)(int*, int*)>("libascendcl.so", "npgFakeCannHcclTimeouts")(&connect, &exec));
+  EXPECT(connect == 120 && exec == 68);
   expect_nothing_leaked();
+}
+
+// A rank of test_every_rank_runs_with_the_hccl_timeouts_of_the_root in a fresh process (HCCL
+// latches its timeouts once per process): rank 0 makes the root info, its first HCCL call, for a
+// timeout of 200 s and writes it to file; the others read it and join with a timeout of 20 s of
+// their own. Every rank must run with the root's values, 200 s and 200 s; a rank whose user set
+// another HCCL_EXEC_TIMEOUT (expect_refusal) is refused before it reaches HCCL.
+int timeout_rank_main(int rank, int n, const std::string& file, bool expect_refusal) {
+  try {
+    std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+    size_t size = 0;
+    if (rank == 0) {
+      EXPECT_RC(npg_get_root_info("hccl", "device:0,timeout_ms:200000", info.data(), info.size(), &size),
+                NPG_SUCCESS);
+      std::ofstream(file + ".partial", std::ios::binary).write(reinterpret_cast<const char*>(info.data()), size);
+      EXPECT(rename((file + ".partial").c_str(), file.c_str()) == 0);
+    } else {
+      for (auto t0 = Clock::now(); access(file.c_str(), F_OK) != 0 && ms_since(t0) < 10000;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      std::ifstream in(file, std::ios::binary);
+      in.read(reinterpret_cast<char*>(info.data()), info.size());
+      size = static_cast<size_t>(in.gcount());
+    }
+    info.resize(size);
+    npg_comm_t comm = nullptr;
+    npg_result_t rc = npg_comm_init("hccl", rank, n, 0, "", NPG_COMM_MULTI_PROCESS, rank, nullptr, 20000, 0,
+                                    info.data(), info.size(), &comm);
+    if (expect_refusal) {
+      EXPECT(rc == NPG_INVALID_USAGE);
+      expect_text(npg_last_error(), {"HCCL timeouts differ", "HCCL_EXEC_TIMEOUT=300",
+                                     "the root rank's with HCCL_CONNECT_TIMEOUT=200 HCCL_EXEC_TIMEOUT=200"});
+      show("timeouts differ");
+    } else {
+      EXPECT_RC(rc, NPG_SUCCESS);
+      gather_checked(comm, rank, n, equal_blocks(n, 1000), NPG_UINT8, false, 7);
+      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+      int connect = 0, exec = 0;
+      EXPECT(fake_symbol<bool (*)(int*, int*)>("libascendcl.so", "npgFakeCannHcclTimeouts")(&connect, &exec));
+      if (connect != 200 || exec != 200) {
+        throw Failure("rank " + std::to_string(rank) + " latched HCCL_CONNECT_TIMEOUT=" + std::to_string(connect) +
+                      " HCCL_EXEC_TIMEOUT=" + std::to_string(exec) + ", the root 200 and 200");
+      }
+    }
+    expect_nothing_leaked();
+    return 0;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "timeout rank %d: %s\n", rank, e.what());
+    return 1;
+  }
+}
+
+void test_every_rank_runs_with_the_hccl_timeouts_of_the_root() {
+  const std::string file = "/tmp/npugather-hccl-timeouts-" + std::to_string(getpid());
+  unlink(file.c_str());
+  const char* kinds[] = {"0", "1", "1"};  // ranks 0 and 1 of the group, and a rank whose user set 300 s
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::vector<std::string> env;
+      for (char** e = environ; *e != nullptr; ++e)
+        if (strncmp(*e, "HCCL_", 5) != 0) env.push_back(*e);  // a fresh process, as a rank's is
+      if (i == 2) env.push_back("HCCL_EXEC_TIMEOUT=300");
+      std::vector<char*> envp;
+      for (std::string& e : env) envp.push_back(&e[0]);
+      envp.push_back(nullptr);
+      const char* args[] = {"hccl_over_simulated_cann_test", "timeout-rank", kinds[i], "2", file.c_str(),
+                            i == 2 ? "refused" : "joins", nullptr};
+      execve("/proc/self/exe", const_cast<char**>(args), envp.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ok = waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
+  }
+  unlink(file.c_str());
+  EXPECT(ok);
 }
 
 void test_all_gather_delivers_every_byte_for_2_3_4_thread_ranks() {
@@ -560,6 +647,8 @@ void test_missing_required_symbol_names_the_symbol_and_the_files() {
 
 const Test kTests[] = {
     {"timeouts_are_mapped_onto_hccl_environment", test_timeouts_are_mapped_onto_hccl_environment, "full minimal split"},
+    {"every_rank_runs_with_the_hccl_timeouts_of_the_root", test_every_rank_runs_with_the_hccl_timeouts_of_the_root,
+     "full"},
     {"all_gather_delivers_every_byte_for_2_3_4_thread_ranks", test_all_gather_delivers_every_byte_for_2_3_4_thread_ranks,
      "full minimal split"},
     {"all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks",
@@ -604,5 +693,8 @@ const Test kTests[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[1]) == "timeout-rank") {
+    return timeout_rank_main(atoi(argv[2]), atoi(argv[3]), argv[4], std::string(argv[5]) == "refused");
+  }
   return run_tests(argc, argv, kTests, "full|minimal|split|missing|no-hccl|no-hcomm");
 }
