@@ -45,6 +45,7 @@ AclApi* load(const char* backend) {
   resolve(acl.handle, "aclrtSynchronizeStreamWithTimeout", &api.aclrtSynchronizeStreamWithTimeout);
   resolve(acl.handle, "aclrtDestroyStreamForce", &api.aclrtDestroyStreamForce);
   resolve(acl.handle, "aclrtResetDeviceForce", &api.aclrtResetDeviceForce);
+  resolve(acl.handle, "aclrtGetSocName", &api.aclrtGetSocName);
   resolve(acl.handle, "aclGetRecentErrMsg", &api.aclGetRecentErrMsg);
   const char* missing = first_missing({{"aclInit", api.aclInit != nullptr},
                                        {"aclrtSetDevice", api.aclrtSetDevice != nullptr},

@@ -42,11 +42,14 @@ class HcclCollectives final : public cann::DeviceCollectives {
   }
   bool has_all_gather_v() const override { return api_.HcclAllGatherV != nullptr; }
   const char* all_gather_v_name() const override { return "HcclAllGatherV"; }
-  void all_gather_v(void* send, uint64_t bytes, void* recv, const uint64_t* counts, const uint64_t* displs,
+  // HCCL_E_NOT_SUPPORT: HcclAllGatherV does not serve this communicator's topology.
+  bool all_gather_v(void* send, uint64_t bytes, void* recv, const uint64_t* counts, const uint64_t* displs,
                     aclrtStream stream, const std::string& where) override {
     HcclResult hr =
         api_.HcclAllGatherV(send, bytes, recv, counts, displs, cann::kHcclDataTypeUint8, comm_, stream);
+    if (hr == kHcclENotSupport) return false;
     if (hr != kHcclSuccess) throw_hccl_error(api_, "HcclAllGatherV", hr, where);
+    return true;
   }
   // HcclCommDestroy returns HCCL_E_AGAIN while an operation is in flight: retried for a while
   // (the caller has force-destroyed the stream where it could), then the error is final.

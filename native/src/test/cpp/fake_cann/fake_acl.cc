@@ -153,6 +153,13 @@ FAKE_CANN_EXPORT int aclrtGetDevice(int32_t* device_id) {
   return kAclSuccess;
 }
 
+#ifndef FAKE_CANN_MINIMAL
+FAKE_CANN_EXPORT const char* aclrtGetSocName() {
+  const char* soc = getenv("NPUGATHER_FAKE_CANN_SOC");
+  return soc != nullptr ? soc : "Ascend910B1";
+}
+#endif
+
 FAKE_CANN_EXPORT int aclrtGetDeviceCount(uint32_t* count) {
   *count = static_cast<uint32_t>(device_count());
   return kAclSuccess;

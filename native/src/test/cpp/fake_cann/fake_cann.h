@@ -14,6 +14,10 @@
 //                                                peers' streams fail with SUSPECT_REMOTE_ERROR
 //   NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS=<ms>  rendezvous timeout (default HCCL_CONNECT_TIMEOUT s)
 //   NPUGATHER_FAKE_CANN_DEVICE_COUNT=<n>         devices 0..n-1 exist (default 8)
+//   NPUGATHER_FAKE_CANN_SOC=<name>               aclrtGetSocName (default Ascend910B1, an Atlas A2)
+//   NPUGATHER_FAKE_CANN_SERVERS=<s0,s1,...>      the server of each rank (default all on server 0):
+//                                                with the SoC, decides whether HcclAllGatherV is
+//                                                refused (HCCL_E_NOT_SUPPORT) as HCCL's doc states
 // Teardown as in CANN: HcclCommDestroy returns HCCL_E_AGAIN while a collective of the communicator
 // is in flight (queued or running on a stream); aclrtDestroyStream refuses a stream with pending
 // work, aclrtDestroyStreamForce discards it (cancelling a running task). Live communicators,
@@ -52,6 +56,7 @@ constexpr int kHcclSuccess = 0;
 constexpr int kHcclEPara = 1;
 constexpr int kHcclEPtr = 2;
 constexpr int kHcclEInternal = 4;
+constexpr int kHcclENotSupport = 5;
 constexpr int kHcclETimeout = 9;
 constexpr int kHcclERuntime = 15;
 constexpr int kHcclEAgain = 20;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -17,6 +18,38 @@ constexpr Vendor kHccl = {"simulated HCCL", kHcclSuccess, kHcclEPara, kHcclEPtr,
                           kHcclERuntime};
 
 std::atomic<int> g_all_gather_v_calls{0};
+std::atomic<int> g_all_gather_v_refusals{0};
+
+#if !defined(FAKE_CANN_MINIMAL) && !defined(FAKE_CANN_COMM_MANAGEMENT_ONLY)
+// HcclAllGatherV's topology rule (HCCL's HcclAllGatherV doc): Atlas A3 and 300I Duo on one
+// server only, Atlas A2 only with as many ranks on every server, Ascend 950 always, the Atlas
+// training series never. The servers come from NPUGATHER_FAKE_CANN_SERVERS.
+bool all_gather_v_supported(int n) {
+  std::map<int, int> ranks_per_server;
+  const std::string servers = env("NPUGATHER_FAKE_CANN_SERVERS");
+  size_t at = 0;
+  for (int r = 0; r < n; ++r) {
+    int server = 0;
+    if (at < servers.size()) {
+      server = atoi(servers.c_str() + at);
+      size_t comma = servers.find(',', at);
+      at = comma == std::string::npos ? servers.size() : comma + 1;
+    }
+    ++ranks_per_server[server];
+  }
+  const char* soc_env = getenv("NPUGATHER_FAKE_CANN_SOC");
+  const std::string soc = soc_env != nullptr ? soc_env : "Ascend910B1";
+  auto starts = [&soc](const char* p) { return soc.rfind(p, 0) == 0; };
+  if (starts("Ascend950")) return true;
+  if (starts("Ascend910_93") || starts("Ascend310P")) return ranks_per_server.size() == 1;
+  if (starts("Ascend910B")) {
+    for (const auto& e : ranks_per_server)
+      if (e.second != ranks_per_server.begin()->second) return false;
+    return true;
+  }
+  return false;
+}
+#endif
 
 }  // namespace
 }  // namespace fake_cann
@@ -96,6 +129,11 @@ FAKE_CANN_EXPORT int HcclAllGatherV(void* send, uint64_t send_count, void* recv,
   const int w = width_of(dtype);
   if (w == 0 || recv_counts == nullptr || recv_displs == nullptr) return kHcclEPara;
   std::shared_ptr<Comm> c = h->comm;
+  if (!all_gather_v_supported(c->n)) {
+    ++g_all_gather_v_refusals;
+    set_recent_error("simulated HCCL: HcclAllGatherV is not supported in this topology");
+    return kHcclENotSupport;
+  }
   std::vector<uint64_t> counts(static_cast<const uint64_t*>(recv_counts), static_cast<const uint64_t*>(recv_counts) + c->n);
   std::vector<uint64_t> displs(static_cast<const uint64_t*>(recv_displs), static_cast<const uint64_t*>(recv_displs) + c->n);
   if (send_count != counts[c->rank]) return kHcclEPara;
@@ -139,5 +177,6 @@ FAKE_CANN_EXPORT int HcclGetRankId(void* comm, uint32_t* rank) {
 }
 
 FAKE_CANN_EXPORT int npgFakeCannAllGatherVCalls() { return g_all_gather_v_calls.load(); }
+FAKE_CANN_EXPORT int npgFakeCannAllGatherVRefusals() { return g_all_gather_v_refusals.load(); }
 
 }  // extern "C"

@@ -188,6 +188,47 @@ void test_all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks() {
   expect_nothing_leaked();
 }
 
+// HcclAllGatherV serves only some topologies (HCCL's HcclAllGatherV doc); elsewhere HCCL
+// refuses it. Ragged gathers are right in each: through HcclAllGatherV where it is supported,
+// padded HcclAllGather blocks elsewhere, decided up front from the SoC where that suffices,
+// else after one refusal per communicator (the servers of a rank-info communicator are only
+// HCCL's to know), never leaving the communicator unusable.
+void test_ragged_gathers_are_right_in_every_topology() {
+  struct Case {
+    const char* soc;
+    const char* servers;
+    int n;
+    bool v;        // HcclAllGatherV used
+    bool refused;  // ... after HCCL refused it once per rank
+  };
+  const Case cases[] = {
+      {"Ascend910B1", "", 3, true, false},        {"Ascend910B2", "0,0,1,1", 4, true, false},
+      {"Ascend910B1", "0,0,1", 3, false, true},   {"Ascend910_9391", "", 2, true, false},
+      {"Ascend910_9391", "0,1", 2, false, true},  {"Ascend910A", "", 2, false, false},
+  };
+  auto counter = [](const char* name) { return fake_symbol<int (*)()>("libhccl.so", name)(); };
+  for (const Case& c : cases) {
+    ScopedEnv soc("NPUGATHER_FAKE_CANN_SOC", c.soc);
+    ScopedEnv servers("NPUGATHER_FAKE_CANN_SERVERS", c.servers);
+    auto info = hccl_root_info();
+    const int calls = counter("npgFakeCannAllGatherVCalls");
+    const int refusals = counter("npgFakeCannAllGatherVRefusals");
+    on_threads(c.n, [&](int r) {
+      npg_comm_t comm = join(r, c.n, info);
+      gather_checked(comm, r, c.n, ragged_blocks(c.n, 700 + c.n), NPG_UINT8, true, 710);
+      gather_checked(comm, r, c.n, ragged_blocks(c.n, 720 + c.n), NPG_FLOAT32, true, 730);
+      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    });
+    const std::string what = std::string(c.soc) + " servers \"" + c.servers + "\"";
+    if ((counter("npgFakeCannAllGatherVCalls") - calls == 2 * c.n) != c.v ||
+        (counter("npgFakeCannAllGatherVRefusals") - refusals == (c.refused ? c.n : 0)) != true) {
+      throw Failure(what + ": " + std::to_string(counter("npgFakeCannAllGatherVCalls") - calls) + " HcclAllGatherV calls, " +
+                    std::to_string(counter("npgFakeCannAllGatherVRefusals") - refusals) + " refusals");
+    }
+  }
+  expect_nothing_leaked();
+}
+
 // Many small segments (packed before the copy to the device) and a few large ones.
 void test_segmented_sends_deliver_every_block() {
   const int n = 3;
@@ -610,11 +651,11 @@ void test_missing_cann_gives_an_actionable_message() {
                "ASCEND_HOME_PATH"});
   show("no CANN");
   npg_comm_t comm = nullptr;
-  std::vector<uint8_t> fake(4124, 0);
+  std::vector<uint8_t> fake(4132, 0);  // header, timeouts, HCCL's bytes
   EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, nullptr, 1000, 0, fake.data(), fake.size(), &comm) ==
          NPG_INVALID_ARGUMENT);  // the root info is checked before the libraries are loaded
   memcpy(fake.data(), "NPGHCCL", 8);
-  fake[8] = 1;
+  fake[8] = 2;
   fake[12] = 4108 & 0xff;
   fake[13] = 4108 >> 8;
   EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, nullptr, 1000, 0, fake.data(), fake.size(), &comm) ==
@@ -653,6 +694,7 @@ const Test kTests[] = {
      "full minimal split"},
     {"all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks",
      test_all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks, "full minimal split"},
+    {"ragged_gathers_are_right_in_every_topology", test_ragged_gathers_are_right_in_every_topology, "full"},
     {"segmented_sends_deliver_every_block", test_segmented_sends_deliver_every_block, "full minimal"},
     {"calls_from_threads_other_than_the_creator_bind_the_device",
      test_calls_from_threads_other_than_the_creator_bind_the_device, "full"},
