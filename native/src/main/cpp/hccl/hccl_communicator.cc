@@ -75,8 +75,12 @@ class HcclCollectives final : public cann::DeviceCollectives {
   HcclComm comm_;
 };
 
-// HcclCommInitRootInfo / HcclCommInitClusterInfo, retried with back-off on the "resource
-// busy, try again" class until the communicator's timeout elapses.
+// HcclCommInitRootInfo / HcclCommInitClusterInfo. The "resource busy, try again" class is
+// retried with back-off until the communicator's timeout elapses, but only with a rank table:
+// HCOMM erases the root's topology-detection server after the first HcclCommInitRootInfo
+// attempt, success or failure, so a second attempt with the same root info could only wait out
+// HCCL_CONNECT_TIMEOUT on every rank. A root-info init fails at once instead, saying so: the
+// retry needs a fresh root info from the root, that is, a new rendezvous.
 std::unique_ptr<cann::DeviceCollectives> connect(const HcclApi& api, const cann::DeviceCommunicator& device,
                                                  const HcclRootInfo* root_info, const HcclTimeouts& root_timeouts,
                                                  const std::string& rank_table_path) {
@@ -108,6 +112,14 @@ std::unique_ptr<cann::DeviceCollectives> connect(const HcclApi& api, const cann:
     // the card's resources may still be held by a process that is exiting. Everything else is final.
     const bool busy = hr == kHcclEAgain || hr == kHcclEUnavail || vendor.message.find(kHccpBusy) != std::string::npos;
     if (!busy) throw_vendor_error(npg_code_of_hccl(hr), text, vendor);
+    if (!by_table) {
+      throw_vendor_error(npg_code_of_hccl(hr),
+                         text + "; not retried: HCCL consumed this root info at this first attempt (the root's "
+                                "topology detection is gone), so a retry needs a fresh root info from the root rank, "
+                                "a new rendezvous: the device may still be held by an earlier process; in Spark, "
+                                "npugather.retryable=true lets the stage attempt retry with a new round",
+                         vendor);
+    }
     const Clock::time_point now = Clock::now();
     if (now + std::chrono::milliseconds(backoff_ms) >= deadline) {
       throw_vendor_error(NPG_TIMEOUT,

@@ -19,7 +19,8 @@ namespace hccl {
 // config.timeout_ms.
 // Blocks in HcclCommInitRootInfo/HcclCommInitClusterInfo, which only HCCL_CONNECT_TIMEOUT
 // bounds (at least 120 s + 20 s, so a shorter config.timeout_ms cannot cut one attempt
-// short); retries HCCL_E_AGAIN/HCCL_E_UNAVAIL with back-off until config.timeout_ms elapses.
+// short). With a rank table, retries HCCL_E_AGAIN/HCCL_E_UNAVAIL/EJ0001 with back-off until
+// config.timeout_ms elapses; with a root info, which one attempt consumes, fails at once.
 std::unique_ptr<cann::DeviceCommunicator> create_hccl_communicator(const CommConfig& config,
                                                                    const HcclRootInfo* root_info,
                                                                    const HcclTimeouts& root_timeouts,

@@ -8,6 +8,10 @@
 //   NPUGATHER_FAKE_CANN_INIT_FAIL=<code>         HcclCommInit* / LcalCommInit* return this code ...
 //   NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES=<n>      ... only for the first n attempts of each rank
 //   NPUGATHER_FAKE_CANN_INIT_FAIL_MESSAGE=<text> ... with this recent-error text (aclGetRecentErrMsg)
+//   NPUGATHER_FAKE_CANN_INIT_FAIL_RANK=<rank>    ... on that rank only
+// As in HCOMM, one HcclCommInitRootInfo attempt (success or failure) consumes the root info's
+// topology detection: a rank's second attempt with the same root info waits out the connect
+// timeout and returns HCCL_E_TIMEOUT.
 //   NPUGATHER_FAKE_CANN_HANG=allgather           collectives never complete (until destroyed)
 //   NPUGATHER_FAKE_CANN_FAIL_RANK=<rank>         collectives fail on that rank (HCCL_E_INTERNAL,
 //                                                LCAL_ERROR_INTERNAL);

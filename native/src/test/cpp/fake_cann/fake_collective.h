@@ -223,6 +223,8 @@ inline int rendezvous(const Vendor& v, const std::string& name, uint32_t n, uint
 inline int injected_init_failure(const Vendor& v, const std::string& name, uint32_t rank) {
   std::string code = env("NPUGATHER_FAKE_CANN_INIT_FAIL");
   if (code.empty()) return v.success;
+  std::string only = env("NPUGATHER_FAKE_CANN_INIT_FAIL_RANK");
+  if (!only.empty() && atoi(only.c_str()) != static_cast<int>(rank)) return v.success;
   std::string times = env("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES");
   if (!times.empty()) {
     std::lock_guard<std::mutex> lock(g_attempts_mutex);

@@ -79,6 +79,18 @@ FAKE_CANN_EXPORT int HcclCommInitRootInfo(uint32_t n, const void* root_info, uin
   if (current_device() < 0) return kHcclERuntime;
   if (memcmp(root_info, kRootMagic, sizeof(kRootMagic)) != 0) return kHcclEPara;
   std::string name(static_cast<const char*>(root_info) + 32);
+  {
+    static std::mutex mutex;
+    static std::map<std::string, int>* attempts = new std::map<std::string, int>();
+    std::unique_lock<std::mutex> lock(mutex);
+    if (++(*attempts)[name + "#" + std::to_string(rank)] > 1) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(connect_timeout_ms()));
+      set_recent_error("simulated HCCL: the root's topology detection of this root info was erased after the "
+                       "first HcclCommInitRootInfo attempt: timed out waiting for it");
+      return kHcclETimeout;
+    }
+  }
   int injected = injected_init_failure(kHccl, name, rank);
   if (injected != kHcclSuccess) return injected;
   return rendezvous(kHccl, name, n, rank, comm);

@@ -370,46 +370,39 @@ void test_injected_init_failure_is_a_named_system_error_on_every_rank() {
   expect_nothing_leaked();
 }
 
-// Init fails twice on every rank with code (and CANN text message), then succeeds: the ranks
-// retry with back-off and gather.
-void expect_init_retried_until_the_device_frees_up(const char* code, const char* message) {
-  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", code);
-  ScopedEnv times("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES", "2");
-  ScopedEnv text("NPUGATHER_FAKE_CANN_INIT_FAIL_MESSAGE", message);
-  auto info = hccl_root_info();
-  auto t0 = Clock::now();
-  on_threads(2, [&](int r) {
-    npg_comm_t comm = join(r, 2, info, 10000);
-    gather_checked(comm, r, 2, equal_blocks(2, 10), NPG_UINT8, false, 1);
+// Rank 1 fails its first init with HCCL_E_AGAIN (its device still held). HCCL consumed the root
+// info at that attempt, so rank 1 is not retried with it: it fails at once saying a fresh root
+// info is needed; its peers wait out the (short) connect timeout. A new round with a fresh root
+// info then gathers on every rank.
+void test_rank_whose_first_init_fails_needs_a_fresh_root_info() {
+  ScopedEnv connect("NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS", "700");
+  {
+    ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "20");
+    ScopedEnv only("NPUGATHER_FAKE_CANN_INIT_FAIL_RANK", "1");
+    ScopedEnv times("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES", "1");
+    auto info = hccl_root_info();
+    on_threads(3, [&](int r) {
+      npg_comm_t comm = nullptr;
+      auto t0 = Clock::now();
+      npg_result_t rc = npg_comm_init("hccl", r, 3, 0, "", 0, r, nullptr, 10000, 0, info.data(), info.size(), &comm);
+      EXPECT(comm == nullptr);
+      if (r == 1) {
+        EXPECT(rc == NPG_SYSTEM_ERROR && ms_since(t0) < 500);
+        expect_text(npg_last_error(), {"HcclCommInitRootInfo returned HCCL_E_AGAIN (20)", "not retried",
+                                       "a retry needs a fresh root info", "npugather.retryable=true"});
+        show("first init failed");
+      } else {
+        EXPECT(rc == NPG_TIMEOUT);
+        expect_text(npg_last_error(), {"HcclCommInitRootInfo returned HCCL_E_TIMEOUT (9)"});
+      }
+    });
+  }
+  auto fresh = hccl_root_info();
+  on_threads(3, [&](int r) {
+    npg_comm_t comm = join(r, 3, fresh, 10000);
+    gather_checked(comm, r, 3, ragged_blocks(3, 41), NPG_UINT8, true, 42);
     EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
-  EXPECT(ms_since(t0) >= 250);  // two failed attempts, backing off 100 ms then 200 ms
-  expect_nothing_leaked();
-}
-
-void test_busy_device_at_init_is_retried_until_it_frees_up() {
-  expect_init_retried_until_the_device_frees_up("20", "");  // HCCL_E_AGAIN
-}
-
-// CANN reports a device still held by an earlier job's HCCP process as EJ0001 in its recent
-// error text, with a code of no "busy" class: retried too.
-void test_device_held_by_an_earlier_hccp_process_is_retried_until_it_frees_up() {
-  expect_init_retried_until_the_device_frees_up(
-      "4", "EJ0001: Failed to initialize the HCCP process. Reason: Maybe the last training process is running.");
-}
-
-void test_device_that_stays_busy_fails_init_with_timeout_within_the_timeout() {
-  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "7");
-  auto info = hccl_root_info();
-  auto t0 = Clock::now();
-  on_threads(2, [&](int r) {
-    npg_comm_t comm = nullptr;
-    EXPECT(npg_comm_init("hccl", r, 2, 0, "", 0, r, nullptr, 1500, 0, info.data(), info.size(), &comm) ==
-           NPG_TIMEOUT);
-    expect_text(npg_last_error(), {"HCCL_E_UNAVAIL (7)", "attempts", "rank " + std::to_string(r)});
-    expect_vendor("HCCL", 7, "HCCL_E_UNAVAIL", r);
-  });
-  EXPECT(ms_since(t0) < 2500);
   expect_nothing_leaked();
 }
 
@@ -593,6 +586,50 @@ std::string table_json(const std::string& version, const std::string& status, co
          "]}]}";
 }
 
+// Init from a rank table fails twice on every rank with code (and CANN text message), then
+// succeeds: the ranks retry with back-off (each attempt reads the table afresh) and gather.
+void expect_init_retried_until_the_device_frees_up(const char* code, const char* message) {
+  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", code);
+  ScopedEnv times("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES", "2");
+  ScopedEnv text("NPUGATHER_FAKE_CANN_INIT_FAIL_MESSAGE", message);
+  TempFile file(table_json("1.0", "completed", {"\"0\"", "\"1\""}));
+  auto t0 = Clock::now();
+  on_threads(2, [&](int r) {
+    npg_comm_t comm = nullptr;
+    EXPECT_RC(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 10000, 0, nullptr, 0, &comm), NPG_SUCCESS);
+    gather_checked(comm, r, 2, equal_blocks(2, 10), NPG_UINT8, false, 1);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  EXPECT(ms_since(t0) >= 250);  // two failed attempts, backing off 100 ms then 200 ms
+  expect_nothing_leaked();
+}
+
+void test_busy_device_at_rank_table_init_is_retried_until_it_frees_up() {
+  expect_init_retried_until_the_device_frees_up("20", "");  // HCCL_E_AGAIN
+}
+
+// CANN reports a device still held by an earlier job's HCCP process as EJ0001 in its recent
+// error text, with a code of no "busy" class: retried too.
+void test_device_held_by_an_earlier_hccp_process_at_rank_table_init_is_retried() {
+  expect_init_retried_until_the_device_frees_up(
+      "4", "EJ0001: Failed to initialize the HCCP process. Reason: Maybe the last training process is running.");
+}
+
+void test_device_that_stays_busy_fails_rank_table_init_within_the_timeout() {
+  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "7");
+  TempFile file(table_json("1.0", "completed", {"\"0\"", "\"1\""}));
+  auto t0 = Clock::now();
+  on_threads(2, [&](int r) {
+    npg_comm_t comm = nullptr;
+    EXPECT(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 1500, 0, nullptr, 0, &comm) ==
+           NPG_TIMEOUT);
+    expect_text(npg_last_error(), {"HCCL_E_UNAVAIL (7)", "attempts", "rank " + std::to_string(r)});
+    expect_vendor("HCCL", 7, "HCCL_E_UNAVAIL", r);
+  });
+  EXPECT(ms_since(t0) < 2500);
+  expect_nothing_leaked();
+}
+
 void test_rank_table_file_initialises_every_rank() {
   TempFile file(table_json("1.0", "completed", {"\"0\"", "\"1\""}));
   const std::string& path = file.path;
@@ -706,11 +743,13 @@ const Test kTests[] = {
      test_ranks_that_disagree_on_counts_all_get_invalid_usage_and_can_go_on, "full"},
     {"injected_init_failure_is_a_named_system_error_on_every_rank",
      test_injected_init_failure_is_a_named_system_error_on_every_rank, "full minimal split"},
-    {"busy_device_at_init_is_retried_until_it_frees_up", test_busy_device_at_init_is_retried_until_it_frees_up, "full"},
-    {"device_held_by_an_earlier_hccp_process_is_retried_until_it_frees_up",
-     test_device_held_by_an_earlier_hccp_process_is_retried_until_it_frees_up, "full"},
-    {"device_that_stays_busy_fails_init_with_timeout_within_the_timeout",
-     test_device_that_stays_busy_fails_init_with_timeout_within_the_timeout, "full"},
+    {"rank_whose_first_init_fails_needs_a_fresh_root_info", test_rank_whose_first_init_fails_needs_a_fresh_root_info,
+     "full"},
+    {"busy_device_at_rank_table_init_is_retried_until_it_frees_up", test_busy_device_at_rank_table_init_is_retried_until_it_frees_up, "full"},
+    {"device_held_by_an_earlier_hccp_process_at_rank_table_init_is_retried",
+     test_device_held_by_an_earlier_hccp_process_at_rank_table_init_is_retried, "full"},
+    {"device_that_stays_busy_fails_rank_table_init_within_the_timeout",
+     test_device_that_stays_busy_fails_rank_table_init_within_the_timeout, "full"},
     {"collective_that_never_completes_times_out_on_every_rank",
      test_collective_that_never_completes_times_out_on_every_rank, "full"},
     {"teardown_after_a_timed_out_collective_releases_everything",
