@@ -133,6 +133,7 @@ class HcclBackend final : public Backend {
     if (!config.rank_table_file.empty()) {
       // Checked before CANN is touched, so a bad file fails clearly even without an NPU.
       RankTableFile table = load_rank_table(config.rank_table_file, config.rank, config.rank_size);
+      check_rank_device(table, config.rank, config.device_id);
       return create_hccl_communicator(config, nullptr, HcclTimeouts{}, table.path);
     }
     const RootEndpoint root = parse_root_info(config.root_info, config.root_info_size);

@@ -670,6 +670,40 @@ void test_malformed_rank_tables_are_rejected_with_the_reason() {
     expect_text(npg_last_error(), {"rank table", c.reason});
     if (&c == &cases[3]) show("duplicate rank id");
   }
+  // What HCCL requires of the servers, and each rank's device (rank 1 of 4 on device 1).
+  auto server = [](const std::string& id, const std::vector<std::pair<int, int>>& rank_device) {
+    std::string devices;
+    for (const auto& rd : rank_device) {
+      devices += std::string(devices.empty() ? "" : ", ") + "{\"device_id\": \"" + std::to_string(rd.second) +
+                 "\", \"rank_id\": \"" + std::to_string(rd.first) + "\"}";
+    }
+    return std::string("{") + (id.empty() ? "" : "\"server_id\": \"" + id + "\", ") + "\"device\": [" + devices + "]}";
+  };
+  auto table = [](const std::string& count, const std::string& a, const std::string& b) {
+    return "{\"status\": \"completed\", \"version\": \"1.0\"" +
+           (count.empty() ? std::string() : ", \"server_count\": \"" + count + "\"") + ", \"server_list\": [" + a +
+           ", " + b + "]}";
+  };
+  const std::string a = server("node_a", {{0, 0}, {1, 1}});
+  const std::string b = server("node_b", {{2, 0}, {3, 1}});
+  const Case server_cases[] = {
+      {table("", a, b), "the top level has no \"server_count\""},
+      {table("3", a, b), "server_count \"3\" does not match server_list, which lists 2 server(s)"},
+      {table("2", a, server("", {{2, 0}, {3, 1}})), "server_list[1] has no \"server_id\""},
+      {table("2", a, server("node_a", {{2, 0}, {3, 1}})), "server_list[1].server_id \"node_a\" is the same as"},
+      {table("2", server("node_a", {{0, 0}, {2, 1}}), server("node_b", {{1, 0}, {3, 1}})),
+       "rank ids interleave across servers: rank_id 2 is on server \"node_a\" but rank_id 1 on server \"node_b\""},
+      {table("2", server("node_a", {{0, 0}, {1, 5}}), b),
+       "rank_id 1 on server \"node_a\" has device_id \"5\", but this rank binds device_id 1"},
+  };
+  for (const Case& c : server_cases) {
+    TempFile file(c.text);
+    npg_comm_t comm = nullptr;
+    npg_result_t rc = npg_comm_init("hccl", 1, 4, 0, "", 0, 1, file.path.c_str(), 1000, 0, nullptr, 0, &comm);
+    if (rc != NPG_INVALID_ARGUMENT) throw Failure("expected NPG_INVALID_ARGUMENT for: " + c.text);
+    expect_text(npg_last_error(), {"rank table " + file.path, c.reason});
+    if (&c == &server_cases[4]) show("interleaved ranks");
+  }
   npg_comm_t comm = nullptr;
   EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, "/nonexistent/ranks.json", 1000, 0, nullptr, 0, &comm) ==
          NPG_INVALID_ARGUMENT);
