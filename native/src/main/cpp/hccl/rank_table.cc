@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -242,7 +243,9 @@ RankTableFile parse_rank_table(const std::string& path, const std::string& text,
     }
     // HCCL needs every server named, once.
     const std::string& server_id = require(path, server, "server_id", Json::kString, where).text;
-    if (server_id.empty()) invalid(path, where + ".server_id is empty");
+    if (server_id.empty() || server_id.size() > 64) {
+      invalid(path, where + ".server_id \"" + server_id + "\" must have 1 to 64 characters");
+    }
     for (size_t t = 0; t < s; ++t) {
       if (table.server_ids[t] == server_id) {
         invalid(path, where + ".server_id \"" + server_id + "\" is the same as server_list[" + std::to_string(t) +
@@ -275,14 +278,19 @@ RankTableFile parse_rank_table(const std::string& path, const std::string& text,
     }
     table.devices[e.rank_id] = e;
   }
-  // HCCL numbers ranks server by server: the first server's ranks are 0..k-1, the next's k..,
-  // and so on in server_list order; ids that interleave across servers are refused.
-  for (int32_t r = 1; r < rank_size; ++r) {
-    if (table.devices[r].server_index < table.devices[r - 1].server_index) {
-      invalid(path, "rank ids interleave across servers: rank_id " + std::to_string(r) + " is on server \"" +
-                        table.devices[r].server_id + "\" but rank_id " + std::to_string(r - 1) + " on server \"" +
-                        table.devices[r - 1].server_id + "\", listed after it; number the ranks server by server, "
-                        "in server_list order");
+  // HCCL does not let rank ids cross servers: each server's ids form one range ({0,1,2,3} and
+  // {4,5,6,7}, never {0,1,2,7} and {3,4,5,6}).
+  std::vector<int32_t> lo(servers.items.size(), INT32_MAX), hi(servers.items.size(), -1), n(servers.items.size(), 0);
+  for (const RankTableDevice& e : table.devices) {
+    lo[e.server_index] = std::min(lo[e.server_index], e.rank_id);
+    hi[e.server_index] = std::max(hi[e.server_index], e.rank_id);
+    ++n[e.server_index];
+  }
+  for (size_t s = 0; s < servers.items.size(); ++s) {
+    if (n[s] > 0 && hi[s] - lo[s] + 1 != n[s]) {
+      invalid(path, "rank ids interleave across servers: server \"" + table.server_ids[s] + "\" has " +
+                        std::to_string(n[s]) + " ranks between rank_id " + std::to_string(lo[s]) + " and " +
+                        std::to_string(hi[s]) + "; give each server a contiguous range of rank ids");
     }
   }
   // With rank_size unique ids in [0, rank_size) every rank, this one included, is present.

@@ -692,7 +692,7 @@ void test_malformed_rank_tables_are_rejected_with_the_reason() {
       {table("2", a, server("", {{2, 0}, {3, 1}})), "server_list[1] has no \"server_id\""},
       {table("2", a, server("node_a", {{2, 0}, {3, 1}})), "server_list[1].server_id \"node_a\" is the same as"},
       {table("2", server("node_a", {{0, 0}, {2, 1}}), server("node_b", {{1, 0}, {3, 1}})),
-       "rank ids interleave across servers: rank_id 2 is on server \"node_a\" but rank_id 1 on server \"node_b\""},
+       "rank ids interleave across servers: server \"node_a\" has 2 ranks between rank_id 0 and 2"},
       {table("2", server("node_a", {{0, 0}, {1, 5}}), b),
        "rank_id 1 on server \"node_a\" has device_id \"5\", but this rank binds device_id 1"},
   };
