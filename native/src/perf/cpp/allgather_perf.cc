@@ -273,7 +273,8 @@ Options parse_options(int argc, char** argv) {
   for (size_t i = 0; i < o.devices.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (o.devices[i] == o.devices[j]) {
-        std::fprintf(stderr, "allgather-perf: --devices names device %d twice (ranks %zu and %zu): one rank per device\n",
+        std::fprintf(stderr,
+                     "allgather-perf: --devices names device %d twice (ranks %zu and %zu): one rank per device\n",
                      o.devices[i], j, i);
         std::exit(kExitUsage);
       }

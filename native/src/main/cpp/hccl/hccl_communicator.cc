@@ -59,11 +59,11 @@ class HcclCollectives final : public cann::DeviceCollectives {
     for (;;) {
       HcclResult hr = api_.HcclCommDestroy(comm_);
       if (hr == kHcclSuccess) return;
-      if (hr != kHcclEAgain || std::chrono::steady_clock::now() >= deadline) {
+      if (hr != kHcclEAgain) throw_hccl_error(api_, "HcclCommDestroy", hr, where);
+      if (std::chrono::steady_clock::now() >= deadline) {
         throw_hccl_error(api_, "HcclCommDestroy", hr,
-                         where + (hr == kHcclEAgain ? " (an operation was still in flight after " +
-                                                          std::to_string(kDestroyAgainMs) + " ms; the communicator leaks)"
-                                                    : std::string()));
+                         where + " (an operation was still in flight after " + std::to_string(kDestroyAgainMs) +
+                             " ms; the communicator leaks)");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
       backoff_ms = std::min<int64_t>(backoff_ms * 2, 100);

@@ -156,13 +156,15 @@ class LcclBackend final : public Backend {
     }
     const std::string boot = boot_id();
     memcpy(p + kBootIdAt, boot.data(), boot.size());
-    for (size_t i = 0; i < kDomainBytes; ++i) p[kDomainAt + i] = static_cast<uint8_t>(static_cast<uint32_t>(domain) >> (8 * i));
+    for (size_t i = 0; i < kDomainBytes; ++i) {
+      p[kDomainAt + i] = static_cast<uint8_t>(static_cast<uint32_t>(domain) >> (8 * i));
+    }
     return kFormat.total_bytes;
   }
 
   // Multi-process: LCCL's domain init, in comm_domain "ID[:SIZE_MB]" (root_info, when given, is
-  // only checked for the node), or with comm_domain "" in the root info's domain. Multi-thread: LcalCommInitThread
-  // with comm_domain as uid, or a uid made from the root info when comm_domain is "".
+  // only checked for the node), or with comm_domain "" in the root info's domain. Multi-thread:
+  // LcalCommInitThread with comm_domain as uid, or a uid made from the root info when it is "".
   std::unique_ptr<Communicator> create_communicator(const CommConfig& config) const override {
     if (config.device_id < 0) {
       throw_error(NPG_INVALID_ARGUMENT, "backend lccl needs a device id: device_id is " +

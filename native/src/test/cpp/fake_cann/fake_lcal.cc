@@ -176,7 +176,8 @@ FAKE_CANN_EXPORT int LcalCommInitRank(UniqueId comm_id, int rank_size, int rank,
   bool zero = true;
   for (char c : comm_id.internal) zero = zero && c == 0;
   if (!zero && rank != 0) return lcal_fail(kLcalErrorInternal, "Multi-machine is not supported at the moment");
-  int injected = injected_init_failure(kLcal, "lcal-port-" + std::to_string(kLcalDefaultPort), static_cast<uint32_t>(rank));
+  const std::string port = "lcal-port-" + std::to_string(kLcalDefaultPort);
+  int injected = injected_init_failure(kLcal, port, static_cast<uint32_t>(rank));
   if (injected != kLcalSuccess) return injected;
   return domain_init(kLcalDefaultPort, rank_size, rank, comm);
 }
