@@ -32,6 +32,15 @@ uint64_t layout_hash(const uint64_t* counts, int32_t n) {
   return h;
 }
 
+// How often each device was reset by this process (aclrtResetDevice at a communicator's close).
+constexpr int32_t kEpochDevices = 1024;
+std::atomic<uint64_t>& device_epoch(int32_t device) {
+  static std::atomic<uint64_t>* epochs = new std::atomic<uint64_t>[kEpochDevices]();
+  return epochs[static_cast<uint32_t>(device) % kEpochDevices];
+}
+// The epoch of the device this thread last set; any thread sets one device at a time.
+thread_local uint64_t t_bound_epoch = UINT64_MAX;
+
 // This host's kernel boot id, hashed: ranks on one server share it.
 uint64_t server_hash() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -137,10 +146,14 @@ std::string DeviceCommunicator::where() const {
 }
 
 void DeviceCommunicator::bind_device() const {
+  // A thread that set the device before its last reset (by another communicator's close) must
+  // set it again, whatever aclrtGetDevice still reports.
+  const uint64_t epoch = device_epoch(device_).load();
   int32_t current = -1;
-  if (api_.aclrtGetDevice(&current) == kAclSuccess && current == device_) return;
+  if (api_.aclrtGetDevice(&current) == kAclSuccess && current == device_ && t_bound_epoch == epoch) return;
   aclError rc = api_.aclrtSetDevice(device_);
   if (rc != kAclSuccess) throw_acl_error(api_, "aclrtSetDevice", rc, where());
+  t_bound_epoch = epoch;
 }
 
 void DeviceCommunicator::begin_call() {
@@ -433,6 +446,7 @@ void DeviceCommunicator::close() {
     // The device's use by this process ends with its one communicator (DeviceClaim).
     const bool force = api_.aclrtResetDeviceForce != nullptr;
     aclError rc = force ? api_.aclrtResetDeviceForce(device_) : api_.aclrtResetDevice(device_);
+    device_epoch(device_).fetch_add(1);
     if (rc != kAclSuccess) {
       const char* op = force ? "aclrtResetDeviceForce" : "aclrtResetDevice";
       keep(Error(npg_code_of_acl(rc), acl_error_text(api_, op, rc, where()), acl_vendor_error(api_, rc)));
