@@ -1,8 +1,9 @@
 // allgather_perf: all-gather bandwidth sweep over the NpuGather C ABI, in the
-// style of nccl-tests' all_gather_perf.
+// style of nccl-tests' all_gather_perf and CANN's hccl_test.
 //
-// Uses only npugather.h. Ranks are either forked processes (default) or
-// threads of this process. Rank 0 prints the table.
+// Uses only npugather.h. Any backend: host, or hccl / lccl with one NPU per rank
+// (--devices, default rank r on device r). Ranks are either forked processes
+// (default) or threads of this process. Rank 0 prints the table.
 //
 // Timing: every rank times each of its npg_all_gather calls with a steady
 // clock. Before each call an 8-byte all-gather acts as a barrier, so the ranks
@@ -59,6 +60,13 @@ struct Options {
   bool csv = false;
   npg_dtype_t dtype = NPG_UINT8;
   std::string dtype_name = "uint8";
+  std::vector<int> devices;  // --devices; empty: rank r on device r
+  bool on_devices() const { return backend != "host"; }
+  // The NPU of rank (hccl, lccl), or -1 (host).
+  int device_of(int rank) const {
+    if (!on_devices()) return -1;
+    return devices.empty() ? rank : devices[rank];
+  }
 };
 
 struct DtypeName {
@@ -75,7 +83,10 @@ constexpr DtypeName kDtypes[] = {
 void usage(FILE* out) {
   std::fprintf(out,
                "usage: allgather-perf [options]\n"
-               "  --backend NAME            collective backend (default host)\n"
+               "  --backend host|hccl|lccl  collective backend (default host); hccl and lccl\n"
+               "                            need CANN (and ATB for lccl) and one NPU per rank\n"
+               "  --devices LIST            NPU of each rank, comma-separated logical ids, one\n"
+               "                            per rank (default rank r on device r); hccl, lccl\n"
                "  --ranks N                 number of ranks, >= 1 (default 2)\n"
                "  --launch threads|processes  one thread or one forked process per rank\n"
                "                            (default processes)\n"
@@ -165,7 +176,7 @@ Options parse_options(int argc, char** argv) {
     }
     static const char* kWithValue[] = {"--backend", "--ranks",     "--launch",    "--min-bytes",
                                        "--max-bytes", "--iters",   "--warmup",    "--transport",
-                                       "--timeout-ms", "--dtype", "--bind"};
+                                       "--timeout-ms", "--dtype",  "--devices", "--bind"};
     bool known = false;
     for (const char* k : kWithValue) known = known || name == k;
     if (!known) {
@@ -182,8 +193,21 @@ Options parse_options(int argc, char** argv) {
     }
     int64_t n = 0;
     if (name == "--backend") {
-      if (value.empty()) bad_option(name, value, "a backend name, e.g. host");
+      if (value != "host" && value != "hccl" && value != "lccl") bad_option(name, value, "host, hccl or lccl");
       o.backend = value;
+    } else if (name == "--devices") {
+      o.devices.clear();
+      size_t at = 0;
+      for (;;) {
+        const size_t comma = value.find(',', at);
+        const std::string item = value.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        if (!parse_int64(item, &n) || n < 0 || n > 65535) {
+          bad_option(name, value, "comma-separated device ids >= 0, e.g. 0,1,2,3");
+        }
+        o.devices.push_back(static_cast<int>(n));
+        if (comma == std::string::npos) break;
+        at = comma + 1;
+      }
     } else if (name == "--ranks") {
       if (!parse_int64(value, &n) || n < 1 || n > 1024) {
         bad_option(name, value, "an integer from 1 to 1024");
@@ -246,6 +270,25 @@ Options parse_options(int argc, char** argv) {
       }
       if (!found) {
         bad_option(name, value, "int8, uint8, int16, float16, bfloat16, int32, float32 or int64");
+      }
+    }
+  }
+  if (!o.devices.empty() && !o.on_devices()) {
+    std::fprintf(stderr, "allgather-perf: --devices is for backends hccl and lccl, not %s\n", o.backend.c_str());
+    std::exit(kExitUsage);
+  }
+  if (!o.devices.empty() && static_cast<int>(o.devices.size()) != o.ranks) {
+    std::fprintf(stderr, "allgather-perf: --devices lists %zu devices but --ranks is %d: give one device per rank\n",
+                 o.devices.size(), o.ranks);
+    std::exit(kExitUsage);
+  }
+  for (size_t i = 0; i < o.devices.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (o.devices[i] == o.devices[j]) {
+        std::fprintf(stderr,
+                     "allgather-perf: --devices names device %d twice (ranks %zu and %zu): one rank per device\n",
+                     o.devices[i], j, i);
+        std::exit(kExitUsage);
       }
     }
   }
@@ -348,6 +391,11 @@ void print_header(const Options& o, const char* transport) {
   std::printf("# allgather-perf: backend %s, ranks %d, launch %s, transport %s (requested %s), bind %s\n",
               o.backend.c_str(), o.ranks, launch, transport, o.transport.c_str(),
               o.bind_cores ? "cores" : "none");
+  if (o.on_devices()) {
+    std::string devices;
+    for (int r = 0; r < o.ranks; ++r) devices += (r == 0 ? "" : ",") + std::to_string(o.device_of(r));
+    std::printf("# devices of ranks 0..%d: %s\n", o.ranks - 1, devices.c_str());
+  }
   std::printf("# sizes %" PRIu64 "..%" PRIu64 " B/rank, iters %d, warmup %d, timeout %" PRId64
               " ms; time = median over iters of max over ranks\n",
               o.min_bytes, o.max_bytes, o.iters, o.warmup, o.timeout_ms);
@@ -403,7 +451,9 @@ int run_rank(const Options& o, int rank, const void* root_info, size_t root_info
   if (o.bind_cores) bind_to_core(rank);
   npg_comm_t comm = nullptr;
   int32_t mode = o.threads ? NPG_COMM_MULTI_THREAD : NPG_COMM_MULTI_PROCESS;
-  npg_result_t r = npg_comm_init(o.backend.c_str(), rank, o.ranks, 0, "allgather-perf", mode, -1,
+  // lccl's multi-process domain and thread uid come from the root info when comm_domain is "".
+  const char* domain = o.on_devices() ? "" : "allgather-perf";
+  npg_result_t r = npg_comm_init(o.backend.c_str(), rank, o.ranks, 0, domain, mode, o.device_of(rank),
                                  nullptr, o.timeout_ms, o.flags, root_info, root_info_size, &comm);
   if (r != NPG_SUCCESS) {
     call_failed(rank, "npg_comm_init", r);
@@ -512,11 +562,20 @@ int run_rank(const Options& o, int rank, const void* root_info, size_t root_info
 
 // ---- launchers --------------------------------------------------------------
 
+// npg_get_root_info on rank 0's side: hccl and lccl make it on rank 0's device, and hccl also
+// takes the timeout (HCCL reads its timeouts at the process's first HCCL call).
+npg_result_t get_root_info(const Options& o, std::vector<uint8_t>* info, size_t* size) {
+  std::string bind;
+  if (o.on_devices()) bind = "device:" + std::to_string(o.device_of(0));
+  if (o.backend == "hccl") bind += ",timeout_ms:" + std::to_string(o.timeout_ms);
+  return npg_get_root_info(o.backend.c_str(), bind.empty() ? nullptr : bind.c_str(), info->data(), info->size(),
+                           size);
+}
+
 int launch_threads(const Options& o) {
   std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
   size_t info_size = 0;
-  npg_result_t r = npg_get_root_info(o.backend.c_str(), nullptr, info.data(), info.size(),
-                                     &info_size);
+  npg_result_t r = get_root_info(o, &info, &info_size);
   if (r != NPG_SUCCESS) {
     call_failed(0, "npg_get_root_info", r);
     return kExitFailed;
@@ -576,8 +635,7 @@ int child_main(const Options& o, int rank, int up_fd, int down_fd) {
   uint64_t size = 0;
   if (rank == 0) {
     size_t info_size = 0;
-    npg_result_t r = npg_get_root_info(o.backend.c_str(), nullptr, info.data(), info.size(),
-                                       &info_size);
+    npg_result_t r = get_root_info(o, &info, &info_size);
     if (r != NPG_SUCCESS) call_failed(0, "npg_get_root_info", r);
     size = r == NPG_SUCCESS ? info_size : 0;
     bool ok = write_all(up_fd, &size, sizeof size) && write_all(up_fd, info.data(), size);

@@ -41,7 +41,11 @@ AclApi* load(const char* backend) {
   resolve(acl.handle, "aclrtMalloc", &api.aclrtMalloc);
   resolve(acl.handle, "aclrtFree", &api.aclrtFree);
   resolve(acl.handle, "aclrtMemcpy", &api.aclrtMemcpy);
+  resolve(acl.handle, "aclrtResetDevice", &api.aclrtResetDevice);
   resolve(acl.handle, "aclrtSynchronizeStreamWithTimeout", &api.aclrtSynchronizeStreamWithTimeout);
+  resolve(acl.handle, "aclrtDestroyStreamForce", &api.aclrtDestroyStreamForce);
+  resolve(acl.handle, "aclrtResetDeviceForce", &api.aclrtResetDeviceForce);
+  resolve(acl.handle, "aclrtGetSocName", &api.aclrtGetSocName);
   resolve(acl.handle, "aclGetRecentErrMsg", &api.aclGetRecentErrMsg);
   const char* missing = first_missing({{"aclInit", api.aclInit != nullptr},
                                        {"aclrtSetDevice", api.aclrtSetDevice != nullptr},
@@ -51,7 +55,8 @@ AclApi* load(const char* backend) {
                                        {"aclrtSynchronizeStream", api.aclrtSynchronizeStream != nullptr},
                                        {"aclrtMalloc", api.aclrtMalloc != nullptr},
                                        {"aclrtFree", api.aclrtFree != nullptr},
-                                       {"aclrtMemcpy", api.aclrtMemcpy != nullptr}});
+                                       {"aclrtMemcpy", api.aclrtMemcpy != nullptr},
+                                       {"aclrtResetDevice", api.aclrtResetDevice != nullptr}});
   if (missing != nullptr) {
     dlclose(acl.handle);
     throw_error(NPG_SYSTEM_ERROR, std::string("backend ") + backend + ": required symbol " + missing +

@@ -38,8 +38,12 @@ struct AclApi {
   aclError (*aclrtMalloc)(void** ptr, size_t size, int policy);
   aclError (*aclrtFree)(void* ptr);
   aclError (*aclrtMemcpy)(void* dst, size_t dest_max, const void* src, size_t count, int kind);
+  aclError (*aclrtResetDevice)(int32_t device_id);
   // Optional (absent in old CANN): nullptr when missing.
   aclError (*aclrtSynchronizeStreamWithTimeout)(aclrtStream stream, int32_t timeout_ms);
+  aclError (*aclrtDestroyStreamForce)(aclrtStream stream);  // discards pending tasks
+  aclError (*aclrtResetDeviceForce)(int32_t device_id);      // whatever the set count
+  const char* (*aclrtGetSocName)();                          // "Ascend910B1" and so on
   const char* (*aclGetRecentErrMsg)();
 
   std::string path;  // the file the symbols came from, for diagnostics

@@ -23,6 +23,7 @@ class DeviceClaim {
   DeviceClaim(const DeviceClaim&) = delete;
   DeviceClaim& operator=(const DeviceClaim&) = delete;
   ~DeviceClaim() { release(); }
+  bool held() const { return device_id_ >= 0; }
   void release() noexcept;
 
  private:

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <fstream>
 #include <utility>
 
 #include "../core/error.h"
@@ -31,15 +32,49 @@ uint64_t layout_hash(const uint64_t* counts, int32_t n) {
   return h;
 }
 
+// How often each device was reset by this process (aclrtResetDevice at a communicator's close).
+constexpr int32_t kEpochDevices = 1024;
+std::atomic<uint64_t>& device_epoch(int32_t device) {
+  static std::atomic<uint64_t>* epochs = new std::atomic<uint64_t>[kEpochDevices]();
+  return epochs[static_cast<uint32_t>(device) % kEpochDevices];
+}
+// The epoch of the device this thread last set; any thread sets one device at a time.
+thread_local uint64_t t_bound_epoch = UINT64_MAX;
+
+// This host's kernel boot id, hashed: ranks on one server share it.
+uint64_t server_hash() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  uint64_t h = 1469598103934665603ull;
+  for (char c : id) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 int64_t ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
 }
 
 }  // namespace
 
-void DeviceCollectives::all_gather_v(void*, uint64_t, void*, const uint64_t*, const uint64_t*, aclrtStream,
+bool DeviceCollectives::all_gather_v(void*, uint64_t, void*, const uint64_t*, const uint64_t*, aclrtStream,
                                      const std::string&) {
   throw_error(NPG_INTERNAL_ERROR, std::string(all_gather_name()) + " has no all-gather-v");
+}
+
+bool all_gather_v_topology(const std::string& soc, const std::vector<int32_t>& ranks_per_server) {
+  auto starts = [&soc](const char* prefix) { return soc.compare(0, strlen(prefix), prefix) == 0; };
+  if (starts("Ascend950")) return true;
+  if (starts("Ascend910_93") || starts("Ascend310P")) return ranks_per_server.size() == 1;
+  if (starts("Ascend910B")) {
+    for (int32_t n : ranks_per_server)
+      if (n != ranks_per_server.front()) return false;
+    return !ranks_per_server.empty();
+  }
+  return false;
 }
 
 // Device memory owned until freed or handed to the quarantine.
@@ -111,10 +146,14 @@ std::string DeviceCommunicator::where() const {
 }
 
 void DeviceCommunicator::bind_device() const {
+  // A thread that set the device before its last reset (by another communicator's close) must
+  // set it again, whatever aclrtGetDevice still reports.
+  const uint64_t epoch = device_epoch(device_).load();
   int32_t current = -1;
-  if (api_.aclrtGetDevice(&current) == kAclSuccess && current == device_) return;
+  if (api_.aclrtGetDevice(&current) == kAclSuccess && current == device_ && t_bound_epoch == epoch) return;
   aclError rc = api_.aclrtSetDevice(device_);
   if (rc != kAclSuccess) throw_acl_error(api_, "aclrtSetDevice", rc, where());
+  t_bound_epoch = epoch;
 }
 
 void DeviceCommunicator::begin_call() {
@@ -135,17 +174,38 @@ void DeviceCommunicator::begin_call() {
 void DeviceCommunicator::end_call() noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   busy_ = false;
-  if (aborted_.load()) destroy_collectives_locked();
+  if (aborted_.load()) release_vendor_locked(nullptr);
 }
 
-void DeviceCommunicator::destroy_collectives_locked() noexcept {
-  if (!collectives_) return;
+void DeviceCommunicator::release_vendor_locked(std::unique_ptr<Error>* first) noexcept {
+  auto keep = [&](const Error& e) {
+    if (first != nullptr && !*first) first->reset(new Error(e));
+  };
+  const bool force_stream = stream_pending_ && stream_ != nullptr && api_.aclrtDestroyStreamForce != nullptr;
+  if (!collectives_ && !force_stream) return;
   try {
     bind_device();
-    collectives_->destroy(where());
-  } catch (...) {
+  } catch (const Error& e) {
+    keep(e);
   }
-  collectives_.reset();
+  if (force_stream) {
+    aclError rc = api_.aclrtDestroyStreamForce(stream_);
+    stream_ = nullptr;
+    stream_pending_ = false;
+    if (rc != kAclSuccess) {
+      keep(Error(npg_code_of_acl(rc), acl_error_text(api_, "aclrtDestroyStreamForce", rc, where()),
+                 acl_vendor_error(api_, rc)));
+    }
+  }
+  if (collectives_) {
+    try {
+      collectives_->destroy(where());
+    } catch (const Error& e) {
+      keep(e);
+    } catch (...) {
+    }
+    collectives_.reset();
+  }
 }
 
 // The vendors have no portable abort: the flag makes later calls fail, the stream wait notices
@@ -153,7 +213,7 @@ void DeviceCommunicator::destroy_collectives_locked() noexcept {
 void DeviceCommunicator::abort() noexcept {
   aborted_.store(true);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!busy_) destroy_collectives_locked();
+  if (!busy_) release_vendor_locked(nullptr);
 }
 
 void DeviceCommunicator::wait_stream(const char* op, Clock::time_point deadline) {
@@ -196,6 +256,7 @@ void DeviceCommunicator::run_collective(const char* op, Enqueue&& enqueue, std::
     // The stream may still run the collective: its buffers live until the stream is gone.
     std::lock_guard<std::mutex> lock(mutex_);
     for (DeviceBuffer* b : buffers) quarantine_.push_back(b->release());
+    stream_pending_ = true;
     if (e.code() != NPG_ABORTED && broken_.empty()) broken_ = e.what();
     throw;
   }
@@ -203,8 +264,11 @@ void DeviceCommunicator::run_collective(const char* op, Enqueue&& enqueue, std::
 
 // Every rank all-gathers a digest of its layout first, so ranks that disagree all fail
 // with NPG_INVALID_USAGE instead of corrupting memory or hanging inside the vendor library.
-void DeviceCommunicator::check_same_layout(const uint64_t* counts_bytes, Clock::time_point deadline) {
-  const uint64_t mine[2] = {layout_hash(counts_bytes, size_), static_cast<uint64_t>(size_)};
+// The digest carries the rank's server too, for the all-gather-v's topology rule.
+std::vector<uint64_t> DeviceCommunicator::check_same_layout(const uint64_t* counts_bytes,
+                                                            Clock::time_point deadline) {
+  static const uint64_t server = server_hash();
+  const uint64_t mine[3] = {layout_hash(counts_bytes, size_), static_cast<uint64_t>(size_), server};
   DeviceBuffer send(api_, sizeof(mine), where());
   DeviceBuffer recv(api_, sizeof(mine) * static_cast<uint64_t>(size_), where());
   aclError rc = api_.aclrtMemcpy(send.data(), send.bytes(), mine, sizeof(mine), kAclMemcpyHostToDevice);
@@ -214,21 +278,24 @@ void DeviceCommunicator::check_same_layout(const uint64_t* counts_bytes, Clock::
       op.c_str(),
       [&] { collectives_->all_gather(op.c_str(), send.data(), recv.data(), sizeof(mine), stream_, where()); },
       {&send, &recv}, deadline);
-  std::vector<uint64_t> all(2 * static_cast<size_t>(size_));
+  std::vector<uint64_t> all(3 * static_cast<size_t>(size_));
   rc = api_.aclrtMemcpy(all.data(), all.size() * sizeof(uint64_t), recv.data(), all.size() * sizeof(uint64_t),
                         kAclMemcpyDeviceToHost);
   if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (device to host)", rc, where());
   std::string differing;
+  std::vector<uint64_t> servers(size_);
   for (int32_t r = 0; r < size_; ++r) {
-    if (all[2 * r] != mine[0] || all[2 * r + 1] != mine[1]) {
+    if (all[3 * r] != mine[0] || all[3 * r + 1] != mine[1]) {
       differing += (differing.empty() ? "" : ", ") + std::to_string(r);
     }
+    servers[r] = all[3 * r + 2];
   }
   if (!differing.empty()) {
     throw_error(NPG_INVALID_USAGE, "ranks disagree on recv_counts: rank(s) " + differing +
                                        " passed a different layout than rank " + std::to_string(rank_) +
                                        "; every rank must pass the same recv_counts");
   }
+  return servers;
 }
 
 void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own,
@@ -241,7 +308,7 @@ void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segm
 
   bind_device();
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
-  check_same_layout(counts_bytes, deadline);
+  const std::vector<uint64_t> servers = check_same_layout(counts_bytes, deadline);
 
   const int32_t n = size_;
   uint64_t max_count = 0;
@@ -249,8 +316,35 @@ void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segm
   if (max_count == 0) return;
   bool equal = true;
   for (int32_t r = 0; r < n; ++r) equal = equal && counts_bytes[r] == max_count;
-  // Ragged without an all-gather-v: every block padded to the largest, then trimmed on the way out.
-  const bool use_v = !equal && collectives_->has_all_gather_v();
+  if (!equal && all_gather_v_allowed_ < 0) {
+    std::vector<uint64_t> seen;
+    std::vector<int32_t> ranks_per_server;
+    for (uint64_t s : servers) {
+      size_t i = std::find(seen.begin(), seen.end(), s) - seen.begin();
+      if (i == seen.size()) {
+        seen.push_back(s);
+        ranks_per_server.push_back(0);
+      }
+      ++ranks_per_server[i];
+    }
+    const char* soc = api_.aclrtGetSocName != nullptr ? api_.aclrtGetSocName() : nullptr;
+    all_gather_v_allowed_ = collectives_->has_all_gather_v() && all_gather_v_topology(soc ? soc : "", ranks_per_server);
+  }
+  // Ragged without a usable all-gather-v: every block padded to the largest, then trimmed.
+  const bool use_v = !equal && all_gather_v_allowed_ == 1;
+  if (gather(segments, segment_count, write_own, recv, counts_bytes, displs_bytes, use_v, deadline)) return;
+  all_gather_v_allowed_ = 0;  // refused for this topology, on every rank alike: padded from now on
+  gather(segments, segment_count, write_own, recv, counts_bytes, displs_bytes, false, deadline);
+}
+
+bool DeviceCommunicator::gather(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
+                                const uint64_t* counts_bytes, const uint64_t* displs_bytes, bool use_v,
+                                Clock::time_point deadline) {
+  const int32_t n = size_;
+  uint64_t max_count = 0;
+  for (int32_t r = 0; r < n; ++r) max_count = std::max(max_count, counts_bytes[r]);
+  bool equal = true;
+  for (int32_t r = 0; r < n; ++r) equal = equal && counts_bytes[r] == max_count;
   const bool padded = !equal && !use_v;
   if (padded && max_count > UINT64_MAX / static_cast<uint64_t>(n)) {
     throw_error(NPG_INVALID_ARGUMENT, "rank_size * largest block overflows 64-bit sizes");
@@ -292,13 +386,15 @@ void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segm
   const char* op = collectives_->all_gather_name();
   if (use_v) {
     op = collectives_->all_gather_v_name();
+    bool enqueued = true;
     run_collective(
         op,
         [&] {
-          collectives_->all_gather_v(send.data(), own, gathered.data(), counts_bytes, offsets.data(), stream_,
-                                     where());
+          enqueued = collectives_->all_gather_v(send.data(), own, gathered.data(), counts_bytes, offsets.data(),
+                                                stream_, where());
         },
         {&send, &gathered}, deadline);
+    if (!enqueued) return false;
   } else {
     run_collective(
         op, [&] { collectives_->all_gather(op, send.data(), gathered.data(), max_count, stream_, where()); },
@@ -312,30 +408,23 @@ void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segm
                                    counts_bytes[r], kAclMemcpyDeviceToHost);
     if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (device to host)", rc, where());
   }
+  return true;
 }
 
-// Tries every step and throws the first failure: the vendor communicator, then the stream,
-// then the quarantined device buffers (safe only once the stream is gone), then the claim.
 void DeviceCommunicator::close() {
   std::unique_ptr<Error> first;
   auto keep = [&](const Error& e) {
     if (!first) first.reset(new Error(e));
   };
   std::lock_guard<std::mutex> lock(mutex_);
-  if (collectives_ || stream_ != nullptr || !quarantine_.empty()) {
+  const bool used_device = claim_.held();
+  release_vendor_locked(&first);
+  if (stream_ != nullptr || !quarantine_.empty() || used_device) {
     try {
       bind_device();
     } catch (const Error& e) {
       keep(e);
     }
-  }
-  if (collectives_) {
-    try {
-      collectives_->destroy(where());
-    } catch (const Error& e) {
-      keep(e);
-    }
-    collectives_.reset();
   }
   if (stream_ != nullptr) {
     aclError rc = api_.aclrtDestroyStream(stream_);
@@ -353,6 +442,16 @@ void DeviceCommunicator::close() {
     }
   }
   quarantine_.clear();
+  if (used_device) {
+    // The device's use by this process ends with its one communicator (DeviceClaim).
+    const bool force = api_.aclrtResetDeviceForce != nullptr;
+    aclError rc = force ? api_.aclrtResetDeviceForce(device_) : api_.aclrtResetDevice(device_);
+    device_epoch(device_).fetch_add(1);
+    if (rc != kAclSuccess) {
+      const char* op = force ? "aclrtResetDeviceForce" : "aclrtResetDevice";
+      keep(Error(npg_code_of_acl(rc), acl_error_text(api_, op, rc, where()), acl_vendor_error(api_, rc)));
+    }
+  }
   claim_.release();
   if (first) throw *first;
 }

@@ -16,6 +16,7 @@
 
 #include "../core/backend.h"
 #include "../core/communicator.h"
+#include "../core/error.h"
 #include "acl_library.h"
 #include "device_claim.h"
 
@@ -33,13 +34,17 @@ class DeviceCollectives {
   // throws the vendor's error, with op naming the call in the message.
   virtual void all_gather(const char* op, void* send, void* recv, uint64_t bytes, aclrtStream stream,
                           const std::string& where) = 0;
-  // True when ragged blocks need no padding: all_gather_v exists.
+  // True when the library has an all-gather-v. Whether the topology allows it is decided by
+  // DeviceCommunicator (see all_gather_v_topology) and, last, by the library's own refusal.
   virtual bool has_all_gather_v() const { return false; }
   virtual const char* all_gather_v_name() const { return "all-gather-v"; }
   // Enqueues an all-gather-v in bytes: rank r's counts[r] bytes land at recv + displs[r].
-  virtual void all_gather_v(void* send, uint64_t bytes, void* recv, const uint64_t* counts, const uint64_t* displs,
+  // Returns false, with nothing enqueued, when the library refuses it for this communicator's
+  // topology (the same on every rank); throws its other errors.
+  virtual bool all_gather_v(void* send, uint64_t bytes, void* recv, const uint64_t* counts, const uint64_t* displs,
                             aclrtStream stream, const std::string& where);
-  // Releases the vendor communicator; called once. Throws the vendor's error.
+  // Releases the vendor communicator; called once, after no collective of it can still be in
+  // flight (the stream finished or was force-destroyed). Throws the vendor's error.
   virtual void destroy(const std::string& where) = 0;
 };
 
@@ -72,8 +77,13 @@ class DeviceCommunicator final : public Communicator {
   // polled every 100 ms. Not interruptible: an enqueue or a copy already inside CANN, and the
   // blocking aclrtSynchronizeStream of runtimes without the timeout variant (there only the
   // vendor's own execution timeout bounds a stuck collective). The vendor communicator is
-  // destroyed as soon as no call uses it.
+  // released (see close) as soon as no call uses it.
   void abort() noexcept override;
+  // Tears down in the order CANN requires, trying every step and throwing the first failure: a
+  // stream a failed collective may still run on is force-destroyed (its pending work discarded,
+  // since HcclCommDestroy refuses with HCCL_E_AGAIN while an operation is in flight), then the
+  // vendor communicator, the stream, the device buffers (only once no stream can touch them),
+  // the device (aclrtResetDevice) and the claim.
   void close() override;
 
  private:
@@ -83,13 +93,19 @@ class DeviceCommunicator final : public Communicator {
   DeviceCommunicator(const AclApi& api, const std::string& backend, const CommConfig& config);
   void begin_call();
   void end_call() noexcept;
-  void destroy_collectives_locked() noexcept;
+  // The first two steps of close; an error goes to *first unless one is there.
+  void release_vendor_locked(std::unique_ptr<Error>* first) noexcept;
   // Runs one collective that enqueue() puts on the stream, then waits for the stream.
   template <typename Enqueue>
   void run_collective(const char* op, Enqueue&& enqueue, std::vector<DeviceBuffer*> buffers,
                       Clock::time_point deadline);
   void wait_stream(const char* op, Clock::time_point deadline);
-  void check_same_layout(const uint64_t* counts_bytes, Clock::time_point deadline);
+  // Throws unless every rank passed the same counts; returns each rank's server (boot id hash).
+  std::vector<uint64_t> check_same_layout(const uint64_t* counts_bytes, Clock::time_point deadline);
+  // One collective of the ragged or equal layout, through the all-gather-v (use_v) or padded
+  // blocks; false when the library refused the all-gather-v (nothing moved).
+  bool gather(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
+              const uint64_t* counts_bytes, const uint64_t* displs_bytes, bool use_v, Clock::time_point deadline);
 
   const AclApi& api_;
   const std::string backend_;
@@ -101,7 +117,11 @@ class DeviceCommunicator final : public Communicator {
   std::mutex mutex_;  // guards collectives_, busy_, broken_, quarantine_
   std::unique_ptr<DeviceCollectives> collectives_;
   aclrtStream stream_ = nullptr;
+  bool stream_pending_ = false;  // a collective failed: the stream may still hold its work
   bool busy_ = false;
+  // Whether the all-gather-v may be used: unknown (-1) until the first ragged gather decides it
+  // from the SoC and the servers; 0 for good once the library refused it.
+  int all_gather_v_allowed_ = -1;
   std::atomic<bool> aborted_{false};
   std::string broken_;  // first failure that leaves the stream or the communicator unusable
   // Device buffers a stream that did not finish may still touch; freed after the stream is gone.
@@ -112,6 +132,13 @@ class DeviceCommunicator final : public Communicator {
 // root call: device_text when not empty (from bind_address "device:N"), else the device
 // already current on this thread, else NPUGATHER_DEVICE_ID, else 0. Binds it.
 int32_t bind_root_device(const AclApi& api, const std::string& device_text);
+
+// Whether HcclAllGatherV works for soc (aclrtGetSocName; "" when unknown) with the given number
+// of ranks on each server, as HCCL's HcclAllGatherV doc states: Atlas A3 (Ascend910_93*) and
+// the Atlas 300I Duo (Ascend310P*) on one server only, Atlas A2 (Ascend910B*) only when every
+// server has as many ranks, Ascend 950 everywhere, the Atlas training series (other Ascend910*)
+// and unknown SoCs never.
+bool all_gather_v_topology(const std::string& soc, const std::vector<int32_t>& ranks_per_server);
 
 // Parses a non-negative device id; NPG_INVALID_ARGUMENT naming name otherwise.
 int32_t parse_device_id(const std::string& text, const std::string& name);

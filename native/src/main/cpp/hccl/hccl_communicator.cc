@@ -14,6 +14,7 @@
 #include "../core/error.h"
 #include "../cann/cann_errors.h"
 #include "hccl_errors.h"
+#include "hccl_timeouts.h"
 
 namespace npg {
 namespace hccl {
@@ -21,51 +22,10 @@ namespace {
 
 constexpr int64_t kInitBackoffFirstMs = 100;
 constexpr int64_t kInitBackoffMaxMs = 2000;
+// How long HcclCommDestroy's HCCL_E_AGAIN ("an operation is in flight") is retried.
+constexpr int64_t kDestroyAgainMs = 5000;
 // CANN's error code for "the HCCP process of an earlier job still holds the device".
 constexpr const char* kHccpBusy = "EJ0001";
-// HCCL's documented ranges: HCCL_CONNECT_TIMEOUT [120, 7200] s. HCCL_EXEC_TIMEOUT is capped at
-// 1091 s in AIV mode and rounded down to a multiple of 68 on some products, so [68, 1091] is
-// valid everywhere and never 0 ("wait forever").
-constexpr int64_t kConnectTimeoutMinS = 120;
-constexpr int64_t kConnectTimeoutMaxS = 7200;
-constexpr int64_t kExecTimeoutMinS = 68;
-constexpr int64_t kExecTimeoutMaxS = 1091;
-
-// Adds "NAME=VALUE" entries to the environment without setenv. setenv may realloc and free
-// the array that getenv in another thread is walking at that moment (rank threads, CANN
-// itself and the JVM all call getenv); here the new array is complete before it is published
-// with one pointer store, and the old one is never freed.
-void publish_env_entries(const std::vector<std::string>& entries) {
-  if (entries.empty()) return;
-  size_t n = 0;
-  while (environ != nullptr && environ[n] != nullptr) ++n;
-  char** fresh = new char*[n + entries.size() + 1];
-  for (size_t i = 0; i < n; ++i) fresh[i] = environ[i];
-  for (size_t i = 0; i < entries.size(); ++i) fresh[n + i] = strdup(entries[i].c_str());
-  fresh[n + entries.size()] = nullptr;
-  __atomic_store_n(&environ, fresh, __ATOMIC_RELEASE);  // both arrays stay valid for readers
-}
-
-// HCCL reads its timeouts from the environment. Set once per process (from the first
-// communicator's timeout) and only what the user has not set.
-void apply_timeout_env(int64_t timeout_ms) {
-  static std::mutex* mutex = new std::mutex();
-  static bool done = false;
-  std::lock_guard<std::mutex> lock(*mutex);
-  if (done) return;
-  done = true;
-  const int64_t seconds = timeout_ms / 1000 + (timeout_ms % 1000 != 0);
-  std::vector<std::string> entries;
-  if (getenv("HCCL_CONNECT_TIMEOUT") == nullptr) {
-    int64_t v = std::min(std::max(seconds, kConnectTimeoutMinS), kConnectTimeoutMaxS);
-    entries.push_back("HCCL_CONNECT_TIMEOUT=" + std::to_string(v));
-  }
-  if (getenv("HCCL_EXEC_TIMEOUT") == nullptr) {
-    int64_t v = std::min(std::max(seconds, kExecTimeoutMinS), kExecTimeoutMaxS);
-    entries.push_back("HCCL_EXEC_TIMEOUT=" + std::to_string(v));
-  }
-  publish_env_entries(entries);
-}
 
 int64_t ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
@@ -82,15 +42,32 @@ class HcclCollectives final : public cann::DeviceCollectives {
   }
   bool has_all_gather_v() const override { return api_.HcclAllGatherV != nullptr; }
   const char* all_gather_v_name() const override { return "HcclAllGatherV"; }
-  void all_gather_v(void* send, uint64_t bytes, void* recv, const uint64_t* counts, const uint64_t* displs,
+  // HCCL_E_NOT_SUPPORT: HcclAllGatherV does not serve this communicator's topology.
+  bool all_gather_v(void* send, uint64_t bytes, void* recv, const uint64_t* counts, const uint64_t* displs,
                     aclrtStream stream, const std::string& where) override {
     HcclResult hr =
         api_.HcclAllGatherV(send, bytes, recv, counts, displs, cann::kHcclDataTypeUint8, comm_, stream);
+    if (hr == kHcclENotSupport) return false;
     if (hr != kHcclSuccess) throw_hccl_error(api_, "HcclAllGatherV", hr, where);
+    return true;
   }
+  // HcclCommDestroy returns HCCL_E_AGAIN while an operation is in flight: retried for a while
+  // (the caller has force-destroyed the stream where it could), then the error is final.
   void destroy(const std::string& where) override {
-    HcclResult hr = api_.HcclCommDestroy(comm_);
-    if (hr != kHcclSuccess) throw_hccl_error(api_, "HcclCommDestroy", hr, where);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kDestroyAgainMs);
+    int64_t backoff_ms = 1;
+    for (;;) {
+      HcclResult hr = api_.HcclCommDestroy(comm_);
+      if (hr == kHcclSuccess) return;
+      if (hr != kHcclEAgain) throw_hccl_error(api_, "HcclCommDestroy", hr, where);
+      if (std::chrono::steady_clock::now() >= deadline) {
+        throw_hccl_error(api_, "HcclCommDestroy", hr,
+                         where + " (an operation was still in flight after " + std::to_string(kDestroyAgainMs) +
+                             " ms; the communicator leaks)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+      backoff_ms = std::min<int64_t>(backoff_ms * 2, 100);
+    }
   }
 
  private:
@@ -98,13 +75,23 @@ class HcclCollectives final : public cann::DeviceCollectives {
   HcclComm comm_;
 };
 
-// HcclCommInitRootInfo / HcclCommInitClusterInfo, retried with back-off on the "resource
-// busy, try again" class until the communicator's timeout elapses.
+// HcclCommInitRootInfo / HcclCommInitClusterInfo. The "resource busy, try again" class is
+// retried with back-off until the communicator's timeout elapses, but only with a rank table:
+// HCOMM erases the root's topology-detection server after the first HcclCommInitRootInfo
+// attempt, success or failure, so a second attempt with the same root info could only wait out
+// HCCL_CONNECT_TIMEOUT on every rank. A root-info init fails at once instead, saying so: the
+// retry needs a fresh root info from the root, that is, a new rendezvous.
 std::unique_ptr<cann::DeviceCollectives> connect(const HcclApi& api, const cann::DeviceCommunicator& device,
-                                                 const HcclRootInfo* root_info, const std::string& rank_table_path) {
+                                                 const HcclRootInfo* root_info, const HcclTimeouts& root_timeouts,
+                                                 const std::string& rank_table_path) {
   using Clock = std::chrono::steady_clock;
-  apply_timeout_env(device.timeout_ms());
   const bool by_table = !rank_table_path.empty();
+  if (by_table) {
+    const HcclTimeouts wanted = timeouts_for(device.timeout_ms());  // the same on every rank of the table
+    latch_timeouts(&wanted);
+  } else {
+    join_timeouts(root_timeouts, device.where());
+  }
   const char* op = by_table ? "HcclCommInitClusterInfo" : "HcclCommInitRootInfo";
   const uint32_t rank = static_cast<uint32_t>(device.rank());
   const Clock::time_point start = Clock::now();
@@ -125,6 +112,14 @@ std::unique_ptr<cann::DeviceCollectives> connect(const HcclApi& api, const cann:
     // the card's resources may still be held by a process that is exiting. Everything else is final.
     const bool busy = hr == kHcclEAgain || hr == kHcclEUnavail || vendor.message.find(kHccpBusy) != std::string::npos;
     if (!busy) throw_vendor_error(npg_code_of_hccl(hr), text, vendor);
+    if (!by_table) {
+      throw_vendor_error(npg_code_of_hccl(hr),
+                         text + "; not retried: HCCL consumed this root info at this first attempt (the root's "
+                                "topology detection is gone), so a retry needs a fresh root info from the root rank, "
+                                "a new rendezvous: the device may still be held by an earlier process; in Spark, "
+                                "npugather.retryable=true lets the stage attempt retry with a new round",
+                         vendor);
+    }
     const Clock::time_point now = Clock::now();
     if (now + std::chrono::milliseconds(backoff_ms) >= deadline) {
       throw_vendor_error(NPG_TIMEOUT,
@@ -143,10 +138,11 @@ std::unique_ptr<cann::DeviceCollectives> connect(const HcclApi& api, const cann:
 
 std::unique_ptr<cann::DeviceCommunicator> create_hccl_communicator(const CommConfig& config,
                                                                    const HcclRootInfo* root_info,
+                                                                   const HcclTimeouts& root_timeouts,
                                                                    const std::string& rank_table_path) {
   const HcclApi& api = hccl_api();
   return cann::DeviceCommunicator::create(*api.acl, "hccl", config, [&](const cann::DeviceCommunicator& device) {
-    return connect(api, device, root_info, rank_table_path);
+    return connect(api, device, root_info, root_timeouts, rank_table_path);
   });
 }
 

@@ -22,6 +22,7 @@ struct HcclRootInfo {
   char internal[kHcclRootInfoBytes];
 };
 constexpr HcclResult kHcclSuccess = 0;
+constexpr HcclResult kHcclENotSupport = 5;
 constexpr HcclResult kHcclEUnavail = 7;
 constexpr HcclResult kHcclEAgain = 20;
 

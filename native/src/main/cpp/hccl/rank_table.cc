@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -225,8 +226,6 @@ RankTableFile parse_rank_table(const std::string& path, const std::string& text,
     const Json& server = servers.items[s];
     std::string where = "server_list[" + std::to_string(s) + "]";
     if (server.kind != Json::kObject) invalid(path, where + " must be an object");
-    const Json* sid = server.member("server_id");
-    std::string server_id = sid && sid->kind == Json::kString ? sid->text : std::string();
     const Json& devices = require(path, server, "device", Json::kArray, where);
     for (size_t d = 0; d < devices.items.size(); ++d) {
       const Json& dev = devices.items[d];
@@ -239,9 +238,30 @@ RankTableFile parse_rank_table(const std::string& path, const std::string& text,
       RankTableDevice entry;
       entry.rank_id = static_cast<int32_t>(rank_id_of(path, *rid, dwhere));
       entry.device_id = did->text;
-      entry.server_id = server_id;
+      entry.server_index = static_cast<int32_t>(s);
       found.push_back(entry);
     }
+    // HCCL needs every server named, once.
+    const std::string& server_id = require(path, server, "server_id", Json::kString, where).text;
+    if (server_id.empty() || server_id.size() > 64) {
+      invalid(path, where + ".server_id \"" + server_id + "\" must have 1 to 64 characters");
+    }
+    for (size_t t = 0; t < s; ++t) {
+      if (table.server_ids[t] == server_id) {
+        invalid(path, where + ".server_id \"" + server_id + "\" is the same as server_list[" + std::to_string(t) +
+                          "]'s; every server appears once");
+      }
+    }
+    table.server_ids.push_back(server_id);
+  }
+  for (RankTableDevice& e : found) e.server_id = table.server_ids[e.server_index];
+  // server_count, a string ("2", as HCCL's docs show) or a number, must count server_list.
+  const Json* count = root.member("server_count");
+  if (count == nullptr) invalid(path, "the top level has no \"server_count\" (the number of servers in server_list)");
+  if ((count->kind != Json::kString && count->kind != Json::kNumber) ||
+      count->text != std::to_string(servers.items.size())) {
+    invalid(path, "server_count \"" + count->text + "\" does not match server_list, which lists " +
+                      std::to_string(servers.items.size()) + " server(s)");
   }
   if (static_cast<int64_t>(found.size()) != rank_size) {
     invalid(path, "lists " + std::to_string(found.size()) + " devices but rank_size is " + std::to_string(rank_size));
@@ -258,11 +278,53 @@ RankTableFile parse_rank_table(const std::string& path, const std::string& text,
     }
     table.devices[e.rank_id] = e;
   }
+  // HCCL does not let rank ids cross servers: each server's ids form one range ({0,1,2,3} and
+  // {4,5,6,7}, never {0,1,2,7} and {3,4,5,6}).
+  std::vector<int32_t> lo(servers.items.size(), INT32_MAX), hi(servers.items.size(), -1), n(servers.items.size(), 0);
+  for (const RankTableDevice& e : table.devices) {
+    lo[e.server_index] = std::min(lo[e.server_index], e.rank_id);
+    hi[e.server_index] = std::max(hi[e.server_index], e.rank_id);
+    ++n[e.server_index];
+  }
+  for (size_t s = 0; s < servers.items.size(); ++s) {
+    if (n[s] > 0 && hi[s] - lo[s] + 1 != n[s]) {
+      invalid(path, "rank ids interleave across servers: server \"" + table.server_ids[s] + "\" has " +
+                        std::to_string(n[s]) + " ranks between rank_id " + std::to_string(lo[s]) + " and " +
+                        std::to_string(hi[s]) + "; give each server a contiguous range of rank ids");
+    }
+  }
   // With rank_size unique ids in [0, rank_size) every rank, this one included, is present.
   if (rank < 0 || rank >= rank_size || table.devices[rank].rank_id != rank) {
     invalid(path, "this rank " + std::to_string(rank) + " is not in the table");
   }
   return table;
+}
+
+void check_rank_device(const RankTableFile& table, int32_t rank, int32_t device_id) {
+  // The table holds physical device ids; device_id is logical, the same unless
+  // ASCEND_RT_VISIBLE_DEVICES remaps them.
+  int64_t physical = device_id;
+  std::string how = "device_id " + std::to_string(device_id);
+  const char* visible = getenv("ASCEND_RT_VISIBLE_DEVICES");
+  if (visible != nullptr && visible[0] != '\0') {
+    std::string list = visible;
+    size_t at = 0;
+    for (int32_t i = 0; i < device_id && at != std::string::npos; ++i) {
+      at = list.find(',', at);
+      if (at != std::string::npos) ++at;
+    }
+    if (at == std::string::npos || at >= list.size()) {
+      invalid(table.path, "device_id " + std::to_string(device_id) + " is not in ASCEND_RT_VISIBLE_DEVICES=" + list);
+    }
+    physical = strtoll(list.c_str() + at, nullptr, 10);
+    how += " (physical " + std::to_string(physical) + " through ASCEND_RT_VISIBLE_DEVICES=" + list + ")";
+  }
+  const RankTableDevice& mine = table.devices[rank];
+  if (mine.device_id != std::to_string(physical)) {
+    invalid(table.path, "rank_id " + std::to_string(rank) + " on server \"" + mine.server_id + "\" has device_id \"" +
+                            mine.device_id + "\", but this rank binds " + how +
+                            "; the table's device_id of each rank must be the device that rank runs on");
+  }
 }
 
 RankTableFile load_rank_table(const std::string& path, int32_t rank, int32_t rank_size) {

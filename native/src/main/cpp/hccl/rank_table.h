@@ -15,19 +15,26 @@ struct RankTableDevice {
   int32_t rank_id = -1;
   std::string device_id;
   std::string server_id;
+  int32_t server_index = -1;  // in server_list
 };
 
 struct RankTableFile {
   std::string path;  // canonical (realpath)
   std::string version;
+  std::vector<std::string> server_ids;   // in server_list order
   std::vector<RankTableDevice> devices;  // indexed by rank_id
 };
 
-// Parses text (the content of path) and checks: version "1.0" or "1.2", status "completed",
-// a non-empty server_list whose entries hold a device list with device_id and rank_id,
-// rank ids exactly 0..rank_size-1 without duplicates (so `rank` is present). Throws
-// NPG_INVALID_ARGUMENT naming the file and the offending field.
+// Parses text (the content of path) and checks what HCCL requires: version "1.0" or "1.2",
+// status "completed", a non-empty server_list whose entries each have a unique server_id of 1
+// to 64 characters and a device list with device_id and rank_id, server_count equal to the
+// number of servers, rank ids exactly 0..rank_size-1 without duplicates (so `rank` is present),
+// a contiguous range of them per server (no interleaving). Throws NPG_INVALID_ARGUMENT naming the file and the field.
 RankTableFile parse_rank_table(const std::string& path, const std::string& text, int32_t rank, int32_t rank_size);
+
+// Checks that the table's device_id of rank is device_id, the device the rank binds (mapped to
+// the physical id through ASCEND_RT_VISIBLE_DEVICES when that is set). Throws as above.
+void check_rank_device(const RankTableFile& table, int32_t rank, int32_t device_id);
 
 // Reads the file (realpath first) and parses it as above.
 RankTableFile load_rank_table(const std::string& path, int32_t rank, int32_t rank_size);

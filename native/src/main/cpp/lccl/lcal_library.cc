@@ -37,15 +37,12 @@ LcalApi* load() {
                                       kLcalFixHint);
   }
   api.path = lcal.path;
-  cann::resolve(lcal.handle, "LcalGetUniqueId", &api.LcalGetUniqueId);
-  cann::resolve(lcal.handle, "LcalCommInitRank", &api.LcalCommInitRank);
   cann::resolve(lcal.handle, "LcalCommInitThread", &api.LcalCommInitThread);
   cann::resolve(lcal.handle, "LcclAllGather", &api.LcclAllGather);
   cann::resolve(lcal.handle, "LcclCommDestroy", &api.LcclCommDestroy);
   cann::resolve(lcal.handle, "LcalCommInitRankWithCustDomainSize", &api.LcalCommInitRankWithCustDomainSize);
   cann::resolve(lcal.handle, "LcalCommInitRankWithDomain", &api.LcalCommInitRankWithDomain);
-  const char* missing = cann::first_missing({{"LcalGetUniqueId", api.LcalGetUniqueId != nullptr},
-                                             {"LcalCommInitRank", api.LcalCommInitRank != nullptr},
+  const char* missing = cann::first_missing({{"LcalCommInitRankWithDomain", api.LcalCommInitRankWithDomain != nullptr},
                                              {"LcalCommInitThread", api.LcalCommInitThread != nullptr},
                                              {"LcclAllGather", api.LcclAllGather != nullptr},
                                              {"LcclCommDestroy", api.LcclCommDestroy != nullptr}});

@@ -18,29 +18,27 @@ namespace lccl {
 using cann::aclrtStream;
 // C types and values of the LCAL ABI (ATB's lcal_api.h; no header is included).
 using LcalCommPtr = void*;
-constexpr size_t kLcalUniqueIdBytes = 128;
-struct LcalUniqueId {
-  char internal[kLcalUniqueIdBytes];
-};
 constexpr int kLcalSuccess = 0;
 constexpr int kLcalMaxRankSize = 128;
 constexpr int kLcalMinBufferMb = 200;  // LCAL_COMM_BUFFER_SIZE
 constexpr int kLcalMaxCommDomain = 65535;
+// The HcclDataType the all-gathers move bytes as. ATB registers LCCL's AllGather kernels for
+// INT8, INT16, INT32, INT64, FP16, FP32 and BF16 only (RegistCCLOp2Kernel in lcal_internal.cpp):
+// any other type, UINT8 included, has no kernel and fails with LCAL_ERROR_MKIRT on two ranks or more.
+constexpr int kLcalByteDataType = 0;  // HCCL_DATA_TYPE_INT8
 
 struct LcalApi {
   const cann::AclApi* acl;
 
-  int (*LcalGetUniqueId)(LcalUniqueId* unique_id, int comm_domain);
-  int (*LcalCommInitRank)(LcalUniqueId comm_id, int rank_size, int rank, LcalCommPtr* comm);  // id by value
   int (*LcalCommInitThread)(int rank, int rank_size, const char* uid, LcalCommPtr* comm);
   int (*LcclAllGather)(void* send, void* recv, int64_t send_count, int data_type, LcalCommPtr comm,
                        aclrtStream stream);
   int (*LcclCommDestroy)(LcalCommPtr comm);
+  int (*LcalCommInitRankWithDomain)(int comm_domain, int rank_size, int rank, LcalCommPtr* comm);
   // Optional (newer ATB): nullptr when missing; then only the default buffer size works,
   // through LcalCommInitRankWithDomain.
   int (*LcalCommInitRankWithCustDomainSize)(int comm_domain, int buffer_mb, int rank_size, int rank,
                                             LcalCommPtr* comm, bool auto_magic);
-  int (*LcalCommInitRankWithDomain)(int comm_domain, int rank_size, int rank, LcalCommPtr* comm);
 
   std::string path;  // the file the symbols came from, for diagnostics
 };

@@ -19,21 +19,32 @@ namespace lccl {
 namespace {
 
 // Our root info: the device backends' header, a random nonce (the thread-mode uid), the root
-// host's boot id (LCCL is single-node: a rank on another host is refused at once), then LCAL's
-// unique id.
+// host's boot id (LCCL is single-node: a rank on another host is refused at once), then the
+// LCCL domain every multi-process rank initialises in.
+//
+// No LCAL unique id: in ATB, LcalGetUniqueId never writes the caller's buffer (lcal_wrap.cpp
+// reinterprets the pointer argument itself as the handle), and even a filled-in id leaves the
+// bootstrap's root address empty, so every rank but 0 fails ("Multi-machine is not supported",
+// lcal_sock_exchange.cpp). With the zeroed id LcalCommInitRank falls back to the bootstrap of
+// domain 0 on 127.0.0.1:10067, where concurrent communicators of one host collide. A domain of
+// the root's choosing, different for every root info, gives every job its own port.
 constexpr size_t kNonceBytes = 16;
 constexpr size_t kBootIdBytes = 40;
+constexpr size_t kDomainBytes = 4;  // little-endian
 constexpr size_t kNonceAt = cann::kRootInfoHeaderBytes;
 constexpr size_t kBootIdAt = kNonceAt + kNonceBytes;
-constexpr size_t kUniqueIdAt = kBootIdAt + kBootIdBytes;
-constexpr cann::RootInfoFormat kFormat = {"lccl", {'N', 'P', 'G', 'L', 'C', 'C', 'L', '\0'}, 1,
-                                          static_cast<uint32_t>(kLcalUniqueIdBytes),
-                                          kUniqueIdAt + kLcalUniqueIdBytes};
+constexpr size_t kDomainAt = kBootIdAt + kBootIdBytes;
+constexpr cann::RootInfoFormat kFormat = {"lccl", {'N', 'P', 'G', 'L', 'C', 'C', 'L', '\0'}, 2,
+                                          static_cast<uint32_t>(kDomainBytes), kDomainAt + kDomainBytes};
+// The domains a root picks at random when bind_address names none: 10067 + ID stays a valid
+// port. Two concurrent jobs of one host share a domain with probability 1/55000.
+constexpr int kRootDomainMin = 1;
+constexpr int kRootDomainMax = 55000;
 
 struct LcclRootInfo {
   uint8_t nonce[kNonceBytes];
   std::string boot_id;
-  LcalUniqueId unique_id;
+  int domain = 0;
 };
 
 // The kernel's boot id: equal on two ranks iff they run on the same host (boot).
@@ -52,7 +63,13 @@ LcclRootInfo parse_root_info(const void* data, size_t size) {
   memcpy(info.nonce, p + kNonceAt, kNonceBytes);
   const char* boot = reinterpret_cast<const char*>(p + kBootIdAt);
   info.boot_id.assign(boot, strnlen(boot, kBootIdBytes));
-  memcpy(info.unique_id.internal, p + kUniqueIdAt, kLcalUniqueIdBytes);
+  uint32_t domain = 0;
+  for (size_t i = 0; i < kDomainBytes; ++i) domain |= static_cast<uint32_t>(p[kDomainAt + i]) << (8 * i);
+  if (domain > static_cast<uint32_t>(kLcalMaxCommDomain)) {
+    throw_error(NPG_INVALID_ARGUMENT, "root_info of backend lccl names domain " + std::to_string(domain) +
+                                          ", outside [0, " + std::to_string(kLcalMaxCommDomain) + "]");
+  }
+  info.domain = static_cast<int>(domain);
   return info;
 }
 
@@ -70,7 +87,7 @@ int parse_int(const std::string& text, long lo, long hi, const std::string& what
 LcclInit parse_domain(const std::string& domain) {
   const std::string allowed = "\"ID\" or \"ID:SIZE_MB\" with ID in [0, " + std::to_string(kLcalMaxCommDomain) +
                               "] and SIZE_MB >= " + std::to_string(kLcalMinBufferMb) +
-                              " (LCCL's shared buffer in MB), or \"\" for the root's unique id";
+                              " (LCCL's shared buffer in MB), or \"\" for the root info's domain";
   const size_t colon = domain.find(':');
   LcclInit init;
   init.kind = LcclInit::Kind::kDomain;
@@ -84,7 +101,8 @@ LcclInit parse_domain(const std::string& domain) {
 }
 
 // bind_address of npg_get_root_info("lccl"): "", "device:N", "domain:ID" or "device:N,domain:ID".
-// The device is where LcalGetUniqueId runs; the bootstrap port is 10067 + device + ID.
+// The device is checked and otherwise unused (the domain bootstrap needs none); the domain,
+// -1 when not named, is where every rank initialises (bootstrap port 10067 + ID).
 void parse_bind(const char* bind_address, std::string* device, int* domain) {
   std::string bind = bind_address ? bind_address : "";
   size_t at = 0;
@@ -98,7 +116,7 @@ void parse_bind(const char* bind_address, std::string* device, int* domain) {
     } else {
       throw_error(NPG_INVALID_ARGUMENT, "bind_address \"" + bind + "\" is not valid for backend lccl: pass NULL, \"\", "
                                             "\"device:N\", \"domain:ID\" or \"device:N,domain:ID\" (LCCL's "
-                                            "bootstrap listens on port 10067 + N + ID of this host)");
+                                            "bootstrap listens on 127.0.0.1, port 10067 + ID)");
     }
     if (comma == std::string::npos) break;
     at = comma + 1;
@@ -124,31 +142,29 @@ class LcclBackend final : public Backend {
                                             std::to_string(kFormat.total_bytes) + " bytes");
     }
     std::string device_text;
-    int domain = 0;
+    int domain = -1;
     parse_bind(bind_address, &device_text, &domain);
-    const LcalApi& api = lcal_api();
-    const int32_t device = cann::bind_root_device(*api.acl, device_text);
-    LcalUniqueId id;
-    memset(&id, 0, sizeof(id));
-    int rc = api.LcalGetUniqueId(&id, domain);
-    if (rc != kLcalSuccess) {
-      throw_lcal_error(api, "LcalGetUniqueId", rc, "(device " + std::to_string(device) + ", domain " +
-                                                     std::to_string(domain) + ")");
-    }
+    if (!device_text.empty()) cann::parse_device_id(device_text, "bind_address device");
+    lcal_api();  // a missing ATB fails on the root, before any rank waits for it
     uint8_t* p = static_cast<uint8_t*>(out);
     memset(p, 0, kFormat.total_bytes);
     cann::write_root_info_header(kFormat, p);
     std::random_device random;
     for (size_t i = 0; i < kNonceBytes; ++i) p[kNonceAt + i] = static_cast<uint8_t>(random());
+    if (domain < 0) {
+      domain = std::uniform_int_distribution<int>(kRootDomainMin, kRootDomainMax)(random);
+    }
     const std::string boot = boot_id();
     memcpy(p + kBootIdAt, boot.data(), boot.size());
-    memcpy(p + kUniqueIdAt, id.internal, kLcalUniqueIdBytes);
+    for (size_t i = 0; i < kDomainBytes; ++i) {
+      p[kDomainAt + i] = static_cast<uint8_t>(static_cast<uint32_t>(domain) >> (8 * i));
+    }
     return kFormat.total_bytes;
   }
 
-  // Multi-process: comm_domain "ID[:SIZE_MB]" selects LCCL's domain init (root_info, when given,
-  // is only checked for the node), "" the root's unique id. Multi-thread: LcalCommInitThread
-  // with comm_domain as uid, or a uid made from the root info when comm_domain is "".
+  // Multi-process: LCCL's domain init, in comm_domain "ID[:SIZE_MB]" (root_info, when given, is
+  // only checked for the node), or with comm_domain "" in the root info's domain. Multi-thread:
+  // LcalCommInitThread with comm_domain as uid, or a uid made from the root info when it is "".
   std::unique_ptr<Communicator> create_communicator(const CommConfig& config) const override {
     if (config.device_id < 0) {
       throw_error(NPG_INVALID_ARGUMENT, "backend lccl needs a device id: device_id is " +
@@ -190,8 +206,8 @@ class LcclBackend final : public Backend {
     } else if (!config.comm_domain.empty()) {
       init = parse_domain(config.comm_domain);
     } else if (has_root) {
-      init.kind = LcclInit::Kind::kUniqueId;
-      init.unique_id = root.unique_id;
+      init.kind = LcclInit::Kind::kDomain;
+      init.domain = root.domain;
     } else {
       throw_error(NPG_INVALID_ARGUMENT, "root_info is NULL and comm_domain is \"\"; backend lccl in multi-process "
                                         "mode needs the root's root_info or a comm_domain \"ID\" or \"ID:SIZE_MB\"");

@@ -16,7 +16,7 @@ class LcclCollectives final : public cann::DeviceCollectives {
       throw_error(NPG_INVALID_ARGUMENT, "LcclAllGather of " + std::to_string(bytes) + " bytes per rank " + where +
                                             " exceeds its int64 count");
     }
-    int rc = api_.LcclAllGather(send, recv, static_cast<int64_t>(bytes), cann::kHcclDataTypeUint8, comm_, stream);
+    int rc = api_.LcclAllGather(send, recv, static_cast<int64_t>(bytes), kLcalByteDataType, comm_, stream);
     if (rc != kLcalSuccess) throw_lcal_error(api_, op, rc, where);
   }
   void destroy(const std::string& where) override {
@@ -37,15 +37,11 @@ std::unique_ptr<cann::DeviceCollectives> connect(const LcalApi& api, const cann:
   int rc = kLcalSuccess;
   const char* op = "";
   switch (init.kind) {
-    case LcclInit::Kind::kUniqueId:
-      op = "LcalCommInitRank";
-      rc = api.LcalCommInitRank(init.unique_id, n, rank, &comm);
-      break;
     case LcclInit::Kind::kDomain:
       if (api.LcalCommInitRankWithCustDomainSize != nullptr) {
         op = "LcalCommInitRankWithCustDomainSize";
         rc = api.LcalCommInitRankWithCustDomainSize(init.domain, init.buffer_mb, n, rank, &comm, false);
-      } else if (init.buffer_mb == kLcalMinBufferMb && api.LcalCommInitRankWithDomain != nullptr) {
+      } else if (init.buffer_mb == kLcalMinBufferMb) {
         op = "LcalCommInitRankWithDomain";
         rc = api.LcalCommInitRankWithDomain(init.domain, n, rank, &comm);
       } else {

@@ -12,19 +12,19 @@
 namespace npg {
 namespace lccl {
 
-// How the LCCL communicator is made: exactly one of the three.
+// How the LCCL communicator is made: one of the two. Multi-process communicators are always
+// domain-based: LCAL's unique-id init cannot work (see lccl_backend.cc).
 struct LcclInit {
-  enum class Kind { kUniqueId, kDomain, kThread };
-  Kind kind = Kind::kUniqueId;
-  LcalUniqueId unique_id{};  // kUniqueId: LcalCommInitRank, the root's LcalGetUniqueId
-  int domain = 0;            // kDomain: LcalCommInitRankWithCustDomainSize(domain, buffer_mb, ...)
+  enum class Kind { kDomain, kThread };
+  Kind kind = Kind::kDomain;
+  int domain = 0;   // kDomain: LcalCommInitRankWithCustDomainSize(domain, buffer_mb, ...)
   int buffer_mb = kLcalMinBufferMb;
-  std::string uid;           // kThread: LcalCommInitThread's uid, the same on every rank thread
+  std::string uid;  // kThread: LcalCommInitThread's uid, the same on every rank thread
 };
 
-// Blocks in LCAL's init, which only LCAL's own waits bound (clients of the domain and
-// unique-id bootstrap retry their connection for up to 30 minutes; the thread rendezvous
-// waits up to 600 s): config.timeout_ms bounds the collectives, not the init.
+// Blocks in LCAL's init, which only LCAL's own waits bound (clients of the domain bootstrap
+// retry their connection for up to 30 minutes; the thread rendezvous waits up to 600 s):
+// config.timeout_ms bounds the collectives, not the init.
 std::unique_ptr<cann::DeviceCommunicator> create_lccl_communicator(const CommConfig& config, const LcclInit& init);
 
 }  // namespace lccl

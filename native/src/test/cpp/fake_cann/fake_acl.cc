@@ -23,6 +23,11 @@ std::mutex g_mutex;
 std::map<uintptr_t, size_t>* g_allocations = new std::map<uintptr_t, size_t>();
 int g_streams = 0;
 int g_comms = 0;
+long long g_device_bytes = 0;
+bool g_hccl_env_latched = false;
+int g_hccl_connect_s = 0;
+int g_hccl_exec_s = 0;
+int g_device_resets = 0;
 bool g_initialized = false;
 
 int device_count() {
@@ -89,6 +94,16 @@ int current_device() { return tls_device; }
 
 void set_recent_error(const char* text) { tls_recent_error = text; }
 
+void latch_hccl_env() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_hccl_env_latched) return;
+  g_hccl_env_latched = true;
+  const char* connect = getenv("HCCL_CONNECT_TIMEOUT");
+  const char* exec = getenv("HCCL_EXEC_TIMEOUT");
+  g_hccl_connect_s = connect != nullptr ? atoi(connect) : 120;
+  g_hccl_exec_s = exec != nullptr ? atoi(exec) : 1836;
+}
+
 void count_comms(int delta) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_comms += delta;
@@ -117,7 +132,19 @@ FAKE_CANN_EXPORT int aclrtSetDevice(int32_t device_id) {
   return kAclSuccess;
 }
 
-FAKE_CANN_EXPORT int aclrtResetDevice(int32_t) { return kAclSuccess; }
+FAKE_CANN_EXPORT int aclrtResetDevice(int32_t device_id) {
+  if (device_id < 0 || device_id >= device_count()) {
+    return fail(kAclErrorRtInvalidDeviceId, "device " + std::to_string(device_id) + " does not exist");
+  }
+  if (tls_device == device_id) tls_device = -1;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  ++g_device_resets;
+  return kAclSuccess;
+}
+
+#ifndef FAKE_CANN_MINIMAL
+FAKE_CANN_EXPORT int aclrtResetDeviceForce(int32_t device_id) { return aclrtResetDevice(device_id); }
+#endif
 
 FAKE_CANN_EXPORT int aclrtGetDevice(int32_t* device_id) {
   if (device_id == nullptr) return fail(kAclErrorInvalidParam, "deviceId is NULL");
@@ -125,6 +152,13 @@ FAKE_CANN_EXPORT int aclrtGetDevice(int32_t* device_id) {
   *device_id = tls_device;
   return kAclSuccess;
 }
+
+#ifndef FAKE_CANN_MINIMAL
+FAKE_CANN_EXPORT const char* aclrtGetSocName() {
+  const char* soc = getenv("NPUGATHER_FAKE_CANN_SOC");
+  return soc != nullptr ? soc : "Ascend910B1";
+}
+#endif
 
 FAKE_CANN_EXPORT int aclrtGetDeviceCount(uint32_t* count) {
   *count = static_cast<uint32_t>(device_count());
@@ -143,9 +177,7 @@ FAKE_CANN_EXPORT int aclrtCreateStream(void** stream) {
   return kAclSuccess;
 }
 
-FAKE_CANN_EXPORT int aclrtDestroyStream(void* stream) {
-  if (stream == nullptr) return fail(kAclErrorInvalidParam, "stream is NULL");
-  Stream* s = static_cast<Stream*>(stream);
+static void destroy_stream(Stream* s) {
   {
     std::lock_guard<std::mutex> lock(s->mutex);
     s->cancelled.store(true);
@@ -155,8 +187,31 @@ FAKE_CANN_EXPORT int aclrtDestroyStream(void* stream) {
   delete s;
   std::lock_guard<std::mutex> lock(g_mutex);
   --g_streams;
+}
+
+// A stream with pending work is refused: the caller must synchronize it, or force it.
+FAKE_CANN_EXPORT int aclrtDestroyStream(void* stream) {
+  if (stream == nullptr) return fail(kAclErrorInvalidParam, "stream is NULL");
+  Stream* s = static_cast<Stream*>(stream);
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    if (!s->queue.empty() || s->running) {
+      return fail(kAclErrorRtInternal, "aclrtDestroyStream: the stream has pending tasks (synchronize it first, or "
+                                       "aclrtDestroyStreamForce)");
+    }
+  }
+  destroy_stream(s);
   return kAclSuccess;
 }
+
+#ifndef FAKE_CANN_MINIMAL
+// Discards the stream's queued tasks and cancels the running one.
+FAKE_CANN_EXPORT int aclrtDestroyStreamForce(void* stream) {
+  if (stream == nullptr) return fail(kAclErrorInvalidParam, "stream is NULL");
+  destroy_stream(static_cast<Stream*>(stream));
+  return kAclSuccess;
+}
+#endif
 
 static int sync_stream(void* stream, int32_t timeout_ms) {
   if (stream == nullptr) return fail(kAclErrorInvalidParam, "stream is NULL");
@@ -192,6 +247,7 @@ FAKE_CANN_EXPORT int aclrtMalloc(void** ptr, size_t size, int /*policy*/) {
   if (p == nullptr) return fail(207001, "out of simulated device memory");
   std::lock_guard<std::mutex> lock(g_mutex);
   (*g_allocations)[reinterpret_cast<uintptr_t>(p)] = size;
+  g_device_bytes += static_cast<long long>(size);
   *ptr = p;
   return kAclSuccess;
 }
@@ -200,6 +256,7 @@ FAKE_CANN_EXPORT int aclrtFree(void* ptr) {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_allocations->find(reinterpret_cast<uintptr_t>(ptr));
   if (it == g_allocations->end()) return fail(kAclErrorRtParamInvalid, "aclrtFree of a pointer not from aclrtMalloc");
+  g_device_bytes -= static_cast<long long>(it->second);
   g_allocations->erase(it);
   free(ptr);
   return kAclSuccess;
@@ -228,6 +285,23 @@ FAKE_CANN_EXPORT int aclrtMemcpy(void* dst, size_t dest_max, const void* src, si
 FAKE_CANN_EXPORT int npgFakeCannLiveAllocations() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return static_cast<int>(g_allocations->size());
+}
+
+FAKE_CANN_EXPORT long long npgFakeCannLiveDeviceBytes() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_device_bytes;
+}
+
+FAKE_CANN_EXPORT int npgFakeCannDeviceResets() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_device_resets;
+}
+
+FAKE_CANN_EXPORT bool npgFakeCannHcclTimeouts(int* connect_s, int* exec_s) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  *connect_s = g_hccl_connect_s;
+  *exec_s = g_hccl_exec_s;
+  return g_hccl_env_latched;
 }
 
 FAKE_CANN_EXPORT int npgFakeCannLiveComms() {

@@ -8,12 +8,24 @@
 //   NPUGATHER_FAKE_CANN_INIT_FAIL=<code>         HcclCommInit* / LcalCommInit* return this code ...
 //   NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES=<n>      ... only for the first n attempts of each rank
 //   NPUGATHER_FAKE_CANN_INIT_FAIL_MESSAGE=<text> ... with this recent-error text (aclGetRecentErrMsg)
+//   NPUGATHER_FAKE_CANN_INIT_FAIL_RANK=<rank>    ... on that rank only
+// As in HCOMM, one HcclCommInitRootInfo attempt (success or failure) consumes the root info's
+// topology detection: a rank's second attempt with the same root info waits out the connect
+// timeout and returns HCCL_E_TIMEOUT.
 //   NPUGATHER_FAKE_CANN_HANG=allgather           collectives never complete (until destroyed)
 //   NPUGATHER_FAKE_CANN_FAIL_RANK=<rank>         collectives fail on that rank (HCCL_E_INTERNAL,
 //                                                LCAL_ERROR_INTERNAL);
 //                                                peers' streams fail with SUSPECT_REMOTE_ERROR
 //   NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS=<ms>  rendezvous timeout (default HCCL_CONNECT_TIMEOUT s)
 //   NPUGATHER_FAKE_CANN_DEVICE_COUNT=<n>         devices 0..n-1 exist (default 8)
+//   NPUGATHER_FAKE_CANN_SOC=<name>               aclrtGetSocName (default Ascend910B1, an Atlas A2)
+//   NPUGATHER_FAKE_CANN_SERVERS=<s0,s1,...>      the server of each rank (default all on server 0):
+//                                                with the SoC, decides whether HcclAllGatherV is
+//                                                refused (HCCL_E_NOT_SUPPORT) as HCCL's doc states
+// Teardown as in CANN: HcclCommDestroy returns HCCL_E_AGAIN while a collective of the communicator
+// is in flight (queued or running on a stream); aclrtDestroyStream refuses a stream with pending
+// work, aclrtDestroyStreamForce discards it (cancelling a running task). Live communicators,
+// streams and device bytes are counted per process.
 // Trace: NPUGATHER_FAKE_CANN_TRACE=<file> appends "<call> rank=<r> device=<d> pid=<p>" for
 // every communicator init and collective (the device current on the calling thread).
 // Built with FAKE_CANN_MINIMAL the optional symbols (HcclAllGatherV, HcclGetErrorString,
@@ -48,8 +60,10 @@ constexpr int kHcclSuccess = 0;
 constexpr int kHcclEPara = 1;
 constexpr int kHcclEPtr = 2;
 constexpr int kHcclEInternal = 4;
+constexpr int kHcclENotSupport = 5;
 constexpr int kHcclETimeout = 9;
 constexpr int kHcclERuntime = 15;
+constexpr int kHcclEAgain = 20;
 
 // A stream task: returns an aclError; must return promptly once cancelled becomes true.
 using Task = std::function<int(const std::atomic<bool>& cancelled)>;
@@ -60,14 +74,22 @@ FAKE_CANN_EXPORT bool is_device_range(const void* p, size_t bytes);
 FAKE_CANN_EXPORT int current_device();  // -1 when the thread has none
 FAKE_CANN_EXPORT void set_recent_error(const char* text);
 FAKE_CANN_EXPORT void count_comms(int delta);  // the live count sits here: HCCL may be split in two libraries
+// Called first by every simulated HCCL entry point: the first call of the process reads
+// HCCL_CONNECT_TIMEOUT / HCCL_EXEC_TIMEOUT (defaults 120 s and 1836 s) and keeps them for good,
+// as HCOMM's externalinput.cc does; later changes to the environment are never seen.
+FAKE_CANN_EXPORT void latch_hccl_env();
 
 }  // namespace fake_cann
 
 extern "C" {
 // Live object counts, for leak checks in tests.
 FAKE_CANN_EXPORT int npgFakeCannLiveAllocations();
+FAKE_CANN_EXPORT long long npgFakeCannLiveDeviceBytes();
+FAKE_CANN_EXPORT int npgFakeCannDeviceResets();  // aclrtResetDevice(Force) calls of this process
 FAKE_CANN_EXPORT int npgFakeCannLiveStreams();
 FAKE_CANN_EXPORT int npgFakeCannLiveComms();
+// The HCCL timeouts this process latched (seconds); false when no HCCL call happened yet.
+FAKE_CANN_EXPORT bool npgFakeCannHcclTimeouts(int* connect_s, int* exec_s);
 }
 
 #endif  // NPUGATHER_TEST_FAKE_CANN_H_

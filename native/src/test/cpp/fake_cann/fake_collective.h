@@ -94,6 +94,7 @@ struct Comm {
   std::vector<int> peer_fds;
   uint64_t generation = 0;  // touched only by the stream thread and the enqueueing thread, in order
   std::atomic<bool> cancelled{false};
+  std::atomic<int> in_flight{0};  // collectives enqueued and neither finished nor discarded
 
   ~Comm() {
     if (ctl != nullptr) munmap(ctl, sizeof(Control));
@@ -107,6 +108,16 @@ struct Comm {
 // The handle the library hands out; the state lives on while a queued task still needs it.
 struct CommHandle {
   std::shared_ptr<Comm> comm;
+};
+
+// Held by an enqueued collective's task (shared by its copies): the collective is in flight
+// until the task has run or its stream discarded it.
+struct InFlight {
+  std::shared_ptr<Comm> comm;
+  explicit InFlight(std::shared_ptr<Comm> c) : comm(std::move(c)) { comm->in_flight.fetch_add(1); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  ~InFlight() { comm->in_flight.fetch_sub(1); }
 };
 
 inline std::string data_name(const std::string& name, int rank) { return name + "-d" + std::to_string(rank); }
@@ -212,6 +223,8 @@ inline int rendezvous(const Vendor& v, const std::string& name, uint32_t n, uint
 inline int injected_init_failure(const Vendor& v, const std::string& name, uint32_t rank) {
   std::string code = env("NPUGATHER_FAKE_CANN_INIT_FAIL");
   if (code.empty()) return v.success;
+  std::string only = env("NPUGATHER_FAKE_CANN_INIT_FAIL_RANK");
+  if (!only.empty() && atoi(only.c_str()) != static_cast<int>(rank)) return v.success;
   std::string times = env("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES");
   if (!times.empty()) {
     std::lock_guard<std::mutex> lock(g_attempts_mutex);
@@ -302,7 +315,8 @@ inline int enqueue_all_gather(const Vendor& v, void* comm, void* send, void* rec
   const uint64_t gen = ++c->generation;
   uint8_t* out = static_cast<uint8_t*>(recv);
   const uint8_t* in = static_cast<const uint8_t*>(send);
-  enqueue(stream, [c, gen, in, out, bytes](const std::atomic<bool>& cancelled) {
+  auto flight = std::make_shared<InFlight>(c);
+  enqueue(stream, [c, gen, in, out, bytes, flight](const std::atomic<bool>& cancelled) {
     return gather_task(c, gen, in, bytes, cancelled, [&](int r, const uint8_t* src, uint64_t len) {
       if (len != bytes) return kAclErrorRtInternal;  // ranks disagree on the count
       memmove(out + r * bytes, src, len);
@@ -313,6 +327,7 @@ inline int enqueue_all_gather(const Vendor& v, void* comm, void* send, void* rec
 }
 
 // Cancels the communicator's queued work; the state goes when the last task lets go of it.
+// HCCL refuses instead while a collective is in flight (see fake_hccl.cc).
 inline int destroy_comm(const Vendor& v, void* comm) {
   if (comm == nullptr) return v.ptr;
   CommHandle* h = static_cast<CommHandle*>(comm);

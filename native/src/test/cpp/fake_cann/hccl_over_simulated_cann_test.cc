@@ -41,9 +41,10 @@ npg_comm_t join(int rank, int n, const std::vector<uint8_t>& info, int64_t timeo
 // ---- tests ----
 
 void test_timeouts_are_mapped_onto_hccl_environment() {
-  // Runs first: the process's first communicator sets them (the test runner leaves them unset),
-  // while other threads read the environment, as CANN and the JVM do.
-  auto info = hccl_root_info();
+  // Runs first: the process's first HCCL call (the root info's) latches them (the test runner
+  // leaves them unset), while other threads read the environment, as CANN and the JVM do.
+  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+  size_t size = 0;
   std::atomic<bool> stop{false};
   std::vector<std::thread> readers;
   for (int i = 0; i < 2; ++i) {
@@ -51,12 +52,98 @@ void test_timeouts_are_mapped_onto_hccl_environment() {
       while (!stop.load()) EXPECT(getenv("PATH") != nullptr || true);
     });
   }
+  EXPECT_RC(npg_get_root_info("hccl", "timeout_ms:5000", info.data(), info.size(), &size), NPG_SUCCESS);
+  info.resize(size);
   on_threads(4, [&](int r) { EXPECT_RC(npg_comm_destroy(join(r, 4, info, 5000)), NPG_SUCCESS); });
   stop.store(true);
   for (auto& t : readers) t.join();
   EXPECT(getenv("HCCL_CONNECT_TIMEOUT") != nullptr && std::string(getenv("HCCL_CONNECT_TIMEOUT")) == "120");
   EXPECT(getenv("HCCL_EXEC_TIMEOUT") != nullptr && std::string(getenv("HCCL_EXEC_TIMEOUT")) == "68");
+  int connect = 0, exec = 0;
+  EXPECT(fake_symbol<bool (*)(int*, int*)>("libascendcl.so", "npgFakeCannHcclTimeouts")(&connect, &exec));
+  EXPECT(connect == 120 && exec == 68);
   expect_nothing_leaked();
+}
+
+// A rank of test_every_rank_runs_with_the_hccl_timeouts_of_the_root in a fresh process (HCCL
+// latches its timeouts once per process): rank 0 makes the root info, its first HCCL call, for a
+// timeout of 200 s and writes it to file; the others read it and join with a timeout of 20 s of
+// their own. Every rank must run with the root's values, 200 s and 200 s; a rank whose user set
+// another HCCL_EXEC_TIMEOUT (expect_refusal) is refused before it reaches HCCL.
+int timeout_rank_main(int rank, int n, const std::string& file, bool expect_refusal) {
+  try {
+    std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+    size_t size = 0;
+    if (rank == 0) {
+      EXPECT_RC(npg_get_root_info("hccl", "device:0,timeout_ms:200000", info.data(), info.size(), &size),
+                NPG_SUCCESS);
+      std::ofstream(file + ".partial", std::ios::binary).write(reinterpret_cast<const char*>(info.data()), size);
+      EXPECT(rename((file + ".partial").c_str(), file.c_str()) == 0);
+    } else {
+      for (auto t0 = Clock::now(); access(file.c_str(), F_OK) != 0 && ms_since(t0) < 10000;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      std::ifstream in(file, std::ios::binary);
+      in.read(reinterpret_cast<char*>(info.data()), info.size());
+      size = static_cast<size_t>(in.gcount());
+    }
+    info.resize(size);
+    npg_comm_t comm = nullptr;
+    npg_result_t rc = npg_comm_init("hccl", rank, n, 0, "", NPG_COMM_MULTI_PROCESS, rank, nullptr, 20000, 0,
+                                    info.data(), info.size(), &comm);
+    if (expect_refusal) {
+      EXPECT(rc == NPG_INVALID_USAGE);
+      expect_text(npg_last_error(), {"HCCL timeouts differ", "HCCL_EXEC_TIMEOUT=300",
+                                     "the root rank's with HCCL_CONNECT_TIMEOUT=200 HCCL_EXEC_TIMEOUT=200"});
+      show("timeouts differ");
+    } else {
+      EXPECT_RC(rc, NPG_SUCCESS);
+      gather_checked(comm, rank, n, equal_blocks(n, 1000), NPG_UINT8, false, 7);
+      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+      int connect = 0, exec = 0;
+      EXPECT(fake_symbol<bool (*)(int*, int*)>("libascendcl.so", "npgFakeCannHcclTimeouts")(&connect, &exec));
+      if (connect != 200 || exec != 200) {
+        throw Failure("rank " + std::to_string(rank) + " latched HCCL_CONNECT_TIMEOUT=" + std::to_string(connect) +
+                      " HCCL_EXEC_TIMEOUT=" + std::to_string(exec) + ", the root 200 and 200");
+      }
+    }
+    expect_nothing_leaked();
+    return 0;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "timeout rank %d: %s\n", rank, e.what());
+    return 1;
+  }
+}
+
+void test_every_rank_runs_with_the_hccl_timeouts_of_the_root() {
+  const std::string file = "/tmp/npugather-hccl-timeouts-" + std::to_string(getpid());
+  unlink(file.c_str());
+  const char* kinds[] = {"0", "1", "1"};  // ranks 0 and 1 of the group, and a rank whose user set 300 s
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::vector<std::string> env;
+      for (char** e = environ; *e != nullptr; ++e)
+        if (strncmp(*e, "HCCL_", 5) != 0) env.push_back(*e);  // a fresh process, as a rank's is
+      if (i == 2) env.push_back("HCCL_EXEC_TIMEOUT=300");
+      std::vector<char*> envp;
+      for (std::string& e : env) envp.push_back(&e[0]);
+      envp.push_back(nullptr);
+      const char* args[] = {"hccl_over_simulated_cann_test", "timeout-rank", kinds[i], "2", file.c_str(),
+                            i == 2 ? "refused" : "joins", nullptr};
+      execve("/proc/self/exe", const_cast<char**>(args), envp.data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ok = waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
+  }
+  unlink(file.c_str());
+  EXPECT(ok);
 }
 
 void test_all_gather_delivers_every_byte_for_2_3_4_thread_ranks() {
@@ -98,6 +185,47 @@ void test_all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks() {
     });
   }
   EXPECT((v_calls() > v_before) == (g_suite != "minimal"));
+  expect_nothing_leaked();
+}
+
+// HcclAllGatherV serves only some topologies (HCCL's HcclAllGatherV doc); elsewhere HCCL
+// refuses it. Ragged gathers are right in each: through HcclAllGatherV where it is supported,
+// padded HcclAllGather blocks elsewhere, decided up front from the SoC where that suffices,
+// else after one refusal per communicator (the servers of a rank-info communicator are only
+// HCCL's to know), never leaving the communicator unusable.
+void test_ragged_gathers_are_right_in_every_topology() {
+  struct Case {
+    const char* soc;
+    const char* servers;
+    int n;
+    bool v;        // HcclAllGatherV used
+    bool refused;  // ... after HCCL refused it once per rank
+  };
+  const Case cases[] = {
+      {"Ascend910B1", "", 3, true, false},        {"Ascend910B2", "0,0,1,1", 4, true, false},
+      {"Ascend910B1", "0,0,1", 3, false, true},   {"Ascend910_9391", "", 2, true, false},
+      {"Ascend910_9391", "0,1", 2, false, true},  {"Ascend910A", "", 2, false, false},
+  };
+  auto counter = [](const char* name) { return fake_symbol<int (*)()>("libhccl.so", name)(); };
+  for (const Case& c : cases) {
+    ScopedEnv soc("NPUGATHER_FAKE_CANN_SOC", c.soc);
+    ScopedEnv servers("NPUGATHER_FAKE_CANN_SERVERS", c.servers);
+    auto info = hccl_root_info();
+    const int calls = counter("npgFakeCannAllGatherVCalls");
+    const int refusals = counter("npgFakeCannAllGatherVRefusals");
+    on_threads(c.n, [&](int r) {
+      npg_comm_t comm = join(r, c.n, info);
+      gather_checked(comm, r, c.n, ragged_blocks(c.n, 700 + c.n), NPG_UINT8, true, 710);
+      gather_checked(comm, r, c.n, ragged_blocks(c.n, 720 + c.n), NPG_FLOAT32, true, 730);
+      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    });
+    const int v_calls = counter("npgFakeCannAllGatherVCalls") - calls;
+    const int v_refusals = counter("npgFakeCannAllGatherVRefusals") - refusals;
+    if ((v_calls == 2 * c.n) != c.v || v_refusals != (c.refused ? c.n : 0)) {
+      throw Failure(std::string(c.soc) + " servers \"" + c.servers + "\": " + std::to_string(v_calls) +
+                    " HcclAllGatherV calls, " + std::to_string(v_refusals) + " refusals");
+    }
+  }
   expect_nothing_leaked();
 }
 
@@ -242,46 +370,39 @@ void test_injected_init_failure_is_a_named_system_error_on_every_rank() {
   expect_nothing_leaked();
 }
 
-// Init fails twice on every rank with code (and CANN text message), then succeeds: the ranks
-// retry with back-off and gather.
-void expect_init_retried_until_the_device_frees_up(const char* code, const char* message) {
-  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", code);
-  ScopedEnv times("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES", "2");
-  ScopedEnv text("NPUGATHER_FAKE_CANN_INIT_FAIL_MESSAGE", message);
-  auto info = hccl_root_info();
-  auto t0 = Clock::now();
-  on_threads(2, [&](int r) {
-    npg_comm_t comm = join(r, 2, info, 10000);
-    gather_checked(comm, r, 2, equal_blocks(2, 10), NPG_UINT8, false, 1);
+// Rank 1 fails its first init with HCCL_E_AGAIN (its device still held). HCCL consumed the root
+// info at that attempt, so rank 1 is not retried with it: it fails at once saying a fresh root
+// info is needed; its peers wait out the (short) connect timeout. A new round with a fresh root
+// info then gathers on every rank.
+void test_rank_whose_first_init_fails_needs_a_fresh_root_info() {
+  ScopedEnv connect("NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS", "700");
+  {
+    ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "20");
+    ScopedEnv only("NPUGATHER_FAKE_CANN_INIT_FAIL_RANK", "1");
+    ScopedEnv times("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES", "1");
+    auto info = hccl_root_info();
+    on_threads(3, [&](int r) {
+      npg_comm_t comm = nullptr;
+      auto t0 = Clock::now();
+      npg_result_t rc = npg_comm_init("hccl", r, 3, 0, "", 0, r, nullptr, 10000, 0, info.data(), info.size(), &comm);
+      EXPECT(comm == nullptr);
+      if (r == 1) {
+        EXPECT(rc == NPG_SYSTEM_ERROR && ms_since(t0) < 500);
+        expect_text(npg_last_error(), {"HcclCommInitRootInfo returned HCCL_E_AGAIN (20)", "not retried",
+                                       "a retry needs a fresh root info", "npugather.retryable=true"});
+        show("first init failed");
+      } else {
+        EXPECT(rc == NPG_TIMEOUT);
+        expect_text(npg_last_error(), {"HcclCommInitRootInfo returned HCCL_E_TIMEOUT (9)"});
+      }
+    });
+  }
+  auto fresh = hccl_root_info();
+  on_threads(3, [&](int r) {
+    npg_comm_t comm = join(r, 3, fresh, 10000);
+    gather_checked(comm, r, 3, ragged_blocks(3, 41), NPG_UINT8, true, 42);
     EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
-  EXPECT(ms_since(t0) >= 250);  // two failed attempts, backing off 100 ms then 200 ms
-  expect_nothing_leaked();
-}
-
-void test_busy_device_at_init_is_retried_until_it_frees_up() {
-  expect_init_retried_until_the_device_frees_up("20", "");  // HCCL_E_AGAIN
-}
-
-// CANN reports a device still held by an earlier job's HCCP process as EJ0001 in its recent
-// error text, with a code of no "busy" class: retried too.
-void test_device_held_by_an_earlier_hccp_process_is_retried_until_it_frees_up() {
-  expect_init_retried_until_the_device_frees_up(
-      "4", "EJ0001: Failed to initialize the HCCP process. Reason: Maybe the last training process is running.");
-}
-
-void test_device_that_stays_busy_fails_init_with_timeout_within_the_timeout() {
-  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "7");
-  auto info = hccl_root_info();
-  auto t0 = Clock::now();
-  on_threads(2, [&](int r) {
-    npg_comm_t comm = nullptr;
-    EXPECT(npg_comm_init("hccl", r, 2, 0, "", 0, r, nullptr, 1500, 0, info.data(), info.size(), &comm) ==
-           NPG_TIMEOUT);
-    expect_text(npg_last_error(), {"HCCL_E_UNAVAIL (7)", "attempts", "rank " + std::to_string(r)});
-    expect_vendor("HCCL", 7, "HCCL_E_UNAVAIL", r);
-  });
-  EXPECT(ms_since(t0) < 2500);
   expect_nothing_leaked();
 }
 
@@ -305,6 +426,29 @@ void test_collective_that_never_completes_times_out_on_every_rank() {
     EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
+}
+
+// A collective still in flight when it timed out: HcclCommDestroy would return HCCL_E_AGAIN, so
+// the stream is force-destroyed first; then the communicator, the device buffers and the device
+// go, on every rank, and the destroy itself succeeds.
+void test_teardown_after_a_timed_out_collective_releases_everything() {
+  ScopedEnv hang("NPUGATHER_FAKE_CANN_HANG", "allgather");
+  const int n = 2;
+  auto info = hccl_root_info();
+  const int resets = device_resets();
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = join(r, n, info, 300);
+    std::vector<uint8_t> send(4096), recv(4096 * n);
+    EXPECT(npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8) == NPG_TIMEOUT);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  EXPECT(device_resets() - resets == n);
+  expect_nothing_leaked();
+  // The same after an abort from another thread while the ranks wait.
+  auto info2 = hccl_root_info();
+  npg_comm_t comms[n];
+  on_threads(n, [&](int r) { comms[r] = join(r, n, info2, 30000); });
+  expect_abort_ends_blocked_gathers(comms, n);
 }
 
 void test_rank_whose_collective_fails_makes_every_peer_fail_with_remote_error() {
@@ -442,6 +586,50 @@ std::string table_json(const std::string& version, const std::string& status, co
          "]}]}";
 }
 
+// Init from a rank table fails twice on every rank with code (and CANN text message), then
+// succeeds: the ranks retry with back-off (each attempt reads the table afresh) and gather.
+void expect_init_retried_until_the_device_frees_up(const char* code, const char* message) {
+  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", code);
+  ScopedEnv times("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES", "2");
+  ScopedEnv text("NPUGATHER_FAKE_CANN_INIT_FAIL_MESSAGE", message);
+  TempFile file(table_json("1.0", "completed", {"\"0\"", "\"1\""}));
+  auto t0 = Clock::now();
+  on_threads(2, [&](int r) {
+    npg_comm_t comm = nullptr;
+    EXPECT_RC(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 10000, 0, nullptr, 0, &comm), NPG_SUCCESS);
+    gather_checked(comm, r, 2, equal_blocks(2, 10), NPG_UINT8, false, 1);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  EXPECT(ms_since(t0) >= 250);  // two failed attempts, backing off 100 ms then 200 ms
+  expect_nothing_leaked();
+}
+
+void test_busy_device_at_rank_table_init_is_retried_until_it_frees_up() {
+  expect_init_retried_until_the_device_frees_up("20", "");  // HCCL_E_AGAIN
+}
+
+// CANN reports a device still held by an earlier job's HCCP process as EJ0001 in its recent
+// error text, with a code of no "busy" class: retried too.
+void test_device_held_by_an_earlier_hccp_process_at_rank_table_init_is_retried() {
+  expect_init_retried_until_the_device_frees_up(
+      "4", "EJ0001: Failed to initialize the HCCP process. Reason: Maybe the last training process is running.");
+}
+
+void test_device_that_stays_busy_fails_rank_table_init_within_the_timeout() {
+  ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "7");
+  TempFile file(table_json("1.0", "completed", {"\"0\"", "\"1\""}));
+  auto t0 = Clock::now();
+  on_threads(2, [&](int r) {
+    npg_comm_t comm = nullptr;
+    EXPECT(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 1500, 0, nullptr, 0, &comm) ==
+           NPG_TIMEOUT);
+    expect_text(npg_last_error(), {"HCCL_E_UNAVAIL (7)", "attempts", "rank " + std::to_string(r)});
+    expect_vendor("HCCL", 7, "HCCL_E_UNAVAIL", r);
+  });
+  EXPECT(ms_since(t0) < 2500);
+  expect_nothing_leaked();
+}
+
 void test_rank_table_file_initialises_every_rank() {
   TempFile file(table_json("1.0", "completed", {"\"0\"", "\"1\""}));
   const std::string& path = file.path;
@@ -482,6 +670,40 @@ void test_malformed_rank_tables_are_rejected_with_the_reason() {
     expect_text(npg_last_error(), {"rank table", c.reason});
     if (&c == &cases[3]) show("duplicate rank id");
   }
+  // What HCCL requires of the servers, and each rank's device (rank 1 of 4 on device 1).
+  auto server = [](const std::string& id, const std::vector<std::pair<int, int>>& rank_device) {
+    std::string devices;
+    for (const auto& rd : rank_device) {
+      devices += std::string(devices.empty() ? "" : ", ") + "{\"device_id\": \"" + std::to_string(rd.second) +
+                 "\", \"rank_id\": \"" + std::to_string(rd.first) + "\"}";
+    }
+    return std::string("{") + (id.empty() ? "" : "\"server_id\": \"" + id + "\", ") + "\"device\": [" + devices + "]}";
+  };
+  auto table = [](const std::string& count, const std::string& a, const std::string& b) {
+    return "{\"status\": \"completed\", \"version\": \"1.0\"" +
+           (count.empty() ? std::string() : ", \"server_count\": \"" + count + "\"") + ", \"server_list\": [" + a +
+           ", " + b + "]}";
+  };
+  const std::string a = server("node_a", {{0, 0}, {1, 1}});
+  const std::string b = server("node_b", {{2, 0}, {3, 1}});
+  const Case server_cases[] = {
+      {table("", a, b), "the top level has no \"server_count\""},
+      {table("3", a, b), "server_count \"3\" does not match server_list, which lists 2 server(s)"},
+      {table("2", a, server("", {{2, 0}, {3, 1}})), "server_list[1] has no \"server_id\""},
+      {table("2", a, server("node_a", {{2, 0}, {3, 1}})), "server_list[1].server_id \"node_a\" is the same as"},
+      {table("2", server("node_a", {{0, 0}, {2, 1}}), server("node_b", {{1, 0}, {3, 1}})),
+       "rank ids interleave across servers: server \"node_a\" has 2 ranks between rank_id 0 and 2"},
+      {table("2", server("node_a", {{0, 0}, {1, 5}}), b),
+       "rank_id 1 on server \"node_a\" has device_id \"5\", but this rank binds device_id 1"},
+  };
+  for (const Case& c : server_cases) {
+    TempFile file(c.text);
+    npg_comm_t comm = nullptr;
+    npg_result_t rc = npg_comm_init("hccl", 1, 4, 0, "", 0, 1, file.path.c_str(), 1000, 0, nullptr, 0, &comm);
+    if (rc != NPG_INVALID_ARGUMENT) throw Failure("expected NPG_INVALID_ARGUMENT for: " + c.text);
+    expect_text(npg_last_error(), {"rank table " + file.path, c.reason});
+    if (&c == &server_cases[4]) show("interleaved ranks");
+  }
   npg_comm_t comm = nullptr;
   EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, "/nonexistent/ranks.json", 1000, 0, nullptr, 0, &comm) ==
          NPG_INVALID_ARGUMENT);
@@ -500,11 +722,11 @@ void test_missing_cann_gives_an_actionable_message() {
                "ASCEND_HOME_PATH"});
   show("no CANN");
   npg_comm_t comm = nullptr;
-  std::vector<uint8_t> fake(4124, 0);
+  std::vector<uint8_t> fake(4132, 0);  // header, timeouts, HCCL's bytes
   EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, nullptr, 1000, 0, fake.data(), fake.size(), &comm) ==
          NPG_INVALID_ARGUMENT);  // the root info is checked before the libraries are loaded
   memcpy(fake.data(), "NPGHCCL", 8);
-  fake[8] = 1;
+  fake[8] = 2;
   fake[12] = 4108 & 0xff;
   fake[13] = 4108 >> 8;
   EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, nullptr, 1000, 0, fake.data(), fake.size(), &comm) ==
@@ -537,10 +759,13 @@ void test_missing_required_symbol_names_the_symbol_and_the_files() {
 
 const Test kTests[] = {
     {"timeouts_are_mapped_onto_hccl_environment", test_timeouts_are_mapped_onto_hccl_environment, "full minimal split"},
+    {"every_rank_runs_with_the_hccl_timeouts_of_the_root", test_every_rank_runs_with_the_hccl_timeouts_of_the_root,
+     "full"},
     {"all_gather_delivers_every_byte_for_2_3_4_thread_ranks", test_all_gather_delivers_every_byte_for_2_3_4_thread_ranks,
      "full minimal split"},
     {"all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks",
      test_all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks, "full minimal split"},
+    {"ragged_gathers_are_right_in_every_topology", test_ragged_gathers_are_right_in_every_topology, "full"},
     {"segmented_sends_deliver_every_block", test_segmented_sends_deliver_every_block, "full minimal"},
     {"calls_from_threads_other_than_the_creator_bind_the_device",
      test_calls_from_threads_other_than_the_creator_bind_the_device, "full"},
@@ -552,13 +777,17 @@ const Test kTests[] = {
      test_ranks_that_disagree_on_counts_all_get_invalid_usage_and_can_go_on, "full"},
     {"injected_init_failure_is_a_named_system_error_on_every_rank",
      test_injected_init_failure_is_a_named_system_error_on_every_rank, "full minimal split"},
-    {"busy_device_at_init_is_retried_until_it_frees_up", test_busy_device_at_init_is_retried_until_it_frees_up, "full"},
-    {"device_held_by_an_earlier_hccp_process_is_retried_until_it_frees_up",
-     test_device_held_by_an_earlier_hccp_process_is_retried_until_it_frees_up, "full"},
-    {"device_that_stays_busy_fails_init_with_timeout_within_the_timeout",
-     test_device_that_stays_busy_fails_init_with_timeout_within_the_timeout, "full"},
+    {"rank_whose_first_init_fails_needs_a_fresh_root_info", test_rank_whose_first_init_fails_needs_a_fresh_root_info,
+     "full"},
+    {"busy_device_at_rank_table_init_is_retried_until_it_frees_up", test_busy_device_at_rank_table_init_is_retried_until_it_frees_up, "full"},
+    {"device_held_by_an_earlier_hccp_process_at_rank_table_init_is_retried",
+     test_device_held_by_an_earlier_hccp_process_at_rank_table_init_is_retried, "full"},
+    {"device_that_stays_busy_fails_rank_table_init_within_the_timeout",
+     test_device_that_stays_busy_fails_rank_table_init_within_the_timeout, "full"},
     {"collective_that_never_completes_times_out_on_every_rank",
      test_collective_that_never_completes_times_out_on_every_rank, "full"},
+    {"teardown_after_a_timed_out_collective_releases_everything",
+     test_teardown_after_a_timed_out_collective_releases_everything, "full"},
     {"rank_whose_collective_fails_makes_every_peer_fail_with_remote_error",
      test_rank_whose_collective_fails_makes_every_peer_fail_with_remote_error, "full minimal"},
     {"abort_from_another_thread_ends_a_blocked_gather_promptly",
@@ -579,5 +808,8 @@ const Test kTests[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[1]) == "timeout-rank") {
+    return timeout_rank_main(atoi(argv[2]), atoi(argv[3]), argv[4], std::string(argv[5]) == "refused");
+  }
   return run_tests(argc, argv, kTests, "full|minimal|split|missing|no-hccl|no-hcomm");
 }

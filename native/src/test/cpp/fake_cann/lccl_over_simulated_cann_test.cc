@@ -7,6 +7,8 @@
 //   full     NPUGATHER_CANN_LIB_DIR holds the simulated libascendcl.so, libhccl.so and liblcal.so
 //   no-lcal  NPUGATHER_CANN_LIB_DIR holds libascendcl.so only
 // The last line of output is "N passed, N failed".
+#include <array>
+
 #include "simulated_cann_test_support.h"
 
 namespace {
@@ -89,13 +91,89 @@ void test_segmented_sends_deliver_every_block() {
   expect_nothing_leaked();
 }
 
-void test_process_ranks_gather_through_the_root_unique_id() {
+void test_process_ranks_gather_in_the_domain_of_the_root_info() {
   auto info = lccl_root_info(("domain:" + run_domain(1)).c_str());
   on_processes(3, [&](int r) {
     npg_comm_t comm = join(r, 3, info, "", NPG_COMM_MULTI_PROCESS);
     gather_matrix(comm, r, 3, 200);
     EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
+}
+
+// Every root info names a domain of its own: two jobs of one host at once, each of two process
+// ranks, both gather every byte (LCAL's unique id would put both on domain 0's port).
+void test_two_jobs_on_one_host_at_once_both_gather_every_byte() {
+  const std::vector<uint8_t> infos[2] = {lccl_root_info(), lccl_root_info()};
+  on_processes(4, [&](int p) {
+    const int job = p / 2;
+    const int r = p % 2;
+    npg_comm_t comm = nullptr;
+    EXPECT_RC(npg_comm_init("lccl", r, 2, 0, "", NPG_COMM_MULTI_PROCESS, p, nullptr, 20000, 0, infos[job].data(),
+                            infos[job].size(), &comm),
+              NPG_SUCCESS);
+    gather_checked(comm, r, 2, equal_blocks(2, 30000), NPG_UINT8, false, 500 + job);
+    gather_checked(comm, r, 2, ragged_blocks(2, 510 + job), NPG_INT32, true, 520 + job);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+}
+
+// The simulated liblcal.so behaves as ATB's: what the backend must not rely on.
+void test_simulated_lcal_has_atbs_unique_id_bootstrap_and_kernel_types() {
+  using GetUniqueId = int (*)(void*, int);
+  using InitRank = int (*)(std::array<char, 128>, int, int, void**);
+  using InitDomain = int (*)(int, int, int, void**);
+  using InitThread = int (*)(int, int, const char*, void**);
+  using AllGather = int (*)(void*, void*, int64_t, int, void*, void*);
+  using Destroy = int (*)(void*);
+  lccl_root_info();  // loads the libraries
+  auto get_unique_id = fake_symbol<GetUniqueId>("liblcal.so", "LcalGetUniqueId");
+  auto init_rank = fake_symbol<InitRank>("liblcal.so", "LcalCommInitRank");
+  auto init_domain = fake_symbol<InitDomain>("liblcal.so", "LcalCommInitRankWithDomain");
+  auto init_thread = fake_symbol<InitThread>("liblcal.so", "LcalCommInitThread");
+  auto all_gather = fake_symbol<AllGather>("liblcal.so", "LcclAllGather");
+  auto destroy = fake_symbol<Destroy>("liblcal.so", "LcclCommDestroy");
+  auto set_device = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtSetDevice");
+  EXPECT(set_device(0) == 0);
+  std::array<char, 128> id;
+  id.fill('\x5a');
+  EXPECT(get_unique_id(id.data(), 0) == 0);
+  for (char c : id) EXPECT(c == '\x5a');  // never written
+  void* comm = nullptr;
+  EXPECT(init_rank(id, 2, 1, &comm) == -4);  // a filled-in id: every rank but 0 fails
+  expect_text(fake_symbol<const char* (*)()>("libascendcl.so", "aclGetRecentErrMsg")(), {"Multi-machine"});
+  // A domain's port is held by its root for the length of the init: a second root of it fails.
+  const int domain = 20000 + getpid() % 20000;
+  std::thread first([&] {
+    void* c = nullptr;
+    EXPECT(set_device(1) == 0);
+    EXPECT(init_domain(domain, 2, 0, &c) == 0);
+    EXPECT(destroy(c) == 0);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT(init_domain(domain, 2, 0, &comm) == -4);
+  expect_text(fake_symbol<const char* (*)()>("libascendcl.so", "aclGetRecentErrMsg")(), {"bind"});
+  void* second = nullptr;
+  EXPECT(init_domain(domain, 2, 1, &second) == 0);
+  first.join();
+  EXPECT(destroy(second) == 0);
+  // No AllGather kernel for UINT8 (7): LCAL_ERROR_MKIRT on two ranks.
+  const std::string uid = "kernel-types-" + std::to_string(getpid());
+  on_threads(2, [&](int r) {
+    EXPECT(set_device(r) == 0);
+    void* c = nullptr;
+    EXPECT(init_thread(r, 2, uid.c_str(), &c) == 0);
+    void* stream = nullptr;
+    EXPECT(fake_symbol<int (*)(void**)>("libascendcl.so", "aclrtCreateStream")(&stream) == 0);
+    void* buf = nullptr;
+    EXPECT(fake_symbol<int (*)(void**, size_t, int)>("libascendcl.so", "aclrtMalloc")(&buf, 64, 0) == 0);
+    EXPECT(all_gather(buf, static_cast<uint8_t*>(buf) + 16, 8, 7, c, stream) == -2);
+    EXPECT(all_gather(buf, static_cast<uint8_t*>(buf) + 16, 8, 0, c, stream) == 0);  // INT8
+    EXPECT(fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtSynchronizeStream")(stream) == 0);
+    EXPECT(destroy(c) == 0);
+    EXPECT(fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtDestroyStream")(stream) == 0);
+    EXPECT(fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtFree")(buf) == 0);
+  });
+  expect_nothing_leaked();
 }
 
 void test_process_ranks_gather_through_an_id_and_size_domain() {
@@ -250,7 +328,12 @@ const Test kTests[] = {
     {"thread_ranks_of_one_root_info_gather_every_byte", test_thread_ranks_of_one_root_info_gather_every_byte, "full"},
     {"thread_ranks_meet_on_the_comm_domain_as_uid", test_thread_ranks_meet_on_the_comm_domain_as_uid, "full"},
     {"segmented_sends_deliver_every_block", test_segmented_sends_deliver_every_block, "full"},
-    {"process_ranks_gather_through_the_root_unique_id", test_process_ranks_gather_through_the_root_unique_id, "full"},
+    {"process_ranks_gather_in_the_domain_of_the_root_info", test_process_ranks_gather_in_the_domain_of_the_root_info,
+     "full"},
+    {"two_jobs_on_one_host_at_once_both_gather_every_byte", test_two_jobs_on_one_host_at_once_both_gather_every_byte,
+     "full"},
+    {"simulated_lcal_has_atbs_unique_id_bootstrap_and_kernel_types",
+     test_simulated_lcal_has_atbs_unique_id_bootstrap_and_kernel_types, "full"},
     {"process_ranks_gather_through_an_id_and_size_domain", test_process_ranks_gather_through_an_id_and_size_domain,
      "full"},
     {"invalid_comm_domains_are_refused_with_the_rule", test_invalid_comm_domains_are_refused_with_the_rule, "full"},

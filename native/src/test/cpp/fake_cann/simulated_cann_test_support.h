@@ -191,13 +191,18 @@ void expect_nothing_leaked() {
   int allocations = fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannLiveAllocations")();
   int streams = fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannLiveStreams")();
   int comms = fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannLiveComms")();
-  if (allocations != 0 || streams != 0 || comms != 0) {
-    throw Failure("leaked: " + std::to_string(allocations) + " device allocations, " + std::to_string(streams) +
-                  " streams, " + std::to_string(comms) + " vendor communicators");
+  long long bytes = fake_symbol<long long (*)()>("libascendcl.so", "npgFakeCannLiveDeviceBytes")();
+  if (allocations != 0 || bytes != 0 || streams != 0 || comms != 0) {
+    throw Failure("leaked: " + std::to_string(allocations) + " device allocations (" + std::to_string(bytes) +
+                  " bytes), " + std::to_string(streams) + " streams, " + std::to_string(comms) +
+                  " vendor communicators");
   }
   auto left = shm_leftovers();
   if (!left.empty()) throw Failure("shared memory left behind: /dev/shm/" + left[0]);
 }
+
+// How often this process reset a device (aclrtResetDevice / aclrtResetDeviceForce).
+inline int device_resets() { return fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannDeviceResets")(); }
 
 // Sets an environment variable for one test (the simulated runtime reads it at call time),
 // then restores the previous value.

@@ -53,8 +53,12 @@ public final class Communicator implements AutoCloseable {
     try (BytePointer out = new BytePointer(NativeCore.ROOT_INFO_MAX_BYTES);
         SizeTPointer size = new SizeTPointer(1)) {
       // hccl and lccl make their root info on a device: the rank's own, named as "device:N".
-      String bind = !backend.equals("host") && options.bindAddress() == null
-          && options.deviceId() >= 0 ? "device:" + options.deviceId() : options.bindAddress();
+      // hccl also gets the timeout: HCCL reads its timeouts at the root's first HCCL call.
+      String bind = options.bindAddress();
+      if (!backend.equals("host") && bind == null && options.deviceId() >= 0) {
+        bind = "device:" + options.deviceId()
+            + (backend.equals("hccl") ? ",timeout_ms:" + options.timeout().toMillis() : "");
+      }
       int rc = NativeCore.npg_get_root_info(
           backend, bind, out, NativeCore.ROOT_INFO_MAX_BYTES, size);
       check(rc, "createRootInfo", -1);
