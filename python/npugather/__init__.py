@@ -13,7 +13,8 @@
   package adds the method to ``pyspark.sql.DataFrame``; set ``NPUGATHER_DATAFRAME_METHOD=0``
   before the import to leave DataFrame alone, or call :func:`remove_dataframe_method`).
 - :func:`configure` / :func:`jars`: the connector's jars for a session being built.
-- :func:`gathered_tensor`: a gathered partition as one NumPy array inside ``mapInArrow``.
+- :func:`gathered_tensor` / :func:`gathered_matrix`: a gathered partition as one NumPy array
+  inside ``mapInArrow``.
 - :class:`NpuGatherError`: what a failed gather raises.
 """
 
@@ -27,7 +28,7 @@ from npugather.dataframe import (
 )
 from npugather.errors import ConnectorNotFoundError, InvalidOptionError, NpuGatherError
 from npugather.errors import install as _install_error_conversion
-from npugather.tensors import gathered_tensor
+from npugather.tensors import gathered_matrix, gathered_tensor
 
 __all__ = [
     "ConnectorNotFoundError",
@@ -37,6 +38,7 @@ __all__ = [
     "add_dataframe_method",
     "all_gather_on_npu",
     "configure",
+    "gathered_matrix",
     "gathered_tensor",
     "jars",
     "remove_dataframe_method",

@@ -12,6 +12,8 @@ JARS_ENV = "NPUGATHER_JARS"
 """Environment variable naming the jars explicitly (separated by ``os.pathsep`` or commas)."""
 
 _BUNDLED = Path(__file__).resolve().parent / "jars"
+# Set for a Python process whose JVM spark-submit (or the pyspark shell) started first.
+_GATEWAY_ENV = "PYSPARK_GATEWAY_PORT"
 
 # (group path, artifact, version) in a Maven repository: the connector, its native bridge
 # (which carries the JNI library) and JavaCPP. Arrow and Spark come with Spark.
@@ -77,12 +79,16 @@ def configure(builder: Builder, jar_paths: Optional[Sequence[str]] = None) -> Bu
 
         spark = npugather.configure(SparkSession.builder.master("local[4]")).getOrCreate()
 
-    Jars already listed in the builder's ``spark.jars`` are kept.
+    Jars already listed in the builder's ``spark.jars`` are kept. Under ``spark-submit`` (or
+    the ``pyspark`` shell) the JVM is already running and the builder is returned unchanged:
+    pass the jars with ``--jars`` there (``python -m npugather jars`` lists them).
 
     Args:
         builder: a ``SparkSession.Builder``.
         jar_paths: the jars to add; default :func:`jars`.
     """
+    if _GATEWAY_ENV in os.environ:
+        return builder  # spark-submit or pyspark started the JVM: its --jars are what counts
     _require_fresh_jvm()
     paths = list(jar_paths) if jar_paths is not None else jars()
     existing = _builder_option(builder, "spark.jars")

@@ -135,3 +135,13 @@ def test_nulls_ragged_arrays_other_types_and_order_are_refused_naming_the_row() 
                                          v=pa.array([1.0, 2.0])), ["v"])
     with pytest.raises(TypeError, match="columns = 'v' is invalid"):
         npugather.gathered_tensor(_table(source_rank=ranks, v=pa.array([1.0] * 4)), "v")
+
+
+def test_gathered_matrix_stacks_ranks_of_any_size_in_rank_order() -> None:
+    table = _table(source_rank=pa.array([0, 0, 0, 1, 2, 2], pa.int32()),
+                   e=pa.array([[i, -i] for i in range(6)], pa.list_(pa.float32())))
+    x = npugather.gathered_matrix(table, ["e"])
+    assert x.dtype == np.float32 and x.tolist() == [[i, -i] for i in range(6)]
+    with pytest.raises(ValueError, match="a null at row 1 of rank 2"):
+        npugather.gathered_matrix(_table(source_rank=pa.array([0, 2, 2], pa.int32()),
+                                         v=pa.array([1.0, 2.0, None])), ["v"])
