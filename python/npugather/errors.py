@@ -26,7 +26,7 @@ _EVENT_WAIT_MILLIS = 2000
 _RESULT_CODES = ("INVALID_ARGUMENT", "INVALID_USAGE", "SYSTEM_ERROR", "REMOTE_ERROR", "TIMEOUT",
                  "ABORTED", "INTERNAL_ERROR")
 # Spark's words for the task that failed a job: a barrier stage's, any other stage's.
-_FAILED_TASK = re.compile(r"barrier task ResultTask\((?P<stage>\d+), (?P<partition>\d+)\)")
+_FAILED_TASK = re.compile(r"barrier task (?:Result|ShuffleMap)Task\((?P<stage>\d+), (?P<partition>\d+)\)")
 _LOST_TASK = re.compile(r"Lost task (?P<partition>\d+)\.\d+ in stage (?P<stage>\d+)\.\d+")
 # The failed task's exception, as a job's message quotes it: "class: text" then its frames.
 _EXCEPTION_LINE = re.compile(
