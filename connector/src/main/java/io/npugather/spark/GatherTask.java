@@ -81,11 +81,6 @@ public final class GatherTask implements Serializable {
     int rankSize = ticket.rankSize();
     String where = "allGatherOnNpu rank " + rank + "/" + rankSize + " (stage " + context.stageId()
         + "." + context.stageAttemptNumber() + ")";
-    if (!options.retryable() && context.stageAttemptNumber() > 0) {
-      throw new IllegalStateException(where + ": not run again: an earlier attempt of this gather "
-          + "failed, or an executor holding its output was lost, and " + AllGatherOptions.RETRYABLE
-          + " is false (set it to true to let Spark re-run the gather)");
-    }
     TaskResources resources = new TaskResources(GatherMemory.newTaskAllocator(
         "npugather-rank-" + rank + "-task-" + context.taskAttemptId()));
     TaskCompletionListener release = ctx -> resources.close();

@@ -5,14 +5,14 @@ import java.util.UUID
 import scala.jdk.CollectionConverters._
 
 import io.npugather.spark.arrow.{GatheredPartitions, GatheredRows, PartitionBuffers}
-import io.npugather.spark.output.{GatheredOutput, GatheredRDD}
+import io.npugather.spark.output.{GatheredOutput, GatheredOutputs, GatheredRDD}
 import io.npugather.spark.rendezvous.{RendezvousService, RendezvousTicket}
 import org.apache.spark.{NarrowDependency, Partitioner, SparkContext}
 import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.{PartitionPruningRDD, RDD, ShuffledRDD, UnionRDD}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, UnsafeProjection}
-import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
+import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project, UnaryNode}
 import org.apache.spark.sql.catalyst.plans.physical.{Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.columnar.CachedBatch
 import org.apache.spark.sql.execution.{ColumnarToRowExec, RowToColumnarTransition, SparkPlan,
@@ -21,12 +21,22 @@ import org.apache.spark.sql.execution.adaptive.TableCacheQueryStageExec
 import org.apache.spark.sql.execution.columnar.{DefaultCachedBatchSerializer, InMemoryTableScanExec}
 import org.apache.spark.sql.vectorized.ColumnarBatch
 
-/** Logical node of allGatherOnNpu: every output partition holds every input row, rank-major. */
+/**
+ * Logical node of allGatherOnNpu: every output partition holds every input row, rank-major.
+ * `sourceRank` is a placeholder column of `child` ([[NpuGatherPlanning.node]]) that the gather
+ * fills; it comes first in the output.
+ */
 case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child: LogicalPlan)
     extends UnaryNode {
-  override def output: Seq[Attribute] = sourceRank +: child.output
+  override def output: Seq[Attribute] = sourceRank +: input.output
 
-  override def producedAttributes: AttributeSet = AttributeSet(sourceRank)
+  /** The rows to gather: `child` without the placeholder. */
+  def input: LogicalPlan = child match {
+    case Project(list, grandchild) =>
+      val kept = list.filterNot(_.exprId == sourceRank.exprId)
+      if (kept.map(_.toAttribute) == grandchild.output) grandchild else Project(kept, grandchild)
+    case other => Project(other.output.filterNot(_.exprId == sourceRank.exprId), other)
+  }
 
   override protected def withNewChildInternal(newChild: LogicalPlan): NpuAllGather =
     copy(child = newChild)
@@ -35,7 +45,7 @@ case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child:
 /** Plans [[NpuAllGather]]; installed into the session by [[NpuGatherPlanning]]. */
 object NpuAllGatherStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
-    case g: NpuAllGather => NpuAllGatherExec(g.sourceRank, g.options, planLater(g.child)) :: Nil
+    case g: NpuAllGather => NpuAllGatherExec(g.sourceRank, g.options, planLater(g.input)) :: Nil
     case _ => Nil
   }
 }
@@ -115,7 +125,8 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
       case RowInput(rows) =>
         rows.barrier().mapPartitions(it => NpuAllGatherExec.keyedByRank(task.runOnRows(it.asJava)))
     }
-    val gathered = new GatheredRDD(ranks, rankSize, options.retryable)
+    val gathered = new GatheredRDD(ranks, rankSize, options.retryable, GatheredOutputs.releaseDelayMs(
+      conf.getConfString(GatheredOutputs.RELEASE_DELAY, GatheredOutputs.DEFAULT_RELEASE_DELAY)))
     // Any job may run the barrier stage again while the RDD lives (each stage attempt meets in
     // a round of its own).
     run.service.unregisterWhenUnreachable(run.ticket, gathered)

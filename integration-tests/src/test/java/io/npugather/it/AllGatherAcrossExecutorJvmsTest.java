@@ -7,8 +7,10 @@ import io.npugather.CommunicatorOptions.HostTransport;
 import io.npugather.spark.AllGatherOptions;
 import io.npugather.spark.GatherMemory;
 import io.npugather.spark.NpuGather;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
@@ -79,7 +81,7 @@ class AllGatherAcrossExecutorJvmsTest {
       NpuGather.allGatherOnNpu(
           spark.range(0, 600_000, 1, 2).selectExpr("id", "xxhash64(id, 1) as h"))
           .selectExpr("max(h)").collect();
-      long reusedBefore = ExecutorLeakProbe.run(cluster, 2).stream()
+      long reusedBefore = ExecutorLeakProbe.awaitReleased(cluster, 2).stream()
           .mapToLong(ExecutorLeakProbe.Figures::cacheReused).sum();
       Dataset<Row> input = spark.range(0, 600_000, 1, 2).selectExpr("id * 5 as id",
           "xxhash64(id, 2) as h");
@@ -104,6 +106,46 @@ class AllGatherAcrossExecutorJvmsTest {
 
   @Test
   @Order(5)
+  void theGatheredDataFrameAnswersEveryActionAgainAcrossExecutorJvms() {
+    cluster.explainFailure(() -> {
+      SparkSession spark = cluster.spark();
+      Dataset<Row> input = spark.createDataFrame(JavaSparkContext.fromSparkContext(
+          spark.sparkContext()).parallelize(GatherChecks.mixedRows(4_000, 21), 2),
+          GatherChecks.MIXED);
+      List<List<Row>> in = GatherChecks.partitions(input);
+      List<Row> rankMajor = new ArrayList<>();
+      for (int r = 0; r < in.size(); r++) {
+        for (Row row : in.get(r)) {
+          Object[] values = new Object[row.size() + 1];
+          values[0] = r;
+          for (int i = 0; i < row.size(); i++) {
+            values[i + 1] = row.get(i);
+          }
+          rankMajor.add(RowFactory.create(values));
+        }
+      }
+      Dataset<Row> g = NpuGather.allGatherOnNpu(input);
+      // Re-execution: the same DataFrame and its RDD, several jobs, one after another.
+      GatherChecks.assertRankMajorOnEveryPartition(in, GatherChecks.partitions(g));
+      GatherChecks.assertRankMajorOnEveryPartition(in, GatherChecks.partitions(g));
+      assertEquals(2L * rankMajor.size(), g.javaRDD().count());
+      assertEquals(rankMajor.subList(0, 3), List.of((Row[]) g.take(3)));
+      // coalesce(1): one task reads both partitions, wherever it runs.
+      List<Row> twice = new ArrayList<>(rankMajor);
+      twice.addAll(rankMajor);
+      assertEquals(twice, g.coalesce(1).collectAsList());
+      // Unions: with itself, and with another gather that needs the cluster's two slots too.
+      assertEquals(4L * rankMajor.size(), g.union(g).count());
+      Dataset<Row> other = NpuGather.allGatherOnNpu(spark.range(0, 500, 1, 2).toDF()
+          .selectExpr("CAST(id AS INT) AS i"));
+      assertEquals(2L * rankMajor.size() + 1000L,
+          g.select("source_rank").union(other.select("source_rank")).count());
+      gathers += 6;
+    });
+  }
+
+  @Test
+  @Order(6)
   void noSharedMemoryArrowMemoryOrCommunicatorIsLeftBehind() {
     cluster.explainFailure(() -> {
       assertTrue(gathers >= 1, "no gather ran before this check");

@@ -123,8 +123,8 @@ class ExecutorKilledDuringGatherTest {
         // Allowance over the timeout for a busy machine; the failure is normally immediate.
         assertTrue(seconds <= GATHER_TIMEOUT.toSeconds() + 15,
             "failed only after " + seconds + " s: " + messages);
-        // Spark names the lost executor and that the barrier stage cannot be retried.
-        assertTrue(messages.contains("barrier") && messages.contains("ResultStage"),
+        // The connector names the option, Spark the failed barrier stage and the lost executor.
+        assertTrue(messages.contains("barrier") && messages.contains("npugather.retryable"),
             messages);
         assertTrue(messages.contains("xecutor") && messages.contains("exited"), messages);
       }

@@ -8,6 +8,7 @@ import io.npugather.spark.arrow.LargeBufferCache;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.TimeUnit;
 import scala.collection.Iterator;
 import scala.jdk.javaapi.CollectionConverters;
 import scala.reflect.ClassTag$;
@@ -55,9 +56,31 @@ final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterat
     return figures;
   }
 
+  /**
+   * The figures once no executor holds Arrow memory or a communicator any more, or after 30 s: a
+   * gather's output is released just after the last job that read it ends.
+   */
+  static List<Figures> awaitReleased(SparkCluster cluster, int executors) {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (true) {
+      List<Figures> figures = run(cluster, executors);
+      boolean released = figures.stream()
+          .allMatch(f -> f.arrowBytes() == 0 && f.liveCommunicators() == 0);
+      if (released || System.nanoTime() - deadline > 0) {
+        return figures;
+      }
+      try {
+        Thread.sleep(200);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return figures;
+      }
+    }
+  }
+
   /** Every executor of the cluster holds no Arrow memory and no native communicator. */
   static void assertNothingHeld(SparkCluster cluster, int executors) {
-    List<Figures> figures = run(cluster, executors);
+    List<Figures> figures = awaitReleased(cluster, executors);
     assertEquals(executors, figures.stream().map(Figures::pid).distinct().count(),
         "one answer per executor: " + figures);
     for (Figures f : figures) {

@@ -3,8 +3,10 @@ package io.npugather.spark.output;
 import java.lang.ref.Cleaner;
 import java.lang.ref.WeakReference;
 import java.util.HashMap;
+import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.IdentityHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Executors;
@@ -32,30 +34,28 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * The driver's side of the gathered outputs of one SparkContext: which jobs read each gather,
  * and its release. A gather's output stays in the executors while any job that reads it runs,
- * and {@link #RELEASE_DELAY} after the last one ends (so that the next job of an action, such as
- * {@code take}'s, or the same DataFrame's next action, reads it again); then the driver forgets
- * its map outputs (a later job re-runs the gather from scratch) and asks every executor to
- * remove its blocks (each is freed once its readers finish). It is released too when its RDD is
- * no longer reachable on the driver.
+ * and {@link #RELEASE_DELAY} after the last one ends (0 by default: its memory comes back at
+ * once; longer lets the same DataFrame's next action read it again); then the driver forgets
+ * its map outputs (a later job runs the gather again, with the same answer) and asks every
+ * executor to remove its blocks (each is freed once its readers finish). It is released too when
+ * its RDD is no longer reachable on the driver. Unless the gather is retryable, a failed attempt
+ * of its barrier stage fails the jobs that read it at once, with that attempt's failure.
  */
 public final class GatheredOutputs {
-  /** How long a gather's output is kept after the last job that read it ended. */
+  /** How long a gather's output is kept after the last job that read it ended (session conf). */
   public static final String RELEASE_DELAY = "spark.npugather.output.releaseDelay";
-  static final String DEFAULT_RELEASE_DELAY = "2s";
+  public static final String DEFAULT_RELEASE_DELAY = "0s";
 
   private static final Logger LOG = LoggerFactory.getLogger(GatheredOutputs.class);
   private static final Map<SparkContext, GatheredOutputs> BY_CONTEXT = new IdentityHashMap<>();
   private static final Cleaner CLEANER = Cleaner.create();
 
   private final SparkContext sparkContext;
-  private final long releaseDelayMs;
   private final ScheduledExecutorService timer;
   private final Map<Integer, Gather> byReaderRdd = new HashMap<>(); // guarded by this
 
   private GatheredOutputs(SparkContext sparkContext) {
     this.sparkContext = sparkContext;
-    this.releaseDelayMs = releaseDelayMs(sparkContext.getConf().get(RELEASE_DELAY,
-        DEFAULT_RELEASE_DELAY));
     this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
       Thread t = new Thread(r, "npugather-output-release");
       t.setDaemon(true);
@@ -106,12 +106,14 @@ public final class GatheredOutputs {
    * Watches the gather read by RDD {@code readerRdd} (whose id is {@code readerRddId}): its map
    * outputs are those of shuffle {@code shuffleId}, kept as blocks of RDD {@code barrierRddId}.
    * Unless {@code retryable}, a failed attempt of its barrier stage fails the jobs that read it
-   * at once, with that attempt's failure, instead of Spark running the stage again.
+   * at once, with that attempt's failure, instead of Spark running the stage again. The output is
+   * released {@code releaseDelayMs} after the last job that read it ends.
    */
   public void track(Object readerRdd, int readerRddId, int shuffleId, int barrierRddId,
-      boolean retryable) {
+      boolean retryable, long releaseDelayMs) {
     synchronized (this) {
-      byReaderRdd.put(readerRddId, new Gather(shuffleId, barrierRddId, retryable));
+      byReaderRdd.put(readerRddId,
+          new Gather(shuffleId, barrierRddId, retryable, releaseDelayMs));
     }
     WeakReference<GatheredOutputs> self = new WeakReference<>(this);
     CLEANER.register(readerRdd, () -> {
@@ -188,14 +190,20 @@ public final class GatheredOutputs {
   }
 
   void jobEnded(int jobId) {
+    List<Gather> now = new ArrayList<>();
     synchronized (this) {
       for (Gather gather : byReaderRdd.values()) {
         if (gather.jobs.remove(jobId) && gather.jobs.isEmpty()) {
-          gather.pendingRelease = timer.schedule(() -> releaseIfUnused(gather), releaseDelayMs,
-              TimeUnit.MILLISECONDS);
+          if (gather.releaseDelayMs == 0) {
+            now.add(gather);
+          } else {
+            gather.pendingRelease = timer.schedule(() -> releaseIfUnused(gather),
+                gather.releaseDelayMs, TimeUnit.MILLISECONDS);
+          }
         }
       }
     }
+    now.forEach(this::release);
   }
 
   private void releaseIfUnused(Gather gather) {
@@ -235,13 +243,15 @@ public final class GatheredOutputs {
     final int shuffleId;
     final int barrierRddId;
     final boolean retryable;
+    final long releaseDelayMs;
     final Set<Integer> jobs = new HashSet<>(); // running jobs that read it; guarded by the registry
     ScheduledFuture<?> pendingRelease; // guarded by the registry
 
-    Gather(int shuffleId, int barrierRddId, boolean retryable) {
+    Gather(int shuffleId, int barrierRddId, boolean retryable, long releaseDelayMs) {
       this.shuffleId = shuffleId;
       this.barrierRddId = barrierRddId;
       this.retryable = retryable;
+      this.releaseDelayMs = releaseDelayMs;
     }
   }
 

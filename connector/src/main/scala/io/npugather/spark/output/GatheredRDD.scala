@@ -21,7 +21,8 @@ private[spark] case class GatheredPartition(index: Int) extends Partition
 private[spark] class GatheredRDD(
     @transient private val ranks: RDD[(Int, GatheredOutput)],
     rankSize: Int,
-    retryable: Boolean)
+    retryable: Boolean,
+    releaseDelayMs: Long)
   extends RDD[ColumnarBatch](ranks.context, Nil) {
 
   @transient private val dependency = new ShuffleDependency[Int, GatheredOutput, GatheredOutput](
@@ -33,7 +34,7 @@ private[spark] class GatheredRDD(
   /** Id of the barrier RDD, under which the executors keep the outputs. */
   val barrierRddId: Int = ranks.id
 
-  GatheredOutputs.of(ranks.context).track(this, id, shuffleId, barrierRddId, retryable)
+  GatheredOutputs.of(ranks.context).track(this, id, shuffleId, barrierRddId, retryable, releaseDelayMs)
 
   override protected def getDependencies: Seq[Dependency[_]] = Seq(dependency)
 

@@ -165,31 +165,40 @@ abstract class GatheredDataFrameContract {
     List<Row> expected = repeated(rankMajor(input()), 2);
     Dataset<Row> g = NpuGather.allGatherOnNpu(input());
     assertEquals(expected, g.collectAsList());
-    GatherMetrics metrics = NpuGather.lastMetrics();
-    long gatheredOnce = metrics.rowsGathered();
+    // Released when its job ended (spark.npugather.output.releaseDelay 0): gathered again.
     assertEquals(expected, g.collectAsList());
-    assertEquals(gatheredOnce, metrics.rowsGathered(), "the second action read the same gather");
-
     JavaRDD<Row> rdd = g.javaRDD();
     assertEquals(expected.size(), rdd.count());
     assertEquals(expected, rdd.collect());
     assertEquals(expected.size(), rdd.count());
-
     CompletableFuture<List<Row>> first = CompletableFuture.supplyAsync(g::collectAsList);
     CompletableFuture<List<Row>> second = CompletableFuture.supplyAsync(g::collectAsList);
     assertEquals(expected, first.get(120, TimeUnit.SECONDS));
     assertEquals(expected, second.get(120, TimeUnit.SECONDS));
+  }
 
-    // Once released, the next action runs the gather again, with the same answer.
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (GatherMemory.allocatedBytes() != 0 && System.nanoTime() < deadline) {
-      Thread.sleep(50);
+  @Test
+  void aKeptOutputServesTheNextActionsWithoutGatheringAgain() throws Exception {
+    spark.conf().set(GatheredOutputs.RELEASE_DELAY, "3s");
+    try {
+      List<Row> expected = repeated(rankMajor(input()), 2);
+      Dataset<Row> g = NpuGather.allGatherOnNpu(input());
+      assertEquals(expected, g.collectAsList());
+      GatherMetrics metrics = NpuGather.lastMetrics();
+      long gatheredOnce = metrics.rowsGathered();
+      assertEquals(expected, g.collectAsList());
+      assertEquals(expected, g.javaRDD().collect());
+      assertEquals(gatheredOnce, metrics.rowsGathered(), "the later actions read the same gather");
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+      while (GatherMemory.allocatedBytes() != 0 && System.nanoTime() < deadline) {
+        Thread.sleep(50);
+      }
+      assertEquals(0, GatherMemory.allocatedBytes(), "released after the delay");
+      assertEquals(expected, g.collectAsList());
+      assertTrue(metrics.rowsGathered() > gatheredOnce, "gathered again after the release");
+    } finally {
+      spark.conf().unset(GatheredOutputs.RELEASE_DELAY);
     }
-    assertEquals(0, GatherMemory.allocatedBytes(), "released after its jobs");
-    long before = metrics.rowsGathered();
-    assertEquals(expected, g.collectAsList());
-    assertEquals(expected, rdd.collect());
-    assertTrue(metrics.rowsGathered() > before, "gathered again after the release");
   }
 
   @Test
@@ -297,7 +306,7 @@ abstract class GatheredDataFrameContract {
       twice.add(id);
     }
     assertEquals(twice, ids);
-    IllegalArgumentException tooMany = assertThrows(IllegalArgumentException.class,
+    IllegalStateException tooMany = assertThrows(IllegalStateException.class,
         () -> NpuGather.allGatherOnNpu(many).count());
     assertTrue(tooMany.getMessage().contains("npugather.rankSize"), tooMany.getMessage());
   }
