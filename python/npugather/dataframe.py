@@ -1,0 +1,167 @@
+"""``all_gather_on_npu``: every partition of a DataFrame, on every rank.
+
+The JVM does the work (``io.npugather.spark.NpuGather.allGatherOnNpu``, reached through py4j
+from the DataFrame's session); this module checks the options in Python first and adds
+``DataFrame.allGatherOnNpu``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import os
+from typing import Any, Optional, Union
+
+from pyspark.sql import DataFrame
+
+from npugather import _options
+from npugather._jars import connector_loaded
+from npugather.errors import ConnectorNotFoundError, from_java
+
+Duration = Union[str, datetime.timedelta]
+
+METHOD_NAME = "allGatherOnNpu"
+METHOD_ENV = "NPUGATHER_DATAFRAME_METHOD"
+"""Set to ``0`` before ``import npugather`` to leave ``pyspark.sql.DataFrame`` unchanged."""
+
+
+def all_gather_on_npu(
+    df: DataFrame,
+    *,
+    backend: Optional[str] = None,
+    rank_size: Optional[int] = None,
+    rank_root: Optional[int] = None,
+    comm_domain: Optional[str] = None,
+    timeout: Optional[Duration] = None,
+    source_rank_column: Optional[str] = None,
+    resource_name: Optional[str] = None,
+    retryable: Optional[bool] = None,
+    host_transport: Optional[str] = None,
+    inject_failure: Optional[str] = None,
+) -> DataFrame:
+    """Every partition of ``df``, on every rank: an AllGather of DataFrame partitions.
+
+    A barrier stage runs one task per partition (rank = partition id, rank_size = number of
+    partitions). The result has one partition per rank; partition ``r`` holds every input row,
+    ordered by source rank and then by the original order within each source partition, after
+    an ``int`` column naming the source rank. Lazy like any transformation: the gather runs
+    when an action (``show()``, ``collect()``, ``write``, ``mapInArrow(...)``...) needs it.
+
+    Every keyword left at None takes the session's ``spark.npugather.*`` entry, else the
+    default shown. Bad values raise before any job runs, naming the keyword, the value and
+    what is allowed.
+
+    Args:
+        df: the input; its partitions are the ranks' contributions.
+        backend: ``"host"`` (the CPU collective), ``"hccl"`` or ``"lccl"`` (Ascend NPUs).
+            Default ``"host"``.
+        rank_size: None or 0: one rank per input partition; N: the input is repartitioned
+            (round-robin) to N partitions first.
+        rank_root: the rank that creates the communicator's root info, ``0 <= rank_root <
+            rank_size``. Default 0.
+        comm_domain: the communication domain's name (a unique suffix is added for every run).
+            Default ``""``.
+        timeout: bounds every wait (rendezvous, communicator set-up, the collective): a Spark
+            time string (``"500ms"``, ``"60s"``, ``"5m"``) or a ``datetime.timedelta``.
+            Default ``"120s"``.
+        source_rank_column: the name of the source-rank column; must not be an input column's.
+            Default ``"source_rank"``.
+        resource_name: the Spark resource whose address is a rank's device id.
+            Default ``"npu"``.
+        retryable: pass the output through an identity shuffle, so that Spark retries a
+            failed gather as a whole. Default False.
+        host_transport: backend host: ``"auto"`` (shared memory on one host, TCP across
+            hosts), ``"tcp"`` or ``"staging"``. Default ``"auto"``.
+        inject_failure: testing aid: ``"RANK"`` or ``"RANK:ATTEMPT"`` makes that rank fail in
+            that stage attempt. Default ``""``.
+
+    Returns:
+        The gathered DataFrame: ``source_rank int`` then the columns of ``df``.
+
+    Raises:
+        TypeError: an option of the wrong type, or an unknown keyword.
+        ValueError: an option out of range (:class:`npugather.errors.InvalidOptionError` when
+            the JVM refuses a session default).
+        npugather.NpuGatherError: raised by the action that runs the gather when a rank, the
+            rendezvous or a cluster check fails (``result_code``, ``rank``, vendor fields).
+    """
+    options = {name: value for name, value in locals().items() if name in _options.NAMES}
+    if not isinstance(df, DataFrame):
+        raise _options.wrong_type("df", df, "a pyspark.sql.DataFrame")
+    entries = _options.to_jvm(options, df.columns)
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        raise TypeError("all_gather_on_npu needs a classic Spark session (py4j): Spark Connect"
+                        " DataFrames are not supported")
+    session = df.sparkSession
+    jvm = session._jvm
+    if not connector_loaded(jvm):
+        raise ConnectorNotFoundError(
+            "the NpuGather connector is not on this session's classpath: build the session"
+            " with npugather.configure(SparkSession.builder) (or pass the jars of"
+            " `python -m npugather jars` to --jars)", java_class="")
+    jvm_options = jvm.java.util.LinkedHashMap()
+    for key, value in entries.items():
+        jvm_options.put(key, value)
+    entry = getattr(jvm, "io.npugather.spark.NpuGather")
+    # Records the ranks' exceptions, which a failed barrier stage does not pass to its job.
+    getattr(jvm, "io.npugather.spark.TaskFailures").installOn(session.sparkContext._jsc.sc())
+    try:
+        _check_rank_root(jvm, session, jdf, jvm_options)
+        gathered = entry.allGatherOnNpu(jdf, jvm_options)
+    except Exception as e:  # the JVM's own checks, e.g. of spark.npugather.* defaults
+        converted = from_java(getattr(e, "java_exception", None) or getattr(e, "_origin", None))
+        if converted is None:
+            raise
+        raise converted from None
+    return DataFrame(gathered, session)
+
+
+def _check_rank_root(jvm: Any, session: Any, jdf: Any, jvm_options: Any) -> None:
+    """rank_root < rank_size, with the session's defaults applied: the JVM checks it only when
+    the job starts."""
+    conf = jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+        session._jsparkSession.conf().getAll())
+    defaults = jvm.io.npugather.spark.AllGatherOptions.fromConf(conf)
+    effective = getattr(defaults, "with")(jvm_options)  # `with` is a Python keyword
+    root = effective.rankRoot()
+    if root == 0:
+        return
+    size = effective.rankSize() or jdf.rdd().getNumPartitions()
+    if root >= size:
+        raise _options.invalid("rank_root", root, f"0 <= rank_root < rank_size ({size})")
+
+
+def _method(self: DataFrame, **options: Any) -> DataFrame:
+    _options.check_names(METHOD_NAME, options)
+    return all_gather_on_npu(self, **options)
+
+
+_method.__name__ = METHOD_NAME
+_method.__qualname__ = f"DataFrame.{METHOD_NAME}"
+_method.__doc__ = ("``df.allGatherOnNpu(**options)`` is ``npugather.all_gather_on_npu(df,"
+                   " **options)``; added by ``import npugather``.\n\n"
+                   + inspect.getdoc(all_gather_on_npu))
+_method.__signature__ = inspect.signature(all_gather_on_npu).replace(  # type: ignore[attr-defined]
+    parameters=[inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    + list(inspect.signature(all_gather_on_npu).parameters.values())[1:])
+
+
+def add_dataframe_method() -> None:
+    """Adds ``DataFrame.allGatherOnNpu`` (done by ``import npugather`` unless the environment
+    variable ``NPUGATHER_DATAFRAME_METHOD`` is ``0``)."""
+    existing = getattr(DataFrame, METHOD_NAME, None)
+    if existing is not None and existing is not _method:
+        raise RuntimeError(f"pyspark.sql.DataFrame already has an attribute {METHOD_NAME!r};"
+                           f" set {METHOD_ENV}=0 and call npugather.all_gather_on_npu(df)")
+    setattr(DataFrame, METHOD_NAME, _method)
+
+
+def remove_dataframe_method() -> None:
+    """Removes ``DataFrame.allGatherOnNpu`` again."""
+    if getattr(DataFrame, METHOD_NAME, None) is _method:
+        delattr(DataFrame, METHOD_NAME)
+
+
+def dataframe_method_wanted() -> bool:
+    return os.environ.get(METHOD_ENV, "1").strip().lower() not in ("0", "false", "no")

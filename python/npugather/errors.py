@@ -1,0 +1,195 @@
+"""Python exceptions for the connector's JVM-side failures.
+
+PySpark turns a Java exception that reaches Python into a Python one in
+``pyspark.errors.exceptions.captured.convert_exception``; anything it does not know arrives as a
+``py4j.protocol.Py4JJavaError`` with the whole JVM stack trace. Importing ``npugather`` puts
+:func:`from_java` in front of that conversion, so a failed gather raises :class:`NpuGatherError`
+from whichever call ran the job (``collect()``, ``show()``, ``write``, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, List, Optional
+
+# The connector's own exception types, most specific first.
+_VENDOR_EXCEPTION = "io.npugather.VendorException"
+_NPUGATHER_EXCEPTION = "io.npugather.NpuGatherException"
+_RENDEZVOUS_EXCEPTION = "io.npugather.spark.rendezvous.RendezvousException"
+# Checks of the connector's code that throw the JDK's types (options, cluster and device checks).
+_CHECK_EXCEPTIONS = ("java.lang.IllegalArgumentException", "java.lang.IllegalStateException")
+_OWN_PACKAGE = "io.npugather."
+# Causes followed before giving up, as a guard against cyclic chains.
+_MAX_CHAIN = 16
+# How long to wait for the driver to see the failed task's event (it follows the job's end).
+_EVENT_WAIT_MILLIS = 2000
+_RESULT_CODES = ("INVALID_ARGUMENT", "INVALID_USAGE", "SYSTEM_ERROR", "REMOTE_ERROR", "TIMEOUT",
+                 "ABORTED", "INTERNAL_ERROR")
+# Spark's words for the task that failed a job: a barrier stage's, any other stage's.
+_FAILED_TASK = re.compile(r"barrier task (?:Result|ShuffleMap)Task\((?P<stage>\d+), (?P<partition>\d+)\)")
+_LOST_TASK = re.compile(r"Lost task (?P<partition>\d+)\.\d+ in stage (?P<stage>\d+)\.\d+")
+# The failed task's exception, as a job's message quotes it: "class: text" then its frames.
+_EXCEPTION_LINE = re.compile(
+    r"^(?P<cls>io\.npugather\.[\w.$]+|java\.lang\.Illegal(?:State|Argument)Exception): "
+    r"(?P<text>.*)\n\s+at io\.npugather\.", re.MULTILINE)
+
+
+class NpuGatherError(Exception):
+    """An all-gather failed in the JVM: a rank, the rendezvous, or a check before the job.
+
+    ``str(error)`` is the JVM's message, which names the failing rank and the cause.
+
+    Attributes:
+        result_code: whose fault it is, as the connector's ``ResultCode`` name (``"TIMEOUT"``,
+            ``"REMOTE_ERROR"``, ``"INVALID_USAGE"``, ...), or None when the failure is not a
+            collective's (a cluster check, the rendezvous).
+        rank: the rank that reports the failure, or None when unknown.
+        operation: the collective operation that failed, or None.
+        reason: why a rendezvous round failed (``"TIMEOUT"``, ``"RANK_LEFT"``, ...), or None.
+        library, vendor_code, vendor_code_name, vendor_message: the vendor library's verdict
+            (``"HCCL"``, ``"ACL"`` or ``"LCAL"``; its numeric code; the code's name such as
+            ``"HCCL_E_TIMEOUT"``; its own text) when a vendor call failed, else None.
+        java_class: the JVM exception's class name.
+        java_exception: the JVM exception (a py4j object), for debugging.
+    """
+
+    def __init__(self, message: str, *, java_class: str, result_code: Optional[str] = None,
+                 rank: Optional[int] = None, operation: Optional[str] = None,
+                 reason: Optional[str] = None, library: Optional[str] = None,
+                 vendor_code: Optional[int] = None, vendor_code_name: Optional[str] = None,
+                 vendor_message: Optional[str] = None, java_exception: Any = None) -> None:
+        super().__init__(message)
+        self.result_code = result_code
+        self.rank = rank
+        self.operation = operation
+        self.reason = reason
+        self.library = library
+        self.vendor_code = vendor_code
+        self.vendor_code_name = vendor_code_name
+        self.vendor_message = vendor_message
+        self.java_class = java_class
+        self.java_exception = java_exception
+
+
+class InvalidOptionError(NpuGatherError, ValueError):
+    """A value the JVM refused before any communication (e.g. a bad ``spark.npugather.*``
+    entry, or ``rank_root`` out of range for the number of partitions)."""
+
+
+class ConnectorNotFoundError(NpuGatherError):
+    """The session's JVM does not have the connector's classes: its jars are not on the
+    classpath (see :func:`npugather.configure`)."""
+
+
+def from_java(throwable: Any) -> Optional[NpuGatherError]:
+    """The NpuGatherError for a JVM throwable that a failure of the connector caused, or None.
+
+    The failure is found in the throwable's cause chain or, for a job whose task failed (a
+    failed barrier stage keeps only the failure's text), in the driver's record of failed tasks
+    (``io.npugather.spark.TaskFailures``); failing both, in the job's message.
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None or throwable is None:
+        return None
+    found = _from_chain(gateway, throwable)
+    if found is not None:
+        return found
+    message = throwable.getMessage() or ""
+    task = _FAILED_TASK.search(message) or _LOST_TASK.search(message)
+    if task is None:
+        return None
+    stage, partition = (int(task.group("stage")), int(task.group("partition")))
+    failures = getattr(gateway.jvm, "io.npugather.spark.TaskFailures")
+    recorded = failures.installOn(SparkContext._active_spark_context._jsc.sc()).failureOf(
+        stage, partition, _EVENT_WAIT_MILLIS)
+    if recorded is not None:
+        found = _from_chain(gateway, recorded)
+        if found is not None:
+            if found.rank is None:
+                found.rank = partition  # the failed task's rank
+            return found
+    return _from_text(message, partition, throwable)
+
+
+def _from_text(message: str, partition: int, throwable: Any) -> Optional[NpuGatherError]:
+    """The failure named in a job's message: its class, text and the failed task's rank."""
+    line = _EXCEPTION_LINE.search(message)
+    if line is None:
+        return None
+    name, text = line.group("cls"), line.group("text")
+    code = text.split(":", 1)[0]
+    if name in (_NPUGATHER_EXCEPTION, _VENDOR_EXCEPTION):
+        return NpuGatherError(text, java_class=name, rank=partition,
+                              result_code=code if code in _RESULT_CODES else None,
+                              java_exception=throwable)
+    kind = InvalidOptionError if name.endswith("ArgumentException") else NpuGatherError
+    return kind(text, java_class=name, rank=partition, java_exception=throwable)
+
+
+def _from_chain(gateway: Any, throwable: Any) -> Optional[NpuGatherError]:
+    from py4j.java_gateway import is_instance_of
+
+    seen: List[Any] = []
+    current = throwable
+    while current is not None and len(seen) < _MAX_CHAIN:
+        seen.append(current)
+        if is_instance_of(gateway, current, _NPUGATHER_EXCEPTION):
+            return _collective_error(gateway, current)
+        if is_instance_of(gateway, current, _RENDEZVOUS_EXCEPTION):
+            return NpuGatherError(_message(current), java_class=_RENDEZVOUS_EXCEPTION,
+                                  reason=current.reason().name(), java_exception=current)
+        for name in _CHECK_EXCEPTIONS:
+            if is_instance_of(gateway, current, name) and _thrown_by_connector(current):
+                kind = InvalidOptionError if name.endswith("ArgumentException") else NpuGatherError
+                return kind(_message(current), java_class=name, java_exception=current)
+        cause = current.getCause()
+        if cause is None or any(cause.equals(s) for s in seen):
+            break
+        current = cause
+    return None
+
+
+def _collective_error(gateway: Any, throwable: Any) -> NpuGatherError:
+    from py4j.java_gateway import is_instance_of
+
+    rank = throwable.rank()
+    fields = dict(result_code=throwable.code().name(), rank=rank if rank >= 0 else None,
+                  operation=throwable.operation(), java_exception=throwable)
+    if is_instance_of(gateway, throwable, _VENDOR_EXCEPTION):
+        return NpuGatherError(_message(throwable), java_class=_VENDOR_EXCEPTION,
+                              library=throwable.library(), vendor_code=throwable.vendorCode(),
+                              vendor_code_name=throwable.vendorCodeName(),
+                              vendor_message=throwable.vendorMessage() or None, **fields)
+    return NpuGatherError(_message(throwable), java_class=_NPUGATHER_EXCEPTION, **fields)
+
+
+def _thrown_by_connector(throwable: Any) -> bool:
+    frames = throwable.getStackTrace()
+    return len(frames) > 0 and frames[0].getClassName().startswith(_OWN_PACKAGE)
+
+
+def _message(throwable: Any) -> str:
+    message = throwable.getMessage()
+    return message if message is not None else throwable.getClass().getName()
+
+
+_installed: Optional[Callable[[Any], Any]] = None
+
+
+def install() -> None:
+    """Puts :func:`from_java` in front of PySpark's conversion of JVM exceptions (idempotent)."""
+    global _installed
+    from pyspark.errors.exceptions import captured
+
+    if _installed is not None and captured.convert_exception is _installed:
+        return
+    pyspark_convert = captured.convert_exception
+
+    def convert_exception(e: Any) -> Any:
+        converted = from_java(e)
+        return converted if converted is not None else pyspark_convert(e)
+
+    captured.convert_exception = convert_exception
+    _installed = convert_exception

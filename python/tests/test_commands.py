@@ -1,0 +1,56 @@
+"""The commands the README and docs/operations.md show, run as users run them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import npugather
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "python" / "feature_sharding.py"
+# Small enough for CI; the same pipeline as the defaults.
+SMALL = ["--items", "3000", "--dim", "16", "--queries", "60", "--top-k", "5", "--check", "6"]
+
+
+def _run(command, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    return subprocess.run([str(c) for c in command], cwd=tmp_path, env=env, text=True,
+                          capture_output=True, timeout=600)
+
+
+def test_python_m_npugather_jars_lists_the_jars_for_jars_option(tmp_path: Path) -> None:
+    result = _run([sys.executable, "-m", "npugather", "jars"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().split(",") == npugather.jars()
+    assert all(Path(jar).is_file() for jar in npugather.jars())
+
+
+def test_python_m_npugather_zip_writes_the_package_for_py_files(tmp_path: Path) -> None:
+    result = _run([sys.executable, "-m", "npugather", "zip", "npugather.zip"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    names = zipfile.ZipFile(tmp_path / "npugather.zip").namelist()
+    assert "npugather/__init__.py" in names and "npugather/tensors.py" in names
+
+
+def test_the_feature_sharding_example_matches_plain_spark(tmp_path: Path) -> None:
+    result = _run([sys.executable, EXAMPLE, "--master", "local[2]", "--output", tmp_path / "out",
+                   *SMALL], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check: 6/6 queries match plain Spark" in result.stdout
+    assert "300 rows (60 queries x top-5)" in result.stdout
+
+
+def test_the_example_runs_under_spark_submit_with_jars_and_py_files(tmp_path: Path) -> None:
+    submit = Path(sys.executable).parent / "spark-submit"
+    submit = submit if submit.exists() else Path(shutil.which("spark-submit") or "spark-submit")
+    _run([sys.executable, "-m", "npugather", "zip", "npugather.zip"], tmp_path)
+    result = _run([submit, "--master", "local[2]", "--jars", ",".join(npugather.jars()),
+                   "--py-files", "npugather.zip", EXAMPLE, "--output", tmp_path / "out",
+                   *SMALL], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check: 6/6 queries match plain Spark" in result.stdout

@@ -1,0 +1,59 @@
+"""JVM-side failures arrive as npugather.NpuGatherError, with the connector's fields."""
+
+from __future__ import annotations
+
+import pytest
+from py4j.protocol import Py4JJavaError
+from pyspark.sql import SparkSession
+
+import npugather
+
+pytestmark = pytest.mark.parametrize("spark", ["local[2]"], indirect=True)
+
+
+def test_more_ranks_than_task_slots_is_an_npugather_error_before_any_task(
+        spark: SparkSession) -> None:
+    gathered = spark.range(0, 9, 1, 3).allGatherOnNpu()
+
+    with pytest.raises(npugather.NpuGatherError) as raised:
+        gathered.collect()
+
+    error = raised.value
+    assert str(error).startswith("allGatherOnNpu needs 3 concurrent task slots (one per rank,"
+                                 " barrier mode) but the cluster offers 2")
+    assert error.java_class == "java.lang.IllegalStateException"
+    assert error.result_code is None and error.rank is None
+    assert not isinstance(error, Py4JJavaError)
+
+
+def test_a_rank_that_fails_in_the_collective_fails_the_action_with_its_code_and_rank(
+        spark: SparkSession) -> None:
+    gathered = spark.range(0, 8, 1, 2).allGatherOnNpu(inject_failure="1", timeout="30s")
+
+    with pytest.raises(npugather.NpuGatherError) as raised:
+        gathered.collect()
+
+    error = raised.value
+    if error.java_class == "io.npugather.NpuGatherException":
+        # Rank 0 saw its peer fail first.
+        assert error.result_code == "REMOTE_ERROR" and error.rank == 0
+        assert error.operation and "rank 1" in str(error)
+    else:
+        # Rank 1's own, injected, failure.
+        assert error.java_class == "java.lang.IllegalStateException" and error.rank == 1
+        assert "failure injected by npugather.test.injectFailure" in str(error)
+    assert error.library is None and error.vendor_code is None
+
+
+def test_the_gather_works_again_after_a_failed_one(spark: SparkSession) -> None:
+    with pytest.raises(npugather.NpuGatherError):
+        spark.range(0, 8, 1, 2).allGatherOnNpu(inject_failure="0").collect()
+    assert spark.range(0, 8, 1, 2).allGatherOnNpu().count() == 16
+
+
+def test_failures_that_are_not_the_gathers_keep_pysparks_own_exceptions(
+        spark: SparkSession) -> None:
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException):
+        spark.range(0, 8, 1, 2).allGatherOnNpu().select("no_such_column")

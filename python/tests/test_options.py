@@ -1,0 +1,175 @@
+"""Every option of AllGatherOptions as a keyword: bad values fail in Python, before any job,
+naming the keyword, the value and what is allowed; Python and the JVM agree on what is valid."""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+from typing import Any, Dict
+
+import pytest
+from pyspark.sql import SparkSession
+
+import npugather
+from npugather import _options
+
+pytestmark = pytest.mark.parametrize("spark", ["local[2]"], indirect=True)
+
+# (keyword, value, exception, words the message must contain)
+BAD = [
+    ("backend", "gpu", ValueError, "one of ['hccl', 'lccl', 'host']"),
+    ("backend", 1, TypeError, "one of"),
+    ("rank_size", -1, ValueError, "positive count"),
+    ("rank_size", 2**31, ValueError, "positive count"),
+    ("rank_size", 2.0, TypeError, "positive count"),
+    ("rank_size", True, TypeError, "positive count"),
+    ("rank_root", -1, ValueError, "0 <= rank_root < rank_size"),
+    ("rank_root", "0", TypeError, "0 <= rank_root < rank_size"),
+    ("comm_domain", "d" * 97, ValueError, "at most 96 characters"),
+    ("comm_domain", 5, TypeError, "at most 96 characters"),
+    ("timeout", "0s", ValueError, "a positive duration"),
+    ("timeout", "-5s", ValueError, "a positive duration"),
+    ("timeout", "500us", ValueError, "a positive duration"),
+    ("timeout", "1.5s", ValueError, "a positive duration"),
+    ("timeout", "10 parsecs", ValueError, "a positive duration"),
+    ("timeout", datetime.timedelta(0), ValueError, "a positive duration"),
+    ("timeout", 60, TypeError, "datetime.timedelta"),
+    ("source_rank_column", " ", ValueError, "a non-blank column name"),
+    ("source_rank_column", 0, TypeError, "a non-blank column name"),
+    ("resource_name", "", ValueError, "a Spark resource name"),
+    ("resource_name", 3, TypeError, "a Spark resource name"),
+    ("retryable", "true", TypeError, "True or False"),
+    ("retryable", 1, TypeError, "True or False"),
+    ("host_transport", "udp", ValueError, "one of ['auto', 'tcp', 'staging']"),
+    ("host_transport", b"tcp", TypeError, "one of"),
+    ("inject_failure", "x", ValueError, "'RANK' or 'RANK:ATTEMPT'"),
+    ("inject_failure", "1:", ValueError, "'RANK' or 'RANK:ATTEMPT'"),
+]
+
+
+@pytest.mark.parametrize("name,value,error,allowed", BAD,
+                         ids=[f"{b[0]}={b[1]!r}"[:40] for b in BAD])
+def test_a_bad_option_fails_before_any_job_naming_keyword_value_and_what_is_allowed(
+        spark: SparkSession, name: str, value: Any, error: type, allowed: str) -> None:
+    df = spark.range(0, 4, 1, 2)
+    jobs_before = _jobs(spark)
+
+    with pytest.raises(error) as raised:
+        npugather.all_gather_on_npu(df, **{name: value})
+    with pytest.raises(error) as raised_by_method:
+        df.allGatherOnNpu(**{name: value})
+
+    for message in (str(raised.value), str(raised_by_method.value)):
+        assert message.startswith(f"{name} = "), message
+        assert repr(value)[:20] in message or "characters" in message, message
+        assert allowed in message, message
+    assert _jobs(spark) == jobs_before
+
+
+def test_rank_root_must_be_below_the_ranks_of_the_partitions(spark: SparkSession) -> None:
+    jobs_before = _jobs(spark)
+    with pytest.raises(ValueError, match=r"rank_root = 2 is invalid; allowed: 0 <= rank_root"
+                                         r" < rank_size \(2\)"):
+        spark.range(0, 4, 1, 2).allGatherOnNpu(rank_root=2)
+    with pytest.raises(ValueError, match=r"rank_root = 3 .* < rank_size \(3\)"):
+        spark.range(0, 4, 1, 2).allGatherOnNpu(rank_size=3, rank_root=3)
+    assert _jobs(spark) == jobs_before
+
+
+def test_a_source_rank_column_that_collides_with_an_input_column_is_refused(
+        spark: SparkSession) -> None:
+    df = spark.range(0, 4, 1, 2).withColumnRenamed("id", "Rank")
+    with pytest.raises(ValueError, match="source_rank_column = 'rank' is invalid; allowed: a"
+                                         " name that is not an input column"):
+        df.allGatherOnNpu(source_rank_column="rank")
+    assert df.allGatherOnNpu(source_rank_column="r").columns == ["r", "Rank"]
+
+
+def test_unknown_keywords_are_an_error_listing_the_options(spark: SparkSession) -> None:
+    df = spark.range(0, 4, 1, 2)
+    with pytest.raises(TypeError, match="allGatherOnNpu\\(\\) got an unknown option 'rankSize';"
+                                        " allowed: backend, rank_size, rank_root"):
+        df.allGatherOnNpu(rankSize=2)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'rankSize'"):
+        npugather.all_gather_on_npu(df, rankSize=2)
+    with pytest.raises(TypeError, match="df = 3 \\(int\\) is invalid"):
+        npugather.all_gather_on_npu(3)
+
+
+def test_every_jvm_option_has_a_keyword_and_the_same_default(spark: SparkSession) -> None:
+    jvm = spark.sparkContext._jvm
+    options = getattr(jvm, "io.npugather.spark.AllGatherOptions")
+    assert [o.key for o in _options.OPTIONS] == list(options.KEYS)
+    parameters = inspect.signature(npugather.all_gather_on_npu).parameters
+    assert list(parameters)[1:] == list(_options.NAMES)
+    assert all(p.default is None for name, p in parameters.items() if name != "df")
+    defaults = options.defaults()
+    described = {o.name: o.default for o in _options.OPTIONS}
+    assert described["backend"] == repr(defaults.backend())
+    assert described["rank_root"] == str(defaults.rankRoot())
+    assert described["timeout"] == repr(f"{defaults.timeout().toSeconds()}s")
+    assert described["source_rank_column"] == repr(defaults.sourceRankColumn())
+    assert described["resource_name"] == repr(defaults.resourceName())
+    assert described["retryable"] == str(defaults.retryable())
+    assert described["host_transport"] == repr(defaults.hostTransport().name().lower())
+    doc = inspect.getdoc(npugather.all_gather_on_npu).replace('"', "'")
+    for name in ("backend", "rank_root", "timeout", "source_rank_column", "resource_name",
+                 "retryable", "host_transport", "inject_failure"):
+        assert f"Default ``{described[name]}``" in doc or f"Default {described[name]}" in doc, name
+
+
+GOOD: Dict[str, Any] = dict(backend=" HCCL", rank_size=0, rank_root=0, comm_domain="d" * 96,
+                            timeout=" 5M", source_rank_column="r", resource_name="gpu",
+                            retryable=True, host_transport="Staging", inject_failure="3:1")
+
+
+@pytest.mark.parametrize("name", list(GOOD))
+def test_python_and_the_jvm_agree_on_valid_and_invalid_values(spark: SparkSession,
+                                                              name: str) -> None:
+    defaults = spark.sparkContext._jvm.io.npugather.spark.AllGatherOptions.defaults()
+    values = [GOOD[name]] + [value for bad, value, _, _ in BAD if bad == name]
+    for value in values:
+        try:
+            entry = _options.to_jvm({name: value}, [])
+        except (TypeError, ValueError):
+            continue  # refused in Python; the JVM never sees it
+        key = next(o.key for o in _options.OPTIONS if o.name == name)
+        jvm_map = spark.sparkContext._jvm.java.util.HashMap()
+        jvm_map.put(key, entry[key])
+        getattr(defaults, "with")(jvm_map)  # raises (as IllegalArgumentException) if invalid
+        assert value is GOOD[name], f"{name} = {value!r} passed Python and the JVM"
+    utils = getattr(spark.sparkContext._jvm, "org.apache.spark.network.util.JavaUtils")
+    for text in ["1", "2ms", "3 s", "4min", "5h", "6d", "7000us", "08S", "9y", "-1m", "1.5s"]:
+        try:
+            jvm_millis = utils.timeStringAsMs(text)
+        except Exception:
+            jvm_millis = None
+        try:
+            millis = _options.duration_millis("timeout", text)
+        except ValueError:
+            millis = None
+        assert millis == (jvm_millis if jvm_millis is None or jvm_millis > 0 else None), text
+
+
+def test_a_bad_session_default_is_a_value_error_naming_the_conf_key(spark: SparkSession) -> None:
+    spark.conf.set("spark.npugather.timeout", "soon")
+    try:
+        with pytest.raises(npugather.InvalidOptionError,
+                           match="npugather.timeout = 'soon' is invalid; allowed: a duration"):
+            spark.range(0, 4, 1, 2).allGatherOnNpu()
+    finally:
+        spark.conf.unset("spark.npugather.timeout")
+
+
+def test_help_shows_every_keyword_with_its_default(spark: SparkSession) -> None:
+    text = inspect.getdoc(npugather.all_gather_on_npu)
+    for name in _options.NAMES:
+        assert f"{name}:" in text
+    method_doc = inspect.getdoc(npugather.dataframe._method)
+    assert "df.allGatherOnNpu(**options)" in method_doc
+    assert list(inspect.signature(npugather.dataframe._method).parameters)[1:] == list(
+        _options.NAMES)
+
+
+def _jobs(spark: SparkSession) -> int:
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
