@@ -206,7 +206,8 @@ public final class ClusterCheck {
 
   static String slotMessage(int rankSize, int slots, String cluster) {
     String advice = slots >= 1
-        ? "use fewer partitions (df.repartition(" + slots + ")) or more cores"
+        ? "use fewer partitions (" + AllGatherOptions.RANK_SIZE + " = " + slots
+            + ", or df.repartition(" + slots + ")) or more cores"
         : "add executors or cores";
     return "allGatherOnNpu needs " + rankSize + " concurrent task slots (one per rank, barrier mode) but the "
         + "cluster offers " + slots + " (" + cluster + "); " + advice;

@@ -3,12 +3,12 @@ package io.npugather.spark;
 import io.npugather.spark.arrow.GatheredPartitions;
 import io.npugather.spark.arrow.PartitionBuffers;
 import io.npugather.spark.arrow.PartitionLayout;
+import io.npugather.spark.output.GatheredOutput;
 import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
-import java.util.NoSuchElementException;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.spark.BarrierTaskContext;
@@ -22,10 +22,12 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One rank of an {@code allGatherOnNpu} run, inside a barrier task: partition to Arrow, one
- * rendezvous round, one all-gather-v, and the gathered partitions out as columnar batches.
+ * rendezvous round, one all-gather-v, and the gathered partitions out as one {@link
+ * GatheredOutput}.
  *
- * <p>Everything the task allocates comes from one child allocator and is released when the task
- * completes (success or failure), after Spark has consumed the batches.
+ * <p>Everything the task allocates comes from one child allocator. On success it belongs to the
+ * output, which the executor keeps for later stages ({@code io.npugather.spark.output}); on
+ * failure it is released when the task completes.
  */
 public final class GatherTask implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -51,12 +53,12 @@ public final class GatherTask implements Serializable {
   }
 
   /** Gathers a partition of rows. */
-  public Iterator<ColumnarBatch> runOnRows(Iterator<InternalRow> rows) {
+  public GatheredOutput runOnRows(Iterator<InternalRow> rows) {
     return run(allocator -> PartitionBuffers.fromRows(rows, schema, timeZoneId, allocator));
   }
 
   /** Gathers a partition that arrives as columnar batches (no detour through rows). */
-  public Iterator<ColumnarBatch> runOnBatches(Iterator<ColumnarBatch> batches) {
+  public GatheredOutput runOnBatches(Iterator<ColumnarBatch> batches) {
     return run(allocator -> PartitionBuffers.fromBatches(batches, schema, timeZoneId, allocator));
   }
 
@@ -64,7 +66,7 @@ public final class GatherTask implements Serializable {
    * Gathers a partition of a DataFrame cached in Spark's default format, read from the cached
    * bytes ({@code columns}: each field's buffer index in a cached batch).
    */
-  public Iterator<ColumnarBatch> runOnCachedBatches(Iterator<CachedBatch> batches, int[] columns) {
+  public GatheredOutput runOnCachedBatches(Iterator<CachedBatch> batches, int[] columns) {
     return run(allocator ->
         PartitionBuffers.fromCachedBatches(batches, columns, schema, timeZoneId, allocator));
   }
@@ -73,16 +75,21 @@ public final class GatherTask implements Serializable {
     PartitionBuffers convert(BufferAllocator allocator);
   }
 
-  private Iterator<ColumnarBatch> run(Conversion conversion) {
+  private GatheredOutput run(Conversion conversion) {
     BarrierTaskContext context = BarrierTaskContext.get();
     int rank = context.partitionId();
     int rankSize = ticket.rankSize();
+    String where = "allGatherOnNpu rank " + rank + "/" + rankSize + " (stage " + context.stageId()
+        + "." + context.stageAttemptNumber() + ")";
+    if (!options.retryable() && context.stageAttemptNumber() > 0) {
+      throw new IllegalStateException(where + ": not run again: an earlier attempt of this gather "
+          + "failed, or an executor holding its output was lost, and " + AllGatherOptions.RETRYABLE
+          + " is false (set it to true to let Spark re-run the gather)");
+    }
     TaskResources resources = new TaskResources(GatherMemory.newTaskAllocator(
         "npugather-rank-" + rank + "-task-" + context.taskAttemptId()));
     TaskCompletionListener release = ctx -> resources.close();
     context.addTaskCompletionListener(release);
-    String where = "allGatherOnNpu rank " + rank + "/" + rankSize + " (stage " + context.stageId()
-        + "." + context.stageAttemptNumber() + ")";
     try {
       long t0 = System.nanoTime();
       PartitionBuffers own = conversion.convert(resources.allocator);
@@ -142,7 +149,7 @@ public final class GatherTask implements Serializable {
           + " {} ms, rendezvous {} ms, collective {} ms", where, rows, transport, device, received,
           counts[rank] * (rankSize - 1),
           (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000);
-      return resources.batches(rankSize);
+      return resources.handOver(rank);
     } catch (RuntimeException | Error e) {
       resources.abortCommunicator();
       throw e;
@@ -155,6 +162,7 @@ public final class GatherTask implements Serializable {
     PartitionBuffers own;
     RankGroup group;
     GatheredPartitions gathered;
+    GatheredOutput output;
 
     TaskResources(BufferAllocator allocator) {
       this.allocator = allocator;
@@ -172,24 +180,10 @@ public final class GatherTask implements Serializable {
       }
     }
 
-    Iterator<ColumnarBatch> batches(int rankSize) {
-      GatheredPartitions out = gathered;
-      return new Iterator<>() {
-        private int next = 0;
-
-        @Override
-        public boolean hasNext() {
-          return next < rankSize;
-        }
-
-        @Override
-        public ColumnarBatch next() {
-          if (next >= rankSize) {
-            throw new NoSuchElementException();
-          }
-          return out.batch(next++);
-        }
-      };
+    /** The gathered partitions with the memory they live in, owned from now on by the output. */
+    synchronized GatheredOutput handOver(int rank) {
+      output = new GatheredOutput(allocator, own, gathered, rank);
+      return output;
     }
 
     synchronized void close() {
@@ -199,17 +193,21 @@ public final class GatherTask implements Serializable {
       } catch (RuntimeException e) {
         first = e;
       }
-      if (gathered != null) {
-        gathered.close();
-      }
-      if (own != null) {
-        own.close();
-      }
-      try {
-        allocator.close(); // throws if anything leaked
-      } catch (RuntimeException e) {
-        if (first == null) {
-          first = e;
+      if (output != null) {
+        output.closeUnlessKept(); // kept by the executor once the stage's writer took it
+      } else {
+        if (gathered != null) {
+          gathered.close();
+        }
+        if (own != null) {
+          own.close();
+        }
+        try {
+          allocator.close(); // throws if anything leaked
+        } catch (RuntimeException e) {
+          if (first == null) {
+            first = e;
+          }
         }
       }
       if (first != null) {

@@ -5,13 +5,14 @@ import java.util.UUID
 import scala.jdk.CollectionConverters._
 
 import io.npugather.spark.arrow.{GatheredPartitions, GatheredRows, PartitionBuffers}
+import io.npugather.spark.output.{GatheredOutput, GatheredRDD}
 import io.npugather.spark.rendezvous.{RendezvousService, RendezvousTicket}
 import org.apache.spark.{NarrowDependency, Partitioner, SparkContext}
 import org.apache.spark.internal.Logging
 import org.apache.spark.rdd.{PartitionPruningRDD, RDD, ShuffledRDD, UnionRDD}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, UnsafeProjection}
-import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
+import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project, UnaryNode}
 import org.apache.spark.sql.catalyst.plans.physical.{Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.columnar.CachedBatch
 import org.apache.spark.sql.execution.{ColumnarToRowExec, RowToColumnarTransition, SparkPlan,
@@ -20,12 +21,22 @@ import org.apache.spark.sql.execution.adaptive.TableCacheQueryStageExec
 import org.apache.spark.sql.execution.columnar.{DefaultCachedBatchSerializer, InMemoryTableScanExec}
 import org.apache.spark.sql.vectorized.ColumnarBatch
 
-/** Logical node of allGatherOnNpu: every output partition holds every input row, rank-major. */
+/**
+ * Logical node of allGatherOnNpu: every output partition holds every input row, rank-major.
+ * `sourceRank` is a placeholder column of `child` ([[NpuGatherPlanning.node]]) that the gather
+ * fills; it comes first in the output.
+ */
 case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child: LogicalPlan)
     extends UnaryNode {
-  override def output: Seq[Attribute] = sourceRank +: child.output
+  override def output: Seq[Attribute] = sourceRank +: input.output
 
-  override def producedAttributes: AttributeSet = AttributeSet(sourceRank)
+  /** The rows to gather: `child` without the placeholder. */
+  def input: LogicalPlan = child match {
+    case Project(list, grandchild) =>
+      val kept = list.filterNot(_.exprId == sourceRank.exprId)
+      if (kept.map(_.toAttribute) == grandchild.output) grandchild else Project(kept, grandchild)
+    case other => Project(other.output.filterNot(_.exprId == sourceRank.exprId), other)
+  }
 
   override protected def withNewChildInternal(newChild: LogicalPlan): NpuAllGather =
     copy(child = newChild)
@@ -34,17 +45,19 @@ case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child:
 /** Plans [[NpuAllGather]]; installed into the session by [[NpuGatherPlanning]]. */
 object NpuAllGatherStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
-    case g: NpuAllGather => NpuAllGatherExec(g.sourceRank, g.options, planLater(g.child)) :: Nil
+    case g: NpuAllGather => NpuAllGatherExec(g.sourceRank, g.options, planLater(g.input)) :: Nil
     case _ => Nil
   }
 }
 
 /**
- * The barrier stage: one task per input partition (rank = partition id), each gathering every
- * partition. Columnar out (Arrow vectors over the receive buffer, no copy); rows out as well when
- * every column is of a fixed-width type or an array of one (written straight from the buffers by
- * [[GatheredRows]], so Spark adds no ColumnarToRow). In retryable mode the rows go through an
- * identity shuffle so that Spark retries the barrier stage as a whole.
+ * The gather: a barrier stage with one task per input partition (rank = partition id), each
+ * gathering every partition, ending at a stage boundary of its own ([[GatheredRDD]]): later
+ * stages read the gathered partitions in place, in the executors that hold them. Columnar out
+ * (Arrow vectors over the receive buffer, no copy); rows out as well when every column is of a
+ * fixed-width type or an array of one (written straight from the buffers by [[GatheredRows]], so
+ * Spark adds no ColumnarToRow). The gather runs once per execution of this node's RDD, which is
+ * made once: every action on the same plan reads the same gather while it is kept.
  */
 case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, child: SparkPlan)
     extends UnaryExecNode {
@@ -55,34 +68,29 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
   override def outputPartitioning: Partitioning =
     UnknownPartitioning(child.outputPartitioning.numPartitions)
 
-  override def supportsColumnar: Boolean = !options.retryable
+  override def supportsColumnar: Boolean = true
 
-  override def supportsRowBased: Boolean =
-    options.retryable || GatheredRows.supports(child.schema)
+  override def supportsRowBased: Boolean = GatheredRows.supports(child.schema)
 
   /** The exact column classes, so that Spark's generated code calls them without dispatch. */
   override def vectorTypes: Option[Seq[String]] =
     Some(GatheredPartitions.columnClassNames(child.schema).toSeq)
 
-  override protected def doExecuteColumnar(): RDD[ColumnarBatch] = gather()
+  @transient private lazy val gathered: RDD[ColumnarBatch] = gather()
+
+  override protected def doExecuteColumnar(): RDD[ColumnarBatch] = gathered
 
   override protected def doExecute(): RDD[InternalRow] = {
     val outputSchema = schema
     val inputSchema = child.schema
     val direct = GatheredRows.supports(inputSchema)
-    val rows = gather().mapPartitions { batches =>
+    gathered.mapPartitions { batches =>
       if (direct) {
         new GatheredRows(batches.asJava, inputSchema).asScala
       } else {
         val toUnsafe = UnsafeProjection.create(outputSchema)
         batches.flatMap(_.rowIterator().asScala.map(toUnsafe))
       }
-    }
-    if (!options.retryable) {
-      rows
-    } else {
-      // Partition r's rows go to partition r: the barrier stage becomes a shuffle-map stage.
-      NpuAllGatherExec.identityShuffle(rows, outputSchema.length)
     }
   }
 
@@ -101,18 +109,26 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
         }
     }
     val rankSize = input.rdd.getNumPartitions
+    if (rankSize == 0) {
+      // No partition, no rank: nothing to gather, and no barrier stage to run.
+      logInfo(s"allGatherOnNpu: the input has no partitions; the result is empty")
+      return sc.emptyRDD[ColumnarBatch]
+    }
     val run = NpuAllGatherExec.prepareRun(sc, rankSize, options)
     val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, options, run.devices,
       run.ticket, run.domain, run.metrics)
-    val gathered = input match {
+    val ranks: RDD[(Int, GatheredOutput)] = input match {
       case CachedInput(cached, columns) =>
-        cached.barrier().mapPartitions(it => task.runOnCachedBatches(it.asJava, columns).asScala)
+        cached.barrier().mapPartitions(it => NpuAllGatherExec.keyedByRank(task.runOnCachedBatches(it.asJava, columns)))
       case BatchInput(batches) =>
-        batches.barrier().mapPartitions(it => task.runOnBatches(it.asJava).asScala)
+        batches.barrier().mapPartitions(it => NpuAllGatherExec.keyedByRank(task.runOnBatches(it.asJava)))
       case RowInput(rows) =>
-        rows.barrier().mapPartitions(it => task.runOnRows(it.asJava).asScala)
+        rows.barrier().mapPartitions(it => NpuAllGatherExec.keyedByRank(task.runOnRows(it.asJava)))
     }
-    run.service.unregisterWhenJobEnds(run.ticket, gathered.id)
+    val gathered = new GatheredRDD(ranks, rankSize, options.retryable)
+    // Any job may run the barrier stage again while the RDD lives (each stage attempt meets in
+    // a round of its own).
+    run.service.unregisterWhenUnreachable(run.ticket, gathered)
     run.metrics.recordInput(input.name)
     logInfo(s"allGatherOnNpu: $rankSize ranks, ${input.name} input, $options")
     gathered
@@ -150,6 +166,10 @@ case class RunSetup(devices: DeviceBinding, service: RendezvousService, ticket: 
     metrics: GatherMetrics, domain: String)
 
 object NpuAllGatherExec extends Logging {
+  /** A rank's output as the barrier RDD's one record: (rank, output). */
+  private def keyedByRank(output: GatheredOutput): Iterator[(Int, GatheredOutput)] =
+    Iterator.single((output.rank, output))
+
   /**
    * Checks a run of rankSize ranks before anything is launched (rankRoot in range, enough
    * barrier slots, no dynamic allocation, a device for every rank where the backend needs one)

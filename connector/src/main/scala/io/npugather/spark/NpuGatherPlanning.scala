@@ -1,17 +1,21 @@
 package io.npugather.spark
 
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.catalyst.expressions.AttributeReference
-import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
-import org.apache.spark.sql.types.IntegerType
+import org.apache.spark.sql.catalyst.expressions.{Alias, Literal}
+import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
 
 /** Builds the allGatherOnNpu logical plan and teaches the session to plan it. */
 object NpuGatherPlanning {
 
-  /** The gather over `input`, which must already have one partition per rank. */
+  /**
+   * The gather over `input`, which must already have one partition per rank. The source-rank
+   * column enters the plan as a placeholder alias in a projection under the gather (the gather
+   * fills it), so Spark's analyzer renews it like any alias when a plan holds the same gather
+   * twice (a self-join).
+   */
   def node(input: LogicalPlan, options: AllGatherOptions): LogicalPlan = {
-    val sourceRank = AttributeReference(options.sourceRankColumn, IntegerType, nullable = false)()
-    NpuAllGather(sourceRank, options, input)
+    val placeholder = Alias(Literal(0), options.sourceRankColumn)()
+    NpuAllGather(placeholder.toAttribute, options, Project(input.output :+ placeholder, input))
   }
 
   /** Adds the planner strategy to the session once. */

@@ -60,15 +60,16 @@ public final class FixedWidthArrowColumn extends ColumnVector {
 
   /**
    * The column for {@code vector} (holding Spark type {@code t}): this class where {@link
-   * #supports} says so, else Spark's {@link ArrowColumnVector}.
+   * #supports} says so, else a {@link SharedArrowColumn} (Spark's {@link ArrowColumnVector},
+   * leaving the vector open when closed).
    */
   public static ColumnVector of(DataType t, FieldVector vector) {
-    return supports(t) ? new FixedWidthArrowColumn(t, vector) : new ArrowColumnVector(vector);
+    return supports(t) ? new FixedWidthArrowColumn(t, vector) : new SharedArrowColumn(vector);
   }
 
   /** The class {@link #of} returns for {@code t}. */
   public static String columnClassName(DataType t) {
-    return (supports(t) ? FixedWidthArrowColumn.class : ArrowColumnVector.class).getName();
+    return (supports(t) ? FixedWidthArrowColumn.class : SharedArrowColumn.class).getName();
   }
 
   /** Bytes per value (-1: boolean, one bit), 0 for an array column. */

@@ -26,23 +26,26 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * PartitionBuffers} directly.
  *
  * <p>Each rank's batch holds an int source-rank column first, then the columns: {@link
- * FixedWidthArrowColumn} for fixed-width columns and arrays of them, Spark's {@code
- * ArrowColumnVector} for the others ({@link #columnClassNames} names them). Batches stay valid
- * until {@link #close()}. Not thread-safe.
+ * FixedWidthArrowColumn} for fixed-width columns and arrays of them, {@link SharedArrowColumn}
+ * (Spark's {@code ArrowColumnVector}) for the others ({@link #columnClassNames} names them).
+ * Batches stay valid until {@link #close()}; closing one leaves the vectors open. Readers in
+ * several threads each take their own batches.
  */
 public final class GatheredPartitions implements AutoCloseable {
   private final ArrowBuf recv;
-  private final VectorSchemaRoot[] roots;
-  private final ColumnarBatch[] batches;
+  private final VectorSchemaRoot[] roots; // null at the own rank, whose vectors are own's
+  private final PartitionBuffers own;
+  private final StructType schema;
   private final int ownRank;
   private final long totalRows;
   private boolean closed;
 
-  private GatheredPartitions(
-      ArrowBuf recv, VectorSchemaRoot[] roots, ColumnarBatch[] batches, int ownRank, long rows) {
+  private GatheredPartitions(ArrowBuf recv, VectorSchemaRoot[] roots, PartitionBuffers own,
+      StructType schema, int ownRank, long rows) {
     this.recv = recv;
     this.roots = roots;
-    this.batches = batches;
+    this.own = own;
+    this.schema = schema;
     this.ownRank = ownRank;
     this.totalRows = rows;
   }
@@ -184,7 +187,6 @@ public final class GatheredPartitions implements AutoCloseable {
     }
 
     VectorSchemaRoot[] roots = new VectorSchemaRoot[ranks];
-    ColumnarBatch[] batches = new ColumnarBatch[ranks];
     boolean retained = false;
     try {
       if (recv != null) {
@@ -193,16 +195,14 @@ public final class GatheredPartitions implements AutoCloseable {
       }
       for (int r = 0; r < ranks; r++) {
         if (r == ownRank) {
-          batches[r] = own.ownBatch(r);
           continue;
         }
         PartitionLayout l = layouts.get(r);
         VectorSchemaRoot root = VectorSchemaRoot.create(arrowSchema, allocator);
         roots[r] = root;
         load(root, recv, displs[r], l, allocator);
-        batches[r] = PartitionBuffers.batch(r, root, schema);
       }
-      return new GatheredPartitions(retained ? recv : null, roots, batches, ownRank, rows);
+      return new GatheredPartitions(retained ? recv : null, roots, own, schema, ownRank, rows);
     } catch (Throwable t) {
       for (VectorSchemaRoot root : roots) {
         if (root != null) {
@@ -288,7 +288,7 @@ public final class GatheredPartitions implements AutoCloseable {
 
   /** Number of ranks. */
   public int numRanks() {
-    return batches.length;
+    return roots.length;
   }
 
   /** Rows over all ranks. */
@@ -297,18 +297,21 @@ public final class GatheredPartitions implements AutoCloseable {
   }
 
   /**
-   * Rank {@code sourceRank}'s rows: the int source-rank column, then the columns. The same batch
-   * object on every call. Valid until {@link #close()}; callers should not close it.
+   * Rank {@code sourceRank}'s rows: the int source-rank column, then the columns. A new batch
+   * object on every call, over the same vectors, so that readers in several threads never share
+   * a column's reading state. Valid until {@link #close()}; callers should not close it.
    */
   public ColumnarBatch batch(int sourceRank) {
     if (closed) {
       throw new IllegalStateException("GatheredPartitions is closed");
     }
-    if (sourceRank < 0 || sourceRank >= batches.length) {
+    if (sourceRank < 0 || sourceRank >= roots.length) {
       throw new IllegalArgumentException(
-          "sourceRank " + sourceRank + " is outside [0, " + batches.length + ")");
+          "sourceRank " + sourceRank + " is outside [0, " + roots.length + ")");
     }
-    return batches[sourceRank];
+    return sourceRank == ownRank
+        ? own.ownBatch(sourceRank)
+        : PartitionBuffers.batch(sourceRank, roots[sourceRank], schema);
   }
 
   /** This rank. */

@@ -1,0 +1,282 @@
+package io.npugather.spark.output;
+
+import java.lang.ref.Cleaner;
+import java.lang.ref.WeakReference;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.IdentityHashMap;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import org.apache.spark.MapOutputTrackerMaster;
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.scheduler.ExecutorCacheTaskLocation;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerApplicationEnd;
+import org.apache.spark.scheduler.SparkListenerJobEnd;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
+import org.apache.spark.network.util.JavaUtils;
+import org.apache.spark.scheduler.StageInfo;
+import org.apache.spark.storage.BlockManagerId;
+import org.apache.spark.storage.RDDInfo;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The driver's side of the gathered outputs of one SparkContext: which jobs read each gather,
+ * and its release. A gather's output stays in the executors while any job that reads it runs,
+ * and {@link #RELEASE_DELAY} after the last one ends (so that the next job of an action, such as
+ * {@code take}'s, or the same DataFrame's next action, reads it again); then the driver forgets
+ * its map outputs (a later job re-runs the gather from scratch) and asks every executor to
+ * remove its blocks (each is freed once its readers finish). It is released too when its RDD is
+ * no longer reachable on the driver.
+ */
+public final class GatheredOutputs {
+  /** How long a gather's output is kept after the last job that read it ended. */
+  public static final String RELEASE_DELAY = "spark.npugather.output.releaseDelay";
+  static final String DEFAULT_RELEASE_DELAY = "2s";
+
+  private static final Logger LOG = LoggerFactory.getLogger(GatheredOutputs.class);
+  private static final Map<SparkContext, GatheredOutputs> BY_CONTEXT = new IdentityHashMap<>();
+  private static final Cleaner CLEANER = Cleaner.create();
+
+  private final SparkContext sparkContext;
+  private final long releaseDelayMs;
+  private final ScheduledExecutorService timer;
+  private final Map<Integer, Gather> byReaderRdd = new HashMap<>(); // guarded by this
+
+  private GatheredOutputs(SparkContext sparkContext) {
+    this.sparkContext = sparkContext;
+    this.releaseDelayMs = releaseDelayMs(sparkContext.getConf().get(RELEASE_DELAY,
+        DEFAULT_RELEASE_DELAY));
+    this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
+      Thread t = new Thread(r, "npugather-output-release");
+      t.setDaemon(true);
+      return t;
+    });
+  }
+
+  /**
+   * {@code value} of {@link #RELEASE_DELAY} in milliseconds.
+   *
+   * @throws IllegalArgumentException naming the key, the value and what is allowed
+   */
+  public static long releaseDelayMs(String value) {
+    long ms;
+    try {
+      ms = JavaUtils.timeStringAsMs(value);
+    } catch (RuntimeException e) {
+      ms = -1;
+    }
+    if (ms < 0) {
+      throw new IllegalArgumentException(RELEASE_DELAY + " = " + value + " is invalid; allowed: "
+          + "a duration >= 0 such as 2s or 500ms");
+    }
+    return ms;
+  }
+
+  /** The registry of {@code sc}, made (and listening to its jobs) on first use. */
+  public static GatheredOutputs of(SparkContext sc) {
+    synchronized (BY_CONTEXT) {
+      BY_CONTEXT.values().removeIf(outputs -> {
+        if (outputs.sparkContext.isStopped()) {
+          outputs.timer.shutdownNow();
+          return true;
+        }
+        return false;
+      });
+      GatheredOutputs outputs = BY_CONTEXT.get(sc);
+      if (outputs == null) {
+        outputs = new GatheredOutputs(sc);
+        sc.addSparkListener(outputs.new Listener());
+        BY_CONTEXT.put(sc, outputs);
+      }
+      return outputs;
+    }
+  }
+
+  /**
+   * Watches the gather read by RDD {@code readerRdd} (whose id is {@code readerRddId}): its map
+   * outputs are those of shuffle {@code shuffleId}, kept as blocks of RDD {@code barrierRddId}.
+   * Unless {@code retryable}, a failed attempt of its barrier stage fails the jobs that read it
+   * at once, with that attempt's failure, instead of Spark running the stage again.
+   */
+  public void track(Object readerRdd, int readerRddId, int shuffleId, int barrierRddId,
+      boolean retryable) {
+    synchronized (this) {
+      byReaderRdd.put(readerRddId, new Gather(shuffleId, barrierRddId, retryable));
+    }
+    WeakReference<GatheredOutputs> self = new WeakReference<>(this);
+    CLEANER.register(readerRdd, () -> {
+      GatheredOutputs outputs = self.get();
+      if (outputs != null) {
+        outputs.forget(readerRddId);
+      }
+    });
+  }
+
+  /** Gathers watched now (tests). */
+  public synchronized int tracked() {
+    return byReaderRdd.size();
+  }
+
+  /**
+   * Where reader partition {@code partition} finds an output: the executors holding a current
+   * map output of shuffle {@code shuffleId} (every one holds every row), rank {@code partition}'s
+   * first. Empty before the gather ran.
+   */
+  public static String[] preferredLocations(int shuffleId, int partition, int numPartitions) {
+    Option<BlockManagerId[]> holders = ((MapOutputTrackerMaster) SparkEnv.get().mapOutputTracker())
+        .getLocationsWithLargestOutputs(shuffleId, partition, numPartitions, 0.0);
+    if (holders.isEmpty()) {
+      return new String[0];
+    }
+    BlockManagerId[] ids = holders.get();
+    String[] locations = new String[ids.length];
+    for (int i = 0; i < ids.length; i++) {
+      locations[i] = new ExecutorCacheTaskLocation(ids[i].host(), ids[i].executorId()).toString();
+    }
+    return locations;
+  }
+
+  private void forget(int readerRddId) {
+    Gather gather;
+    synchronized (this) {
+      gather = byReaderRdd.remove(readerRddId);
+    }
+    if (gather != null) {
+      release(gather);
+    }
+  }
+
+  private void release(Gather gather) {
+    if (sparkContext.isStopped()) {
+      return;
+    }
+    try {
+      MapOutputTrackerMaster tracker = (MapOutputTrackerMaster) SparkEnv.get().mapOutputTracker();
+      if (tracker.containsShuffle(gather.shuffleId)) {
+        tracker.unregisterAllMapAndMergeOutput(gather.shuffleId);
+      }
+      sparkContext.env().blockManager().master().removeRdd(gather.barrierRddId, false);
+      LOG.debug("allGatherOnNpu: released the output of shuffle {}", gather.shuffleId);
+    } catch (RuntimeException e) {
+      LOG.warn("allGatherOnNpu: cannot release the output of shuffle {}", gather.shuffleId, e);
+    }
+  }
+
+  void jobStarted(int jobId, Set<Integer> rddIds) {
+    synchronized (this) {
+      for (Map.Entry<Integer, Gather> e : byReaderRdd.entrySet()) {
+        if (rddIds.contains(e.getKey())) {
+          Gather gather = e.getValue();
+          gather.jobs.add(jobId);
+          if (gather.pendingRelease != null) {
+            gather.pendingRelease.cancel(false);
+            gather.pendingRelease = null;
+          }
+        }
+      }
+    }
+  }
+
+  void jobEnded(int jobId) {
+    synchronized (this) {
+      for (Gather gather : byReaderRdd.values()) {
+        if (gather.jobs.remove(jobId) && gather.jobs.isEmpty()) {
+          gather.pendingRelease = timer.schedule(() -> releaseIfUnused(gather), releaseDelayMs,
+              TimeUnit.MILLISECONDS);
+        }
+      }
+    }
+  }
+
+  private void releaseIfUnused(Gather gather) {
+    synchronized (this) {
+      if (!gather.jobs.isEmpty() || gather.pendingRelease == null) {
+        return; // a job started meanwhile
+      }
+      gather.pendingRelease = null;
+    }
+    release(gather);
+  }
+
+  void stageFailed(Set<Integer> rddIds, String failure) {
+    Set<Integer> jobs = new HashSet<>();
+    synchronized (this) {
+      for (Gather gather : byReaderRdd.values()) {
+        if (!gather.retryable && rddIds.contains(gather.barrierRddId)) {
+          jobs.addAll(gather.jobs);
+        }
+      }
+    }
+    for (int job : jobs) {
+      sparkContext.cancelJob(job, "allGatherOnNpu failed, and it is not run again because "
+          + "npugather.retryable is false: " + failure);
+    }
+  }
+
+  private static Set<Integer> rddIds(StageInfo stage) {
+    Set<Integer> ids = new HashSet<>();
+    for (RDDInfo rdd : CollectionConverters.asJava(stage.rddInfos())) {
+      ids.add(rdd.id());
+    }
+    return ids;
+  }
+
+  private static final class Gather {
+    final int shuffleId;
+    final int barrierRddId;
+    final boolean retryable;
+    final Set<Integer> jobs = new HashSet<>(); // running jobs that read it; guarded by the registry
+    ScheduledFuture<?> pendingRelease; // guarded by the registry
+
+    Gather(int shuffleId, int barrierRddId, boolean retryable) {
+      this.shuffleId = shuffleId;
+      this.barrierRddId = barrierRddId;
+      this.retryable = retryable;
+    }
+  }
+
+  private final class Listener extends SparkListener {
+    @Override
+    public void onJobStart(SparkListenerJobStart event) {
+      Set<Integer> ids = new HashSet<>();
+      for (StageInfo stage : CollectionConverters.asJava(event.stageInfos())) {
+        ids.addAll(rddIds(stage));
+      }
+      jobStarted(event.jobId(), ids);
+    }
+
+    @Override
+    public void onStageCompleted(SparkListenerStageCompleted event) {
+      StageInfo stage = event.stageInfo();
+      if (stage.failureReason().isDefined()) {
+        stageFailed(rddIds(stage), stage.failureReason().get());
+      }
+    }
+
+    @Override
+    public void onJobEnd(SparkListenerJobEnd event) {
+      jobEnded(event.jobId());
+    }
+
+    @Override
+    public void onApplicationEnd(SparkListenerApplicationEnd event) {
+      synchronized (GatheredOutputs.this) {
+        byReaderRdd.clear();
+      }
+      timer.shutdownNow();
+      synchronized (BY_CONTEXT) {
+        BY_CONTEXT.remove(sparkContext);
+      }
+    }
+  }
+}

@@ -1,0 +1,340 @@
+package io.npugather.spark.output;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.lit;
+
+import io.npugather.spark.AllGatherOptions;
+import io.npugather.spark.GatherMemory;
+import io.npugather.spark.GatherMetrics;
+import io.npugather.spark.NpuGather;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.storage.StorageLevel;
+import org.apache.spark.util.LongAccumulator;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The result of {@code allGatherOnNpu} is a DataFrame like any other: every action and
+ * transformation a user types works on it, any number of times, with the same rows. Run on a
+ * local master by each subclass. Each test checks the answer against the rows the input's
+ * partitions hold (rank-major, after the source rank), not only that nothing threw.
+ */
+abstract class GatheredDataFrameContract {
+  private static SparkSession spark;
+  private static final AtomicInteger JOBS = new AtomicInteger();
+
+  @TempDir
+  Path tmp;
+
+  /** Starts the class's session on {@code master}, unless it runs. */
+  static void start(String master) {
+    spark = SparkSession.builder().master(master).appName("GatheredDataFrameContract " + master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "3")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate();
+    spark.sparkContext().addSparkListener(new SparkListener() {
+      @Override
+      public void onJobStart(SparkListenerJobStart event) {
+        JOBS.incrementAndGet();
+      }
+    });
+  }
+
+  @AfterAll
+  static void stopSpark() {
+    spark.stop();
+  }
+
+  @BeforeEach
+  void adaptiveExecutionAsSparkShips() {
+    spark.conf().set("spark.sql.adaptive.enabled", "true");
+  }
+
+  @AfterEach
+  void everyOutputReleasedAndNoArrowByteLeft() throws Exception {
+    // Released a moment (spark.npugather.output.releaseDelay) after the last job that read it.
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (GatherMemory.allocatedBytes() != 0 && System.nanoTime() < deadline) {
+      Thread.sleep(50);
+    }
+    assertEquals(0, GatherMemory.allocatedBytes(), "Arrow bytes outstanding");
+  }
+
+  /** 1000 ids in 2 partitions with a string beside them. */
+  private static Dataset<Row> input() {
+    return spark.range(0, 1000, 1, 2).selectExpr("id", "concat('v', id) AS name");
+  }
+
+  /** What every output partition holds: partition r's rows after r, in rank order. */
+  private static List<Row> rankMajor(Dataset<Row> in) {
+    List<List<Row>> partitions = in.javaRDD().glom().collect();
+    List<Row> rows = new ArrayList<>();
+    for (int r = 0; r < partitions.size(); r++) {
+      for (Row row : partitions.get(r)) {
+        Object[] values = new Object[row.size() + 1];
+        values[0] = r;
+        for (int i = 0; i < row.size(); i++) {
+          values[i + 1] = row.get(i);
+        }
+        rows.add(RowFactory.create(values));
+      }
+    }
+    return rows;
+  }
+
+  /** {@code copies} times {@code rows}, one after another. */
+  private static List<Row> repeated(List<Row> rows, int copies) {
+    List<Row> all = new ArrayList<>();
+    for (int i = 0; i < copies; i++) {
+      all.addAll(rows);
+    }
+    return all;
+  }
+
+  private static List<Row> sortedById(List<Row> rows) {
+    List<Row> sorted = new ArrayList<>(rows);
+    sorted.sort(Comparator.<Row>comparingLong(r -> r.getLong(1)).thenComparingInt(r -> r.getInt(0)));
+    return sorted;
+  }
+
+  @Test
+  void showTakeHeadFirstLimitTailAndIsEmptyAnswerFromTheGatheredRows() {
+    List<Row> all = rankMajor(input());
+    Dataset<Row> g = NpuGather.allGatherOnNpu(input());
+    g.show(); // must not throw
+    String shown = ((org.apache.spark.sql.classic.Dataset<Row>) g).showString(3, 20, false);
+    assertTrue(shown.contains("|          0|  0|  v0|") && shown.contains("|          0|  2|  v2|"),
+        shown);
+    assertEquals(all.subList(0, 3), List.of((Row[]) g.take(3)));
+    assertEquals(all.get(0), g.head());
+    assertEquals(all.get(0), g.first());
+    assertEquals(all.subList(0, 5), g.limit(5).collectAsList());
+    assertEquals(all.subList(all.size() - 3, all.size()), List.of((Row[]) g.tail(3)));
+    assertFalse(g.isEmpty());
+    assertEquals(2L * all.size(), g.count());
+    assertEquals(repeated(all, 2), g.collectAsList());
+    List<Row> iterated = new ArrayList<>();
+    g.toLocalIterator().forEachRemaining(iterated::add);
+    assertEquals(repeated(all, 2), iterated);
+    LongAccumulator rowsSeen = spark.sparkContext().longAccumulator("rows seen");
+    g.foreachPartition((Iterator<Row> it) -> it.forEachRemaining(r -> rowsSeen.add(1)));
+    assertEquals(2L * all.size(), rowsSeen.value());
+  }
+
+  @Test
+  void sqlOverATempViewWithLimitOrderByAndSubqueries() {
+    Dataset<Row> g = NpuGather.allGatherOnNpu(input());
+    g.createOrReplaceTempView("gathered");
+    List<Row> all = rankMajor(input());
+    assertEquals(all.subList(0, 4), spark.sql("SELECT * FROM gathered LIMIT 4").collectAsList());
+    assertEquals(List.of(RowFactory.create(999L), RowFactory.create(999L), RowFactory.create(998L)),
+        spark.sql("SELECT id FROM gathered ORDER BY id DESC LIMIT 3").collectAsList());
+    assertEquals(1000L, spark.sql("SELECT count(*) FROM gathered WHERE id IN "
+        + "(SELECT id FROM gathered WHERE source_rank = 1)").first().getLong(0));
+    assertEquals(2000L, spark.sql("SELECT count(*) FROM gathered g WHERE EXISTS "
+        + "(SELECT 1 FROM gathered h WHERE h.id = g.id AND h.source_rank = g.source_rank)")
+        .first().getLong(0));
+  }
+
+  @Test
+  void aSecondActionAReusedRddAndTwoConcurrentActionsGiveTheSameRows() throws Exception {
+    List<Row> expected = repeated(rankMajor(input()), 2);
+    Dataset<Row> g = NpuGather.allGatherOnNpu(input());
+    assertEquals(expected, g.collectAsList());
+    GatherMetrics metrics = NpuGather.lastMetrics();
+    long gatheredOnce = metrics.rowsGathered();
+    assertEquals(expected, g.collectAsList());
+    assertEquals(gatheredOnce, metrics.rowsGathered(), "the second action read the same gather");
+
+    JavaRDD<Row> rdd = g.javaRDD();
+    assertEquals(expected.size(), rdd.count());
+    assertEquals(expected, rdd.collect());
+    assertEquals(expected.size(), rdd.count());
+
+    CompletableFuture<List<Row>> first = CompletableFuture.supplyAsync(g::collectAsList);
+    CompletableFuture<List<Row>> second = CompletableFuture.supplyAsync(g::collectAsList);
+    assertEquals(expected, first.get(120, TimeUnit.SECONDS));
+    assertEquals(expected, second.get(120, TimeUnit.SECONDS));
+
+    // Once released, the next action runs the gather again, with the same answer.
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (GatherMemory.allocatedBytes() != 0 && System.nanoTime() < deadline) {
+      Thread.sleep(50);
+    }
+    assertEquals(0, GatherMemory.allocatedBytes(), "released after its jobs");
+    long before = metrics.rowsGathered();
+    assertEquals(expected, g.collectAsList());
+    assertEquals(expected, rdd.collect());
+    assertTrue(metrics.rowsGathered() > before, "gathered again after the release");
+  }
+
+  @Test
+  void globalSortCoalesceRepartitionUnionsAndJoinsOnBothSides() {
+    List<Row> all = rankMajor(input());
+    Dataset<Row> g = NpuGather.allGatherOnNpu(input());
+    assertEquals(sortedById(repeated(all, 2)),
+        g.orderBy(col("id"), col("source_rank")).collectAsList());
+    assertEquals(sortedById(repeated(all, 2)), g.sort("id", "source_rank").collectAsList());
+    assertEquals(2L * all.size(), g.coalesce(1).count());
+    assertEquals(repeated(all, 2), g.coalesce(1).collectAsList());
+    assertEquals(2L * all.size(), g.repartition(3).count());
+    assertEquals(4L * all.size(), g.union(g).count());
+    assertEquals(sortedById(repeated(all, 4)),
+        sortedById(g.unionByName(g).collectAsList()));
+    Dataset<Row> plain = input().withColumn("source_rank", lit(-1)).select("source_rank", "id",
+        "name");
+    assertEquals(3L * all.size(), g.union(plain).count());
+    Dataset<Row> some = spark.range(0, 1000, 100).toDF("id");
+    assertEquals(20L, g.join(some, "id").count());
+    assertEquals(20L, some.join(g, "id").count());
+    // Every (id, source_rank) stands twice on each side (once per output partition).
+    assertEquals(4L * all.size(), g.join(g.select("id", "source_rank"),
+        CollectionConverters.asScala(List.of("id", "source_rank")).toSeq()).count());
+  }
+
+  @Test
+  void adaptiveExecutionOffGivesTheSameAnswers() {
+    spark.conf().set("spark.sql.adaptive.enabled", "false");
+    List<Row> all = rankMajor(input());
+    Dataset<Row> g = NpuGather.allGatherOnNpu(input());
+    assertEquals(all.subList(0, 3), List.of((Row[]) g.take(3)));
+    assertEquals(sortedById(repeated(all, 2)),
+        g.orderBy(col("id"), col("source_rank")).collectAsList());
+    assertEquals(20L, g.join(spark.range(0, 1000, 100).toDF("id"), "id").count());
+    assertEquals(repeated(all, 2), g.coalesce(1).collectAsList());
+  }
+
+  @Test
+  void cachePersistCheckpointsAndParquetWritesKeepTheRows() {
+    List<Row> expected = repeated(rankMajor(input()), 2);
+    Dataset<Row> cached = NpuGather.allGatherOnNpu(input()).cache();
+    assertEquals(expected.size(), cached.count());
+    assertEquals(expected, cached.collectAsList());
+    cached.unpersist(true);
+    Dataset<Row> persisted = NpuGather.allGatherOnNpu(input()).persist(StorageLevel.DISK_ONLY());
+    assertEquals(expected, persisted.collectAsList());
+    assertEquals(expected, persisted.collectAsList());
+    persisted.unpersist(true);
+    assertEquals(expected, NpuGather.allGatherOnNpu(input()).localCheckpoint().collectAsList());
+    spark.sparkContext().setCheckpointDir(tmp.resolve("checkpoints").toString());
+    assertEquals(expected, NpuGather.allGatherOnNpu(input()).checkpoint().collectAsList());
+    String parquet = tmp.resolve("gathered.parquet").toString();
+    NpuGather.allGatherOnNpu(input()).coalesce(1).write().parquet(parquet);
+    Dataset<Row> back = spark.read().parquet(parquet);
+    assertEquals(1, back.javaRDD().getNumPartitions());
+    assertEquals(sortedById(expected),
+        sortedById(back.select("source_rank", "id", "name").collectAsList()));
+    String partitioned = tmp.resolve("gathered-by-rank.parquet").toString();
+    NpuGather.allGatherOnNpu(input()).write().partitionBy("source_rank").parquet(partitioned);
+    assertEquals(sortedById(expected), sortedById(spark.read().parquet(partitioned)
+        .select("source_rank", "id", "name").collectAsList()));
+  }
+
+  @Test
+  void explainRunsNoJobAndShowsTheGather() {
+    Dataset<Row> g = NpuGather.allGatherOnNpu(input()).filter("id > 10");
+    int jobs = JOBS.get();
+    String plan = g.queryExecution().explainString(
+        org.apache.spark.sql.execution.ExplainMode.fromString("formatted"));
+    g.explain();
+    assertTrue(plan.contains("NpuAllGather"), plan);
+    assertEquals(jobs, JOBS.get(), "explain ran a job");
+  }
+
+  @Test
+  void emptyAndDegenerateInputs() {
+    Dataset<Row> noPartitions = NpuGather.allGatherOnNpu(spark.range(0, 0, 1, 2).toDF());
+    assertEquals(0L, noPartitions.count());
+    assertTrue(noPartitions.isEmpty());
+    assertEquals(List.of(), noPartitions.collectAsList());
+    noPartitions.show();
+    Dataset<Row> nothing = NpuGather.allGatherOnNpu(spark.emptyDataFrame());
+    assertEquals(List.of("source_rank"), List.of(nothing.columns()));
+    assertEquals(0L, nothing.count());
+    Dataset<Row> allEmpty = NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF().filter("id < 0"));
+    assertEquals(2, allEmpty.javaRDD().getNumPartitions());
+    assertEquals(0L, allEmpty.count());
+    assertTrue(allEmpty.isEmpty());
+    assertEquals(List.of(), List.of((Row[]) allEmpty.take(1)));
+    Dataset<Row> one = spark.range(0, 10, 1, 1).toDF();
+    assertEquals(rankMajor(one), NpuGather.allGatherOnNpu(one).collectAsList());
+    Dataset<Row> many = spark.range(0, 100, 1, 8).toDF();
+    Dataset<Row> two = NpuGather.allGatherOnNpu(many, Map.of("npugather.rankSize", "2"));
+    assertEquals(2, two.javaRDD().getNumPartitions());
+    assertEquals(200L, two.count());
+    List<Long> ids = new ArrayList<>();
+    for (Row row : two.collectAsList()) {
+      ids.add(row.getLong(1));
+    }
+    ids.sort(null);
+    List<Long> twice = new ArrayList<>();
+    for (long id = 0; id < 100; id++) {
+      twice.add(id);
+      twice.add(id);
+    }
+    assertEquals(twice, ids);
+    IllegalStateException tooMany = assertThrows(IllegalStateException.class,
+        () -> NpuGather.allGatherOnNpu(many).count());
+    assertTrue(tooMany.getMessage().contains("npugather.rankSize"), tooMany.getMessage());
+  }
+
+  @Test
+  void twoGathersThatTogetherNeedMoreSlotsThanTheClusterHasRunOneAfterAnother() {
+    int slots = spark.sparkContext().defaultParallelism();
+    Dataset<Row> a = spark.range(0, 100, 1, slots).toDF();
+    Dataset<Row> b = spark.range(100, 300, 1, slots).toDF();
+    Dataset<Row> ga = NpuGather.allGatherOnNpu(a);
+    Dataset<Row> gb = NpuGather.allGatherOnNpu(b);
+    assertEquals(slots * 300L, ga.union(gb).count());
+    assertEquals(slots * 100L * slots, ga.join(ga.select(col("id").as("other")),
+        col("id").equalTo(col("other"))).count());
+    assertEquals(0L, ga.join(gb, "id").count());
+  }
+
+  @Test
+  void aGatherThatFailsIsNotRunAgainUnlessRetryable() {
+    Dataset<Row> df = spark.range(0, 100, 1, 2).toDF();
+    AllGatherOptions failing = AllGatherOptions.defaults().withInjectFailure("1");
+    Exception e = assertThrows(Exception.class,
+        () -> NpuGather.allGatherOnNpu(df, failing).collectAsList());
+    String messages = messages(e);
+    assertTrue(messages.contains("npugather.retryable is false") && (messages.contains(
+        "failure injected") || messages.contains("aborted its communicator")), messages);
+    AllGatherOptions onceFailing = AllGatherOptions.defaults().withRetryable(true)
+        .withInjectFailure("1:0");
+    assertEquals(repeated(rankMajor(df), 2),
+        NpuGather.allGatherOnNpu(df, onceFailing).collectAsList());
+  }
+
+  private static String messages(Throwable e) {
+    StringBuilder all = new StringBuilder();
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      all.append(t.getMessage()).append(" | ");
+    }
+    return all.toString();
+  }
+}
