@@ -18,7 +18,7 @@ _GATEWAY_ENV = "PYSPARK_GATEWAY_PORT"
 # (group path, artifact, version) in a Maven repository: the connector, its native bridge
 # (which carries the JNI library) and JavaCPP. Arrow and Spark come with Spark.
 _ARTIFACTS = (
-    ("io/npugather", "npugather-connector", CONNECTOR_VERSION),
+    ("io/npugather", "npugather-spark_2.13", CONNECTOR_VERSION),
     ("io/npugather", "npugather-native", CONNECTOR_VERSION),
     ("org/bytedeco", "javacpp", JAVACPP_VERSION),
 )

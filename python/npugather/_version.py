@@ -3,5 +3,5 @@ checks that they agree)."""
 
 __version__ = "0.1.0"
 CONNECTOR_VERSION = "0.1.0-SNAPSHOT"
-JAVACPP_VERSION = "1.5.12"
+JAVACPP_VERSION = "1.5.14"
 SPARK_VERSION = "4.2.0"

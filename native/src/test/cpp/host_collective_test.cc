@@ -914,10 +914,25 @@ const TestCase kTests[] = {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
+  // Arguments: [FILTER] [--skip=NAME...]; runs the tests whose name contains FILTER and none of
+  // the skipped names (an emulator without a syscall a test needs skips that test).
+  const char* filter = nullptr;
+  std::vector<std::string> skipped;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--skip=", 0) == 0) {
+      skipped.push_back(arg.substr(7));
+    } else {
+      filter = argv[i];
+    }
+  }
   int passed = 0;
   int failed = 0;
   for (const TestCase& t : kTests) {
-    if (argc > 1 && !contains(t.name, argv[1])) continue;
+    if (filter != nullptr && !contains(t.name, filter)) continue;
+    bool skip = false;
+    for (const std::string& name : skipped) skip = skip || contains(t.name, name);
+    if (skip) continue;
     auto t0 = Clock::now();
     try {
       t.fn();

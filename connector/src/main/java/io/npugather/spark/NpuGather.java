@@ -101,6 +101,8 @@ public final class NpuGather {
    * <p>Memory: each task allocates from one child allocator ({@link GatherMemory}) and releases
    * all of it, {@code gathered} included, before it ends. When {@code options.rankSize()} is set
    * and differs from the number of partitions, the input is repartitioned (round-robin) first.
+   * A rank that fails fails the job: Spark throws its {@code SparkException}, whose cause is the
+   * rank's error.
    *
    * @param columns the columns forming x, at least one
    * @param options backend, timeout, root rank, ... ({@code sourceRankColumn} and
@@ -110,7 +112,6 @@ public final class NpuGather {
    * @return the results, element r from rank r (unmodifiable)
    * @throws IllegalArgumentException when a column is missing or of another type, or the wire
    *     dtype is not a float type
-   * @throws org.apache.spark.SparkException when a rank fails (its error is the cause)
    */
   @SuppressWarnings("unchecked")
   public static <T> List<T> onRanks(Dataset<Row> df, List<String> columns,

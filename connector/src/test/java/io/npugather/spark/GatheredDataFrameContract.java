@@ -72,13 +72,8 @@ abstract class GatheredDataFrameContract {
   }
 
   @AfterEach
-  void everyOutputReleasedAndNoArrowByteLeft() throws Exception {
-    // Released a moment (spark.npugather.output.releaseDelay) after the last job that read it.
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (GatherMemory.allocatedBytes() != 0 && System.nanoTime() < deadline) {
-      Thread.sleep(50);
-    }
-    assertEquals(0, GatherMemory.allocatedBytes(), "Arrow bytes outstanding");
+  void everyOutputReleasedAndNoArrowByteLeft() {
+    NpuGatherTest.awaitArrowReleased();
   }
 
   /** 1000 ids in 2 partitions with a string beside them. */
@@ -173,11 +168,7 @@ abstract class GatheredDataFrameContract {
       assertEquals(expected, g.collectAsList());
       assertEquals(expected, g.javaRDD().collect());
       assertEquals(gatheredOnce, metrics.rowsGathered(), "the later actions read the same gather");
-      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-      while (GatherMemory.allocatedBytes() != 0 && System.nanoTime() < deadline) {
-        Thread.sleep(50);
-      }
-      assertEquals(0, GatherMemory.allocatedBytes(), "released after the delay");
+      NpuGatherTest.awaitArrowReleased(); // after the delay
       assertEquals(expected, g.collectAsList());
       assertTrue(metrics.rowsGathered() > gatheredOnce, "gathered again after the release");
     } finally {

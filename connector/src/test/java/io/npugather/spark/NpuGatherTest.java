@@ -52,14 +52,27 @@ class NpuGatherTest {
     spark.stop();
   }
 
-  @AfterEach
-  void nothingLeftInArrowOrSharedMemory() throws Exception {
-    // Tasks killed by a failed stage release their memory when they end, shortly after the job.
+  /**
+   * Waits up to 30 s until the tasks' Arrow memory is all released: a gather's output is released
+   * just after the last job that read it ends, and tasks killed by a failed stage release theirs
+   * when they end, shortly after the job.
+   */
+  static void awaitArrowReleased() {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
     while (GatherMemory.allocatedBytes() != 0 && System.nanoTime() < deadline) {
-      Thread.sleep(50);
+      try {
+        Thread.sleep(20);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        break;
+      }
     }
     assertEquals(0, GatherMemory.allocatedBytes(), "Arrow bytes outstanding");
+  }
+
+  @AfterEach
+  void nothingLeftInArrowOrSharedMemory() throws Exception {
+    awaitArrowReleased();
     try (var files = java.nio.file.Files.list(java.nio.file.Path.of("/dev/shm"))) {
       assertEquals(List.of(), files.map(p -> p.getFileName().toString())
           .filter(n -> n.startsWith("npugather.") && n.contains(".npg-")).toList());
@@ -307,6 +320,7 @@ class NpuGatherTest {
       first.count();
       second.count();
       NpuGather.allGatherOnNpu(first).foreach(row -> { });
+      awaitArrowReleased(); // the first gather's output goes back to the cache
       long reusedBefore = GatherMemory.cache().stats().reused();
       Dataset<Row> out = NpuGather.allGatherOnNpu(second);
 

@@ -25,7 +25,14 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.SplittableRandom;
+import io.npugather.spark.ClusterCheck;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkException;
 import org.apache.spark.TaskContext;
+import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.network.util.JavaUtils;
 import org.apache.spark.sql.Dataset;
@@ -102,6 +109,7 @@ public final class FeatureSharding {
     String backend = "host";
     int ranks;
     Duration timeout = Duration.ofSeconds(120);
+    boolean keep;
     boolean help;
   }
 
@@ -121,8 +129,10 @@ public final class FeatureSharding {
       "  job:",
       "    --top-k K            recommendations per query (default 10)",
       "    --output DIR         where generated data and recommendations go (default: a new temp dir)",
+      "    --keep               keep the generated data (removed after the run otherwise)",
       "    --master URL         Spark master (default: spark-submit's --master, else local[*])",
-      "    --ranks N            ranks = shards (default: the cluster's cores, one rank per core)",
+      "    --ranks N            ranks = shards, at most the cluster's task slots (default: one rank per",
+      "                         slot)",
       "    --backend B          host, hccl or lccl (default host)",
       "    --timeout T          bound of every wait of the gather (default 120s)",
       "    --check N            queries checked against plain Spark (default 20; 0 skips the check)",
@@ -130,25 +140,35 @@ public final class FeatureSharding {
       "  bin/npugather-example --demo [--ranks N --rows N --features N]");
 
   public static void main(String[] args) throws Exception {
+    System.exit(runCommandLine(args));
+  }
+
+  /**
+   * The command line: 0 when the run passed, 1 when its check failed, 2 on a bad option, path or
+   * rank count, which is one line on stderr ("error: ..."), never a stack trace.
+   */
+  static int runCommandLine(String... args) throws Exception {
     if (args.length > 0 && args[0].equals("--demo")) {
       AllGatherDemo.main(Arrays.copyOfRange(args, 1, args.length));
-      return;
+      return 0;
     }
-    Options options;
     try {
-      options = parse(args);
-    } catch (IllegalArgumentException e) {
-      System.err.println("error: " + e.getMessage());
-      System.err.println(USAGE);
-      System.exit(2);
-      return;
+      Options options = parse(args);
+      if (options.help) {
+        System.out.println(USAGE);
+        return 0;
+      }
+      return run(options).passed() ? 0 : 1;
+    } catch (IllegalArgumentException | IOException e) {
+      System.err.println("error: " + firstLine(e.getMessage()) + " (--help lists the options)");
+      return 2;
     }
-    if (options.help) {
-      System.out.println(USAGE);
-      return;
-    }
-    Result result = run(options);
-    System.exit(result.passed() ? 0 : 1);
+  }
+
+  private static String firstLine(String message) {
+    String text = message == null ? "" : message.strip();
+    int newline = text.indexOf('\n');
+    return newline < 0 ? text : text.substring(0, newline);
   }
 
   /** Runs the job with command-line arguments; see {@link #USAGE}. */
@@ -162,6 +182,10 @@ public final class FeatureSharding {
       String option = args[i];
       if (option.equals("--help") || option.equals("-h")) {
         o.help = true;
+        continue;
+      }
+      if (option.equals("--keep")) {
+        o.keep = true;
         continue;
       }
       if (i + 1 >= args.length) {
@@ -227,16 +251,23 @@ public final class FeatureSharding {
   }
 
   static Result run(Options o) throws IOException {
+    // Checked before Spark starts, so a mistake costs neither start-up nor generated data.
+    Configuration hadoop = new Configuration();
+    if (o.itemsPath != null) {
+      requireExists(hadoop, "--items-path", o.itemsPath);
+      requireExists(hadoop, "--queries-path", o.queriesPath);
+    }
+    String master = o.master != null ? o.master
+        : System.getProperty("spark.master", "local[*]"); // local[*]: not launched by spark-submit
+    int localSlots = localSlots(master);
+    if (o.ranks > 0 && localSlots > 0 && o.ranks > localSlots) {
+      throw new IllegalArgumentException(tooManyRanks(o.ranks, localSlots, master));
+    }
     Path output = o.output != null ? Path.of(o.output).toAbsolutePath()
         : Files.createTempDirectory("npugather-feature-sharding-");
-    SparkSession.Builder builder = SparkSession.builder();
-    if (o.master != null) {
-      builder.master(o.master);
-    } else if (System.getProperty("spark.master") == null) {
-      builder.master("local[*]"); // not launched by spark-submit
-    }
-    SparkSession spark = builder.appName("FeatureSharding")
+    SparkSession spark = SparkSession.builder().master(master).appName("FeatureSharding")
         .config("spark.ui.enabled", "false")
+        .config("spark.log.level", "WARN")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate();
     try {
@@ -244,6 +275,43 @@ public final class FeatureSharding {
       return run(spark, o, output);
     } finally {
       spark.stop();
+    }
+  }
+
+  private static void requireExists(Configuration hadoop, String option, String path) throws IOException {
+    org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(path);
+    if (!p.getFileSystem(hadoop).exists(p)) {
+      throw new IllegalArgumentException(option + " = '" + path + "': no such file or directory");
+    }
+  }
+
+  /** Task slots of a local master (local, local[N], local[*], local[N,F]); 0 for a cluster. */
+  static int localSlots(String master) {
+    Matcher m = Pattern.compile("local(?:\\[(\\d+|\\*)(?:,\\d+)?\\])?").matcher(master.trim());
+    if (!m.matches()) {
+      return 0;
+    }
+    String n = m.group(1);
+    return n == null ? 1 : n.equals("*") ? Runtime.getRuntime().availableProcessors() : Integer.parseInt(n);
+  }
+
+  static String tooManyRanks(int ranks, int slots, String cluster) {
+    return "--ranks = " + ranks + ", but " + cluster + " runs at most " + slots + " tasks at once and every"
+        + " rank needs a slot of its own (barrier mode); pass --ranks " + slots + " or fewer, or a --master"
+        + " with more cores";
+  }
+
+  /** A cluster's slots, counted as allGatherOnNpu counts them, before any data is generated. */
+  private static void requireSlots(SparkSession spark, int ranks) {
+    SparkContext sc = spark.sparkContext();
+    try {
+      ClusterCheck.requireBarrierSlots(sc, ranks);
+    } catch (IllegalStateException e) {
+      int slots = sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile());
+      if (slots < ranks) {
+        throw new IllegalArgumentException(tooManyRanks(ranks, slots, sc.master()), e);
+      }
+      throw new IllegalArgumentException(e.getMessage(), e);
     }
   }
 
@@ -264,11 +332,37 @@ public final class FeatureSharding {
   private static Result run(SparkSession spark, Options o, Path output) {
     stageStart = 0;
     int ranks = o.ranks > 0 ? o.ranks : spark.sparkContext().defaultParallelism();
-    String itemsPath = o.itemsPath;
-    String queriesPath = o.queriesPath;
-    if (itemsPath == null) {
-      itemsPath = output.resolve("items").toString();
-      queriesPath = output.resolve("queries").toString();
+    requireSlots(spark, ranks);
+    if (o.itemsPath != null) {
+      return run(spark, o, output, ranks, o.itemsPath, o.queriesPath);
+    }
+    String itemsPath = output.resolve("items").toString();
+    String queriesPath = output.resolve("queries").toString();
+    try {
+      return run(spark, o, output, ranks, itemsPath, queriesPath);
+    } finally {
+      if (o.keep) {
+        System.out.printf("generated data kept: %s, %s%n", itemsPath, queriesPath);
+      } else {
+        remove(spark, itemsPath);
+        remove(spark, queriesPath);
+        System.out.println("generated data removed (--keep keeps it)");
+      }
+    }
+  }
+
+  private static void remove(SparkSession spark, String path) {
+    org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(path);
+    try {
+      p.getFileSystem(spark.sparkContext().hadoopConfiguration()).delete(p, true);
+    } catch (IOException e) {
+      System.err.println("could not remove " + path + ": " + e.getMessage());
+    }
+  }
+
+  private static Result run(SparkSession spark, Options o, Path output, int ranks, String itemsPath,
+      String queriesPath) {
+    if (o.itemsPath == null) {
       stage("[1/4] generating %d items x %d dims and %d queries"
           + " (seed %d) -> %s%n", o.items, o.dim, o.queries, o.seed, output);
       generate(spark, o.items, o.dim, o.seed, ranks).write().mode(SaveMode.Overwrite)
@@ -280,8 +374,8 @@ public final class FeatureSharding {
           itemsPath, queriesPath);
     }
 
-    Dataset<Row> items = spark.read().parquet(itemsPath).select("id", "embedding");
-    Dataset<Row> queries = spark.read().parquet(queriesPath).select("id", "embedding");
+    Dataset<Row> items = readParquet(spark, "--items-path", itemsPath);
+    Dataset<Row> queries = readParquet(spark, "--queries-path", queriesPath);
     checkSchema(items, itemsPath);
     checkSchema(queries, queriesPath);
     long itemCount = items.count();
@@ -385,6 +479,20 @@ public final class FeatureSharding {
       return RowFactory.create(id, embedding);
     });
     return spark.createDataFrame(rows, schema);
+  }
+
+  /** The (id, embedding) columns of a Parquet path; Spark's analysis errors name the option. */
+  private static Dataset<Row> readParquet(SparkSession spark, String option, String path) {
+    try {
+      return spark.read().parquet(path).select("id", "embedding");
+    } catch (Exception e) {
+      // Thrown undeclared by Scala: AnalysisException (a missing column), SparkException (a file
+      // that is not Parquet, found when the schema is read).
+      if (e instanceof AnalysisException || e instanceof SparkException) {
+        throw new IllegalArgumentException(option + " = '" + path + "': " + e.getMessage(), e);
+      }
+      throw e;
+    }
   }
 
   private static void checkSchema(Dataset<Row> df, String path) {

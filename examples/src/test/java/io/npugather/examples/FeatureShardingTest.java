@@ -1,11 +1,16 @@
 package io.npugather.examples;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.examples.FeatureSharding.FlatTable;
 import io.npugather.examples.FeatureSharding.Heap;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -26,6 +31,9 @@ class FeatureShardingTest {
     assertTrue(result.checkPassed(), result.matchingQueries() + "/20 queries match");
     assertEquals(50L * 5, result.recommendationRows());
     assertTrue(result.passed());
+    // The generated input is removed (no --keep); the recommendations stay.
+    assertFalse(Files.exists(output.resolve("items")), "generated items left behind");
+    assertFalse(Files.exists(output.resolve("queries")), "generated queries left behind");
 
     // The output as a user reads it: every query once per rank 1..k, best first.
     SparkSession spark = SparkSession.builder().master("local[1]")
@@ -106,6 +114,69 @@ class FeatureShardingTest {
     e = assertThrows(IllegalArgumentException.class,
         () -> FeatureSharding.parse(new String[] {"--top-k", "0"}));
     assertTrue(e.getMessage().contains("--top-k"), e.getMessage());
+  }
+
+  /** Runs the command line, returning {exit code, stdout, stderr}. */
+  private static Object[] commandLine(String... args) throws Exception {
+    PrintStream out = System.out;
+    PrintStream err = System.err;
+    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+    int code;
+    try {
+      System.setOut(new PrintStream(stdout, true, StandardCharsets.UTF_8));
+      System.setErr(new PrintStream(stderr, true, StandardCharsets.UTF_8));
+      code = FeatureSharding.runCommandLine(args);
+    } finally {
+      System.setOut(out);
+      System.setErr(err);
+    }
+    return new Object[] {code, stdout.toString(StandardCharsets.UTF_8), stderr.toString(StandardCharsets.UTF_8)};
+  }
+
+  private static void assertOneErrorLine(Object[] run, String expected) {
+    assertEquals(2, run[0], "exit code; stderr: " + run[2]);
+    String stderr = (String) run[2];
+    assertEquals(1, stderr.strip().lines().count(), "not one line:\n" + stderr);
+    assertTrue(stderr.startsWith("error: ") && stderr.contains(expected), stderr);
+    assertFalse(stderr.contains("Exception") || stderr.contains("\tat "), stderr);
+  }
+
+  @Test
+  void moreRanksThanTheMastersSlotsFailBeforeAnyDataIsGeneratedNamingTheFlag(@TempDir Path output)
+      throws Exception {
+    Object[] run = commandLine("--master", "local[2]", "--ranks", "3", "--output", output.toString());
+    assertOneErrorLine(run, "--ranks = 3, but local[2] runs at most 2 tasks at once");
+    assertTrue(((String) run[2]).contains("pass --ranks 2 or fewer"), (String) run[2]);
+    try (var files = Files.list(output)) {
+      assertEquals(0, files.count(), "data generated before the check");
+    }
+    assertEquals(1, FeatureSharding.localSlots("local"));
+    assertEquals(4, FeatureSharding.localSlots("local[4]"));
+    assertEquals(3, FeatureSharding.localSlots("local[3,2]"));
+    assertEquals(Runtime.getRuntime().availableProcessors(), FeatureSharding.localSlots("local[*]"));
+    assertEquals(0, FeatureSharding.localSlots("spark://host:7077"));
+  }
+
+  @Test
+  void badPathOrOptionIsOneLineWithoutStackTrace(@TempDir Path dir) throws Exception {
+    assertOneErrorLine(commandLine("--items-path", dir.resolve("nope").toString(), "--queries-path",
+        dir.toString()), "--items-path = '" + dir.resolve("nope") + "': no such file or directory");
+    assertOneErrorLine(commandLine("--ranks", "two"), "--ranks = 'two'; allowed: an integer");
+    assertOneErrorLine(commandLine("--colour", "red"), "unknown option '--colour'");
+  }
+
+  @Test
+  void keepKeepsTheGeneratedDataAndTheOutputHasNoTerminalControlCodes(@TempDir Path output) throws Exception {
+    Object[] run = commandLine("--master", "local[2]", "--items", "300", "--dim", "4", "--queries", "10",
+        "--top-k", "3", "--check", "5", "--keep", "--output", output.toString());
+    String stdout = (String) run[1];
+    assertEquals(0, run[0], stdout + run[2]);
+    assertTrue(Files.isDirectory(output.resolve("items")) && Files.isDirectory(output.resolve("queries")));
+    assertTrue(stdout.contains("generated data kept"), stdout);
+    assertTrue(stdout.contains("check: 5/5 queries match plain Spark"), stdout);
+    assertTrue(stdout.chars().noneMatch(c -> c < 0x20 && c != '\n'),
+        "control characters (escape codes, carriage returns) in the output:\n" + stdout);
   }
 
   private static List<org.apache.spark.sql.catalyst.InternalRow> rows(

@@ -24,7 +24,7 @@ import org.junit.jupiter.api.Test;
  * of its recommendations against plain Spark SQL and exits non-zero on a mismatch.
  */
 class FeatureShardingSubmittedToClusterTest {
-  private static final Duration JOB_TIMEOUT = Duration.ofMinutes(4);
+  static final Duration JOB_TIMEOUT = Duration.ofMinutes(4);
 
   /** Closed after the class's last test, whatever happened. */
   @AutoClose
@@ -42,23 +42,9 @@ class FeatureShardingSubmittedToClusterTest {
       Path work = cluster.logDirectory().resolve("job");
       Files.createDirectories(work);
       Path output = work.resolve("output");
-      Path log = work.resolve("driver.log");
-      List<String> command = submitCommand(cluster.jarOf(FeatureSharding.class), List.of(
-          "--ranks", "2", "--items", "4000", "--dim", "24", "--queries", "300", "--top-k", "5",
-          "--check", "30", "--seed", "17", "--output", output.toString()));
-      ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
-          .redirectOutput(log.toFile()).directory(work.toFile());
-      builder.environment().keySet().removeIf(k -> k.startsWith("SPARK_"));
-      builder.environment().putAll(Map.of("SPARK_HOME", cluster.sparkHome().toString(),
-          "SPARK_SCALA_VERSION", "2.13", "SPARK_LOCAL_IP", cluster.driverAddress()));
-      Process driver = builder.start();
-      boolean ended = driver.waitFor(JOB_TIMEOUT.toSeconds(), TimeUnit.SECONDS);
-      if (!ended) {
-        driver.destroyForcibly().waitFor(30, TimeUnit.SECONDS);
-      }
-      String out = Files.readString(log, StandardCharsets.UTF_8);
-      assertTrue(ended, "the job did not end within " + JOB_TIMEOUT + ":\n" + out);
-      assertEquals(0, driver.exitValue(), "exit code of the job:\n" + out);
+      String out = runJob(cluster, work, submitCommand(cluster, List.of(), cluster.jarOf(FeatureSharding.class),
+          List.of("--ranks", "2", "--items", "4000", "--dim", "24", "--queries", "300", "--top-k", "5",
+              "--check", "30", "--seed", "17", "--output", output.toString())));
       assertTrue(out.contains("check: 30/30 queries match plain Spark"), out);
       assertTrue(out.contains("recommendations     1500 rows (300 queries x top-5)"), out);
       assertTrue(out.contains("master " + cluster.masterUrl()), "not on the cluster:\n" + out);
@@ -76,8 +62,34 @@ class FeatureShardingSubmittedToClusterTest {
     });
   }
 
-  /** SparkSubmit in client mode, in a JVM of its own that runs from the cluster's Spark home. */
-  private static List<String> submitCommand(Path jar, List<String> jobArgs) {
+  /**
+   * Runs a SparkSubmit command (see {@link #submitCommand}) from {@code work}, its output in
+   * {@code work/driver.log}; asserts it ends in time with exit code 0 and returns the output.
+   */
+  static String runJob(SparkCluster cluster, Path work, List<String> command) throws Exception {
+    Path log = work.resolve("driver.log");
+    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
+        .redirectOutput(log.toFile()).directory(work.toFile());
+    builder.environment().keySet().removeIf(k -> k.startsWith("SPARK_"));
+    builder.environment().putAll(Map.of("SPARK_HOME", cluster.sparkHome().toString(),
+        "SPARK_SCALA_VERSION", "2.13", "SPARK_LOCAL_IP", cluster.driverAddress()));
+    Process driver = builder.start();
+    boolean ended = driver.waitFor(JOB_TIMEOUT.toSeconds(), TimeUnit.SECONDS);
+    if (!ended) {
+      driver.destroyForcibly().waitFor(30, TimeUnit.SECONDS);
+    }
+    String out = Files.readString(log, StandardCharsets.UTF_8);
+    assertTrue(ended, "the job did not end within " + JOB_TIMEOUT + ":\n" + out);
+    assertEquals(0, driver.exitValue(), "exit code of the job:\n" + out);
+    return out;
+  }
+
+  /**
+   * SparkSubmit in client mode, in a JVM of its own that runs from the cluster's Spark home:
+   * {@code submitOptions} (e.g. {@code --packages}) go before the application jar.
+   */
+  static List<String> submitCommand(SparkCluster cluster, List<String> submitOptions, Path jar,
+      List<String> jobArgs) {
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     command.addAll(Arrays.asList(SparkCluster.jvmOpens().split("\\s+")));
@@ -88,8 +100,9 @@ class FeatureShardingSubmittedToClusterTest {
         "--total-executor-cores", "2", "--executor-cores", "1", "--executor-memory", "1g",
         "--conf", "spark.driver.host=" + cluster.driverAddress(),
         "--conf", "spark.executor.extraJavaOptions=" + SparkCluster.jvmOpens()
-            + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        jar.toString()));
+            + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"));
+    command.addAll(submitOptions);
+    command.add(jar.toString());
     command.addAll(jobArgs);
     return command;
   }

@@ -82,6 +82,7 @@ public final class SparkCluster implements AutoCloseable {
     private IntFunction<Map<String, String>> workerConf = i -> Map.of();
     private Map<String, String> workerEnv = Map.of();
     private boolean driver = true;
+    private boolean sparkJarsOnly;
 
     private Builder(String appName) {
       this.appName = appName;
@@ -124,6 +125,17 @@ public final class SparkCluster implements AutoCloseable {
      * {@link #spark()} is then unavailable.
      */
     public Builder withoutDriver() {
+      this.driver = false;
+      return this;
+    }
+
+    /**
+     * The Spark home's {@code jars/} without this project's classes and jars and without
+     * JavaCPP: a Spark distribution as a user has it, to which a job brings NpuGather itself
+     * ({@code --packages} or {@code --jars}). Implies {@link #withoutDriver()}.
+     */
+    public Builder sparkJarsOnly() {
+      this.sparkJarsOnly = true;
       this.driver = false;
       return this;
     }
@@ -182,7 +194,7 @@ public final class SparkCluster implements AutoCloseable {
     try {
       removeClustersOfGoneJvms();
       home = Files.createTempDirectory(HOME_PREFIX + ProcessHandle.current().pid() + "-");
-      Map<Path, Path> jars = prepareSparkHome(home);
+      Map<Path, Path> jars = prepareSparkHome(home, b.sparkJarsOnly);
       Path logDir = Path.of("target", "spark-cluster", b.appName).toAbsolutePath();
       deleteQuietly(logDir);
       Files.createDirectories(logDir);
@@ -699,7 +711,7 @@ public final class SparkCluster implements AutoCloseable {
    * which a concurrent build may rewrite while executors start) made into jars, so an executor
    * started late (a replacement) loads exactly what the first ones loaded.
    */
-  private static Map<Path, Path> prepareSparkHome(Path home) throws IOException {
+  private static Map<Path, Path> prepareSparkHome(Path home, boolean sparkJarsOnly) throws IOException {
     Path jars = Files.createDirectories(home.resolve("jars"));
     Files.createDirectories(home.resolve("launcher/target/scala-2.13"));
     Path conf = Files.createDirectories(home.resolve("conf"));
@@ -717,6 +729,9 @@ public final class SparkCluster implements AutoCloseable {
         continue;
       }
       Path path = Path.of(entry).toAbsolutePath().normalize();
+      if (sparkJarsOnly && isProjectOrJavaCpp(path)) {
+        continue;
+      }
       // Numbered: two entries of the classpath may share a file name.
       String name = String.format("%03d-%s", n++, path.getFileName());
       if (Files.isDirectory(path)) {
@@ -737,6 +752,12 @@ public final class SparkCluster implements AutoCloseable {
       throw new IllegalStateException("no jar on the test classpath: " + testClasspath());
     }
     return jarsByEntry;
+  }
+
+  /** This project's class directories and jars, and JavaCPP's jar. */
+  private static boolean isProjectOrJavaCpp(Path path) {
+    String name = path.getFileName().toString();
+    return Files.isDirectory(path) || name.startsWith("npugather-") || name.startsWith("javacpp-");
   }
 
   /** A jar of every file under {@code dir}. */

@@ -21,7 +21,7 @@ class NativeCoreCppTest {
   private static final Path MODULE = Path.of(System.getProperty("user.dir"));
   private static final Path CORE_ARCHIVE = MODULE.resolve("target/native/libnpugather_core.a");
 
-  private static String run(List<String> command, long timeoutSeconds) throws Exception {
+  static String run(List<String> command, long timeoutSeconds) throws Exception {
     Path log = Files.createTempFile("npugather-native-test", ".log");
     try {
       Process process = new ProcessBuilder(command).directory(MODULE.toFile())
@@ -40,7 +40,7 @@ class NativeCoreCppTest {
     }
   }
 
-  private static void assertAllPassed(String output) {
+  static void assertAllPassed(String output) {
     String[] lines = output.strip().split("\n");
     String last = lines[lines.length - 1].strip();
     assertTrue(last.matches("\\d+ passed, 0 failed"), "last line: " + last);
