@@ -130,9 +130,20 @@ void test_every_rank_runs_with_the_hccl_timeouts_of_the_root() {
       std::vector<char*> envp;
       for (std::string& e : env) envp.push_back(&e[0]);
       envp.push_back(nullptr);
-      const char* args[] = {"hccl_over_simulated_cann_test", "timeout-rank", kinds[i], "2", file.c_str(),
-                            i == 2 ? "refused" : "joins", nullptr};
-      execve("/proc/self/exe", const_cast<char**>(args), envp.data());
+      // Under a user-mode emulator (NPUGATHER_TEST_EMULATOR, e.g. qemu-aarch64) this program
+      // cannot exec itself: the emulator runs it again.
+      const char* emulator = getenv("NPUGATHER_TEST_EMULATOR");
+      char self[4096];
+      ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+      if (n <= 0) _exit(126);
+      self[n] = '\0';
+      std::vector<const char*> args;
+      if (emulator != nullptr && *emulator != '\0') args.push_back(emulator);
+      for (const char* a : {static_cast<const char*>(self), "timeout-rank", kinds[i], "2", file.c_str(),
+                            i == 2 ? "refused" : "joins"})
+        args.push_back(a);
+      args.push_back(nullptr);
+      execve(args[0], const_cast<char**>(args.data()), envp.data());
       _exit(127);
     }
     pids.push_back(pid);

@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -61,7 +62,9 @@ class LinuxArm64UnderQemuTest {
       Path binary = out.resolve(program);
       NativeCoreCppTest.run(LinuxArm64.compileCommand(
           MODULE.resolve("src/test/cpp/fake_cann/" + program + ".cc"), binary, "-O0", false), 300);
-      SimulatedCann.run(List.of(qemu, binary.toString(), "full"), out.resolve("lib64"), false);
+      // A test that starts ranks as fresh processes runs them under the emulator too.
+      SimulatedCann.run(List.of(qemu, binary.toString(), "full"), out.resolve("lib64"), false,
+          Map.of("NPUGATHER_TEST_EMULATOR", qemu));
     }
   }
 

@@ -83,6 +83,12 @@ final class SimulatedCann {
    * (N > 0) and returns its output.
    */
   static String run(List<String> command, Path libDir, boolean clearLoaderPath) throws Exception {
+    return run(command, libDir, clearLoaderPath, Map.of());
+  }
+
+  /** {@link #run(List, Path, boolean)} with {@code extraEnv} set for the program. */
+  static String run(List<String> command, Path libDir, boolean clearLoaderPath,
+      Map<String, String> extraEnv) throws Exception {
     Path log = Files.createTempFile("npugather-simulated-cann", ".log");
     try {
       ProcessBuilder builder = new ProcessBuilder(command).directory(MODULE.toFile())
@@ -94,6 +100,7 @@ final class SimulatedCann {
         env.remove("LD_LIBRARY_PATH");
       }
       env.put("NPUGATHER_CANN_LIB_DIR", libDir.toString());
+      env.putAll(extraEnv);
       Process process = builder.start();
       boolean finished = process.waitFor(120, TimeUnit.SECONDS);
       if (!finished) {
