@@ -9,7 +9,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -30,26 +29,7 @@ class AllGatherPerfOverSimulatedCannTest {
   private static String run(Map<String, String> extraEnv, String... args) throws Exception {
     List<String> command = new ArrayList<>(List.of("bash", SCRIPT.toString()));
     command.addAll(List.of(args));
-    Path log = Files.createTempFile("allgather-perf", ".log");
-    try {
-      ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
-      Map<String, String> env = builder.environment();
-      env.keySet().removeIf(k -> k.startsWith("ASCEND_") || k.startsWith("HCCL_")
-          || k.startsWith("NPUGATHER_") || k.startsWith("ATB_") || k.startsWith("LCAL_"));
-      env.putAll(extraEnv);
-      Process process = builder.start();
-      boolean finished = process.waitFor(300, TimeUnit.SECONDS);
-      if (!finished) {
-        process.destroyForcibly().waitFor();
-      }
-      String output = Files.readString(log, StandardCharsets.UTF_8);
-      System.out.println(output);
-      assertTrue(finished, "timed out: " + command);
-      assertEquals(0, process.exitValue(), "exit code of " + command + "\n" + output);
-      return output;
-    } finally {
-      Files.deleteIfExists(log);
-    }
+    return SimulatedCann.runWithoutCann(command, extraEnv, false, 300);
   }
 
   /** The rows of the table: 5 sizes from 4 KiB to 64 KiB, each with 0 wrong bytes. */

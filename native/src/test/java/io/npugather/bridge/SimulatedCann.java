@@ -9,6 +9,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -89,20 +90,35 @@ final class SimulatedCann {
   /** {@link #run(List, Path, boolean)} with {@code extraEnv} set for the program. */
   static String run(List<String> command, Path libDir, boolean clearLoaderPath,
       Map<String, String> extraEnv) throws Exception {
+    Map<String, String> env = new HashMap<>(extraEnv);
+    env.put("NPUGATHER_CANN_LIB_DIR", libDir.toString());
+    String output = runWithoutCann(command, env, clearLoaderPath, 120);
+    String[] lines = output.strip().split("\n");
+    String last = lines[lines.length - 1].strip();
+    assertTrue(last.matches("[1-9]\\d* passed, 0 failed"), "last line: " + last);
+    return output;
+  }
+
+  /**
+   * Runs {@code command} in the module's folder with none of CANN's, HCCL's, LCAL's, ATB's or
+   * this project's environment variables but {@code env}; asserts it exits 0 within {@code
+   * timeoutSeconds} and returns its output.
+   */
+  static String runWithoutCann(List<String> command, Map<String, String> env,
+      boolean clearLoaderPath, long timeoutSeconds) throws Exception {
     Path log = Files.createTempFile("npugather-simulated-cann", ".log");
     try {
       ProcessBuilder builder = new ProcessBuilder(command).directory(MODULE.toFile())
           .redirectErrorStream(true).redirectOutput(log.toFile());
-      Map<String, String> env = builder.environment();
-      env.keySet().removeIf(k -> k.startsWith("ASCEND_") || k.startsWith("HCCL_")
+      Map<String, String> environment = builder.environment();
+      environment.keySet().removeIf(k -> k.startsWith("ASCEND_") || k.startsWith("HCCL_")
           || k.startsWith("NPUGATHER_") || k.startsWith("ATB_") || k.startsWith("LCAL_"));
       if (clearLoaderPath) {
-        env.remove("LD_LIBRARY_PATH");
+        environment.remove("LD_LIBRARY_PATH");
       }
-      env.put("NPUGATHER_CANN_LIB_DIR", libDir.toString());
-      env.putAll(extraEnv);
+      environment.putAll(env);
       Process process = builder.start();
-      boolean finished = process.waitFor(120, TimeUnit.SECONDS);
+      boolean finished = process.waitFor(timeoutSeconds, TimeUnit.SECONDS);
       if (!finished) {
         process.destroyForcibly().waitFor();
       }
@@ -110,9 +126,6 @@ final class SimulatedCann {
       System.out.println(output);
       assertTrue(finished, "timed out: " + command);
       assertEquals(0, process.exitValue(), "exit code of " + command + "\n" + output);
-      String[] lines = output.strip().split("\n");
-      String last = lines[lines.length - 1].strip();
-      assertTrue(last.matches("[1-9]\\d* passed, 0 failed"), "last line: " + last);
       return output;
     } finally {
       Files.deleteIfExists(log);

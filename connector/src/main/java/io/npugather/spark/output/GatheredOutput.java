@@ -4,7 +4,6 @@ import io.npugather.spark.arrow.GatheredPartitions;
 import io.npugather.spark.arrow.PartitionBuffers;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
-import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.npugather.KnownSize;
@@ -31,8 +30,7 @@ public final class GatheredOutput implements AutoCloseable, KnownSize {
   private final GatheredPartitions gathered;
   private final int rank;
   private final long bytes;
-  private final AtomicBoolean kept = new AtomicBoolean();
-  private volatile long mapTaskId = -1;
+  private volatile long mapTaskId = -1; // >= 0 once the block manager keeps it
   private boolean closed; // guarded by this
 
   /** Takes ownership of {@code allocator}, {@code own} and {@code gathered}. */
@@ -76,12 +74,11 @@ public final class GatheredOutput implements AutoCloseable, KnownSize {
    */
   void kept(long mapTaskId) {
     this.mapTaskId = mapTaskId;
-    kept.set(true);
   }
 
   /** Closes it unless the block manager keeps it: the task's end on every path. */
   public void closeUnlessKept() {
-    if (!kept.get()) {
+    if (mapTaskId < 0) {
       close();
     }
   }
