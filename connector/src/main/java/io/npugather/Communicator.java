@@ -139,26 +139,6 @@ public final class Communicator implements AutoCloseable {
     return NativeCore.npg_live_comms();
   }
 
-  /** Smallest buffer {@link #adviseHugePages} advises (NPG_HUGE_PAGE_ADVICE_MIN_BYTES). */
-  public static final long HUGE_PAGE_ADVICE_MIN_BYTES = 4L << 20;
-
-  /**
-   * Asks the kernel for transparent huge pages over a large off-heap buffer about to be written
-   * for the first time ({@code npg_advise_huge_pages}): from {@link #HUGE_PAGE_ADVICE_MIN_BYTES}
-   * on it is then faulted in 2 MiB at a time instead of 4 KiB. A hint; smaller buffers are left
-   * alone.
-   *
-   * @throws IllegalArgumentException if {@code bytes} is negative, or {@code address} is 0 and
-   *     {@code bytes} is not
-   */
-  public static void adviseHugePages(long address, long bytes) {
-    if (bytes < 0 || (address == 0 && bytes != 0)) {
-      throw new IllegalArgumentException("adviseHugePages: address " + address + ", bytes "
-          + bytes + "; allowed: bytes >= 0 at a non-zero address (0 bytes: any address)");
-    }
-    check(NativeCore.npg_advise_huge_pages(address, bytes), "adviseHugePages", -1);
-  }
-
   public int rank() {
     return rank;
   }

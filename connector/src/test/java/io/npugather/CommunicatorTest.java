@@ -150,22 +150,6 @@ class CommunicatorTest {
   }
 
   @Test
-  void hugePageAdviceTakesAnyLargeBufferAndRefusesBadArguments() throws Exception {
-    BufferAllocator allocator = new RootAllocator();
-    try (allocator; ArrowBuf buf = allocator.buffer(6L << 20)) {
-      Communicator.adviseHugePages(buf.memoryAddress(), buf.capacity());
-      Communicator.adviseHugePages(buf.memoryAddress(), 100); // small: left alone
-      Communicator.adviseHugePages(0, 0);
-      buf.setBytes(0, new byte[] {1, 2, 3}); // still ordinary memory
-      assertEquals(3, buf.getByte(2));
-    }
-    IllegalArgumentException nullAddress = assertThrows(IllegalArgumentException.class,
-        () -> Communicator.adviseHugePages(0, 8));
-    assertTrue(nullAddress.getMessage().contains("address 0, bytes 8"), nullAddress.getMessage());
-    assertThrows(IllegalArgumentException.class, () -> Communicator.adviseHugePages(4096, -1));
-  }
-
-  @Test
   void oneRankGathersItself() throws Exception {
     List<String> transports = gatherRagged(1, HostTransport.AUTO, new long[] {4096}, false, 1);
     assertEquals(List.of("self"), transports);

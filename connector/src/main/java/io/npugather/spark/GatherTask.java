@@ -3,6 +3,7 @@ package io.npugather.spark;
 import io.npugather.spark.arrow.GatheredPartitions;
 import io.npugather.spark.arrow.PartitionBuffers;
 import io.npugather.spark.arrow.PartitionLayout;
+import io.npugather.spark.memory.GatherMemory;
 import io.npugather.spark.output.GatheredOutput;
 import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.io.Serializable;

@@ -8,6 +8,7 @@ import io.npugather.HalfFloats;
 import io.npugather.NpuGatherException;
 import io.npugather.ResultCode;
 import io.npugather.Tensor;
+import io.npugather.spark.memory.GatherMemory;
 import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.io.Serializable;
 import java.util.ArrayList;

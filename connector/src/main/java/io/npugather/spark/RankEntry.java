@@ -1,5 +1,6 @@
 package io.npugather.spark;
 
+import io.npugather.spark.memory.GatherMemory;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;

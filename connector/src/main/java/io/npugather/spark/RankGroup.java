@@ -6,6 +6,7 @@ import io.npugather.Communicator;
 import io.npugather.CommunicatorOptions;
 import io.npugather.RootInfo;
 import io.npugather.spark.arrow.PartitionLayout;
+import io.npugather.spark.memory.GatherMemory;
 import io.npugather.spark.rendezvous.RendezvousClient;
 import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.net.InetAddress;

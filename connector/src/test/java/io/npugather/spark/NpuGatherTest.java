@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.spark.memory.GatherMemory;
 import java.math.BigDecimal;
 import java.sql.Date;
 import java.sql.Timestamp;

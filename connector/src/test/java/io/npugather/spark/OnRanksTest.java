@@ -10,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.npugather.DType;
 import io.npugather.HalfFloats;
 import io.npugather.Tensor;
+import io.npugather.spark.memory.GatherMemory;
 import java.io.IOException;
 import java.io.Serializable;
 import java.util.ArrayList;

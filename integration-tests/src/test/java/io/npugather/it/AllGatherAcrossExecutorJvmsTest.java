@@ -5,7 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.CommunicatorOptions.HostTransport;
 import io.npugather.spark.AllGatherOptions;
-import io.npugather.spark.GatherMemory;
+import io.npugather.spark.memory.GatherMemory;
 import io.npugather.spark.NpuGather;
 import java.util.ArrayList;
 import java.util.List;

@@ -3,8 +3,8 @@ package io.npugather.it;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.npugather.Communicator;
-import io.npugather.spark.GatherMemory;
-import io.npugather.spark.arrow.LargeBufferCache;
+import io.npugather.spark.memory.GatherMemory;
+import io.npugather.spark.memory.LargeBufferCache;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.List;

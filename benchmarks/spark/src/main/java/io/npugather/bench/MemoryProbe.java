@@ -1,7 +1,7 @@
 package io.npugather.bench;
 
 import com.sun.management.GarbageCollectionNotificationInfo;
-import io.npugather.spark.GatherMemory;
+import io.npugather.spark.memory.GatherMemory;
 import java.lang.management.BufferPoolMXBean;
 import java.lang.management.GarbageCollectorMXBean;
 import java.lang.management.ManagementFactory;

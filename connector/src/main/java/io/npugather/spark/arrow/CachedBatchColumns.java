@@ -5,7 +5,7 @@ import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
-import io.npugather.Communicator;
+import io.npugather.spark.memory.HugePages;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.util.MemoryUtil;
@@ -195,7 +195,7 @@ final class CachedBatchColumns {
     int n = Math.max((int) elements, 1);
     int width = child instanceof BaseFixedWidthVector ? ((BaseFixedWidthVector) child).getTypeWidth() : 0;
     long valueBytes = (long) n * width;
-    if (width == 0 || valueBytes < Communicator.HUGE_PAGE_ADVICE_MIN_BYTES) {
+    if (width == 0 || valueBytes < HugePages.ADVICE_MIN_BYTES) {
       child.setInitialCapacity(n);
       child.allocateNew();
       return;

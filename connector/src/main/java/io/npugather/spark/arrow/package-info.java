@@ -36,7 +36,7 @@
  * Everything is allocated from the allocators passed in. Closing the {@code GatheredPartitions}
  * and the {@code PartitionBuffers} releases all of it, so a per-task child allocator closes at
  * zero. The tasks' allocators serve large buffers from a {@link
- * io.npugather.spark.arrow.LargeBufferCache}, which keeps their memory for the next gather. A receive buffer that is native memory of a transport can be handed in as an {@code
+ * io.npugather.spark.memory.LargeBufferCache}, which keeps their memory for the next gather. A receive buffer that is native memory of a transport can be handed in as an {@code
  * ArrowBuf} through {@code BufferAllocator.wrapForeignAllocation}.
  */
 package io.npugather.spark.arrow;

@@ -1,7 +1,5 @@
-package io.npugather.spark;
+package io.npugather.spark.memory;
 
-import io.npugather.Communicator;
-import io.npugather.spark.arrow.LargeBufferCache;
 import io.netty.util.internal.PlatformDependent;
 import java.lang.management.ManagementFactory;
 import java.time.Duration;
@@ -18,7 +16,7 @@ import org.apache.spark.network.util.JavaUtils;
 /**
  * The off-heap memory of NpuGather's tasks in this JVM: one Arrow root allocator, from which
  * every task takes a child allocator, whose buffers of {@link
- * Communicator#HUGE_PAGE_ADVICE_MIN_BYTES} or more come from a {@link LargeBufferCache}.
+ * HugePages#ADVICE_MIN_BYTES} or more come from a {@link LargeBufferCache}.
  * Repeated gathers of about the same size then write into memory that is already mapped. The
  * cache's size and idle timeout are read once, from the Spark conf of the JVM's {@code SparkEnv}
  * ({@link #CACHE_BYTES}, {@link #CACHE_IDLE_TIMEOUT}); smaller buffers are Arrow's usual ones. The
@@ -88,23 +86,34 @@ public final class GatherMemory {
       maxIdleBytes = -1;
     }
     if (maxIdleBytes < 0) {
-      throw AllGatherOptions.invalid(CACHE_BYTES, "'" + bytesValue + "'",
+      throw invalid(CACHE_BYTES, "'" + bytesValue + "'",
           "0 (keep none) or a size such as 512m or 2g");
     }
     String timeoutValue = conf.getOrDefault(CACHE_IDLE_TIMEOUT, DEFAULT_CACHE_IDLE_TIMEOUT);
-    Duration idleTimeout = AllGatherOptions.parseDuration(CACHE_IDLE_TIMEOUT, timeoutValue);
+    Duration idleTimeout;
+    try {
+      idleTimeout = Duration.ofMillis(JavaUtils.timeStringAsMs(timeoutValue.trim()));
+    } catch (NumberFormatException e) {
+      throw invalid(CACHE_IDLE_TIMEOUT, "'" + timeoutValue + "'",
+          "a duration such as 120s, 5m or 500ms");
+    }
     if (idleTimeout.isZero() || idleTimeout.isNegative()) {
-      throw AllGatherOptions.invalid(CACHE_IDLE_TIMEOUT, "'" + timeoutValue + "'",
+      throw invalid(CACHE_IDLE_TIMEOUT, "'" + timeoutValue + "'",
           "a positive duration such as 60s or 5m");
     }
     return new CacheSettings(maxIdleBytes, idleTimeout);
   }
 
-  /** A receive limit and the setting it comes from, as the error names it. */
-  record ReceiveLimit(long bytes, String source) {}
+  /**
+   * A receive limit and the setting it comes from, as the error names it.
+   *
+   * @param bytes the most bytes one task may receive
+   * @param source the setting or JVM limit that sets it
+   */
+  public record ReceiveLimit(long bytes, String source) {}
 
   /** This JVM's limit for the bytes one task receives in a gather (read once). */
-  static ReceiveLimit receiveLimit() {
+  public static ReceiveLimit receiveLimit() {
     return Limit.RECEIVE;
   }
 
@@ -144,7 +153,7 @@ public final class GatherMemory {
         bytes = -1;
       }
       if (bytes <= 0) {
-        throw AllGatherOptions.invalid(MAX_GATHER_BYTES, "'" + value + "'", "a positive size such as 512m or 8g");
+        throw invalid(MAX_GATHER_BYTES, "'" + value + "'", "a positive size such as 512m or 8g");
       }
       return new ReceiveLimit(bytes, MAX_GATHER_BYTES + "=" + value.trim());
     }
@@ -189,6 +198,11 @@ public final class GatherMemory {
     SparkEnv env = SparkEnv.get(); // none outside Spark: the defaults
     CacheSettings settings = cacheSettings(env == null ? Map.of() : cacheEntries(env.conf()));
     return new LargeBufferCache(NettyAllocationManager.FACTORY,
-        Communicator.HUGE_PAGE_ADVICE_MIN_BYTES, settings.maxIdleBytes(), settings.idleTimeout());
+        HugePages.ADVICE_MIN_BYTES, settings.maxIdleBytes(), settings.idleTimeout());
+  }
+
+  /** The same text as every other setting's error: the key, the value and what is allowed. */
+  private static IllegalArgumentException invalid(String key, String value, String allowed) {
+    return new IllegalArgumentException(key + " = " + value + " is invalid; allowed: " + allowed);
   }
 }

@@ -1,4 +1,4 @@
-package io.npugather.spark;
+package io.npugather.spark.memory;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;

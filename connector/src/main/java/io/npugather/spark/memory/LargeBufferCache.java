@@ -1,6 +1,5 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.memory;
 
-import io.npugather.Communicator;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.Iterator;
@@ -25,7 +24,7 @@ import org.apache.arrow.memory.util.MemoryUtil;
  *
  * <p>Contract: a buffer of {@code minBytes} or more gets a region of at least its size, either an
  * idle one (larger by at most an eighth or by 2 MiB, whichever is more; the newest first) or
- * fresh native memory advised for huge pages ({@link Communicator#adviseHugePages}); its contents
+ * fresh native memory advised for huge pages ({@link HugePages#advise}); its contents
  * are undefined, as with any {@code ArrowBuf} allocation. When Arrow releases the buffer its
  * region becomes idle. Idle regions are freed when they have been idle for {@code idleTimeout},
  * when keeping one would make the idle bytes exceed {@code maxIdleBytes} (the longest idle go
@@ -139,7 +138,7 @@ public final class LargeBufferCache implements AllocationManager.Factory {
       address = MemoryUtil.allocateMemory(capacity);
     }
     try {
-      Communicator.adviseHugePages(address, capacity);
+      HugePages.advise(address, capacity);
     } catch (RuntimeException | Error e) {
       MemoryUtil.freeMemory(address);
       throw e;
