@@ -1,8 +1,10 @@
 package io.npugather.spark;
 
-import io.npugather.spark.arrow.GatheredPartitions;
-import io.npugather.spark.arrow.PartitionBuffers;
-import io.npugather.spark.arrow.PartitionLayout;
+import io.npugather.block.BlockLayout;
+import io.npugather.block.LocalBlock;
+import io.npugather.block.ReceiveDisplacements;
+import io.npugather.spark.arrow.read.GatheredPartitions;
+import io.npugather.spark.arrow.write.PartitionWriter;
 import io.npugather.spark.memory.GatherMemory;
 import io.npugather.spark.output.GatheredOutput;
 import io.npugather.spark.rendezvous.RendezvousTicket;
@@ -55,12 +57,12 @@ public final class GatherTask implements Serializable {
 
   /** Gathers a partition of rows. */
   public GatheredOutput runOnRows(Iterator<InternalRow> rows) {
-    return run(allocator -> PartitionBuffers.fromRows(rows, schema, timeZoneId, allocator));
+    return run(allocator -> PartitionWriter.fromRows(rows, schema, timeZoneId, allocator));
   }
 
   /** Gathers a partition that arrives as columnar batches (no detour through rows). */
   public GatheredOutput runOnBatches(Iterator<ColumnarBatch> batches) {
-    return run(allocator -> PartitionBuffers.fromBatches(batches, schema, timeZoneId, allocator));
+    return run(allocator -> PartitionWriter.fromBatches(batches, schema, timeZoneId, allocator));
   }
 
   /**
@@ -69,11 +71,11 @@ public final class GatherTask implements Serializable {
    */
   public GatheredOutput runOnCachedBatches(Iterator<CachedBatch> batches, int[] columns) {
     return run(allocator ->
-        PartitionBuffers.fromCachedBatches(batches, columns, schema, timeZoneId, allocator));
+        PartitionWriter.fromCachedBatches(batches, columns, schema, timeZoneId, allocator));
   }
 
   private interface Conversion {
-    PartitionBuffers convert(BufferAllocator allocator);
+    LocalBlock convert(BufferAllocator allocator);
   }
 
   private GatheredOutput run(Conversion conversion) {
@@ -88,7 +90,7 @@ public final class GatherTask implements Serializable {
     context.addTaskCompletionListener(release);
     try {
       long t0 = System.nanoTime();
-      PartitionBuffers own = conversion.convert(resources.allocator);
+      LocalBlock own = conversion.convert(resources.allocator);
       resources.own = own;
       long ownBytes = resources.allocator.getAllocatedMemory();
       long t1 = System.nanoTime();
@@ -96,10 +98,10 @@ public final class GatherTask implements Serializable {
       RankGroup group = RankGroup.meet(context, options, devices, ticket,
           own.layout().toBytes());
       resources.group = group;
-      List<PartitionLayout> layouts = new ArrayList<>(rankSize);
+      List<BlockLayout> layouts = new ArrayList<>(rankSize);
       long[] blockBytes = new long[rankSize];
       for (RankEntry entry : group.entries()) {
-        PartitionLayout layout = PartitionLayout.fromBytes(entry.payload());
+        BlockLayout layout = BlockLayout.fromBytes(entry.payload());
         blockBytes[layouts.size()] = layout.blockBytes();
         layouts.add(layout);
       }
@@ -117,16 +119,10 @@ public final class GatherTask implements Serializable {
 
       // This rank's own block is served from its input vectors: the receive buffer holds
       // only the peers' blocks, 8-byte aligned.
-      long[] counts = new long[rankSize];
-      long[] displs = new long[rankSize];
-      long received = 0;
-      for (int r = 0; r < rankSize; r++) {
-        counts[r] = layouts.get(r).blockBytes();
-        if (r != rank) {
-          displs[r] = received;
-          received += PartitionLayout.align8(counts[r]);
-        }
-      }
+      ReceiveDisplacements placement = ReceiveDisplacements.of(layouts, rank);
+      long[] counts = placement.counts();
+      long[] displs = placement.displacements();
+      long received = placement.totalBytes();
       ArrowBuf recv = received == 0 ? null : resources.allocator.buffer(received);
       try {
         group.communicator().allGatherVSegments(own.segmentAddresses(), own.segmentLengths(),
@@ -159,7 +155,7 @@ public final class GatherTask implements Serializable {
   /** Everything one task owns; closed once, in reverse order of creation. */
   private static final class TaskResources {
     final BufferAllocator allocator;
-    PartitionBuffers own;
+    LocalBlock own;
     RankGroup group;
     GatheredPartitions gathered;
     GatheredOutput output;

@@ -1,7 +1,7 @@
 package io.npugather.spark;
 
 import io.npugather.DType;
-import io.npugather.spark.arrow.GatheredPartitions;
+import io.npugather.spark.arrow.read.GatheredPartitions;
 import io.npugather.spark.memory.GatherMemory;
 import java.util.List;
 import java.util.Map;

@@ -8,6 +8,7 @@ import io.npugather.HalfFloats;
 import io.npugather.NpuGatherException;
 import io.npugather.ResultCode;
 import io.npugather.Tensor;
+import io.npugather.spark.arrow.FixedWidthType;
 import io.npugather.spark.memory.GatherMemory;
 import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.io.Serializable;
@@ -235,9 +236,9 @@ final class OnRanksTask<T> implements Serializable {
   private void readNumericColumns(Iterator<InternalRow> rows, FloatRows out, String where) {
     StructField[] fields = schema.fields();
     int features = fields.length;
-    int[] kinds = new int[features];
+    FixedWidthType[] types = new FixedWidthType[features];
     for (int j = 0; j < features; j++) {
-      kinds[j] = kind(fields[j].dataType());
+      types[j] = FixedWidthType.of(fields[j].dataType());
     }
     out.features = features;
     long row = 0;
@@ -249,33 +250,18 @@ final class OnRanksTask<T> implements Serializable {
           throw new IllegalArgumentException(where + ": column '" + fields[j].name() + "' is null"
               + " in row " + row + " of this partition; onRanks needs a value in every row");
         }
-        out.put(j, switch (kinds[j]) {
-          case 0 -> r.getFloat(j);
-          case 1 -> (float) r.getDouble(j);
-          case 2 -> (float) r.getInt(j);
-          case 3 -> (float) r.getLong(j);
-          case 4 -> r.getShort(j);
+        out.put(j, switch (types[j]) {
+          case FLOAT -> r.getFloat(j);
+          case DOUBLE -> (float) r.getDouble(j);
+          case INT -> (float) r.getInt(j);
+          case LONG -> (float) r.getLong(j);
+          case SHORT -> r.getShort(j);
           default -> r.getByte(j);
         });
       }
       out.endRow();
       row++;
     }
-  }
-
-  private static int kind(DataType type) {
-    if (type instanceof FloatType) {
-      return 0;
-    } else if (type instanceof DoubleType) {
-      return 1;
-    } else if (type instanceof IntegerType) {
-      return 2;
-    } else if (type instanceof LongType) {
-      return 3;
-    } else if (type instanceof ShortType) {
-      return 4;
-    }
-    return 5;
   }
 
   private void readArrayColumn(Iterator<InternalRow> rows, FloatRows out, String where) {

@@ -5,7 +5,7 @@ import io.npugather.CommMode;
 import io.npugather.Communicator;
 import io.npugather.CommunicatorOptions;
 import io.npugather.RootInfo;
-import io.npugather.spark.arrow.PartitionLayout;
+import io.npugather.block.BlockLayout;
 import io.npugather.spark.memory.GatherMemory;
 import io.npugather.spark.rendezvous.RendezvousClient;
 import io.npugather.spark.rendezvous.RendezvousTicket;
@@ -217,10 +217,10 @@ final class RankGroup implements AutoCloseable {
   static void checkReceiveFits(List<RankEntry> entries, long[] blockBytes) {
     long total = 0;
     for (long b : blockBytes) {
-      total = Math.addExact(total, PartitionLayout.align8(b));
+      total = Math.addExact(total, BlockLayout.align8(b));
     }
     for (int r = 0; r < entries.size(); r++) {
-      long needed = total - PartitionLayout.align8(blockBytes[r]);
+      long needed = total - BlockLayout.align8(blockBytes[r]);
       RankEntry e = entries.get(r);
       if (needed > e.receiveLimit()) {
         throw new IllegalStateException("rank " + r + " (on " + e.host() + ") would receive " + needed

@@ -4,7 +4,8 @@ import java.util.UUID
 
 import scala.jdk.CollectionConverters._
 
-import io.npugather.spark.arrow.{GatheredPartitions, GatheredRows, PartitionBuffers}
+import io.npugather.spark.arrow.read.{GatheredPartitions, GatheredRows}
+import io.npugather.spark.arrow.write.PartitionWriter
 import io.npugather.spark.output.{GatheredOutput, GatheredOutputs, GatheredRDD}
 import io.npugather.spark.rendezvous.{RendezvousService, RendezvousTicket}
 import org.apache.spark.{NarrowDependency, Partitioner, SparkContext}
@@ -219,7 +220,7 @@ object NpuAllGatherExec extends Logging {
   /**
    * The cached batches of `plan` and each output column's buffer index in them, when `plan`
    * scans a whole in-memory relation stored in Spark's default format with columns that
-   * [[PartitionBuffers.fromCachedBatches]] reads.
+   * [[PartitionWriter.fromCachedBatches]] reads.
    */
   def cachedBatches(plan: SparkPlan): Option[(RDD[CachedBatch], Array[Int])] = {
     val scan = plan match {
@@ -230,7 +231,7 @@ object NpuAllGatherExec extends Logging {
       case s: InMemoryTableScanExec
           if s.predicates.isEmpty &&
             s.relation.cacheBuilder.serializer.isInstanceOf[DefaultCachedBatchSerializer] &&
-            PartitionBuffers.supportsCachedBatches(s.schema) =>
+            PartitionWriter.supportsCachedBatches(s.schema) =>
         val relationIds = s.relation.output.map(_.exprId)
         val columns = s.attributes.map(a => relationIds.indexOf(a.exprId)).toArray
         val cached = s.relation.cacheBuilder.cachedColumnBuffers

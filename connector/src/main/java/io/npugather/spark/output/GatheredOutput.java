@@ -1,7 +1,7 @@
 package io.npugather.spark.output;
 
-import io.npugather.spark.arrow.GatheredPartitions;
-import io.npugather.spark.arrow.PartitionBuffers;
+import io.npugather.block.LocalBlock;
+import io.npugather.spark.arrow.read.GatheredPartitions;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
 import org.apache.arrow.memory.BufferAllocator;
@@ -26,7 +26,7 @@ public final class GatheredOutput implements AutoCloseable, KnownSize {
   private static final long ON_HEAP_BYTES = 16 * 1024;
 
   private final BufferAllocator allocator;
-  private final PartitionBuffers own;
+  private final LocalBlock own;
   private final GatheredPartitions gathered;
   private final int rank;
   private final long bytes;
@@ -34,7 +34,7 @@ public final class GatheredOutput implements AutoCloseable, KnownSize {
   private boolean closed; // guarded by this
 
   /** Takes ownership of {@code allocator}, {@code own} and {@code gathered}. */
-  public GatheredOutput(BufferAllocator allocator, PartitionBuffers own,
+  public GatheredOutput(BufferAllocator allocator, LocalBlock own,
       GatheredPartitions gathered, int rank) {
     this.allocator = allocator;
     this.own = own;

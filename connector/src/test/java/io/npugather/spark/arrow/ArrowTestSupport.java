@@ -4,6 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.fail;
 
+import io.npugather.block.BlockLayout;
+import io.npugather.block.LocalBlock;
+import io.npugather.block.ReceiveDisplacements;
+import io.npugather.spark.arrow.write.PartitionWriter;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.util.ArrayList;
@@ -63,14 +67,14 @@ import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.unsafe.types.VariantVal;
 
 /** Random rows, a simulated all-gather-v and a value-by-value comparer for the Arrow tests. */
-final class ArrowTestSupport {
+public final class ArrowTestSupport {
   private ArrowTestSupport() {}
 
-  static final String TZ = "America/Los_Angeles";
+  public static final String TZ = "America/Los_Angeles";
 
   // ------------------------------------------------------------------ random rows
 
-  static List<InternalRow> randomRows(StructType schema, int n, Random rnd, double nullP) {
+  public static List<InternalRow> randomRows(StructType schema, int n, Random rnd, double nullP) {
     List<InternalRow> rows = new ArrayList<>(n);
     for (int i = 0; i < n; i++) {
       rows.add(randomStruct(schema, rnd, nullP));
@@ -78,7 +82,7 @@ final class ArrowTestSupport {
     return rows;
   }
 
-  static InternalRow randomStruct(StructType schema, Random rnd, double nullP) {
+  public static InternalRow randomStruct(StructType schema, Random rnd, double nullP) {
     StructField[] fields = schema.fields();
     Object[] values = new Object[fields.length];
     for (int i = 0; i < fields.length; i++) {
@@ -87,7 +91,7 @@ final class ArrowTestSupport {
     return new GenericInternalRow(values);
   }
 
-  static Object randomValue(DataType t, boolean nullable, Random rnd, double nullP) {
+  public static Object randomValue(DataType t, boolean nullable, Random rnd, double nullP) {
     if (t instanceof NullType || (nullable && rnd.nextDouble() < nullP)) {
       return null;
     }
@@ -174,7 +178,7 @@ final class ArrowTestSupport {
   }
 
   /** {@code rows} as Spark's UnsafeRows (what a cache or a shuffle holds). */
-  static List<InternalRow> unsafe(StructType schema, List<InternalRow> rows) {
+  public static List<InternalRow> unsafe(StructType schema, List<InternalRow> rows) {
     UnsafeProjection p = UnsafeProjection.create(schema);
     List<InternalRow> out = new ArrayList<>(rows.size());
     for (InternalRow r : rows) {
@@ -187,9 +191,9 @@ final class ArrowTestSupport {
    * Asserts that {@code got} holds the same nodes and buffers, byte for byte, as Spark's own
    * ArrowWriter writes for {@code rows}.
    */
-  static void assertSameBuffersAsSpark(
+  public static void assertSameBuffersAsSpark(
       StructType schema, List<InternalRow> rows, VectorSchemaRoot got, BufferAllocator a, String what) {
-    try (VectorSchemaRoot r = VectorSchemaRoot.create(PartitionBuffers.arrowSchema(schema, TZ), a)) {
+    try (VectorSchemaRoot r = VectorSchemaRoot.create(PartitionWriter.arrowSchema(schema, TZ), a)) {
       ArrowWriter w = ArrowWriter.create(r);
       for (InternalRow row : rows) {
         w.write(row);
@@ -222,11 +226,50 @@ final class ArrowTestSupport {
     }
   }
 
+  /** Every fixed-width Spark type. */
+  public static final DataType[] FIXED = {
+    DataTypes.BooleanType,
+    DataTypes.ByteType,
+    DataTypes.ShortType,
+    DataTypes.IntegerType,
+    DataTypes.LongType,
+    DataTypes.FloatType,
+    DataTypes.DoubleType,
+    DataTypes.DateType,
+    DataTypes.TimestampType,
+    DataTypes.TimestampNTZType
+  };
+
+  /** Every directly written type, nullable and not, as columns and as array elements. */
+  public static StructType directSchema() {
+    List<StructField> f = new ArrayList<>();
+    for (DataType t : FIXED) {
+      f.add(field(t.typeName(), t));
+      f.add(notNull(t.typeName() + "_nn", t));
+      f.add(field("a_" + t.typeName(), DataTypes.createArrayType(t, true)));
+      f.add(notNull("a_" + t.typeName() + "_nn", DataTypes.createArrayType(t, false)));
+    }
+    return new StructType(f.toArray(new StructField[0]));
+  }
+
+  /** Direct columns between columns that go through Spark's field writers. */
+  public static StructType mixedSchema() {
+    return struct(
+        field("s", DataTypes.StringType),
+        field("features", DataTypes.createArrayType(DataTypes.FloatType, true)),
+        field("dec", new DecimalType(20, 4)),
+        notNull("id", DataTypes.LongType),
+        field("strings", DataTypes.createArrayType(DataTypes.StringType, true)),
+        field("nested", DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.IntegerType))),
+        field("st", struct(field("x", DataTypes.DoubleType))),
+        field("flag", DataTypes.BooleanType));
+  }
+
   // ------------------------------------------------------------------ simulated collective
 
   /** A receive buffer holding every rank's block but {@code skipRank}'s, at {@code displs}. */
-  static ArrowBuf allGatherV(
-      List<PartitionBuffers> ranks, long[] displs, int skipRank, BufferAllocator allocator) {
+  public static ArrowBuf allGatherV(
+      List<LocalBlock> ranks, long[] displs, int skipRank, BufferAllocator allocator) {
     long total = displs[ranks.size()];
     ArrowBuf recv = allocator.buffer(Math.max(total, 8));
     // Garbage everywhere first: padding and the skipped block must never be read.
@@ -235,10 +278,10 @@ final class ArrowTestSupport {
       if (r == skipRank) {
         continue;
       }
-      PartitionBuffers p = ranks.get(r);
+      LocalBlock p = ranks.get(r);
       if (r % 2 == 1) {
         // The contiguous-copy path a staging transport uses.
-        p.copyBlockTo(recv.memoryAddress() + displs[r]);
+        copyBlock(p, recv.memoryAddress() + displs[r]);
         continue;
       }
       long[] addr = p.segmentAddresses();
@@ -254,10 +297,32 @@ final class ArrowTestSupport {
     return recv;
   }
 
+  /**
+   * Copies {@code block}'s segments, in order, to {@code address}: the one contiguous send buffer
+   * a transport without segment lists would take.
+   */
+  public static void copyBlock(LocalBlock block, long address) {
+    long[] addr = block.segmentAddresses();
+    long[] len = block.segmentLengths();
+    long pos = address;
+    for (int s = 0; s < addr.length; s++) {
+      MemoryUtil.copyMemory(addr[s], pos, len[s]);
+      pos += len[s];
+    }
+  }
+
+  /** Every rank's displacement in a buffer holding every block, and the total as an extra entry. */
+  public static long[] displacements(List<BlockLayout> layouts) {
+    ReceiveDisplacements d = ReceiveDisplacements.of(layouts, -1);
+    long[] displs = java.util.Arrays.copyOf(d.displacements(), layouts.size() + 1);
+    displs[layouts.size()] = d.totalBytes();
+    return displs;
+  }
+
   // ------------------------------------------------------------------ comparison
 
   /** Checks {@code batch} (source-rank column, then the columns) against {@code expected}. */
-  static void assertBatch(
+  public static void assertBatch(
       StructType schema, List<InternalRow> expected, ColumnarBatch batch, int sourceRank) {
     assertEquals(expected.size(), batch.numRows(), "rows of rank " + sourceRank);
     assertEquals(schema.fields().length + 1, batch.numCols(), "columns of rank " + sourceRank);
@@ -279,13 +344,13 @@ final class ArrowTestSupport {
   }
 
   /** Checks a column vector directly, value by value, for rows [0, n). */
-  static void assertColumn(DataType t, List<InternalRow> expected, int ordinal, ColumnVector v) {
+  public static void assertColumn(DataType t, List<InternalRow> expected, int ordinal, ColumnVector v) {
     for (int i = 0; i < expected.size(); i++) {
       assertValue(t, expected.get(i), ordinal, new org.apache.spark.sql.vectorized.ColumnarArray(v, 0, expected.size()), i, "row " + i);
     }
   }
 
-  static void assertValue(
+  public static void assertValue(
       DataType t, SpecializedGetters e, int ei, SpecializedGetters a, int ai, String path) {
     boolean en = e.isNullAt(ei);
     assertEquals(en, a.isNullAt(ai), path + " null");
@@ -358,12 +423,12 @@ final class ArrowTestSupport {
   // ------------------------------------------------------------------ Spark's own vectors
 
   /** {@code rows} as one batch of Spark's on-heap column vectors. */
-  static ColumnarBatch onHeapBatch(StructType schema, List<InternalRow> rows) {
+  public static ColumnarBatch onHeapBatch(StructType schema, List<InternalRow> rows) {
     return sparkBatch(schema, rows, false);
   }
 
   /** {@code rows} as one batch of Spark's on-heap or off-heap column vectors. */
-  static ColumnarBatch sparkBatch(StructType schema, List<InternalRow> rows, boolean offHeap) {
+  public static ColumnarBatch sparkBatch(StructType schema, List<InternalRow> rows, boolean offHeap) {
     WritableColumnVector[] cols =
         offHeap
             ? org.apache.spark.sql.execution.vectorized.OffHeapColumnVector.allocateColumns(
@@ -435,15 +500,15 @@ final class ArrowTestSupport {
     }
   }
 
-  static StructType struct(StructField... fields) {
+  public static StructType struct(StructField... fields) {
     return new StructType(fields);
   }
 
-  static StructField field(String name, DataType t) {
+  public static StructField field(String name, DataType t) {
     return DataTypes.createStructField(name, t, true);
   }
 
-  static StructField notNull(String name, DataType t) {
+  public static StructField notNull(String name, DataType t) {
     return DataTypes.createStructField(name, t, false);
   }
 }

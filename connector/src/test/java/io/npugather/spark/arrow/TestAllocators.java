@@ -11,7 +11,7 @@ import org.apache.arrow.memory.util.MemoryUtil;
  * Root allocators for the tests, backed by plain {@code Unsafe} allocations so they do not depend
  * on which Netty the test class path resolves (Spark supplies a matching one at run time).
  */
-final class TestAllocators {
+public final class TestAllocators {
   private TestAllocators() {}
 
   private static final AllocationManager.Factory UNSAFE =
@@ -56,7 +56,7 @@ final class TestAllocators {
     }
   }
 
-  static RootAllocator newRoot() {
+  public static RootAllocator newRoot() {
     return new RootAllocator(
         RootAllocator.configBuilder()
             .maxAllocation(Long.MAX_VALUE)

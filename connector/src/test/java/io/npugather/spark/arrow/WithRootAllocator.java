@@ -7,16 +7,16 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 
 /** A fresh root allocator per test; a test that leaves a byte allocated fails. */
-abstract class WithRootAllocator {
+public abstract class WithRootAllocator {
   protected RootAllocator root;
 
   @BeforeEach
-  void openAllocator() {
+  public void openAllocator() {
     root = TestAllocators.newRoot();
   }
 
   @AfterEach
-  void closeAllocator() {
+  public void closeAllocator() {
     assertEquals(0, root.getAllocatedMemory(), "bytes still allocated: " + root.toVerboseString());
     root.close();
   }

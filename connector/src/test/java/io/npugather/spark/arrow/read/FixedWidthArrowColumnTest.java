@@ -1,4 +1,4 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.read;
 
 import static io.npugather.spark.arrow.ArrowTestSupport.TZ;
 import static io.npugather.spark.arrow.ArrowTestSupport.assertBatch;
@@ -7,6 +7,11 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.block.LocalBlock;
+import io.npugather.spark.arrow.ArrowTestSupport;
+import io.npugather.spark.arrow.FixedWidthType;
+import io.npugather.spark.arrow.WithRootAllocator;
+import io.npugather.spark.arrow.write.PartitionWriter;
 import java.util.List;
 import java.util.Random;
 import org.apache.arrow.vector.FieldVector;
@@ -64,7 +69,7 @@ class FixedWidthArrowColumnTest extends WithRootAllocator {
         assertArrayEquals(e.getBytes(1, n - 1), a.getBytes(1, n - 1), path);
       } else if (t instanceof ShortType) {
         assertArrayEquals(e.getShorts(1, n - 1), a.getShorts(1, n - 1), path);
-      } else if (FixedWidthRowWriter.width(t) == 4) {
+      } else if (FixedWidthType.of(t).width() == 4) {
         assertArrayEquals(e.getInts(1, n - 1), a.getInts(1, n - 1), path);
       } else {
         assertArrayEquals(e.getLongs(1, n - 1), a.getLongs(1, n - 1), path);
@@ -93,7 +98,7 @@ class FixedWidthArrowColumnTest extends WithRootAllocator {
       return Float.floatToRawIntBits(g.getFloat(i));
     } else if (t instanceof DoubleType) {
       return Double.doubleToRawLongBits(g.getDouble(i));
-    } else if (FixedWidthRowWriter.width(t) == 4) {
+    } else if (FixedWidthType.of(t).width() == 4) {
       return g.getInt(i);
     }
     return g.getLong(i);
@@ -105,12 +110,12 @@ class FixedWidthArrowColumnTest extends WithRootAllocator {
 
   @Test
   void everyGetterReadsWhatArrowColumnVectorReads() {
-    StructType schema = FixedWidthRowWriterTest.directSchema();
+    StructType schema = ArrowTestSupport.directSchema();
     Random rnd = new Random(31);
     for (int n : new int[] {0, 1, 9, 700}) {
       for (double nullP : new double[] {0.0, 0.3}) {
         List<InternalRow> rows = randomRows(schema, n, rnd, nullP);
-        try (PartitionBuffers p = PartitionBuffers.fromRows(rows.iterator(), schema, TZ, root)) {
+        try (LocalBlock p = PartitionWriter.fromRows(rows.iterator(), schema, TZ, root)) {
           List<FieldVector> vs = p.root().getFieldVectors();
           for (int c = 0; c < vs.size(); c++) {
             DataType t = schema.fields()[c].dataType();
@@ -120,7 +125,7 @@ class FixedWidthArrowColumnTest extends WithRootAllocator {
             ArrowColumnVector e = new ArrowColumnVector(vs.get(c));
             assertSameAsArrowColumnVector(t, e, a, n, schema.fields()[c].name() + " (" + n + " rows)");
           }
-          ColumnarBatch own = p.ownBatch(2);
+          ColumnarBatch own = GatheredPartitions.batch(2, p.root(), schema);
           assertBatch(schema, rows, own, 2);
           String[] classes = GatheredPartitions.columnClassNames(schema);
           for (int c = 0; c < own.numCols(); c++) {
@@ -133,10 +138,10 @@ class FixedWidthArrowColumnTest extends WithRootAllocator {
 
   @Test
   void otherTypesKeepSparksArrowColumnVectorWhichClosingLeavesOpen() {
-    StructType schema = FixedWidthRowWriterTest.mixedSchema();
+    StructType schema = ArrowTestSupport.mixedSchema();
     List<InternalRow> rows = randomRows(schema, 50, new Random(32), 0.2);
-    try (PartitionBuffers p = PartitionBuffers.fromRows(rows.iterator(), schema, TZ, root)) {
-      ColumnarBatch own = p.ownBatch(0);
+    try (LocalBlock p = PartitionWriter.fromRows(rows.iterator(), schema, TZ, root)) {
+      ColumnarBatch own = GatheredPartitions.batch(0, p.root(), schema);
       String[] classes = GatheredPartitions.columnClassNames(schema);
       for (int c = 0; c < own.numCols(); c++) {
         assertEquals(classes[c], own.column(c).getClass().getName(), "column " + c);
@@ -147,7 +152,7 @@ class FixedWidthArrowColumnTest extends WithRootAllocator {
       // Spark's columnar-to-row code closes each batch it has read; a later reader still reads.
       own.closeIfFreeable();
       own.close();
-      assertBatch(schema, rows, p.ownBatch(0), 0);
+      assertBatch(schema, rows, GatheredPartitions.batch(0, p.root(), schema), 0);
     }
   }
 }

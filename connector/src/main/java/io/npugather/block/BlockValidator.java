@@ -1,5 +1,7 @@
-package io.npugather.spark.arrow;
+package io.npugather.block;
 
+import io.npugather.NpuGatherException;
+import io.npugather.ResultCode;
 import java.util.List;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.vector.BufferLayout;
@@ -16,23 +18,31 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * truncated block with a clear error instead of reads past the block.
  */
 final class BlockValidator {
-  private final PartitionLayout layout;
+  private final BlockLayout layout;
   private final ArrowBuf recv;
   private final long displ;
   private final int rank;
+  private final int ownRank;
   private int node;
   private int buffer;
 
-  private BlockValidator(PartitionLayout layout, ArrowBuf recv, long displ, int rank) {
+  private BlockValidator(BlockLayout layout, ArrowBuf recv, long displ, int rank, int ownRank) {
     this.layout = layout;
     this.recv = recv;
     this.displ = displ;
     this.rank = rank;
+    this.ownRank = ownRank;
   }
 
-  /** Checks rank {@code rank}'s block at {@code displ} of {@code recv} (null if it is empty). */
-  static void check(Schema schema, PartitionLayout layout, ArrowBuf recv, long displ, int rank) {
-    BlockValidator v = new BlockValidator(layout, recv, displ, rank);
+  /**
+   * Checks rank {@code rank}'s block at {@code displ} of {@code recv} (null if it is empty), as
+   * received by {@code ownRank}.
+   *
+   * @throws NpuGatherException ({@link ResultCode#REMOTE_ERROR}: the sender's) if it is inconsistent
+   */
+  static void check(
+      Schema schema, BlockLayout layout, ArrowBuf recv, long displ, int rank, int ownRank) {
+    BlockValidator v = new BlockValidator(layout, recv, displ, rank, ownRank);
     for (Field f : schema.getFields()) {
       v.field(f, f.getName(), layout.rowCount());
     }
@@ -102,7 +112,7 @@ final class BlockValidator {
   }
 
   private void fail(String path, String what) {
-    throw new IllegalStateException(
+    throw new NpuGatherException(ResultCode.REMOTE_ERROR, ReceivedBlocks.OPERATION, ownRank,
         "block of rank " + rank + " is inconsistent with its layout: column " + path + " " + what);
   }
 }

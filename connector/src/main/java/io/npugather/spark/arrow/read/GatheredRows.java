@@ -1,5 +1,6 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.read;
 
+import io.npugather.spark.arrow.ArrowBitmaps;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
@@ -175,7 +176,7 @@ public final class GatheredRows implements Iterator<InternalRow> {
   }
 
   private static boolean isNull(long validity, int index) {
-    return !PrimitiveColumns.isSet(validity, index);
+    return !ArrowBitmaps.isSet(validity, index);
   }
 
   private void writeValues(int ordinal, FixedWidthArrowColumn col, int first, int n) {
@@ -204,7 +205,7 @@ public final class GatheredRows implements Iterator<InternalRow> {
           Platform.putByte(buffer, slot, Platform.getByte(null, data + r));
           break;
         default: // boolean: one bit
-          Platform.putBoolean(buffer, slot, PrimitiveColumns.isSet(data, r));
+          Platform.putBoolean(buffer, slot, ArrowBitmaps.isSet(data, r));
       }
     }
   }
@@ -266,7 +267,7 @@ public final class GatheredRows implements Iterator<InternalRow> {
         Platform.copyMemory(null, data + (long) width * start, buffer, values, valueBytes);
       } else {
         for (int j = 0; j < count; j++) {
-          Platform.putBoolean(buffer, values + j, PrimitiveColumns.isSet(data, start + j));
+          Platform.putBoolean(buffer, values + j, ArrowBitmaps.isSet(data, start + j));
         }
       }
       if (elementValidity != 0) {

@@ -1,4 +1,4 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.write;
 
 import static io.npugather.spark.arrow.ArrowTestSupport.TZ;
 import static io.npugather.spark.arrow.ArrowTestSupport.field;
@@ -10,6 +10,10 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.block.LocalBlock;
+import io.npugather.spark.arrow.ArrowTestSupport;
+import io.npugather.spark.arrow.WithRootAllocator;
+import io.npugather.spark.arrow.read.OwnBatches;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
@@ -75,13 +79,13 @@ class CachedBatchColumnsTest extends WithRootAllocator {
     return new DefaultCachedBatch(rows.size(), buffers, new GenericInternalRow(0));
   }
 
-  private static void assertSameBlock(PartitionBuffers expected, PartitionBuffers actual, RootAllocator a) {
+  private static void assertSameBlock(LocalBlock expected, LocalBlock actual, RootAllocator a) {
     assertEquals(expected.layout(), actual.layout());
     long n = expected.layout().blockBytes();
     try (ArrowBuf e = a.buffer(Math.max(8, n));
         ArrowBuf g = a.buffer(Math.max(8, n))) {
-      expected.copyBlockTo(e.memoryAddress());
-      actual.copyBlockTo(g.memoryAddress());
+      ArrowTestSupport.copyBlock(expected, e.memoryAddress());
+      ArrowTestSupport.copyBlock(actual, g.memoryAddress());
       for (long k = 0; k < n; k++) {
         if (e.getByte(k) != g.getByte(k)) {
           throw new AssertionError("blocks differ at byte " + k + " of " + n);
@@ -122,12 +126,12 @@ class CachedBatchColumnsTest extends WithRootAllocator {
           batches.add(cachedBatch(schema, part, order));
         }
         String what = java.util.Arrays.toString(sizes) + " rows, null fraction " + nullP;
-        try (PartitionBuffers viaRows = PartitionBuffers.fromRows(all.iterator(), schema, TZ, root);
-            PartitionBuffers cached =
-                PartitionBuffers.fromCachedBatches(batches.iterator(), columns, schema, TZ, root)) {
+        try (LocalBlock viaRows = PartitionWriter.fromRows(all.iterator(), schema, TZ, root);
+            LocalBlock cached =
+                PartitionWriter.fromCachedBatches(batches.iterator(), columns, schema, TZ, root)) {
           assertSameBlock(viaRows, cached, root);
           ArrowTestSupport.assertSameBuffersAsSpark(schema, all, cached.root(), root, what);
-          ArrowTestSupport.assertBatch(schema, all, cached.ownBatch(1), 1);
+          ArrowTestSupport.assertBatch(schema, all, OwnBatches.of(cached, schema, 1), 1);
         }
       }
     }
@@ -144,7 +148,7 @@ class CachedBatchColumnsTest extends WithRootAllocator {
    */
   static StructType arraySchema() {
     List<StructField> f = new ArrayList<>();
-    for (DataType t : FixedWidthRowWriterTest.FIXED) {
+    for (DataType t : ArrowTestSupport.FIXED) {
       f.add(field("a_" + t.typeName(), DataTypes.createArrayType(t, true)));
       f.add(notNull("a_" + t.typeName() + "_nn", DataTypes.createArrayType(t, false)));
     }
@@ -171,7 +175,7 @@ class CachedBatchColumnsTest extends WithRootAllocator {
   @Test
   void cachedArrayColumnsGiveTheSameBuffersAsTheRowsAndAsSparkByteForByte() {
     StructType schema = arraySchema();
-    assertTrue(PartitionBuffers.supportsCachedBatches(schema));
+    assertTrue(PartitionWriter.supportsCachedBatches(schema));
     assertCachedLikeRows(schema, new Random(43), (n, rnd, nullP, start) -> arrayRows(schema, n, rnd, nullP));
   }
 
@@ -219,21 +223,21 @@ class CachedBatchColumnsTest extends WithRootAllocator {
       IllegalArgumentException e =
           assertThrows(
               IllegalArgumentException.class,
-              () -> PartitionBuffers.fromCachedBatches(batches.iterator(), new int[] {0}, schema, TZ, root));
+              () -> PartitionWriter.fromCachedBatches(batches.iterator(), new int[] {0}, schema, TZ, root));
       assertTrue(e.getMessage().contains("uncompressed array column layout"), e.getMessage());
     }
   }
 
   @Test
   void onlyTheTypesSparkReadsFromItsCacheAsColumnsAreTaken() {
-    assertTrue(PartitionBuffers.supportsCachedBatches(SCHEMA));
+    assertTrue(PartitionWriter.supportsCachedBatches(SCHEMA));
     StructType dated = struct(field("d", DataTypes.DateType));
-    assertFalse(PartitionBuffers.supportsCachedBatches(dated));
+    assertFalse(PartitionWriter.supportsCachedBatches(dated));
     assertFalse(
-        PartitionBuffers.supportsCachedBatches(
+        PartitionWriter.supportsCachedBatches(
             struct(field("s", DataTypes.createArrayType(DataTypes.StringType)))));
     assertFalse(
-        PartitionBuffers.supportsCachedBatches(
+        PartitionWriter.supportsCachedBatches(
             struct(
                 field(
                     "n",
@@ -242,7 +246,7 @@ class CachedBatchColumnsTest extends WithRootAllocator {
         assertThrows(
             IllegalArgumentException.class,
             () ->
-                PartitionBuffers.fromCachedBatches(
+                PartitionWriter.fromCachedBatches(
                     new ArrayList<CachedBatch>().iterator(), new int[] {0}, dated, TZ, root));
     assertTrue(e.getMessage().contains("allowed: boolean"), e.getMessage());
   }

@@ -1,4 +1,4 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.read;
 
 import static io.npugather.spark.arrow.ArrowTestSupport.TZ;
 import static io.npugather.spark.arrow.ArrowTestSupport.allGatherV;
@@ -12,6 +12,15 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.NpuGatherException;
+import io.npugather.ResultCode;
+import io.npugather.block.BlockLayout;
+import io.npugather.block.LocalBlock;
+import io.npugather.block.SchemaFingerprint;
+import io.npugather.block.TestBlocks;
+import io.npugather.spark.arrow.ArrowTestSupport;
+import io.npugather.spark.arrow.WithRootAllocator;
+import io.npugather.spark.arrow.write.PartitionWriter;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -27,9 +36,9 @@ import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.junit.jupiter.api.Test;
 
-class GatheredPartitionsTest extends WithRootAllocator {
+public class GatheredPartitionsTest extends WithRootAllocator {
 
-  static final StructType ALL_TYPES =
+  public static final StructType ALL_TYPES =
       struct(
           field("bool", DataTypes.BooleanType),
           field("byte", DataTypes.ByteType),
@@ -86,35 +95,44 @@ class GatheredPartitionsTest extends WithRootAllocator {
 
   /** Builds every rank from rows, simulates the collective, checks every rank's view. */
   private void roundTrip(StructType schema, int[] rowsPerRank, long seed, boolean viaBatches) {
+    roundTrip(schema, rowsPerRank, seed, viaBatches, false);
+  }
+
+  /** {@code paddingSegments}: every buffer's padding is a segment of its own. */
+  private void roundTrip(StructType schema, int[] rowsPerRank, long seed, boolean viaBatches,
+      boolean paddingSegments) {
     Random rnd = new Random(seed);
     int n = rowsPerRank.length;
     List<List<InternalRow>> input = new ArrayList<>();
     List<BufferAllocator> taskAllocators = new ArrayList<>();
-    List<PartitionBuffers> parts = new ArrayList<>();
-    List<PartitionLayout> layouts = new ArrayList<>();
+    List<LocalBlock> parts = new ArrayList<>();
+    List<BlockLayout> layouts = new ArrayList<>();
     try {
       for (int r = 0; r < n; r++) {
         List<InternalRow> rows = randomRows(schema, rowsPerRank[r], rnd, 0.2);
         input.add(rows);
         BufferAllocator a = root.newChildAllocator("task-" + r, 0, Long.MAX_VALUE);
         taskAllocators.add(a);
-        PartitionBuffers p;
+        LocalBlock p;
         if (viaBatches) {
           ColumnarBatch b = ArrowTestSupport.onHeapBatch(schema, rows);
           try {
-            p = PartitionBuffers.fromBatches(Collections.singletonList(b).iterator(), schema, TZ, a);
+            p = PartitionWriter.fromBatches(Collections.singletonList(b).iterator(), schema, TZ, a);
           } finally {
             b.close();
           }
         } else {
-          p = PartitionBuffers.fromRows(rows.iterator(), schema, TZ, a);
+          p = PartitionWriter.fromRows(rows.iterator(), schema, TZ, a);
+        }
+        if (paddingSegments) {
+          p = TestBlocks.withPaddingSegments(p, a);
         }
         parts.add(p);
         assertEquals(rowsPerRank[r], p.rowCount());
         // What the metadata exchange carries.
-        layouts.add(PartitionLayout.fromBytes(p.layout().toBytes()));
+        layouts.add(BlockLayout.fromBytes(p.layout().toBytes()));
       }
-      long[] displs = PartitionLayout.displacements(layouts);
+      long[] displs = ArrowTestSupport.displacements(layouts);
       for (int own = 0; own < n; own++) {
         BufferAllocator comm = root.newChildAllocator("comm-" + own, 0, Long.MAX_VALUE);
         BufferAllocator out = root.newChildAllocator("out-" + own, 0, Long.MAX_VALUE);
@@ -135,7 +153,7 @@ class GatheredPartitionsTest extends WithRootAllocator {
         comm.close();
       }
     } finally {
-      for (PartitionBuffers p : parts) {
+      for (LocalBlock p : parts) {
         p.close();
       }
       for (BufferAllocator a : taskAllocators) {
@@ -152,12 +170,7 @@ class GatheredPartitionsTest extends WithRootAllocator {
 
   @Test
   void separatePaddingSegmentsSurviveTheGather() {
-    PartitionBuffers.padInPlace = false;
-    try {
-      roundTrip(ALL_TYPES, new int[] {13, 0, 101}, 23L, false);
-    } finally {
-      PartitionBuffers.padInPlace = true;
-    }
+    roundTrip(ALL_TYPES, new int[] {13, 0, 101}, 23L, false, true);
   }
 
   @Test
@@ -215,15 +228,17 @@ class GatheredPartitionsTest extends WithRootAllocator {
   void mismatchedSchemaFingerprintIsAClearError() {
     StructType a = struct(field("x", DataTypes.IntegerType));
     StructType b = struct(field("x", DataTypes.LongType));
-    try (PartitionBuffers pa = PartitionBuffers.fromRows(randomRows(a, 10, new Random(8), 0.2).iterator(), a, TZ, root);
-        PartitionBuffers pb = PartitionBuffers.fromRows(randomRows(b, 10, new Random(9), 0.2).iterator(), b, TZ, root)) {
-      List<PartitionLayout> layouts = List.of(pa.layout(), pb.layout());
-      long[] displs = PartitionLayout.displacements(layouts);
+    try (LocalBlock pa = PartitionWriter.fromRows(randomRows(a, 10, new Random(8), 0.2).iterator(), a, TZ, root);
+        LocalBlock pb = PartitionWriter.fromRows(randomRows(b, 10, new Random(9), 0.2).iterator(), b, TZ, root)) {
+      List<BlockLayout> layouts = List.of(pa.layout(), pb.layout());
+      long[] displs = ArrowTestSupport.displacements(layouts);
       try (ArrowBuf recv = allGatherV(List.of(pa, pb), displs, 0, root)) {
-        IllegalStateException e =
+        NpuGatherException e =
             assertThrows(
-                IllegalStateException.class,
+                NpuGatherException.class,
                 () -> GatheredPartitions.wrap(recv, layouts, displs, 0, pa, a, root));
+        assertEquals(ResultCode.INVALID_USAGE, e.code());
+        assertEquals(0, e.rank());
         assertTrue(e.getMessage().contains("schema mismatch: rank 1"), e.getMessage());
         assertEquals(1, recv.refCnt(), "no reference leaked on failure");
       }
@@ -237,24 +252,24 @@ class GatheredPartitionsTest extends WithRootAllocator {
     StructType t = struct(field("t", DataTypes.TimestampType));
     StructType nested1 = struct(field("s", struct(field("y", DataTypes.IntegerType))));
     StructType nested2 = struct(field("s", struct(notNull("y", DataTypes.IntegerType))));
-    long fa = PartitionLayout.fingerprint(PartitionBuffers.arrowSchema(a, TZ));
-    assertEquals(fa, PartitionLayout.fingerprint(PartitionBuffers.arrowSchema(a, TZ)));
-    assertFalse(fa == PartitionLayout.fingerprint(PartitionBuffers.arrowSchema(b, TZ)));
+    long fa = SchemaFingerprint.of(PartitionWriter.arrowSchema(a, TZ));
+    assertEquals(fa, SchemaFingerprint.of(PartitionWriter.arrowSchema(a, TZ)));
+    assertFalse(fa == SchemaFingerprint.of(PartitionWriter.arrowSchema(b, TZ)));
     assertFalse(
-        PartitionLayout.fingerprint(PartitionBuffers.arrowSchema(t, "UTC"))
-            == PartitionLayout.fingerprint(PartitionBuffers.arrowSchema(t, TZ)));
+        SchemaFingerprint.of(PartitionWriter.arrowSchema(t, "UTC"))
+            == SchemaFingerprint.of(PartitionWriter.arrowSchema(t, TZ)));
     assertFalse(
-        PartitionLayout.fingerprint(PartitionBuffers.arrowSchema(nested1, TZ))
-            == PartitionLayout.fingerprint(PartitionBuffers.arrowSchema(nested2, TZ)));
+        SchemaFingerprint.of(PartitionWriter.arrowSchema(nested1, TZ))
+            == SchemaFingerprint.of(PartitionWriter.arrowSchema(nested2, TZ)));
   }
 
   @Test
   void blockThatDoesNotFitTheReceiveBufferIsAClearError() {
     StructType s = struct(field("x", DataTypes.LongType), field("y", DataTypes.StringType));
-    try (PartitionBuffers p0 = PartitionBuffers.fromRows(randomRows(s, 10, new Random(10), 0.2).iterator(), s, TZ, root);
-        PartitionBuffers p1 = PartitionBuffers.fromRows(randomRows(s, 10, new Random(11), 0.2).iterator(), s, TZ, root)) {
-      List<PartitionLayout> layouts = List.of(p0.layout(), p1.layout());
-      long[] displs = PartitionLayout.displacements(layouts);
+    try (LocalBlock p0 = PartitionWriter.fromRows(randomRows(s, 10, new Random(10), 0.2).iterator(), s, TZ, root);
+        LocalBlock p1 = PartitionWriter.fromRows(randomRows(s, 10, new Random(11), 0.2).iterator(), s, TZ, root)) {
+      List<BlockLayout> layouts = List.of(p0.layout(), p1.layout());
+      long[] displs = ArrowTestSupport.displacements(layouts);
       try (ArrowBuf big = root.buffer(1 << 16);
           ArrowBuf small = big.slice(0, p1.layout().blockBytes() - 8)) {
         small.getReferenceManager().retain();
@@ -282,19 +297,21 @@ class GatheredPartitionsTest extends WithRootAllocator {
   @Test
   void layoutThatDoesNotMatchTheSchemaStructureIsRejected() {
     StructType s = struct(field("x", DataTypes.LongType));
-    try (PartitionBuffers p0 = PartitionBuffers.fromRows(randomRows(s, 5, new Random(12), 0.2).iterator(), s, TZ, root)) {
-      PartitionLayout l = p0.layout();
-      PartitionLayout forged =
-          new PartitionLayout(l.schemaFingerprint(), 5, new long[] {5, 5}, new long[] {0, 0}, new long[] {8, 40}, new long[0]);
-      PartitionLayout wrongRows =
-          new PartitionLayout(l.schemaFingerprint(), 6, new long[] {5}, new long[] {0}, new long[] {8, 40}, new long[0]);
+    try (LocalBlock p0 = PartitionWriter.fromRows(randomRows(s, 5, new Random(12), 0.2).iterator(), s, TZ, root)) {
+      BlockLayout l = p0.layout();
+      BlockLayout forged =
+          new BlockLayout(l.schemaFingerprint(), 5, new long[] {5, 5}, new long[] {0, 0}, new long[] {8, 40}, new long[0]);
+      BlockLayout wrongRows =
+          new BlockLayout(l.schemaFingerprint(), 6, new long[] {5}, new long[] {0}, new long[] {8, 40}, new long[0]);
       try (ArrowBuf recv = root.buffer(1024)) {
-        assertThrows(
-            IllegalStateException.class,
-            () -> GatheredPartitions.wrap(recv, List.of(l, forged), new long[] {0, 0}, 0, p0, s, root));
-        assertThrows(
-            IllegalStateException.class,
-            () -> GatheredPartitions.wrap(recv, List.of(l, wrongRows), new long[] {0, 0}, 0, p0, s, root));
+        assertEquals(ResultCode.REMOTE_ERROR, assertThrows(
+            NpuGatherException.class,
+            () -> GatheredPartitions.wrap(recv, List.of(l, forged), new long[] {0, 0}, 0, p0, s, root))
+            .code());
+        assertEquals(ResultCode.REMOTE_ERROR, assertThrows(
+            NpuGatherException.class,
+            () -> GatheredPartitions.wrap(recv, List.of(l, wrongRows), new long[] {0, 0}, 0, p0, s, root))
+            .code());
       }
     }
   }
@@ -302,9 +319,9 @@ class GatheredPartitionsTest extends WithRootAllocator {
   @Test
   void blockInconsistentWithItsLayoutIsAClearError() {
     StructType s = struct(field("x", DataTypes.LongType), field("y", DataTypes.StringType));
-    try (PartitionBuffers p0 = PartitionBuffers.fromRows(randomRows(s, 10, new Random(19), 0.2).iterator(), s, TZ, root);
-        PartitionBuffers p1 = PartitionBuffers.fromRows(randomRows(s, 10, new Random(20), 0.2).iterator(), s, TZ, root)) {
-      PartitionLayout l1 = p1.layout();
+    try (LocalBlock p0 = PartitionWriter.fromRows(randomRows(s, 10, new Random(19), 0.2).iterator(), s, TZ, root);
+        LocalBlock p1 = PartitionWriter.fromRows(randomRows(s, 10, new Random(20), 0.2).iterator(), s, TZ, root)) {
+      BlockLayout l1 = p1.layout();
       // x's data buffer claimed shorter than 10 longs.
       long[] nodes = new long[l1.nodeCount()];
       long[] nulls = new long[l1.nodeCount()];
@@ -317,25 +334,27 @@ class GatheredPartitionsTest extends WithRootAllocator {
         bufs[i] = l1.bufferLength(i);
       }
       bufs[1] = 72;
-      PartitionLayout shortData =
-          new PartitionLayout(l1.schemaFingerprint(), 10, nodes, nulls, bufs, new long[0]);
+      BlockLayout shortData =
+          new BlockLayout(l1.schemaFingerprint(), 10, nodes, nulls, bufs, new long[0]);
       try (ArrowBuf recv = root.buffer(4096)) {
         recv.setZero(0, recv.capacity());
-        IllegalStateException e =
+        NpuGatherException e =
             assertThrows(
-                IllegalStateException.class,
+                NpuGatherException.class,
                 () -> GatheredPartitions.wrap(recv, List.of(p0.layout(), shortData), new long[] {0, 0}, 0, p0, s, root));
+        assertEquals(ResultCode.REMOTE_ERROR, e.code());
         assertTrue(e.getMessage().contains("column x data buffer of 72 bytes, 80 needed"), e.getMessage());
       }
       // y's last offset pointing past its data.
-      List<PartitionLayout> layouts = List.of(p0.layout(), l1);
-      long[] displs = PartitionLayout.displacements(layouts);
+      List<BlockLayout> layouts = List.of(p0.layout(), l1);
+      long[] displs = ArrowTestSupport.displacements(layouts);
       try (ArrowBuf recv = allGatherV(List.of(p0, p1), displs, 0, root)) {
         recv.setInt(displs[1] + l1.bufferOffset(3) + 10 * 4, 1 << 20);
-        IllegalStateException e =
+        NpuGatherException e =
             assertThrows(
-                IllegalStateException.class,
+                NpuGatherException.class,
                 () -> GatheredPartitions.wrap(recv, layouts, displs, 0, p0, s, root));
+        assertEquals(ResultCode.REMOTE_ERROR, e.code());
         assertTrue(e.getMessage().contains("column y data buffer of"), e.getMessage());
         assertEquals(1, recv.refCnt());
       }
@@ -346,7 +365,7 @@ class GatheredPartitionsTest extends WithRootAllocator {
   void singleRankNeedsNoReceiveBuffer() {
     StructType s = struct(field("x", DataTypes.LongType));
     List<InternalRow> rows = randomRows(s, 50, new Random(13), 0.2);
-    try (PartitionBuffers p = PartitionBuffers.fromRows(rows.iterator(), s, TZ, root);
+    try (LocalBlock p = PartitionWriter.fromRows(rows.iterator(), s, TZ, root);
         GatheredPartitions g =
             GatheredPartitions.wrap(null, List.of(p.layout()), new long[] {0}, 0, p, s, root)) {
       assertBatch(s, rows, g.batch(0), 0);
@@ -358,9 +377,9 @@ class GatheredPartitionsTest extends WithRootAllocator {
   void ownBatchServesTheInputVectorsWithoutCopy() {
     StructType s = struct(field("x", DataTypes.LongType), field("f", DataTypes.createArrayType(DataTypes.FloatType)));
     List<InternalRow> rows = randomRows(s, 100, new Random(14), 0.2);
-    try (PartitionBuffers p = PartitionBuffers.fromRows(rows.iterator(), s, TZ, root)) {
+    try (LocalBlock p = PartitionWriter.fromRows(rows.iterator(), s, TZ, root)) {
       long before = root.getAllocatedMemory();
-      ColumnarBatch b = p.ownBatch(5);
+      ColumnarBatch b = GatheredPartitions.batch(5, p.root(), s);
       assertEquals(before, root.getAllocatedMemory());
       assertBatch(s, rows, b, 5);
       assertTrue(
@@ -372,10 +391,10 @@ class GatheredPartitionsTest extends WithRootAllocator {
   @Test
   void gatheredVectorsShareTheReceiveBufferMemory() {
     StructType s = struct(field("x", DataTypes.LongType), field("y", DataTypes.StringType));
-    try (PartitionBuffers p0 = PartitionBuffers.fromRows(randomRows(s, 1000, new Random(15), 0.2).iterator(), s, TZ, root);
-        PartitionBuffers p1 = PartitionBuffers.fromRows(randomRows(s, 1000, new Random(16), 0.2).iterator(), s, TZ, root)) {
-      List<PartitionLayout> layouts = List.of(p0.layout(), p1.layout());
-      long[] displs = PartitionLayout.displacements(layouts);
+    try (LocalBlock p0 = PartitionWriter.fromRows(randomRows(s, 1000, new Random(15), 0.2).iterator(), s, TZ, root);
+        LocalBlock p1 = PartitionWriter.fromRows(randomRows(s, 1000, new Random(16), 0.2).iterator(), s, TZ, root)) {
+      List<BlockLayout> layouts = List.of(p0.layout(), p1.layout());
+      long[] displs = ArrowTestSupport.displacements(layouts);
       BufferAllocator comm = root.newChildAllocator("comm", 0, Long.MAX_VALUE);
       BufferAllocator out = root.newChildAllocator("out", 0, Long.MAX_VALUE);
       try (ArrowBuf recv = allGatherV(List.of(p0, p1), displs, 0, comm);
@@ -412,9 +431,9 @@ class GatheredPartitionsTest extends WithRootAllocator {
   @Test
   void allocatorIsAtZeroAfterEverythingIsClosed() {
     BufferAllocator task = root.newChildAllocator("task", 0, Long.MAX_VALUE);
-    PartitionBuffers p = PartitionBuffers.fromRows(randomRows(ALL_TYPES, 300, new Random(17), 0.2).iterator(), ALL_TYPES, TZ, task);
+    LocalBlock p = PartitionWriter.fromRows(randomRows(ALL_TYPES, 300, new Random(17), 0.2).iterator(), ALL_TYPES, TZ, task);
     assertTrue(task.getAllocatedMemory() > 0);
-    ColumnarBatch own = p.ownBatch(0);
+    ColumnarBatch own = GatheredPartitions.batch(0, p.root(), ALL_TYPES);
     own.close(); // a consumer closing the batch early must not break close()
     p.close();
     p.close(); // idempotent
@@ -444,7 +463,7 @@ class GatheredPartitionsTest extends WithRootAllocator {
             return rows.get(i++);
           }
         };
-    assertThrows(IllegalStateException.class, () -> PartitionBuffers.fromRows(failing, s, TZ, task));
+    assertThrows(IllegalStateException.class, () -> PartitionWriter.fromRows(failing, s, TZ, task));
     assertEquals(0, task.getAllocatedMemory());
     task.close();
   }

@@ -1,4 +1,4 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.write;
 
 import static io.npugather.spark.arrow.ArrowTestSupport.TZ;
 import static io.npugather.spark.arrow.ArrowTestSupport.field;
@@ -9,6 +9,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.block.LocalBlock;
+import io.npugather.spark.arrow.ArrowTestSupport;
+import io.npugather.spark.arrow.FixedWidthType;
+import io.npugather.spark.arrow.WithRootAllocator;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -21,46 +25,8 @@ import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
 
 class FixedWidthRowWriterTest extends WithRootAllocator {
-  static final DataType[] FIXED = {
-    DataTypes.BooleanType,
-    DataTypes.ByteType,
-    DataTypes.ShortType,
-    DataTypes.IntegerType,
-    DataTypes.LongType,
-    DataTypes.FloatType,
-    DataTypes.DoubleType,
-    DataTypes.DateType,
-    DataTypes.TimestampType,
-    DataTypes.TimestampNTZType
-  };
-
-  /** Every directly written type, nullable and not, as columns and as array elements. */
-  static StructType directSchema() {
-    List<StructField> f = new ArrayList<>();
-    for (DataType t : FIXED) {
-      f.add(field(t.typeName(), t));
-      f.add(notNull(t.typeName() + "_nn", t));
-      f.add(field("a_" + t.typeName(), DataTypes.createArrayType(t, true)));
-      f.add(notNull("a_" + t.typeName() + "_nn", DataTypes.createArrayType(t, false)));
-    }
-    return new StructType(f.toArray(new StructField[0]));
-  }
-
-  /** Direct columns between columns that go through Spark's field writers. */
-  static StructType mixedSchema() {
-    return struct(
-        field("s", DataTypes.StringType),
-        field("features", DataTypes.createArrayType(DataTypes.FloatType, true)),
-        field("dec", new DecimalType(20, 4)),
-        notNull("id", DataTypes.LongType),
-        field("strings", DataTypes.createArrayType(DataTypes.StringType, true)),
-        field("nested", DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.IntegerType))),
-        field("st", struct(field("x", DataTypes.DoubleType))),
-        field("flag", DataTypes.BooleanType));
-  }
-
   private void assertSameBuffersAsSpark(StructType schema, List<InternalRow> rows, int expected) {
-    try (PartitionBuffers p = PartitionBuffers.fromRows(rows.iterator(), schema, TZ, root, expected)) {
+    try (LocalBlock p = PartitionWriter.fromRows(rows.iterator(), schema, TZ, root, expected)) {
       ArrowTestSupport.assertSameBuffersAsSpark(
           schema, rows, p.root(), root, rows.size() + " rows, expected " + expected);
     }
@@ -68,7 +34,7 @@ class FixedWidthRowWriterTest extends WithRootAllocator {
 
   @Test
   void everyDirectTypeWithNullsGivesSparksArrowWriterBuffersByteForByte() {
-    StructType schema = directSchema();
+    StructType schema = ArrowTestSupport.directSchema();
     Random rnd = new Random(7);
     for (int n : new int[] {0, 1, 7, 8, 9, 1000}) {
       List<InternalRow> generic = randomRows(schema, n, rnd, 0.25);
@@ -84,7 +50,7 @@ class FixedWidthRowWriterTest extends WithRootAllocator {
 
   @Test
   void directColumnsBetweenFieldWriterColumnsGiveTheSameBuffers() {
-    StructType schema = mixedSchema();
+    StructType schema = ArrowTestSupport.mixedSchema();
     Random rnd = new Random(8);
     for (int n : new int[] {0, 3, 500}) {
       List<InternalRow> generic = randomRows(schema, n, rnd, 0.2);
@@ -109,14 +75,14 @@ class FixedWidthRowWriterTest extends WithRootAllocator {
 
   @Test
   void typesWrittenDirectly() {
-    for (DataType t : FIXED) {
-      assertTrue(FixedWidthRowWriter.isDirect(t), t.simpleString());
-      assertTrue(FixedWidthRowWriter.isDirect(DataTypes.createArrayType(t)), t.simpleString());
+    for (DataType t : ArrowTestSupport.FIXED) {
+      assertTrue(FixedWidthType.isFixedWidthColumn(t), t.simpleString());
+      assertTrue(FixedWidthType.isFixedWidthColumn(DataTypes.createArrayType(t)), t.simpleString());
     }
-    assertFalse(FixedWidthRowWriter.isDirect(DataTypes.StringType));
-    assertFalse(FixedWidthRowWriter.isDirect(new DecimalType(10, 2)));
+    assertFalse(FixedWidthType.isFixedWidthColumn(DataTypes.StringType));
+    assertFalse(FixedWidthType.isFixedWidthColumn(new DecimalType(10, 2)));
     assertFalse(
-        FixedWidthRowWriter.isDirect(
+        FixedWidthType.isFixedWidthColumn(
             DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.FloatType))));
   }
 }

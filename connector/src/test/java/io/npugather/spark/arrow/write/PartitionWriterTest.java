@@ -1,4 +1,4 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.write;
 
 import static io.npugather.spark.arrow.ArrowTestSupport.TZ;
 import static io.npugather.spark.arrow.ArrowTestSupport.assertBatch;
@@ -10,6 +10,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.block.BlockLayout;
+import io.npugather.block.LocalBlock;
+import io.npugather.spark.arrow.ArrowTestSupport;
+import io.npugather.spark.arrow.WithRootAllocator;
+import io.npugather.spark.arrow.read.OwnBatches;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
@@ -26,9 +31,9 @@ import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.junit.jupiter.api.Test;
 
-class PartitionBuffersTest extends WithRootAllocator {
+public class PartitionWriterTest extends WithRootAllocator {
 
-  static final StructType SCHEMA =
+  public static final StructType SCHEMA =
       struct(
           field("bool", DataTypes.BooleanType),
           field("byte", DataTypes.ByteType),
@@ -52,7 +57,7 @@ class PartitionBuffersTest extends WithRootAllocator {
                   field("l", DataTypes.createArrayType(DataTypes.StringType, true)))));
 
   /** A batch of ArrowColumnVectors over Arrow vectors written from {@code rows}. */
-  private static ColumnarBatch arrowBatch(PartitionBuffers p) {
+  private static ColumnarBatch arrowBatch(LocalBlock p) {
     List<FieldVector> vs = p.root().getFieldVectors();
     ColumnVector[] cols = new ColumnVector[vs.size()];
     for (int i = 0; i < cols.length; i++) {
@@ -67,7 +72,7 @@ class PartitionBuffersTest extends WithRootAllocator {
     BufferAllocator src = root.newChildAllocator("src", 0, Long.MAX_VALUE);
     List<InternalRow> all = new ArrayList<>();
     List<ColumnarBatch> batches = new ArrayList<>();
-    List<PartitionBuffers> sources = new ArrayList<>();
+    List<LocalBlock> sources = new ArrayList<>();
     // kind: a = Arrow batch of the same types (buffer-wise append), h = on-heap, e = empty,
     // n = Arrow batch whose types differ in nullability (value-wise), o = off-heap,
     // z = off-heap without any null (single memory copies for primitives).
@@ -81,7 +86,7 @@ class PartitionBuffersTest extends WithRootAllocator {
           List<InternalRow> rows = randomRows(SCHEMA, n, rnd, kind == 'z' ? 0.0 : 0.2);
           all.addAll(rows);
           if (kind == 'a' || kind == 'e') {
-            PartitionBuffers p = PartitionBuffers.fromRows(rows.iterator(), SCHEMA, TZ, src);
+            LocalBlock p = PartitionWriter.fromRows(rows.iterator(), SCHEMA, TZ, src);
             sources.add(p);
             batches.add(arrowBatch(p));
           } else if (kind == 'n') {
@@ -100,18 +105,18 @@ class PartitionBuffersTest extends WithRootAllocator {
             for (int f = 1; f < SCHEMA.fields().length; f++) {
               mixed = mixed.add(SCHEMA.fields()[f]);
             }
-            PartitionBuffers p = PartitionBuffers.fromRows(fixed.iterator(), mixed, TZ, src);
+            LocalBlock p = PartitionWriter.fromRows(fixed.iterator(), mixed, TZ, src);
             sources.add(p);
             batches.add(arrowBatch(p));
           } else {
             batches.add(ArrowTestSupport.sparkBatch(SCHEMA, rows, kind == 'o' || kind == 'z'));
           }
         }
-        try (PartitionBuffers p = PartitionBuffers.fromBatches(batches.iterator(), SCHEMA, TZ, root)) {
+        try (LocalBlock p = PartitionWriter.fromBatches(batches.iterator(), SCHEMA, TZ, root)) {
           assertEquals(all.size(), p.rowCount(), order);
-          assertBatch(SCHEMA, all, p.ownBatch(3), 3);
+          assertBatch(SCHEMA, all, OwnBatches.of(p, SCHEMA, 3), 3);
           // The same vectors a row-wise conversion gives, byte for byte in layout.
-          try (PartitionBuffers viaRows = PartitionBuffers.fromRows(all.iterator(), SCHEMA, TZ, root)) {
+          try (LocalBlock viaRows = PartitionWriter.fromRows(all.iterator(), SCHEMA, TZ, root)) {
             assertEquals(viaRows.layout().schemaFingerprint(), p.layout().schemaFingerprint());
             assertEquals(viaRows.layout().nodeCount(), p.layout().nodeCount());
             for (int i = 0; i < p.layout().nodeCount(); i++) {
@@ -125,14 +130,14 @@ class PartitionBuffersTest extends WithRootAllocator {
               b.close();
             }
           }
-          for (PartitionBuffers s : sources) {
+          for (LocalBlock s : sources) {
             s.close();
           }
           sources.clear();
         }
       }
     } finally {
-      for (PartitionBuffers s : sources) {
+      for (LocalBlock s : sources) {
         s.close();
       }
       src.close();
@@ -151,8 +156,8 @@ class PartitionBuffersTest extends WithRootAllocator {
     for (int i = 0; i < 7; i++) {
       expected.add(new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(new Object[] {42L, null}));
     }
-    try (PartitionBuffers p = PartitionBuffers.fromBatches(List.of(b).iterator(), s, TZ, root)) {
-      assertBatch(s, expected, p.ownBatch(0), 0);
+    try (LocalBlock p = PartitionWriter.fromBatches(List.of(b).iterator(), s, TZ, root)) {
+      assertBatch(s, expected, OwnBatches.of(p, s, 0), 0);
     }
   }
 
@@ -164,64 +169,10 @@ class PartitionBuffersTest extends WithRootAllocator {
       IllegalArgumentException e =
           assertThrows(
               IllegalArgumentException.class,
-              () -> PartitionBuffers.fromBatches(List.of(b).iterator(), s, TZ, root));
+              () -> PartitionWriter.fromBatches(List.of(b).iterator(), s, TZ, root));
       assertTrue(e.getMessage().contains("1 column(s)"), e.getMessage());
     } finally {
       b.close();
-    }
-  }
-
-  @Test
-  void segmentsConcatenateToTheBlockWithZeroPadding() {
-    checkSegments();
-    PartitionBuffers.padInPlace = false;
-    try {
-      checkSegments();
-    } finally {
-      PartitionBuffers.padInPlace = true;
-    }
-  }
-
-  private void checkSegments() {
-    for (int rows : new int[] {0, 1, 7, 333}) {
-      try (PartitionBuffers p =
-              PartitionBuffers.fromRows(randomRows(SCHEMA, rows, new Random(22 + rows), 0.2).iterator(), SCHEMA, TZ, root);
-          org.apache.arrow.memory.ArrowBuf block = root.buffer(Math.max(8, p.layout().blockBytes()))) {
-        long[] addr = p.segmentAddresses();
-        long[] len = p.segmentLengths();
-        assertEquals(p.segmentCount(), addr.length);
-        long total = 0;
-        for (long l : len) {
-          assertTrue(l > 0);
-          total += l;
-        }
-        PartitionLayout l = p.layout();
-        assertEquals(l.blockBytes(), total);
-        boolean padSegments = java.util.Arrays.stream(len).anyMatch(x -> x % 8 != 0);
-        if (PartitionBuffers.padInPlace) {
-          assertTrue(!padSegments, "Arrow's buffers have room for their padding");
-        } else if (rows > 0) {
-          assertTrue(padSegments, "padding segments in use");
-        }
-        block.setOne(0, block.capacity());
-        p.copyBlockTo(block.memoryAddress());
-        // Buffers sit at their layout offsets: compare with the vectors' own buffers, in order.
-        try (org.apache.arrow.vector.ipc.message.ArrowRecordBatch rb =
-            new org.apache.arrow.vector.VectorUnloader(p.root()).getRecordBatch()) {
-          List<org.apache.arrow.memory.ArrowBuf> bufs = rb.getBuffers();
-          assertEquals(l.bufferCount(), bufs.size());
-          for (int i = 0; i < bufs.size(); i++) {
-            long n = l.bufferLength(i);
-            assertEquals(bufs.get(i).readableBytes(), n);
-            for (long k = 0; k < n; k++) {
-              assertEquals(bufs.get(i).getByte(k), block.getByte(l.bufferOffset(i) + k), "buffer " + i + " byte " + k);
-            }
-            for (long k = n; k < PartitionLayout.align8(n); k++) {
-              assertEquals(0, block.getByte(l.bufferOffset(i) + k), "padding of buffer " + i);
-            }
-          }
-        }
-      }
     }
   }
 }

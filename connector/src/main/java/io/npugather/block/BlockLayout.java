@@ -1,22 +1,14 @@
-package io.npugather.spark.arrow;
+package io.npugather.block;
 
 import java.io.ByteArrayOutputStream;
-import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Map;
-import java.util.TreeMap;
-import org.apache.arrow.vector.TypeLayout;
-import org.apache.arrow.vector.types.pojo.ArrowType;
-import org.apache.arrow.vector.types.pojo.Field;
-import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
 
 /**
- * Metadata of one rank's block: what a receiver needs to rebuild that rank's Arrow vectors over a
- * slice of the receive buffer.
+ * Metadata of one rank's block, and its wire format: what a receiver needs to rebuild that rank's
+ * Arrow vectors over a slice of the receive buffer.
  *
  * <p>The block is the concatenation, in {@code VectorLoader} order, of every Arrow buffer of every
  * column (nested children included), each followed by zero padding up to the next multiple of 8
@@ -30,7 +22,7 @@ import org.apache.arrow.vector.types.pojo.Schema;
  *
  * <p>Instances are immutable.
  */
-public final class PartitionLayout {
+public final class BlockLayout {
   /** The format version written by {@link #toBytes()}. */
   public static final byte VERSION = 1;
 
@@ -47,7 +39,7 @@ public final class PartitionLayout {
   private final long blockBytes;
 
   /**
-   * @param schemaFingerprint {@link #fingerprint(Schema)} of the Arrow schema the block was written
+   * @param schemaFingerprint {@link SchemaFingerprint#of} of the Arrow schema the block was written
    *     with
    * @param rowCount rows in the block
    * @param nodeLengths per Arrow field node (VectorLoader order): its value count
@@ -55,7 +47,7 @@ public final class PartitionLayout {
    * @param bufferLengths per Arrow buffer (VectorLoader order): its length in bytes, without padding
    * @param variadicBufferCounts per view-type vector (none for Spark's mapping): its data buffer count
    */
-  public PartitionLayout(
+  public BlockLayout(
       long schemaFingerprint,
       long rowCount,
       long[] nodeLengths,
@@ -121,7 +113,7 @@ public final class PartitionLayout {
     return (n + 7) & ~7L;
   }
 
-  /** Stable hash of the schema the block was written with (see {@link #fingerprint(Schema)}). */
+  /** Stable hash of the schema the block was written with (see {@link SchemaFingerprint#of}). */
   public long schemaFingerprint() {
     return schemaFingerprint;
   }
@@ -166,152 +158,22 @@ public final class PartitionLayout {
     return variadicBufferCounts.clone();
   }
 
-  long[] variadicBufferCountsUnsafe() {
-    return variadicBufferCounts;
+  /** The nodes as Arrow's record batches hold them. */
+  List<ArrowFieldNode> nodes() {
+    List<ArrowFieldNode> nodes = new ArrayList<>(nodeLengths.length);
+    for (int i = 0; i < nodeLengths.length; i++) {
+      nodes.add(new ArrowFieldNode(nodeLengths[i], nodeNullCounts[i]));
+    }
+    return nodes;
   }
 
-  /**
-   * Displacements for an all-gather-v: the exclusive prefix sum of every rank's {@link
-   * #blockBytes()}, with one extra trailing entry holding the total receive size. Every entry is a
-   * multiple of 8.
-   */
-  public static long[] displacements(List<PartitionLayout> layouts) {
-    long[] displs = new long[layouts.size() + 1];
-    long offset = 0;
-    for (int r = 0; r < layouts.size(); r++) {
-      displs[r] = offset;
-      long b = layouts.get(r).blockBytes();
-      if (offset > Long.MAX_VALUE - b) {
-        throw new IllegalArgumentException("total receive size overflows at rank " + r);
-      }
-      offset += b;
+  /** {@link #variadicBufferCounts()} as Arrow's record batches hold them. */
+  List<Long> variadicBufferCountList() {
+    List<Long> counts = new ArrayList<>(variadicBufferCounts.length);
+    for (long c : variadicBufferCounts) {
+      counts.add(c);
     }
-    displs[layouts.size()] = offset;
-    return displs;
-  }
-
-  // ---------------------------------------------------------------- fingerprint
-
-  /**
-   * A stable 64-bit hash of an Arrow schema: every field's name, nullability, Arrow type (with its
-   * parameters, e.g. time zone, precision, scale), dictionary encoding and metadata, recursively
-   * through nested children, in order. Equal on every JVM for equal schemas.
-   */
-  public static long fingerprint(Schema schema) {
-    StringBuilder sb = new StringBuilder(256);
-    sb.append("npugather-arrow-schema-v1|");
-    for (Field f : schema.getFields()) {
-      appendField(sb, f);
-    }
-    appendMetadata(sb, schema.getCustomMetadata());
-    MessageDigest md;
-    try {
-      md = MessageDigest.getInstance("SHA-256");
-    } catch (NoSuchAlgorithmException e) {
-      throw new IllegalStateException("SHA-256 is not available", e);
-    }
-    byte[] d = md.digest(sb.toString().getBytes(StandardCharsets.UTF_8));
-    long h = 0;
-    for (int i = 0; i < 8; i++) {
-      h = (h << 8) | (d[i] & 0xFFL);
-    }
-    return h;
-  }
-
-  private static void appendField(StringBuilder sb, Field f) {
-    sb.append('(');
-    appendString(sb, f.getName());
-    sb.append(f.isNullable() ? "?" : "!");
-    appendString(sb, f.getType().toString());
-    if (f.getDictionary() != null) {
-      sb.append("dict:");
-      appendString(sb, f.getDictionary().toString());
-    }
-    appendMetadata(sb, f.getMetadata());
-    sb.append('[');
-    for (Field c : f.getChildren()) {
-      appendField(sb, c);
-    }
-    sb.append("])");
-  }
-
-  private static void appendMetadata(StringBuilder sb, Map<String, String> md) {
-    if (md == null || md.isEmpty()) {
-      return;
-    }
-    sb.append('{');
-    for (Map.Entry<String, String> e : new TreeMap<>(md).entrySet()) {
-      appendString(sb, e.getKey());
-      appendString(sb, e.getValue());
-    }
-    sb.append('}');
-  }
-
-  private static void appendString(StringBuilder sb, String s) {
-    // Length-prefixed, so no choice of names can make two different schemas collide textually.
-    String v = s == null ? "" : s;
-    sb.append(v.length()).append(':').append(v);
-  }
-
-  /** Number of Arrow field nodes the schema produces in VectorLoader order. */
-  static int expectedNodeCount(Schema schema) {
-    int n = 0;
-    for (Field f : schema.getFields()) {
-      n += nodes(f);
-    }
-    return n;
-  }
-
-  /** Index of every top-level field's node in VectorLoader order. */
-  static int[] topLevelNodeIndices(Schema schema) {
-    List<Field> fields = schema.getFields();
-    int[] idx = new int[fields.size()];
-    int n = 0;
-    for (int i = 0; i < idx.length; i++) {
-      idx[i] = n;
-      n += nodes(fields.get(i));
-    }
-    return idx;
-  }
-
-  private static int nodes(Field f) {
-    int n = 1;
-    for (Field c : f.getChildren()) {
-      n += nodes(c);
-    }
-    return n;
-  }
-
-  /**
-   * Number of Arrow buffers the schema produces in VectorLoader order, not counting the variadic
-   * data buffers of view types; -1 if the schema holds a view type (whose count varies).
-   */
-  static int expectedBufferCount(Schema schema) {
-    int n = 0;
-    for (Field f : schema.getFields()) {
-      int b = buffers(f);
-      if (b < 0) {
-        return -1;
-      }
-      n += b;
-    }
-    return n;
-  }
-
-  private static int buffers(Field f) {
-    ArrowType t = f.getType();
-    if (t instanceof ArrowType.Utf8View || t instanceof ArrowType.BinaryView) {
-      return -1;
-    }
-    int n = TypeLayout.getTypeBufferCount(t);
-    for (Field c : f.getChildren()) {
-      int b = buffers(c);
-      if (b < 0) {
-        return -1;
-      }
-      n += b;
-    }
-    return n;
+    return counts;
   }
 
   // ---------------------------------------------------------------- wire format
@@ -346,7 +208,7 @@ public final class PartitionLayout {
    * malformed or out-of-range number, inconsistent counts and trailing bytes, each with an {@link
    * IllegalArgumentException} naming what is wrong.
    */
-  public static PartitionLayout fromBytes(byte[] bytes) {
+  public static BlockLayout fromBytes(byte[] bytes) {
     if (bytes == null) {
       throw new IllegalArgumentException("partition layout: bytes are null");
     }
@@ -388,7 +250,7 @@ public final class PartitionLayout {
               + bytes.length);
     }
     try {
-      return new PartitionLayout(fp, rows, lengths, nulls, buffers, variadic);
+      return new BlockLayout(fp, rows, lengths, nulls, buffers, variadic);
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("partition layout: " + e.getMessage(), e);
     }
@@ -468,10 +330,10 @@ public final class PartitionLayout {
     if (this == o) {
       return true;
     }
-    if (!(o instanceof PartitionLayout)) {
+    if (!(o instanceof BlockLayout)) {
       return false;
     }
-    PartitionLayout other = (PartitionLayout) o;
+    BlockLayout other = (BlockLayout) o;
     return schemaFingerprint == other.schemaFingerprint
         && rowCount == other.rowCount
         && Arrays.equals(nodeLengths, other.nodeLengths)
@@ -492,7 +354,7 @@ public final class PartitionLayout {
 
   @Override
   public String toString() {
-    return "PartitionLayout{fingerprint="
+    return "BlockLayout{fingerprint="
         + Long.toHexString(schemaFingerprint)
         + ", rows="
         + rowCount
@@ -503,13 +365,5 @@ public final class PartitionLayout {
         + ", blockBytes="
         + blockBytes
         + "}";
-  }
-
-  static List<Long> boxed(long[] values) {
-    List<Long> l = new ArrayList<>(values.length);
-    for (long v : values) {
-      l.add(v);
-    }
-    return l;
   }
 }

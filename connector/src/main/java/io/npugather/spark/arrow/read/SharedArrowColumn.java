@@ -1,4 +1,4 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.read;
 
 import org.apache.arrow.vector.ValueVector;
 import org.apache.spark.sql.vectorized.ArrowColumnVector;

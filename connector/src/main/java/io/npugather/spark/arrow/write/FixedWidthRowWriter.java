@@ -1,9 +1,10 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.write;
 
+import io.npugather.spark.arrow.ArrowBitmaps;
+import io.npugather.spark.arrow.FixedWidthType;
 import java.util.List;
 import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.arrow.vector.BaseFixedWidthVector;
-import org.apache.arrow.vector.BitVector;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.complex.ListVector;
@@ -14,19 +15,8 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.execution.arrow.ArrowFieldWriter;
 import org.apache.spark.sql.execution.arrow.ArrowWriter$;
-import org.apache.spark.sql.types.ArrayType;
-import org.apache.spark.sql.types.BooleanType;
-import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DateType;
-import org.apache.spark.sql.types.DoubleType;
-import org.apache.spark.sql.types.FloatType;
-import org.apache.spark.sql.types.IntegerType;
-import org.apache.spark.sql.types.LongType;
-import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.types.TimestampNTZType;
-import org.apache.spark.sql.types.TimestampType;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.bitset.BitSetMethods;
 
@@ -65,10 +55,12 @@ final class FixedWidthRowWriter {
     for (int c = 0; c < columns.length; c++) {
       FieldVector v = vectors.get(c);
       DataType t = schema.fields()[c].dataType();
-      if (width(t) != 0) {
-        columns[c] = new FixedColumn(c, v, t);
-      } else if (t instanceof ArrayType && width(((ArrayType) t).elementType()) != 0) {
-        columns[c] = new ListColumn(c, (ListVector) v, ((ArrayType) t).elementType());
+      FixedWidthType fixed = FixedWidthType.of(t);
+      FixedWidthType elements = FixedWidthType.ofElements(t);
+      if (fixed != null) {
+        columns[c] = new FixedColumn(c, v, fixed);
+      } else if (elements != null) {
+        columns[c] = new ListColumn(c, (ListVector) v, elements);
       } else {
         columns[c] = new FieldWriterColumn(c, v);
       }
@@ -83,31 +75,6 @@ final class FixedWidthRowWriter {
     }
     bitSetWidth = UnsafeRow.calculateBitSetWidthInBytes(columns.length);
     capacity = directCapacity();
-  }
-
-  /** True if {@code t} is written directly (not through Spark's field writer). */
-  static boolean isDirect(DataType t) {
-    return width(t) != 0
-        || (t instanceof ArrayType && width(((ArrayType) t).elementType()) != 0);
-  }
-
-  /** Bytes per value of a fixed-width type, -1 for boolean (one bit), 0 for any other type. */
-  static int width(DataType t) {
-    if (t instanceof BooleanType) {
-      return -1;
-    } else if (t instanceof ByteType) {
-      return 1;
-    } else if (t instanceof ShortType) {
-      return 2;
-    } else if (t instanceof IntegerType || t instanceof DateType || t instanceof FloatType) {
-      return 4;
-    } else if (t instanceof LongType
-        || t instanceof TimestampType
-        || t instanceof TimestampNTZType
-        || t instanceof DoubleType) {
-      return 8;
-    }
-    return 0;
   }
 
   void write(InternalRow row) {
@@ -172,12 +139,8 @@ final class FixedWidthRowWriter {
     return cap;
   }
 
-  private static void setBit(long bitmap, long index) {
-    PrimitiveColumns.setBit(bitmap, index);
-  }
-
   /**
-   * Copies value {@code index} of a column of {@code width} ({@link #width}) from {@code base} +
+   * Copies value {@code index} of a column of {@code width} ({@link FixedWidthType#width}) from {@code base} +
    * {@code from} (Spark's unsafe layout) into the Arrow data buffer at {@code data}.
    */
   private static void copyValue(int width, Object base, long from, long data, long index) {
@@ -196,7 +159,7 @@ final class FixedWidthRowWriter {
         break;
       default:
         if (Platform.getBoolean(base, from)) {
-          setBit(data, index);
+          ArrowBitmaps.setBit(data, index);
         }
     }
   }
@@ -223,14 +186,14 @@ final class FixedWidthRowWriter {
         break;
       default:
         if (g.getBoolean(ordinal)) {
-          setBit(data, index);
+          ArrowBitmaps.setBit(data, index);
         }
     }
   }
 
   /**
    * Copies the {@code n} elements of an {@link UnsafeArrayData} of fixed-width elements ({@link
-   * #width}), its null bitset at {@code nulls} and values at {@code values} in {@code base}, into
+   * FixedWidthType#width}), its null bitset at {@code nulls} and values at {@code values} in {@code base}, into
    * an Arrow list's element vector (validity at {@code childValidity}, data at {@code childData})
    * from element {@code from} on: one memory copy when no element is null.
    */
@@ -247,7 +210,7 @@ final class FixedWidthRowWriter {
     }
     if (!anyNull && width > 0) {
       Platform.copyMemory(base, values, null, childData + from * width, (long) n * width);
-      PrimitiveColumns.setValid(childValidity, from, n);
+      ArrowBitmaps.setValid(childValidity, from, n);
       return;
     }
     for (int i = 0; i < n; i++) {
@@ -259,7 +222,7 @@ final class FixedWidthRowWriter {
         }
         continue;
       }
-      setBit(childValidity, at);
+      ArrowBitmaps.setBit(childValidity, at);
       copyValue(width, base, values + (long) Math.max(width, 1) * i, childData, at);
     }
   }
@@ -303,10 +266,10 @@ final class FixedWidthRowWriter {
     private long validity;
     private long data;
 
-    FixedColumn(int ordinal, FieldVector vector, DataType t) {
+    FixedColumn(int ordinal, FieldVector vector, FixedWidthType type) {
       super(ordinal, vector);
-      this.width = width(t);
-      this.floating = t instanceof FloatType || t instanceof DoubleType;
+      this.width = type.width();
+      this.floating = type.floating();
     }
 
     @Override
@@ -323,13 +286,13 @@ final class FixedWidthRowWriter {
 
     @Override
     void writeUnsafe(InternalRow row, Object base, long rowOffset, long slot, int index) {
-      setBit(validity, index);
+      ArrowBitmaps.setBit(validity, index);
       copyValue(width, base, slot, data, index);
     }
 
     @Override
     void write(InternalRow row, int index) {
-      setBit(validity, index);
+      ArrowBitmaps.setBit(validity, index);
       putValue(width, floating, row, ordinal, data, index);
     }
   }
@@ -351,12 +314,12 @@ final class FixedWidthRowWriter {
     private int childCapacity;
     private int elements;
 
-    ListColumn(int ordinal, ListVector list, DataType elementType) {
+    ListColumn(int ordinal, ListVector list, FixedWidthType elementType) {
       super(ordinal, list);
       this.list = list;
       this.child = (BaseFixedWidthVector) list.getDataVector();
-      this.width = width(elementType);
-      this.floating = elementType instanceof FloatType || elementType instanceof DoubleType;
+      this.width = elementType.width();
+      this.floating = elementType.floating();
     }
 
     @Override
@@ -408,7 +371,7 @@ final class FixedWidthRowWriter {
     }
 
     private void endRow(int index, int n) {
-      setBit(validity, index);
+      ArrowBitmaps.setBit(validity, index);
       elements += n;
       MemoryUtil.putInt(offsets + 4L * (index + 1), elements);
     }
@@ -419,7 +382,7 @@ final class FixedWidthRowWriter {
     }
 
     private void writeElement(ArrayData a, int i, long at) {
-      setBit(childValidity, at);
+      ArrowBitmaps.setBit(childValidity, at);
       putValue(width, floating, a, i, childData, at);
     }
 

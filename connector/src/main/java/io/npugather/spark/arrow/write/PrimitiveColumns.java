@@ -1,18 +1,10 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.write;
 
+import io.npugather.spark.arrow.FixedWidthType;
+import io.npugather.spark.arrow.ArrowBitmaps;
 import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.arrow.vector.BaseFixedWidthVector;
-import org.apache.arrow.vector.BigIntVector;
-import org.apache.arrow.vector.BitVector;
-import org.apache.arrow.vector.DateDayVector;
 import org.apache.arrow.vector.FieldVector;
-import org.apache.arrow.vector.Float4Vector;
-import org.apache.arrow.vector.Float8Vector;
-import org.apache.arrow.vector.IntVector;
-import org.apache.arrow.vector.SmallIntVector;
-import org.apache.arrow.vector.TimeStampMicroTZVector;
-import org.apache.arrow.vector.TimeStampMicroVector;
-import org.apache.arrow.vector.TinyIntVector;
 import org.apache.spark.sql.execution.vectorized.OffHeapColumnVector;
 import org.apache.spark.sql.vectorized.ColumnVector;
 
@@ -25,41 +17,11 @@ import org.apache.spark.sql.vectorized.ColumnVector;
 final class PrimitiveColumns {
   private PrimitiveColumns() {}
 
-  private static final int BYTE = 1;
-  private static final int SHORT = 2;
-  private static final int INT = 3;
-  private static final int LONG = 4;
-  private static final int FLOAT = 5;
-  private static final int DOUBLE = 6;
-  private static final int BOOLEAN = 7;
-
-  /** The copy kind for {@code target}, or 0 if it is not a supported fixed-width vector. */
-  static int kind(FieldVector target) {
-    if (target instanceof TinyIntVector) {
-      return BYTE;
-    } else if (target instanceof SmallIntVector) {
-      return SHORT;
-    } else if (target instanceof IntVector || target instanceof DateDayVector) {
-      return INT;
-    } else if (target instanceof BigIntVector
-        || target instanceof TimeStampMicroTZVector
-        || target instanceof TimeStampMicroVector) {
-      return LONG;
-    } else if (target instanceof Float4Vector) {
-      return FLOAT;
-    } else if (target instanceof Float8Vector) {
-      return DOUBLE;
-    } else if (target instanceof BitVector) {
-      return BOOLEAN;
-    }
-    return 0;
-  }
-
   /**
    * Writes {@code cv}'s rows [0, n) into {@code target} at [base, base + n). The caller keeps the
    * value count (the field writer's count).
    */
-  static void copy(int kind, FieldVector target, ColumnVector cv, int base, int n) {
+  static void copy(FixedWidthType type, FieldVector target, ColumnVector cv, int base, int n) {
     BaseFixedWidthVector v = (BaseFixedWidthVector) target;
     long needed = (long) base + n;
     while (v.getValueCapacity() < needed) {
@@ -69,11 +31,11 @@ final class PrimitiveColumns {
     long data = v.getDataBufferAddress() + (long) base * width;
     long validity = v.getValidityBufferAddress();
     boolean hasNull = cv.hasNull();
-    if (kind == BOOLEAN) {
+    if (type == FixedWidthType.BOOLEAN) {
       // Value bits here; validity bits below, as for every kind.
       for (int i = 0; i < n; i++) {
         if (!(hasNull && cv.isNullAt(i)) && cv.getBoolean(i)) {
-          setBit(v.getDataBufferAddress(), (long) base + i);
+          ArrowBitmaps.setBit(v.getDataBufferAddress(), (long) base + i);
         }
       }
     } else if (!hasNull
@@ -81,7 +43,7 @@ final class PrimitiveColumns {
         && !((OffHeapColumnVector) cv).hasDictionary()) {
       MemoryUtil.copyMemory(((OffHeapColumnVector) cv).valuesNativeAddress(), data, (long) n * width);
     } else {
-      switch (kind) {
+      switch (type) {
         case BYTE:
           for (int i = 0; i < n; i++) {
             if (hasNull && cv.isNullAt(i)) {
@@ -99,6 +61,7 @@ final class PrimitiveColumns {
           }
           break;
         case INT:
+        case DATE:
           for (int i = 0; i < n; i++) {
             if (hasNull && cv.isNullAt(i)) {
               continue;
@@ -107,6 +70,8 @@ final class PrimitiveColumns {
           }
           break;
         case LONG:
+        case TIMESTAMP:
+        case TIMESTAMP_NTZ:
           for (int i = 0; i < n; i++) {
             if (hasNull && cv.isNullAt(i)) {
               continue;
@@ -131,7 +96,7 @@ final class PrimitiveColumns {
           }
           break;
         default:
-          throw new IllegalArgumentException("unsupported copy kind " + kind);
+          throw new IllegalArgumentException("unsupported fixed-width type " + type);
       }
     }
     // Null slots keep the zeros of a fresh or grown vector; only their validity bit matters.
@@ -144,38 +109,7 @@ final class PrimitiveColumns {
         MemoryUtil.putByte(addr, (byte) (cv.isNullAt(i) ? (b & ~mask) : (b | mask)));
       }
     } else {
-      setValid(validity, base, n);
-    }
-  }
-
-  /** Bit {@code index} of the bitmap at {@code bitmap} (Arrow's order: least significant first). */
-  static boolean isSet(long bitmap, long index) {
-    return (MemoryUtil.getByte(bitmap + (index >>> 3)) & (1 << (int) (index & 7))) != 0;
-  }
-
-  static void setBit(long bitmap, long index) {
-    long addr = bitmap + (index >>> 3);
-    MemoryUtil.putByte(addr, (byte) (MemoryUtil.getByte(addr) | (1 << (int) (index & 7))));
-  }
-
-  /** Sets validity bits [from, from + n). */
-  static void setValid(long validity, long from, int n) {
-    long bit = from;
-    long end = from + n;
-    while (bit < end && (bit & 7) != 0) {
-      long addr = validity + (bit >>> 3);
-      MemoryUtil.putByte(addr, (byte) (MemoryUtil.getByte(addr) | (1 << (int) (bit & 7))));
-      bit++;
-    }
-    long fullBytes = (end - bit) >>> 3;
-    if (fullBytes > 0) {
-      MemoryUtil.setMemory(validity + (bit >>> 3), fullBytes, (byte) 0xFF);
-      bit += fullBytes << 3;
-    }
-    while (bit < end) {
-      long addr = validity + (bit >>> 3);
-      MemoryUtil.putByte(addr, (byte) (MemoryUtil.getByte(addr) | (1 << (int) (bit & 7))));
-      bit++;
+      ArrowBitmaps.setValid(validity, base, n);
     }
   }
 }

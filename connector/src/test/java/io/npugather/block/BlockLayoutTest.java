@@ -1,4 +1,4 @@
-package io.npugather.spark.arrow;
+package io.npugather.block;
 
 import static io.npugather.spark.arrow.ArrowTestSupport.TZ;
 import static io.npugather.spark.arrow.ArrowTestSupport.randomRows;
@@ -7,6 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.spark.arrow.TestAllocators;
+import io.npugather.spark.arrow.read.GatheredPartitionsTest;
+import io.npugather.spark.arrow.write.PartitionWriter;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
@@ -15,7 +18,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
-class PartitionLayoutTest {
+class BlockLayoutTest {
   private RootAllocator root;
 
   @BeforeEach
@@ -29,8 +32,8 @@ class PartitionLayoutTest {
     root.close();
   }
 
-  private static PartitionLayout sample() {
-    return new PartitionLayout(
+  static BlockLayout sample() {
+    return new BlockLayout(
         0x8123456789abcdefL,
         1000,
         new long[] {1000, 1000, 4000},
@@ -41,9 +44,9 @@ class PartitionLayoutTest {
 
   @Test
   void toBytesFromBytesRoundTrips() {
-    PartitionLayout l = sample();
+    BlockLayout l = sample();
     byte[] b = l.toBytes();
-    PartitionLayout back = PartitionLayout.fromBytes(b);
+    BlockLayout back = BlockLayout.fromBytes(b);
     assertEquals(l, back);
     assertEquals(l.blockBytes(), back.blockBytes());
     assertEquals(0x8123456789abcdefL, back.schemaFingerprint());
@@ -55,7 +58,7 @@ class PartitionLayoutTest {
 
   @Test
   void buffersArePaddedToEightBytesInsideTheBlock() {
-    PartitionLayout l = sample();
+    BlockLayout l = sample();
     long expected = 0;
     for (int i = 0; i < l.bufferCount(); i++) {
       assertEquals(expected, l.bufferOffset(i));
@@ -78,20 +81,20 @@ class PartitionLayoutTest {
       bufs[2 * i] = 125_000;
       bufs[2 * i + 1] = 4_000_000;
     }
-    byte[] b = new PartitionLayout(1, 1_000_000, nodes, nulls, bufs, new long[0]).toBytes();
+    byte[] b = new BlockLayout(1, 1_000_000, nodes, nulls, bufs, new long[0]).toBytes();
     assertTrue(b.length < 24 * cols, "layout of " + b.length + " bytes");
   }
 
   @Test
   void realPartitionLayoutsRoundTrip() {
-    try (PartitionBuffers p =
-        PartitionBuffers.fromRows(
+    try (LocalBlock p =
+        PartitionWriter.fromRows(
             randomRows(GatheredPartitionsTest.ALL_TYPES, 100, new Random(1), 0.2).iterator(),
             GatheredPartitionsTest.ALL_TYPES,
             TZ,
             root)) {
-      PartitionLayout l = p.layout();
-      assertEquals(l, PartitionLayout.fromBytes(l.toBytes()));
+      BlockLayout l = p.layout();
+      assertEquals(l, BlockLayout.fromBytes(l.toBytes()));
       long sum = 0;
       for (long len : p.segmentLengths()) {
         sum += len;
@@ -100,17 +103,9 @@ class PartitionLayoutTest {
     }
   }
 
-  @Test
-  void displacementsAreAlignedPrefixSums() {
-    PartitionLayout a = sample();
-    PartitionLayout empty = new PartitionLayout(1, 0, new long[] {0}, new long[] {0}, new long[] {0, 0}, new long[0]);
-    long[] d = PartitionLayout.displacements(List.of(a, empty, a));
-    assertArrayEquals(new long[] {0, a.blockBytes(), a.blockBytes(), 2 * a.blockBytes()}, d);
-  }
-
   private static void assertRejected(byte[] bytes, String fragment) {
     IllegalArgumentException e =
-        assertThrows(IllegalArgumentException.class, () -> PartitionLayout.fromBytes(bytes));
+        assertThrows(IllegalArgumentException.class, () -> BlockLayout.fromBytes(bytes));
     assertTrue(
         e.getMessage().contains(fragment), "message '" + e.getMessage() + "' lacks '" + fragment + "'");
   }
@@ -173,8 +168,8 @@ class PartitionLayoutTest {
         b = Arrays.copyOf(b, rnd.nextInt(b.length + 4));
       }
       try {
-        PartitionLayout l = PartitionLayout.fromBytes(b);
-        assertEquals(l, PartitionLayout.fromBytes(l.toBytes()));
+        BlockLayout l = BlockLayout.fromBytes(b);
+        assertEquals(l, BlockLayout.fromBytes(l.toBytes()));
       } catch (IllegalArgumentException expected) {
         // fine: a clear rejection
       }

@@ -1,11 +1,13 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.write;
 
+import io.npugather.spark.arrow.ArrowBitmaps;
+import io.npugather.spark.arrow.FixedWidthType;
+import io.npugather.spark.memory.HugePages;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
-import io.npugather.spark.memory.HugePages;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.util.MemoryUtil;
@@ -20,15 +22,7 @@ import org.apache.spark.sql.execution.columnar.ColumnAccessor$;
 import org.apache.spark.sql.execution.columnar.DefaultCachedBatch;
 import org.apache.spark.sql.execution.columnar.compression.PassThrough$;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
-import org.apache.spark.sql.types.ArrayType;
-import org.apache.spark.sql.types.BooleanType;
-import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DoubleType;
-import org.apache.spark.sql.types.FloatType;
-import org.apache.spark.sql.types.IntegerType;
-import org.apache.spark.sql.types.LongType;
-import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
@@ -46,7 +40,7 @@ import org.apache.spark.unsafe.Platform;
  *       bytes into the Arrow buffer;
  *   <li>any other primitive column is decoded by Spark's own {@code ColumnAccessor} into one
  *       reused on-heap vector, then copied ({@link PrimitiveColumns});
- *   <li>an array column of fixed-width elements ({@link FixedWidthRowWriter#width}: feature
+ *   <li>an array column of fixed-width elements ({@link FixedWidthType}: feature
  *       vectors) is read from its cached bytes straight into the Arrow list: Spark stores it never
  *       compressed, as [null count][null row positions, int each][per non-null row: int length,
  *       then the array as {@link UnsafeArrayData}], and each array's elements are one memory copy
@@ -69,23 +63,12 @@ final class CachedBatchColumns {
    */
   static boolean supports(StructType schema) {
     for (StructField f : schema.fields()) {
-      DataType t = f.dataType();
-      if (!(isFixedWidthArray(t)
-          || t instanceof BooleanType
-          || t instanceof ByteType
-          || t instanceof ShortType
-          || t instanceof IntegerType
-          || t instanceof LongType
-          || t instanceof FloatType
-          || t instanceof DoubleType)) {
+      FixedWidthType t = FixedWidthType.of(f.dataType());
+      if (!(FixedWidthType.ofElements(f.dataType()) != null || (t != null && t.cachedAsColumns()))) {
         return false;
       }
     }
     return true;
-  }
-
-  private static boolean isFixedWidthArray(DataType t) {
-    return t instanceof ArrayType && FixedWidthRowWriter.width(((ArrayType) t).elementType()) != 0;
   }
 
   /**
@@ -117,19 +100,20 @@ final class CachedBatchColumns {
     int rows = (int) total;
     List<FieldVector> targets = root.getFieldVectors();
     int numFields = targets.size();
-    int[] kinds = new int[numFields];
+    FixedWidthType[] types = new FixedWidthType[numFields];
     int[] widths = new int[numFields]; // element width of an array column, else 0
     int[] elements = new int[numFields]; // elements written so far to an array column
     for (int c = 0; c < numFields; c++) {
       FieldVector v = targets.get(c);
       DataType t = schema.fields()[c].dataType();
-      if (isFixedWidthArray(t)) {
-        widths[c] = FixedWidthRowWriter.width(((ArrayType) t).elementType());
+      FixedWidthType elementType = FixedWidthType.ofElements(t);
+      if (elementType != null) {
+        widths[c] = elementType.width();
         allocateList((ListVector) v, rows, countElements(all, columns[c], c));
       } else {
         v.setInitialCapacity(Math.max(rows, 1));
         v.allocateNew();
-        kinds[c] = PrimitiveColumns.kind(v);
+        types[c] = FixedWidthType.of(v);
       }
     }
     OnHeapColumnVector[] scratch = new OnHeapColumnVector[numFields];
@@ -156,7 +140,7 @@ final class CachedBatchColumns {
             OnHeapColumnVector cv = scratch[c];
             cv.reset();
             ColumnAccessor$.MODULE$.decompress(cached, cv, schema.fields()[c].dataType(), n);
-            PrimitiveColumns.copy(kinds[c], target, cv, base, n);
+            PrimitiveColumns.copy(types[c], target, cv, base, n);
           }
         }
         base += n;
@@ -286,7 +270,7 @@ final class CachedBatchColumns {
           FixedWidthRowWriter.copyArrayElements(
               width, cached, array + 8, array + header, m, childValidity, childData, elements);
         }
-        PrimitiveColumns.setBit(validity, base + r);
+        ArrowBitmaps.setBit(validity, base + r);
         elements += m;
         at = array + Platform.getInt(cached, at);
       }
@@ -316,7 +300,7 @@ final class CachedBatchColumns {
         null,
         target.getDataBufferAddress() + (long) base * width,
         (long) n * width);
-    PrimitiveColumns.setValid(target.getValidityBufferAddress(), base, n);
+    ArrowBitmaps.setValid(target.getValidityBufferAddress(), base, n);
     return true;
   }
 }

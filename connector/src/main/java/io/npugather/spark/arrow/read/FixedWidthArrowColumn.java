@@ -1,5 +1,8 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.read;
 
+import io.npugather.spark.arrow.ArrowBackedColumn;
+import io.npugather.spark.arrow.ArrowBitmaps;
+import io.npugather.spark.arrow.FixedWidthType;
 import org.apache.arrow.vector.BaseFixedWidthVector;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.complex.ListVector;
@@ -22,9 +25,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * <p>The vector's buffers must stay valid and unchanged while the column is used (the gathered
  * partitions own them); the value count must already be validated against the buffer lengths
- * ({@link BlockValidator} does that for received blocks). Closing the column releases nothing.
+ * ({@code io.npugather.block.ReceivedBlocks} does that for received blocks). Closing the column releases nothing.
  */
-public final class FixedWidthArrowColumn extends ColumnVector {
+public final class FixedWidthArrowColumn extends ColumnVector implements ArrowBackedColumn {
   private final FieldVector vector;
   private final int width;
   private final long validity;
@@ -46,7 +49,7 @@ public final class FixedWidthArrowColumn extends ColumnVector {
       this.elements =
           new FixedWidthArrowColumn(((ArrayType) type).elementType(), list.getDataVector());
     } else {
-      this.width = FixedWidthRowWriter.width(type);
+      this.width = FixedWidthType.of(type).width();
       this.data = vector.getValueCount() == 0 ? 0 : ((BaseFixedWidthVector) vector).getDataBufferAddress();
       this.offsets = 0;
       this.elements = null;
@@ -55,7 +58,7 @@ public final class FixedWidthArrowColumn extends ColumnVector {
 
   /** True if a column of Spark type {@code t} is served by this class. */
   public static boolean supports(DataType t) {
-    return FixedWidthRowWriter.isDirect(t);
+    return FixedWidthType.isFixedWidthColumn(t);
   }
 
   /**
@@ -97,7 +100,7 @@ public final class FixedWidthArrowColumn extends ColumnVector {
     return elements;
   }
 
-  /** The Arrow vector read. */
+  @Override
   public FieldVector getValueVector() {
     return vector;
   }
@@ -117,12 +120,12 @@ public final class FixedWidthArrowColumn extends ColumnVector {
 
   @Override
   public boolean isNullAt(int rowId) {
-    return nullCount != 0 && !PrimitiveColumns.isSet(validity, rowId);
+    return nullCount != 0 && !ArrowBitmaps.isSet(validity, rowId);
   }
 
   @Override
   public boolean getBoolean(int rowId) {
-    return PrimitiveColumns.isSet(data, rowId);
+    return ArrowBitmaps.isSet(data, rowId);
   }
 
   @Override

@@ -1,4 +1,4 @@
-package io.npugather.spark.arrow;
+package io.npugather.spark.arrow.read;
 
 import static io.npugather.spark.arrow.ArrowTestSupport.TZ;
 import static io.npugather.spark.arrow.ArrowTestSupport.field;
@@ -9,6 +9,10 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.block.LocalBlock;
+import io.npugather.spark.arrow.ArrowTestSupport;
+import io.npugather.spark.arrow.WithRootAllocator;
+import io.npugather.spark.arrow.write.PartitionWriter;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.NoSuchElementException;
@@ -31,14 +35,14 @@ class GatheredRowsTest extends WithRootAllocator {
   private void assertSameAsSparkProjection(
       StructType schema, int[] counts, double nullP, long seed, int chunkRows, int chunkBytes) {
     Random rnd = new Random(seed);
-    List<PartitionBuffers> parts = new ArrayList<>();
+    List<LocalBlock> parts = new ArrayList<>();
     try {
       List<ColumnarBatch> batches = new ArrayList<>();
       for (int r = 0; r < counts.length; r++) {
         List<InternalRow> rows = randomRows(schema, counts[r], rnd, nullP);
-        PartitionBuffers p = PartitionBuffers.fromRows(rows.iterator(), schema, TZ, root);
+        LocalBlock p = PartitionWriter.fromRows(rows.iterator(), schema, TZ, root);
         parts.add(p);
-        batches.add(p.ownBatch(r));
+        batches.add(GatheredPartitions.batch(r, p.root(), schema));
       }
       StructType output = GatheredPartitions.outputSchema(schema, "rank");
       UnsafeProjection spark = UnsafeProjection.create(output);
@@ -58,13 +62,13 @@ class GatheredRowsTest extends WithRootAllocator {
       assertFalse(actual.hasNext(), run);
       assertThrows(NoSuchElementException.class, actual::next, run);
     } finally {
-      parts.forEach(PartitionBuffers::close);
+      parts.forEach(LocalBlock::close);
     }
   }
 
   @Test
   void everyDirectTypeMatchesSparksProjection() {
-    StructType schema = FixedWidthRowWriterTest.directSchema();
+    StructType schema = ArrowTestSupport.directSchema();
     long seed = 41;
     for (double nullP : new double[] {0.0, 0.3}) {
       assertSameAsSparkProjection(schema, new int[] {700, 0, 1, 9}, nullP, seed++,
@@ -90,8 +94,8 @@ class GatheredRowsTest extends WithRootAllocator {
       }
       rows.add(new GenericInternalRow(new Object[] {rnd.nextLong(), new GenericArrayData(v)}));
     }
-    try (PartitionBuffers p = PartitionBuffers.fromRows(rows.iterator(), schema, TZ, root)) {
-      ColumnarBatch b = p.ownBatch(1);
+    try (LocalBlock p = PartitionWriter.fromRows(rows.iterator(), schema, TZ, root)) {
+      ColumnarBatch b = GatheredPartitions.batch(1, p.root(), schema);
       UnsafeProjection spark = UnsafeProjection.create(GatheredPartitions.outputSchema(schema, "r"));
       GatheredRows actual = new GatheredRows(List.of(b).iterator(), schema, 4096, 1024);
       for (int i = 0; i < rows.size(); i++) {
@@ -108,6 +112,6 @@ class GatheredRowsTest extends WithRootAllocator {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> new GatheredRows(List.<ColumnarBatch>of().iterator(), schema));
     assertTrue(e.getMessage().contains("string"), e.getMessage());
-    assertTrue(GatheredRows.supports(FixedWidthRowWriterTest.directSchema()));
+    assertTrue(GatheredRows.supports(ArrowTestSupport.directSchema()));
   }
 }
