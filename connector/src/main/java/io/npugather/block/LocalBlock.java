@@ -138,13 +138,8 @@ public final class LocalBlock implements AutoCloseable {
   }
 
   /** Number of segments. */
-  public int segmentCount() {
+  int segmentCount() {
     return segmentAddresses.length;
-  }
-
-  /** Rows in the block. */
-  public long rowCount() {
-    return layout.rowCount();
   }
 
   private void checkOpen() {

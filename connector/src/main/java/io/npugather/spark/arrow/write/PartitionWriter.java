@@ -2,6 +2,7 @@ package io.npugather.spark.arrow.write;
 
 import io.npugather.block.LocalBlock;
 import java.util.Iterator;
+import java.util.function.Consumer;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.types.pojo.Schema;
@@ -54,20 +55,14 @@ public final class PartitionWriter {
       String timeZoneId,
       BufferAllocator allocator,
       int expectedRows) {
-    Schema arrow = arrowSchema(schema, timeZoneId);
-    VectorSchemaRoot root = VectorSchemaRoot.create(arrow, allocator);
-    try {
+    return write(schema, timeZoneId, allocator, root -> {
       FixedWidthRowWriter writer = new FixedWidthRowWriter(root, schema, expectedRows);
       while (rows.hasNext()) {
         writer.write(rows.next());
       }
       writer.finish();
       root.setRowCount(writer.count());
-      return LocalBlock.of(root, allocator);
-    } catch (Throwable t) {
-      root.close();
-      throw t;
-    }
+    });
   }
 
   /**
@@ -85,15 +80,8 @@ public final class PartitionWriter {
       StructType schema,
       String timeZoneId,
       BufferAllocator allocator) {
-    Schema arrow = arrowSchema(schema, timeZoneId);
-    VectorSchemaRoot root = VectorSchemaRoot.create(arrow, allocator);
-    try {
-      ColumnarBatchWriter.write(batches, schema, root, allocator);
-      return LocalBlock.of(root, allocator);
-    } catch (Throwable t) {
-      root.close();
-      throw t;
-    }
+    return write(schema, timeZoneId, allocator,
+        root -> ColumnarBatchWriter.write(batches, schema, root, allocator));
   }
 
   /**
@@ -121,19 +109,28 @@ public final class PartitionWriter {
       throw new IllegalArgumentException(
           "columns has " + columns.length + " entries for " + schema.fields().length + " fields");
     }
-    Schema arrow = arrowSchema(schema, timeZoneId);
-    VectorSchemaRoot root = VectorSchemaRoot.create(arrow, allocator);
-    try {
-      CachedBatchColumns.write(batches, columns, schema, root);
-      return LocalBlock.of(root, allocator);
-    } catch (Throwable t) {
-      root.close();
-      throw t;
-    }
+    return write(schema, timeZoneId, allocator,
+        root -> CachedBatchColumns.write(batches, columns, schema, root));
   }
 
   /** True if {@link #fromCachedBatches} takes a partition of {@code schema}. */
   public static boolean supportsCachedBatches(StructType schema) {
     return CachedBatchColumns.supports(schema);
+  }
+
+  /**
+   * Creates the vectors of {@code schema}'s Arrow schema, has {@code fill} write them (value and
+   * row counts set) and hands them to the block; on failure they are released.
+   */
+  private static LocalBlock write(StructType schema, String timeZoneId, BufferAllocator allocator,
+      Consumer<VectorSchemaRoot> fill) {
+    VectorSchemaRoot root = VectorSchemaRoot.create(arrowSchema(schema, timeZoneId), allocator);
+    try {
+      fill.accept(root);
+      return LocalBlock.of(root, allocator);
+    } catch (Throwable t) {
+      root.close();
+      throw t;
+    }
   }
 }

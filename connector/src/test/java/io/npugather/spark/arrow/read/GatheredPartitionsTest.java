@@ -128,7 +128,7 @@ public class GatheredPartitionsTest extends WithRootAllocator {
           p = TestBlocks.withPaddingSegments(p, a);
         }
         parts.add(p);
-        assertEquals(rowsPerRank[r], p.rowCount());
+        assertEquals(rowsPerRank[r], p.layout().rowCount());
         // What the metadata exchange carries.
         layouts.add(BlockLayout.fromBytes(p.layout().toBytes()));
       }

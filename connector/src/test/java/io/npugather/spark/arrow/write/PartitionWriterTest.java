@@ -113,7 +113,7 @@ public class PartitionWriterTest extends WithRootAllocator {
           }
         }
         try (LocalBlock p = PartitionWriter.fromBatches(batches.iterator(), SCHEMA, TZ, root)) {
-          assertEquals(all.size(), p.rowCount(), order);
+          assertEquals(all.size(), p.layout().rowCount(), order);
           assertBatch(SCHEMA, all, OwnBatches.of(p, SCHEMA, 3), 3);
           // The same vectors a row-wise conversion gives, byte for byte in layout.
           try (LocalBlock viaRows = PartitionWriter.fromRows(all.iterator(), SCHEMA, TZ, root)) {

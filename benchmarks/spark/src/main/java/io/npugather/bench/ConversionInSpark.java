@@ -1,8 +1,10 @@
-package io.npugather.spark;
+package io.npugather.bench;
 
 import static org.apache.spark.sql.functions.array;
 import static org.apache.spark.sql.functions.col;
 
+import io.npugather.spark.NpuAllGatherExec;
+import io.npugather.spark.NpuGather;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -21,7 +23,8 @@ import org.apache.spark.sql.execution.SparkPlan;
  * time to gather and read every gathered value as rows (Spark's generated ColumnarToRow over the
  * gathered batches). Arguments: ranks, MiB per rank, iterations, shape ({@code floats}: id bigint
  * + 16 float columns; {@code array}: id bigint + features array&lt;float&gt; of 16). Prints each
- * iteration and the medians after the first (warm-up) one.
+ * iteration and the medians after the first (warm-up) one. Command: docs/performance.md,
+ * "Conversion: Spark partitions to Arrow and back".
  */
 public final class ConversionInSpark {
   private ConversionInSpark() {}
