@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.fail;
 import io.npugather.block.BlockLayout;
 import io.npugather.block.LocalBlock;
 import io.npugather.block.ReceiveDisplacements;
-import io.npugather.spark.arrow.write.PartitionWriter;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.util.ArrayList;
@@ -23,6 +22,7 @@ import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.VectorUnloader;
 import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
 import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
+import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.SpecializedGetters;
@@ -60,6 +60,7 @@ import org.apache.spark.sql.types.TimeType;
 import org.apache.spark.sql.types.TimestampType;
 import org.apache.spark.sql.types.VariantType;
 import org.apache.spark.sql.types.YearMonthIntervalType;
+import org.apache.spark.sql.util.ArrowUtils;
 import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.unsafe.types.CalendarInterval;
@@ -187,13 +188,18 @@ public final class ArrowTestSupport {
     return out;
   }
 
+  /** The Arrow schema Spark's own {@code ArrowWriter} writes {@code schema} with. */
+  public static Schema sparkArrowSchema(StructType schema, String timeZoneId) {
+    return ArrowUtils.toArrowSchema(schema, timeZoneId, true, false);
+  }
+
   /**
    * Asserts that {@code got} holds the same nodes and buffers, byte for byte, as Spark's own
    * ArrowWriter writes for {@code rows}.
    */
   public static void assertSameBuffersAsSpark(
       StructType schema, List<InternalRow> rows, VectorSchemaRoot got, BufferAllocator a, String what) {
-    try (VectorSchemaRoot r = VectorSchemaRoot.create(PartitionWriter.arrowSchema(schema, TZ), a)) {
+    try (VectorSchemaRoot r = VectorSchemaRoot.create(sparkArrowSchema(schema, TZ), a)) {
       ArrowWriter w = ArrowWriter.create(r);
       for (InternalRow row : rows) {
         w.write(row);

@@ -57,7 +57,7 @@ public final class FixedWidthArrowColumn extends ColumnVector implements ArrowBa
   }
 
   /** True if a column of Spark type {@code t} is served by this class. */
-  public static boolean supports(DataType t) {
+  static boolean supports(DataType t) {
     return FixedWidthType.isFixedWidthColumn(t);
   }
 
@@ -66,12 +66,12 @@ public final class FixedWidthArrowColumn extends ColumnVector implements ArrowBa
    * #supports} says so, else a {@link SharedArrowColumn} (Spark's {@link ArrowColumnVector},
    * leaving the vector open when closed).
    */
-  public static ColumnVector of(DataType t, FieldVector vector) {
+  static ColumnVector of(DataType t, FieldVector vector) {
     return supports(t) ? new FixedWidthArrowColumn(t, vector) : new SharedArrowColumn(vector);
   }
 
   /** The class {@link #of} returns for {@code t}. */
-  public static String columnClassName(DataType t) {
+  static String columnClassName(DataType t) {
     return (supports(t) ? FixedWidthArrowColumn.class : SharedArrowColumn.class).getName();
   }
 

@@ -23,7 +23,7 @@ public final class PartitionWriter {
   private PartitionWriter() {}
 
   /** The Arrow schema Spark's own Arrow conversion uses for {@code schema} (int32 offsets). */
-  public static Schema arrowSchema(StructType schema, String timeZoneId) {
+  private static Schema arrowSchema(StructType schema, String timeZoneId) {
     return ArrowUtils.toArrowSchema(schema, timeZoneId, true, false);
   }
 

@@ -6,6 +6,7 @@ import static io.npugather.spark.arrow.ArrowTestSupport.assertBatch;
 import static io.npugather.spark.arrow.ArrowTestSupport.field;
 import static io.npugather.spark.arrow.ArrowTestSupport.notNull;
 import static io.npugather.spark.arrow.ArrowTestSupport.randomRows;
+import static io.npugather.spark.arrow.ArrowTestSupport.sparkArrowSchema;
 import static io.npugather.spark.arrow.ArrowTestSupport.struct;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -252,15 +253,15 @@ public class GatheredPartitionsTest extends WithRootAllocator {
     StructType t = struct(field("t", DataTypes.TimestampType));
     StructType nested1 = struct(field("s", struct(field("y", DataTypes.IntegerType))));
     StructType nested2 = struct(field("s", struct(notNull("y", DataTypes.IntegerType))));
-    long fa = SchemaFingerprint.of(PartitionWriter.arrowSchema(a, TZ));
-    assertEquals(fa, SchemaFingerprint.of(PartitionWriter.arrowSchema(a, TZ)));
-    assertFalse(fa == SchemaFingerprint.of(PartitionWriter.arrowSchema(b, TZ)));
+    long fa = SchemaFingerprint.of(sparkArrowSchema(a, TZ));
+    assertEquals(fa, SchemaFingerprint.of(sparkArrowSchema(a, TZ)));
+    assertFalse(fa == SchemaFingerprint.of(sparkArrowSchema(b, TZ)));
     assertFalse(
-        SchemaFingerprint.of(PartitionWriter.arrowSchema(t, "UTC"))
-            == SchemaFingerprint.of(PartitionWriter.arrowSchema(t, TZ)));
+        SchemaFingerprint.of(sparkArrowSchema(t, "UTC"))
+            == SchemaFingerprint.of(sparkArrowSchema(t, TZ)));
     assertFalse(
-        SchemaFingerprint.of(PartitionWriter.arrowSchema(nested1, TZ))
-            == SchemaFingerprint.of(PartitionWriter.arrowSchema(nested2, TZ)));
+        SchemaFingerprint.of(sparkArrowSchema(nested1, TZ))
+            == SchemaFingerprint.of(sparkArrowSchema(nested2, TZ)));
   }
 
   @Test
