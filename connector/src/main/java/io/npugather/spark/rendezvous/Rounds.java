@@ -11,6 +11,7 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.function.ToIntFunction;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -130,32 +131,26 @@ final class Rounds<W extends Rounds.Waiter> {
 
   /** Rounds still waiting for ranks. */
   int openRounds() {
-    int n = 0;
-    for (Registration reg : registrations.values()) {
-      synchronized (reg) {
-        for (StageState st : reg.stages.values()) {
-          if (st.round != null && st.round.open()) {
-            n++;
-          }
-        }
-      }
-    }
-    return n;
+    return sumOverOpenRounds(round -> 1);
   }
 
   /** Ranks waiting in open rounds. */
   int waitingRanks() {
-    int n = 0;
+    return sumOverOpenRounds(round -> round.arrived);
+  }
+
+  private int sumOverOpenRounds(ToIntFunction<Round> value) {
+    int sum = 0;
     for (Registration reg : registrations.values()) {
       synchronized (reg) {
         for (StageState st : reg.stages.values()) {
           if (st.round != null && st.round.open()) {
-            n += st.round.arrived;
+            sum += value.applyAsInt(st.round);
           }
         }
       }
     }
-    return n;
+    return sum;
   }
 
   /**

@@ -63,6 +63,19 @@ class RoundsTest {
     return rounds.register(id, rankSize, new byte[Protocol.SECRET_BYTES], LONG_MS);
   }
 
+  private static void assertRefused(Reason reason, String text, Rounds.Rejection rejection) {
+    assertNotNull(rejection, "joined");
+    assertEquals(reason, rejection.reason(), rejection.message());
+    assertTrue(rejection.message().contains(text), rejection.message());
+  }
+
+  /** Rank {@code rank}, joined with its {@link #entry} to round (stage, attempt) of {@code reg}. */
+  private Rank joined(Rounds<Rank>.Registration reg, int stage, int attempt, long timeoutMs, int rank) {
+    Rank waiter = new Rank(rank);
+    assertNull(rounds.join(reg, stage, attempt, timeoutMs, entry(rank), waiter), "rank " + rank + " refused");
+    return waiter;
+  }
+
   private static byte[] entry(int rank) {
     return new byte[] {(byte) rank, (byte) (rank * 7)};
   }
@@ -95,57 +108,47 @@ class RoundsTest {
   void aRankMaySendOncePerRoundBeforeAndAfterItCompletes() throws InterruptedException {
     Rounds<Rank>.Registration reg = register(1, 2);
     assertNull(rounds.join(reg, 0, 0, LONG_MS, entry(0), new Rank(0)));
-    Rounds.Rejection again = rounds.join(reg, 0, 0, LONG_MS, entry(0), new Rank(0));
-    assertEquals(Reason.DUPLICATE_RANK, again.reason());
-    assertTrue(again.message().contains("already sent its entry for this round"), again.message());
-    Rank one = new Rank(1);
-    assertNull(rounds.join(reg, 0, 0, LONG_MS, entry(1), one));
+    assertRefused(Reason.DUPLICATE_RANK, "already sent its entry for this round",
+        rounds.join(reg, 0, 0, LONG_MS, entry(0), new Rank(0)));
+    Rank one = joined(reg, 0, 0, LONG_MS, 1);
     assertTrue(one.awaitOutcome().isCompleted());
-    Rounds.Rejection late = rounds.join(reg, 0, 0, LONG_MS, entry(1), new Rank(1));
-    assertEquals(Reason.DUPLICATE_RANK, late.reason());
-    assertTrue(late.message().contains("the round completed"), late.message());
+    assertRefused(Reason.DUPLICATE_RANK, "the round completed",
+        rounds.join(reg, 0, 0, LONG_MS, entry(1), new Rank(1)));
   }
 
   @Test
   void aNewerAttemptFailsTheOlderRoundAndRefusesItsLateRanks() throws InterruptedException {
     Rounds<Rank>.Registration reg = register(1, 2);
-    Rank old = new Rank(0);
-    assertNull(rounds.join(reg, 3, 0, LONG_MS, entry(0), old));
+    Rank old = joined(reg, 3, 0, LONG_MS, 0);
     assertNull(rounds.join(reg, 3, 1, LONG_MS, entry(1), new Rank(1)));
     Rounds.Outcome outcome = old.awaitOutcome();
     assertEquals(Reason.SUPERSEDED, outcome.reason());
     assertEquals("superseded by attempt 1 of stage 3", outcome.message());
-    Rounds.Rejection late = rounds.join(reg, 3, 0, LONG_MS, entry(1), new Rank(1));
-    assertEquals(Reason.SUPERSEDED, late.reason());
-    assertEquals("stage 3 attempt 0 was superseded by attempt 1", late.message());
+    assertEquals(new Rounds.Rejection(Reason.SUPERSEDED, "stage 3 attempt 0 was superseded by attempt 1"),
+        rounds.join(reg, 3, 0, LONG_MS, entry(1), new Rank(1)));
     assertEquals(1, rounds.openRounds());
   }
 
   @Test
   void theEarliestDeadlineOfTheArrivedRanksFailsTheRoundNamingTheMissingRanks() throws InterruptedException {
     Rounds<Rank>.Registration reg = register(1, 4);
-    Rank patient = new Rank(0);
-    Rank hurried = new Rank(3);
-    assertNull(rounds.join(reg, 0, 0, LONG_MS, entry(0), patient));
+    Rank patient = joined(reg, 0, 0, LONG_MS, 0);
     long start = System.nanoTime();
-    assertNull(rounds.join(reg, 0, 0, 200, entry(3), hurried));
+    Rank hurried = joined(reg, 0, 0, 200, 3);
     Rounds.Outcome outcome = patient.awaitOutcome();
     assertTrue(System.nanoTime() - start >= TimeUnit.MILLISECONDS.toNanos(200));
     assertEquals(Reason.TIMEOUT, outcome.reason());
     assertEquals("timed out after 200 ms: ranks [1-2] of 4 had not arrived (2 of 4 arrived)", outcome.message());
     assertSame(outcome, hurried.awaitOutcome());
-    Rounds.Rejection late = rounds.join(reg, 0, 0, LONG_MS, entry(1), new Rank(1));
-    assertEquals(Reason.TIMEOUT, late.reason());
-    assertTrue(late.message().startsWith("the round already failed: timed out"), late.message());
+    assertRefused(Reason.TIMEOUT, "the round already failed: timed out after 200 ms",
+        rounds.join(reg, 0, 0, LONG_MS, entry(1), new Rank(1)));
   }
 
   @Test
   void aRankThatLeavesFailsTheRoundForTheOthersAtOnce() throws InterruptedException {
     Rounds<Rank>.Registration reg = register(1, 3);
-    Rank stays = new Rank(0);
-    Rank leaves = new Rank(1);
-    assertNull(rounds.join(reg, 0, 0, LONG_MS, entry(0), stays));
-    assertNull(rounds.join(reg, 0, 0, LONG_MS, entry(1), leaves));
+    Rank stays = joined(reg, 0, 0, LONG_MS, 0);
+    Rank leaves = joined(reg, 0, 0, LONG_MS, 1);
     rounds.leave(leaves);
     Rounds.Outcome outcome = stays.awaitOutcome();
     assertEquals(Reason.RANK_LEFT, outcome.reason());
@@ -160,8 +163,7 @@ class RoundsTest {
   @Test
   void removingARegistrationFailsItsWaitersAndRefusesNewcomers() throws InterruptedException {
     Rounds<Rank>.Registration reg = register(7, 2);
-    Rank waiting = new Rank(0);
-    assertNull(rounds.join(reg, 0, 0, LONG_MS, entry(0), waiting));
+    Rank waiting = joined(reg, 0, 0, LONG_MS, 0);
     rounds.remove(7, Reason.UNKNOWN_REGISTRATION, "gone");
     rounds.remove(7, Reason.UNKNOWN_REGISTRATION, "gone twice");
     Rounds.Outcome outcome = waiting.awaitOutcome();
@@ -181,7 +183,7 @@ class RoundsTest {
     assertNull(rounds.join(reg, 0, 0, LONG_MS, big, first));
     assertNull(rounds.join(reg, 0, 0, LONG_MS, big, new Rank(1)));
     Rounds.Rejection over = rounds.join(reg, 0, 0, LONG_MS, new byte[1], new Rank(2));
-    assertEquals(Reason.TOO_LARGE, over.reason());
+    assertRefused(Reason.TOO_LARGE, "the table exceeds the limit of " + Protocol.MAX_TABLE_BYTES, over);
     assertEquals(over.message(), first.awaitOutcome().message());
     assertEquals(Reason.TOO_LARGE, first.outcome.reason());
   }
@@ -190,8 +192,7 @@ class RoundsTest {
   void withoutATimerARoundThatNeedsADeadlineFailsAsStopped() throws InterruptedException {
     Rounds<Rank>.Registration reg = register(1, 2);
     timer.shutdownNow();
-    Rank alone = new Rank(0);
-    assertNull(rounds.join(reg, 0, 0, LONG_MS, entry(0), alone));
+    Rank alone = joined(reg, 0, 0, LONG_MS, 0);
     Rounds.Outcome outcome = alone.awaitOutcome();
     assertFalse(outcome.isCompleted());
     assertEquals(Reason.UNKNOWN_REGISTRATION, outcome.reason());
@@ -202,8 +203,7 @@ class RoundsTest {
   void roundsOfStagesAndRegistrationsAreApart() throws InterruptedException {
     Rounds<Rank>.Registration a = register(1, 2);
     Rounds<Rank>.Registration b = register(2, 1);
-    Rank stageOne = new Rank(0);
-    assertNull(rounds.join(a, 1, 0, LONG_MS, entry(0), stageOne));
+    Rank stageOne = joined(a, 1, 0, LONG_MS, 0);
     assertNull(rounds.join(a, 2, 0, LONG_MS, entry(0), new Rank(0)));
     Rank alone = new Rank(0);
     assertNull(rounds.join(b, 1, 0, LONG_MS, entry(9), alone));
