@@ -2,7 +2,6 @@ package io.npugather.spark.rendezvous;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
@@ -121,9 +120,7 @@ class RoundsTest {
     Rounds<Rank>.Registration reg = register(1, 2);
     Rank old = joined(reg, 3, 0, LONG_MS, 0);
     assertNull(rounds.join(reg, 3, 1, LONG_MS, entry(1), new Rank(1)));
-    Rounds.Outcome outcome = old.awaitOutcome();
-    assertEquals(Reason.SUPERSEDED, outcome.reason());
-    assertEquals("superseded by attempt 1 of stage 3", outcome.message());
+    assertEquals(Rounds.Outcome.failed(Reason.SUPERSEDED, "superseded by attempt 1 of stage 3"), old.awaitOutcome());
     assertEquals(new Rounds.Rejection(Reason.SUPERSEDED, "stage 3 attempt 0 was superseded by attempt 1"),
         rounds.join(reg, 3, 0, LONG_MS, entry(1), new Rank(1)));
     assertEquals(1, rounds.openRounds());
@@ -137,8 +134,8 @@ class RoundsTest {
     Rank hurried = joined(reg, 0, 0, 200, 3);
     Rounds.Outcome outcome = patient.awaitOutcome();
     assertTrue(System.nanoTime() - start >= TimeUnit.MILLISECONDS.toNanos(200));
-    assertEquals(Reason.TIMEOUT, outcome.reason());
-    assertEquals("timed out after 200 ms: ranks [1-2] of 4 had not arrived (2 of 4 arrived)", outcome.message());
+    assertEquals(Rounds.Outcome.failed(Reason.TIMEOUT,
+        "timed out after 200 ms: ranks [1-2] of 4 had not arrived (2 of 4 arrived)"), outcome);
     assertSame(outcome, hurried.awaitOutcome());
     assertRefused(Reason.TIMEOUT, "the round already failed: timed out after 200 ms",
         rounds.join(reg, 0, 0, LONG_MS, entry(1), new Rank(1)));
@@ -166,9 +163,7 @@ class RoundsTest {
     Rank waiting = joined(reg, 0, 0, LONG_MS, 0);
     rounds.remove(7, Reason.UNKNOWN_REGISTRATION, "gone");
     rounds.remove(7, Reason.UNKNOWN_REGISTRATION, "gone twice");
-    Rounds.Outcome outcome = waiting.awaitOutcome();
-    assertEquals(Reason.UNKNOWN_REGISTRATION, outcome.reason());
-    assertEquals("gone", outcome.message());
+    assertEquals(Rounds.Outcome.failed(Reason.UNKNOWN_REGISTRATION, "gone"), waiting.awaitOutcome());
     assertNull(rounds.registration(7));
     assertEquals(0, rounds.size());
     Rounds.Rejection late = rounds.join(reg, 1, 0, LONG_MS, entry(1), new Rank(1));
@@ -193,10 +188,8 @@ class RoundsTest {
     Rounds<Rank>.Registration reg = register(1, 2);
     timer.shutdownNow();
     Rank alone = joined(reg, 0, 0, LONG_MS, 0);
-    Rounds.Outcome outcome = alone.awaitOutcome();
-    assertFalse(outcome.isCompleted());
-    assertEquals(Reason.UNKNOWN_REGISTRATION, outcome.reason());
-    assertEquals("the rendezvous service stopped", outcome.message());
+    assertEquals(Rounds.Outcome.failed(Reason.UNKNOWN_REGISTRATION, "the rendezvous service stopped"),
+        alone.awaitOutcome());
   }
 
   @Test
