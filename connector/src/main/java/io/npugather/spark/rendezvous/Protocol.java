@@ -51,8 +51,8 @@ import javax.crypto.spec.SecretKeySpec;
  * before the reply leaves the round, which fails the round for every other rank at once.
  *
  * <p>Both sides encode and decode through this class: the server with {@link #hello}, {@link
- * RequestHeader#decode} and {@link Verdict}, the client with {@link #readHello}, {@link #request}
- * and {@link #readVerdict}.
+ * RequestHeader#read}, {@link #readSealedEntry} and {@link Verdict}, the client with {@link
+ * #readHello}, {@link #request} and {@link #readVerdict}.
  */
 final class Protocol {
   private Protocol() {}
@@ -232,15 +232,48 @@ final class Protocol {
         .put(entryMac(secret, nonce, header, sealedEntry)).array();
   }
 
-  /** A REQUEST's header as the server reads it, before it knows whether it authenticates. */
-  record RequestHeader(int magic, int version, long registrationId, int stageId, int stageAttempt, int rank,
-      long timeoutMillis, int entryLength) {
-    /** The fields of {@link #REQUEST_HEADER_BYTES} header bytes. */
-    static RequestHeader decode(byte[] header) {
-      ByteBuffer h = ByteBuffer.wrap(header);
-      return new RequestHeader(h.getInt(), h.getInt(), h.getLong(), h.getInt(), h.getInt(), h.getInt(),
+  /** What the server reads first of a REQUEST: the header and its MAC. */
+  static final int REQUEST_HEADER_FRAME_BYTES = REQUEST_HEADER_BYTES + MAC_BYTES;
+
+  /**
+   * A REQUEST's header and its MAC, as the server reads them before it knows the registration.
+   *
+   * @param bytes the header as sent (the entry's MAC covers it too)
+   */
+  record RequestHeader(byte[] bytes, byte[] mac, int magic, int version, long registrationId, int stageId,
+      int stageAttempt, int rank, long timeoutMillis, int entryLength) {
+    /** Reads {@link #REQUEST_HEADER_FRAME_BYTES} bytes. */
+    static RequestHeader read(ByteBuffer frame) {
+      byte[] bytes = new byte[REQUEST_HEADER_BYTES];
+      frame.get(bytes);
+      byte[] mac = new byte[MAC_BYTES];
+      frame.get(mac);
+      ByteBuffer h = ByteBuffer.wrap(bytes);
+      return new RequestHeader(bytes, mac, h.getInt(), h.getInt(), h.getLong(), h.getInt(), h.getInt(), h.getInt(),
           h.getLong(), h.getInt());
     }
+
+    /** The header's MAC matches under this registration's secret and the connection's nonce. */
+    boolean authenticates(byte[] secret, byte[] nonce) {
+      return macMatches(mac, headerMac(secret, nonce, bytes));
+    }
+
+    /** What the server reads next: the sealed entry and its MAC. */
+    int entryFrameBytes() {
+      return entryLength + MAC_BYTES;
+    }
+  }
+
+  /**
+   * Reads the rest of a REQUEST (its {@link RequestHeader#entryFrameBytes}): the sealed entry, or
+   * null when the entry's MAC does not match.
+   */
+  static byte[] readSealedEntry(ByteBuffer frame, byte[] secret, byte[] nonce, RequestHeader header) {
+    byte[] sealed = new byte[frame.remaining() - MAC_BYTES];
+    frame.get(sealed);
+    byte[] mac = new byte[MAC_BYTES];
+    frame.get(mac);
+    return macMatches(mac, entryMac(secret, nonce, header.bytes(), sealed)) ? sealed : null;
   }
 
   /** The REPLY frame for a table without its MAC, built once for every rank. */

@@ -190,9 +190,9 @@ final class RendezvousServer {
     long drainBudget;
     SelectionKey key;
     Phase phase = Phase.HEADER;
-    ByteBuffer in = ByteBuffer.allocate(Protocol.REQUEST_HEADER_BYTES + Protocol.MAC_BYTES);
+    ByteBuffer in = ByteBuffer.allocate(Protocol.REQUEST_HEADER_FRAME_BYTES);
     final ArrayDeque<ByteBuffer> out = new ArrayDeque<>();
-    byte[] header;
+    Protocol.RequestHeader header;
     Rounds<Seat>.Registration reg;
     int stageId;
     int stageAttempt;
@@ -467,12 +467,8 @@ final class RendezvousServer {
   }
 
   private void onHeader(Connection c) {
-    ByteBuffer h = c.in.flip();
-    c.header = new byte[Protocol.REQUEST_HEADER_BYTES];
-    h.get(c.header);
-    byte[] mac = new byte[Protocol.MAC_BYTES];
-    h.get(mac);
-    Protocol.RequestHeader header = Protocol.RequestHeader.decode(c.header);
+    Protocol.RequestHeader header = Protocol.RequestHeader.read(c.in.flip());
+    c.header = header;
     if (header.magic() != Protocol.REQUEST_MAGIC) {
       LOG.debug("rendezvous service: dropping a connection from {} (not a rendezvous request)", c.peer);
       closeConnection(c);
@@ -496,7 +492,7 @@ final class RendezvousServer {
           + " (it was unregistered because its job ended, or the service restarted)");
       return;
     }
-    if (!Protocol.macMatches(mac, Protocol.headerMac(reg.secret, c.nonce, c.header))) {
+    if (!header.authenticates(reg.secret, c.nonce)) {
       dropLog.warn("rendezvous service: authentication failed for registration {} from {}", registrationId,
           c.peer);
       reject(c, Reason.AUTHENTICATION, "authentication failed for registration " + registrationId
@@ -521,18 +517,14 @@ final class RendezvousServer {
       reject(c, reason, problem);
       return;
     }
-    c.in = ByteBuffer.allocate(entryLength + Protocol.MAC_BYTES);
+    c.in = ByteBuffer.allocate(header.entryFrameBytes());
     c.phase = Phase.ENTRY;
   }
 
   private void onEntry(Connection c) {
-    ByteBuffer e = c.in.flip();
-    byte[] sealed = new byte[e.remaining() - Protocol.MAC_BYTES];
-    e.get(sealed);
-    byte[] mac = new byte[Protocol.MAC_BYTES];
-    e.get(mac);
+    byte[] sealed = Protocol.readSealedEntry(c.in.flip(), c.reg.secret, c.nonce, c.header);
     c.in = null;
-    if (!Protocol.macMatches(mac, Protocol.entryMac(c.reg.secret, c.nonce, c.header, sealed))) {
+    if (sealed == null) {
       dropLog.warn("rendezvous service: the entry of rank {} from {} does not authenticate", c.rank, c.peer);
       reject(c, Reason.AUTHENTICATION, "the entry of rank " + c.rank + " does not authenticate (altered in "
           + "flight?)");
