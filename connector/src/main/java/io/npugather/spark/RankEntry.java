@@ -1,5 +1,7 @@
 package io.npugather.spark;
 
+import io.npugather.NpuGatherException;
+import io.npugather.ResultCode;
 import io.npugather.spark.memory.GatherMemory;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -18,6 +20,8 @@ record RankEntry(String host, int deviceId, long receiveLimit, String receiveLim
     byte[] payload) {
   private static final int VERSION = 2;
   private static final int MAX_FIELD_BYTES = 1 << 20;
+  /** The operation the table's checks report in their exceptions. */
+  static final String OPERATION = "rendezvous";
 
   byte[] toBytes() {
     ByteArrayOutputStream bytes = new ByteArrayOutputStream(64 + rootInfo.length + payload.length);
@@ -37,37 +41,52 @@ record RankEntry(String host, int deviceId, long receiveLimit, String receiveLim
     return bytes.toByteArray();
   }
 
-  static RankEntry fromBytes(int rank, byte[] bytes) {
+  /**
+   * Rank {@code rank}'s entry as {@code reader} decodes it.
+   *
+   * @throws NpuGatherException {@link ResultCode#INVALID_USAGE} when the entry is of another
+   *     version (the ranks run different jars), {@link ResultCode#REMOTE_ERROR} when it is
+   *     malformed; reported by {@code reader}
+   */
+  static RankEntry fromBytes(int reader, int rank, byte[] bytes) {
     try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
       int version = in.readUnsignedByte();
       if (version != VERSION) {
-        throw new IllegalStateException("rank " + rank + " sent a rendezvous entry of version "
-            + version + "; this rank speaks version " + VERSION
+        throw new NpuGatherException(ResultCode.INVALID_USAGE, OPERATION, reader, "rank " + rank
+            + " sent a rendezvous entry of version " + version + "; this rank speaks version " + VERSION
             + " (are all executors running the same NpuGather jar?)");
       }
       String host = in.readUTF();
       int deviceId = in.readInt();
       long receiveLimit = in.readLong();
       String receiveLimitSource = in.readUTF();
-      byte[] rootInfo = readField(in, rank, "root info");
-      byte[] payload = readField(in, rank, "payload");
+      byte[] rootInfo = readField(in, reader, rank, "root info");
+      byte[] payload = readField(in, reader, rank, "payload");
       if (in.available() != 0) {
-        throw new IllegalStateException("rank " + rank + "'s rendezvous entry has trailing bytes");
+        throw malformed(reader, "rank " + rank + "'s rendezvous entry has trailing bytes", null);
       }
       return new RankEntry(host, deviceId, receiveLimit, receiveLimitSource, rootInfo, payload);
     } catch (IOException e) {
-      throw new IllegalStateException("rank " + rank + "'s rendezvous entry is truncated", e);
+      throw malformed(reader, "rank " + rank + "'s rendezvous entry is truncated", e);
     }
   }
 
-  private static byte[] readField(DataInputStream in, int rank, String name) throws IOException {
+  private static byte[] readField(DataInputStream in, int reader, int rank, String name) throws IOException {
     int length = in.readInt();
     if (length < 0 || length > MAX_FIELD_BYTES) {
-      throw new IllegalStateException(
-          "rank " + rank + "'s rendezvous entry has a " + name + " of " + length + " bytes");
+      throw malformed(reader, "rank " + rank + "'s rendezvous entry has a " + name + " of " + length + " bytes",
+          null);
     }
     byte[] field = new byte[length];
     in.readFully(field);
     return field;
+  }
+
+  private static NpuGatherException malformed(int reader, String message, Throwable cause) {
+    NpuGatherException e = new NpuGatherException(ResultCode.REMOTE_ERROR, OPERATION, reader, message);
+    if (cause != null) {
+      e.initCause(cause);
+    }
+    return e;
   }
 }

@@ -4,6 +4,8 @@ import io.npugather.AllGatherParam;
 import io.npugather.CommMode;
 import io.npugather.Communicator;
 import io.npugather.CommunicatorOptions;
+import io.npugather.NpuGatherException;
+import io.npugather.ResultCode;
 import io.npugather.RootInfo;
 import io.npugather.block.BlockLayout;
 import io.npugather.spark.memory.GatherMemory;
@@ -56,7 +58,9 @@ final class RankGroup implements AutoCloseable {
    * rank. Rank = partition id, rankSize = the ticket's; the rank's device as {@code devices}
    * says.
    *
-   * @throws IllegalStateException when two ranks were given the same device of one host
+   * @throws NpuGatherException {@link ResultCode#INVALID_USAGE} when two ranks were given the same
+   *     device of one host, or an entry of another version; {@link ResultCode#REMOTE_ERROR} when
+   *     an entry is malformed
    * @throws io.npugather.spark.rendezvous.RendezvousException when the round fails
    */
   static RankGroup meet(BarrierTaskContext context, AllGatherOptions options,
@@ -78,15 +82,14 @@ final class RankGroup implements AutoCloseable {
           context::isInterrupted);
       List<RankEntry> entries = new ArrayList<>(rankSize);
       for (int r = 0; r < rankSize; r++) {
-        entries.add(RankEntry.fromBytes(r, table.get(r)));
+        entries.add(RankEntry.fromBytes(rank, r, table.get(r)));
       }
-      try {
-        refuseSharedDevices(entries, options);
-      } catch (IllegalStateException e) {
+      String sharedDevice = sharedDevice(entries, options);
+      if (sharedDevice != null) {
         // Spark reports one failed task of a barrier stage; every rank's verdict goes to its log.
         LOG.error("rank {}/{} (stage {}.{}): {}", rank, rankSize, context.stageId(),
-            context.stageAttemptNumber(), e.getMessage());
-        throw e;
+            context.stageAttemptNumber(), sharedDevice);
+        throw new NpuGatherException(ResultCode.INVALID_USAGE, RankEntry.OPERATION, rank, sharedDevice);
       }
       return new RankGroup(context, options, commOptions, Collections.unmodifiableList(entries));
     } catch (RuntimeException | Error e) {
@@ -202,19 +205,20 @@ final class RankGroup implements AutoCloseable {
     }
   }
 
-  /** The spec allows one communicating process per device: two ranks on one device fail all. */
   /**
    * Checks, before any buffer is allocated, that every rank can receive the blocks of the others
    * ({@code blockBytes[r]}: rank r's block) within its limit; every rank runs the same check on
    * the same table, so all fail together with the same error.
    *
-   * @throws IllegalStateException naming the rank, the bytes it needs, its limit and the settings
+   * @throws NpuGatherException {@link ResultCode#INVALID_USAGE} naming the rank, the bytes it
+   *     needs, its limit and the settings
    */
   void checkReceiveFits(long[] blockBytes) {
-    checkReceiveFits(entries, blockBytes);
+    checkReceiveFits(rank(), entries, blockBytes);
   }
 
-  static void checkReceiveFits(List<RankEntry> entries, long[] blockBytes) {
+  /** {@link #checkReceiveFits(long[])} of the table {@code entries}, as rank {@code reporter} runs it. */
+  static void checkReceiveFits(int reporter, List<RankEntry> entries, long[] blockBytes) {
     long total = 0;
     for (long b : blockBytes) {
       total = Math.addExact(total, BlockLayout.align8(b));
@@ -223,7 +227,8 @@ final class RankGroup implements AutoCloseable {
       long needed = total - BlockLayout.align8(blockBytes[r]);
       RankEntry e = entries.get(r);
       if (needed > e.receiveLimit()) {
-        throw new IllegalStateException("rank " + r + " (on " + e.host() + ") would receive " + needed
+        throw new NpuGatherException(ResultCode.INVALID_USAGE, RankEntry.OPERATION, reporter, "rank " + r
+            + " (on " + e.host() + ") would receive " + needed
             + " bytes (" + mebibytes(needed) + ") in this gather, more than its limit of "
             + e.receiveLimit() + " bytes (" + mebibytes(e.receiveLimit()) + ") from "
             + e.receiveLimitSource() + "; raise that setting or set " + GatherMemory.MAX_GATHER_BYTES
@@ -236,20 +241,25 @@ final class RankGroup implements AutoCloseable {
     return String.format(java.util.Locale.ROOT, "%.1f MiB", bytes / (double) (1L << 20));
   }
 
-  private static void refuseSharedDevices(List<RankEntry> entries, AllGatherOptions options) {
+  /**
+   * What is wrong when two ranks were given one device of one host (the spec allows one
+   * communicating process per device), else null.
+   */
+  private static String sharedDevice(List<RankEntry> entries, AllGatherOptions options) {
     for (int a = 0; a < entries.size(); a++) {
       for (int b = a + 1; b < entries.size(); b++) {
         RankEntry x = entries.get(a);
         RankEntry y = entries.get(b);
         if (x.deviceId() >= 0 && x.deviceId() == y.deviceId() && x.host().equals(y.host())) {
-          throw new IllegalStateException("ranks " + a + " and " + b + " were both given device "
+          return "ranks " + a + " and " + b + " were both given device "
               + x.deviceId() + " of host " + x.host() + " (Spark resource '"
               + options.resourceName() + "'); only one communicating process per device is"
               + " allowed: give every task its own device (spark.task.resource."
-              + options.resourceName() + ".amount=1 and enough devices per executor)");
+              + options.resourceName() + ".amount=1 and enough devices per executor)";
         }
       }
     }
+    return null;
   }
 
   private static String hostName() {

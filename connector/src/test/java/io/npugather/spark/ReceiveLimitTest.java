@@ -1,8 +1,11 @@
 package io.npugather.spark;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.NpuGatherException;
+import io.npugather.ResultCode;
 import io.npugather.spark.memory.GatherMemory;
 import java.util.List;
 import org.junit.jupiter.api.Test;
@@ -19,12 +22,14 @@ class ReceiveLimitTest {
         new RankEntry("b", -1, 256 * MIB, "-XX:MaxDirectMemorySize", new byte[0], new byte[0]),
         new RankEntry("c", -1, 1 * GIB, "spark.executor.memoryOverhead", new byte[0], new byte[0]));
     long[] blocks = {200 * MIB, 100 * MIB, 200 * MIB};
-    IllegalStateException e = assertThrows(IllegalStateException.class,
-        () -> RankGroup.checkReceiveFits(entries, blocks));
+    NpuGatherException e = assertThrows(NpuGatherException.class,
+        () -> RankGroup.checkReceiveFits(0, entries, blocks));
+    assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
+    assertEquals(0, e.rank());
     String text = e.getMessage();
-    assertTrue(text.startsWith("rank 1 (on b) would receive " + 400 * MIB + " bytes (400.0 MiB)"), text);
+    assertTrue(text.startsWith("INVALID_USAGE: rank 1 (on b) would receive " + 400 * MIB + " bytes (400.0 MiB)"), text);
     assertTrue(text.contains("limit of " + 256 * MIB + " bytes (256.0 MiB) from -XX:MaxDirectMemorySize"), text);
     assertTrue(text.contains(GatherMemory.MAX_GATHER_BYTES), text);
-    RankGroup.checkReceiveFits(entries, new long[] {100 * MIB, 300 * MIB, 100 * MIB});  // fits everyone
+    RankGroup.checkReceiveFits(2, entries, new long[] {100 * MIB, 300 * MIB, 100 * MIB});  // fits everyone
   }
 }

@@ -1,54 +1,36 @@
 package io.npugather.examples;
 
-import static org.apache.spark.sql.functions.asc;
-import static org.apache.spark.sql.functions.broadcast;
-import static org.apache.spark.sql.functions.col;
-import static org.apache.spark.sql.functions.desc;
 import static org.apache.spark.sql.functions.rand;
-import static org.apache.spark.sql.functions.row_number;
-import static org.apache.spark.sql.functions.udf;
 
 import io.npugather.spark.AllGatherOptions;
+import io.npugather.spark.ClusterCheck;
 import io.npugather.spark.GatherMetrics;
 import io.npugather.spark.NpuGather;
 import java.io.IOException;
 import java.io.Serializable;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
-import java.util.Locale;
-import java.util.Map;
-import java.util.SplittableRandom;
-import io.npugather.spark.ClusterCheck;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.SparkContext;
-import org.apache.spark.SparkException;
 import org.apache.spark.TaskContext;
-import org.apache.spark.sql.AnalysisException;
 import org.apache.spark.api.java.JavaRDD;
-import org.apache.spark.network.util.JavaUtils;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SaveMode;
 import org.apache.spark.sql.SparkSession;
-import org.apache.spark.sql.api.java.UDF2;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
-import org.apache.spark.sql.expressions.Window;
-import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.CollectionAccumulator;
-import scala.collection.Seq;
 
 /**
  * Batch feature sharding: every rank gets the whole item-embedding table through {@code
@@ -71,6 +53,11 @@ import scala.collection.Seq;
  * <p>Scores are float dot products summed in dimension order (so the check's UDF, or Spark SQL's
  * {@code aggregate(zip_with(q, e, (x, y) -> x * y), 0f, (acc, v) -> acc + v)}, gives the same
  * floats); ties are broken by the smaller item id. Run {@code bin/npugather-example --help} for the options.
+ *
+ * <p>This class runs the job and holds the work of a rank ({@link Scorer}, {@link FlatTable},
+ * {@link TopK}, {@link Heap}); {@link FeatureShardingOptions} is the command line, {@link
+ * EmbeddingTables} the data, {@link PlainSparkCheck} the check and {@link RunReport} what a run
+ * prints.
  */
 public final class FeatureSharding {
   private FeatureSharding() {}
@@ -93,52 +80,6 @@ public final class FeatureSharding {
     }
   }
 
-  /** Command-line options; see {@link #USAGE}. */
-  static final class Options {
-    long items = 100_000;
-    int dim = 64;
-    long queries = 2_000;
-    int topK = 10;
-    long seed = 7;
-    int checkQueries = 20;
-    String itemsPath;
-    String queriesPath;
-    String output;
-    /** Null: spark-submit's master when launched by it, else local[*]. */
-    String master;
-    String backend = "host";
-    int ranks;
-    Duration timeout = Duration.ofSeconds(120);
-    boolean keep;
-    boolean help;
-  }
-
-  static final String USAGE = String.join("\n",
-      "usage: bin/npugather-example [options]",
-      "  Feature sharding: all-gather an item-embedding table onto every rank, score each rank's",
-      "  shard of queries against every item (top-k by dot product), write the recommendations",
-      "  as Parquet and check a sample of queries against plain Spark SQL.",
-      "",
-      "  data (generated unless both paths are given):",
-      "    --items N            items to generate (default 100000)",
-      "    --dim D              embedding dimension of generated data (default 64)",
-      "    --queries N          queries to generate (default 2000)",
-      "    --seed S             seed of the generated data and of the checked sample (default 7)",
-      "    --items-path P       Parquet items: id bigint, embedding array<float>",
-      "    --queries-path P     Parquet queries: id bigint, embedding array<float>",
-      "  job:",
-      "    --top-k K            recommendations per query (default 10)",
-      "    --output DIR         where generated data and recommendations go (default: a new temp dir)",
-      "    --keep               keep the generated data (removed after the run otherwise)",
-      "    --master URL         Spark master (default: spark-submit's --master, else local[*])",
-      "    --ranks N            ranks = shards, at most the cluster's task slots (default: one rank per",
-      "                         slot)",
-      "    --backend B          host, hccl or lccl (default host)",
-      "    --timeout T          bound of every wait of the gather (default 120s)",
-      "    --check N            queries checked against plain Spark (default 20; 0 skips the check)",
-      "  example run with bin/npugather-example; the operator demo with",
-      "  bin/npugather-example --demo [--ranks N --rows N --features N]");
-
   public static void main(String[] args) throws Exception {
     System.exit(runCommandLine(args));
   }
@@ -153,9 +94,9 @@ public final class FeatureSharding {
       return 0;
     }
     try {
-      Options options = parse(args);
+      FeatureShardingOptions options = parse(args);
       if (options.help) {
-        System.out.println(USAGE);
+        System.out.println(FeatureShardingOptions.USAGE);
         return 0;
       }
       return run(options).passed() ? 0 : 1;
@@ -171,86 +112,17 @@ public final class FeatureSharding {
     return newline < 0 ? text : text.substring(0, newline);
   }
 
-  /** Runs the job with command-line arguments; see {@link #USAGE}. */
+  /** Runs the job with command-line arguments; see {@link FeatureShardingOptions#USAGE}. */
   public static Result run(String... args) throws IOException {
     return run(parse(args));
   }
 
-  static Options parse(String[] args) {
-    Options o = new Options();
-    for (int i = 0; i < args.length; i++) {
-      String option = args[i];
-      if (option.equals("--help") || option.equals("-h")) {
-        o.help = true;
-        continue;
-      }
-      if (option.equals("--keep")) {
-        o.keep = true;
-        continue;
-      }
-      if (i + 1 >= args.length) {
-        throw new IllegalArgumentException("option " + option + " needs a value");
-      }
-      String value = args[++i];
-      switch (option) {
-        case "--items" -> o.items = positiveLong(option, value);
-        case "--dim" -> o.dim = (int) positiveLong(option, value);
-        case "--queries" -> o.queries = positiveLong(option, value);
-        case "--top-k" -> o.topK = (int) positiveLong(option, value);
-        case "--seed" -> o.seed = parseLong(option, value);
-        case "--check" -> o.checkQueries = (int) Math.min(Integer.MAX_VALUE,
-            Math.max(0, parseLong(option, value)));
-        case "--items-path" -> o.itemsPath = value;
-        case "--queries-path" -> o.queriesPath = value;
-        case "--output" -> o.output = value;
-        case "--master" -> o.master = value;
-        case "--backend" -> o.backend = value.trim().toLowerCase(Locale.ROOT);
-        case "--ranks" -> o.ranks = (int) positiveLong(option, value);
-        case "--timeout" -> {
-          try {
-            o.timeout = Duration.ofMillis(JavaUtils.timeStringAsMs(value.trim()));
-          } catch (NumberFormatException e) {
-            throw new IllegalArgumentException(option + " = '" + value
-                + "'; allowed: a duration such as 120s, 5m or 500ms");
-          }
-        }
-        default -> throw new IllegalArgumentException("unknown option '" + option + "'");
-      }
-    }
-    if ((o.itemsPath == null) != (o.queriesPath == null)) {
-      throw new IllegalArgumentException(
-          "--items-path and --queries-path go together (or neither, to generate the data)");
-    }
-    if (o.dim > 1 << 20) {
-      throw new IllegalArgumentException("--dim = " + o.dim + "; allowed: at most 1048576");
-    }
-    if (o.topK > 100_000) {
-      throw new IllegalArgumentException("--top-k = " + o.topK + "; allowed: at most 100000");
-    }
-    // Fails here, naming the flag, rather than inside the job.
-    AllGatherOptions.defaults().withBackend(o.backend).withTimeout(o.timeout);
-    return o;
+  /** The options of a command line; see {@link FeatureShardingOptions#parse}. */
+  static FeatureShardingOptions parse(String[] args) {
+    return FeatureShardingOptions.parse(args);
   }
 
-  private static long parseLong(String option, String value) {
-    try {
-      return Long.parseLong(value.trim().replace("_", ""));
-    } catch (NumberFormatException e) {
-      throw new IllegalArgumentException(option + " = '" + value + "'; allowed: an integer");
-    }
-  }
-
-  private static long positiveLong(String option, String value) {
-    long parsed = parseLong(option, value);
-    if (parsed <= 0 || parsed > Integer.MAX_VALUE && !option.equals("--items")
-        && !option.equals("--queries")) {
-      throw new IllegalArgumentException(option + " = " + value
-          + "; allowed: a positive integer");
-    }
-    return parsed;
-  }
-
-  static Result run(Options o) throws IOException {
+  static Result run(FeatureShardingOptions o) throws IOException {
     // Checked before Spark starts, so a mistake costs neither start-up nor generated data.
     Configuration hadoop = new Configuration();
     if (o.itemsPath != null) {
@@ -315,69 +187,46 @@ public final class FeatureSharding {
     }
   }
 
-  private static long stageStart;
-
-  /** Prints a stage line; the previous stage's time goes on its own line first. */
-  private static void stage(String format, Object... args) {
-    long now = System.nanoTime();
-    if (stageStart != 0) {
-      System.out.printf(Locale.ROOT, "      done in %.1f s%n", (now - stageStart) / 1e9);
-    }
-    stageStart = now;
-    if (format != null) {
-      System.out.printf(Locale.ROOT, format, args);
-    }
-  }
-
-  private static Result run(SparkSession spark, Options o, Path output) {
-    stageStart = 0;
+  private static Result run(SparkSession spark, FeatureShardingOptions o, Path output) {
+    RunReport report = new RunReport();
     int ranks = o.ranks > 0 ? o.ranks : spark.sparkContext().defaultParallelism();
     requireSlots(spark, ranks);
     if (o.itemsPath != null) {
-      return run(spark, o, output, ranks, o.itemsPath, o.queriesPath);
+      return run(spark, o, output, ranks, o.itemsPath, o.queriesPath, report);
     }
     String itemsPath = output.resolve("items").toString();
     String queriesPath = output.resolve("queries").toString();
     try {
-      return run(spark, o, output, ranks, itemsPath, queriesPath);
+      return run(spark, o, output, ranks, itemsPath, queriesPath, report);
     } finally {
       if (o.keep) {
         System.out.printf("generated data kept: %s, %s%n", itemsPath, queriesPath);
       } else {
-        remove(spark, itemsPath);
-        remove(spark, queriesPath);
+        EmbeddingTables.remove(spark, itemsPath);
+        EmbeddingTables.remove(spark, queriesPath);
         System.out.println("generated data removed (--keep keeps it)");
       }
     }
   }
 
-  private static void remove(SparkSession spark, String path) {
-    org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(path);
-    try {
-      p.getFileSystem(spark.sparkContext().hadoopConfiguration()).delete(p, true);
-    } catch (IOException e) {
-      System.err.println("could not remove " + path + ": " + e.getMessage());
-    }
-  }
-
-  private static Result run(SparkSession spark, Options o, Path output, int ranks, String itemsPath,
-      String queriesPath) {
+  private static Result run(SparkSession spark, FeatureShardingOptions o, Path output, int ranks,
+      String itemsPath, String queriesPath, RunReport report) {
     if (o.itemsPath == null) {
-      stage("[1/4] generating %d items x %d dims and %d queries"
+      report.stage("[1/4] generating %d items x %d dims and %d queries"
           + " (seed %d) -> %s%n", o.items, o.dim, o.queries, o.seed, output);
-      generate(spark, o.items, o.dim, o.seed, ranks).write().mode(SaveMode.Overwrite)
+      EmbeddingTables.generate(spark, o.items, o.dim, o.seed, ranks).write().mode(SaveMode.Overwrite)
           .parquet(itemsPath);
-      generate(spark, o.queries, o.dim, o.seed + 0x9E3779B97F4A7C15L, ranks).write()
+      EmbeddingTables.generate(spark, o.queries, o.dim, o.seed + 0x9E3779B97F4A7C15L, ranks).write()
           .mode(SaveMode.Overwrite).parquet(queriesPath);
     } else {
-      stage("[1/4] reading items from %s and queries from %s%n",
+      report.stage("[1/4] reading items from %s and queries from %s%n",
           itemsPath, queriesPath);
     }
 
-    Dataset<Row> items = readParquet(spark, "--items-path", itemsPath);
-    Dataset<Row> queries = readParquet(spark, "--queries-path", queriesPath);
-    checkSchema(items, itemsPath);
-    checkSchema(queries, queriesPath);
+    Dataset<Row> items = EmbeddingTables.readParquet(spark, "--items-path", itemsPath);
+    Dataset<Row> queries = EmbeddingTables.readParquet(spark, "--queries-path", queriesPath);
+    EmbeddingTables.checkSchema(items, itemsPath);
+    EmbeddingTables.checkSchema(queries, queriesPath);
     long itemCount = items.count();
     long queryCount = queries.count();
     if (itemCount == 0) {
@@ -396,7 +245,7 @@ public final class FeatureSharding {
     int k = (int) Math.min(o.topK, itemCount);
 
     // [2/4] Shard: N ranks, each with one shard of the items and one of the queries, in memory.
-    stage("[2/4] sharding %d items x %d dims and %d queries over %d ranks (master %s,"
+    report.stage("[2/4] sharding %d items x %d dims and %d queries over %d ranks (master %s,"
         + " backend %s)%n", itemCount, dim, queryCount, ranks, spark.sparkContext().master(),
         o.backend);
     spark.conf().set("spark.sql.shuffle.partitions", String.valueOf(ranks));
@@ -412,7 +261,7 @@ public final class FeatureSharding {
 
     // [3/4] Gather, then score on every rank, and write.
     Path recommendationsPath = output.resolve("recommendations");
-    stage("[3/4] all-gathering the item table onto every rank and"
+    report.stage("[3/4] all-gathering the item table onto every rank and"
         + " scoring top-%d per query -> %s%n", k, recommendationsPath);
     StructType gatheredSchema = gathered.schema();
     Scorer scorer = new Scorer(gatheredSchema.fieldIndex("id"),
@@ -437,26 +286,26 @@ public final class FeatureSharding {
     int matching = 0;
     if (o.checkQueries > 0 && queryCount > 0) {
       int sample = (int) Math.min(o.checkQueries, queryCount);
-      stage("[4/4] checking %d random queries against plain Spark SQL (cross join with every"
+      report.stage("[4/4] checking %d random queries against plain Spark SQL (cross join with every"
           + " item, dot-product UDF, window rank)%n", sample);
       Dataset<Row> sampleIds = spark.createDataFrame(queryShards.select("id")
           .orderBy(rand(o.seed)).limit(sample).collectAsList(), queryShards.select("id").schema());
       List<String> mismatches = new ArrayList<>();
       checked = sample;
-      matching = check(itemShards, queryShards, sampleIds, written, k, mismatches);
+      matching = PlainSparkCheck.check(itemShards, queryShards, sampleIds, written, k, mismatches);
       for (String mismatch : mismatches.subList(0, Math.min(5, mismatches.size()))) {
         System.out.println("  MISMATCH " + mismatch);
       }
     } else {
-      stage("[4/4] check skipped (--check 0)%n");
+      report.stage("[4/4] check skipped (--check 0)%n");
     }
 
-    stage(null);
+    report.stage(null);
     itemShards.unpersist();
     queryShards.unpersist();
     Result result = new Result(ranks, itemCount, dim, queryCount, k, output, rows, checked,
         matching);
-    printSummary(result, metrics, perRank, jobNanos, rows, queryCount * k);
+    report.printSummary(result, metrics, perRank, jobNanos, rows, queryCount * k);
     return result;
   }
 
@@ -465,46 +314,6 @@ public final class FeatureSharding {
       .add("item_id", DataTypes.LongType, false)
       .add("score", DataTypes.FloatType, false)
       .add("rank", DataTypes.IntegerType, false);
-
-  /** {@code n} rows {@code (id, embedding)}, each value uniform in [-1, 1), seeded per id. */
-  static Dataset<Row> generate(SparkSession spark, long n, int dim, long seed, int partitions) {
-    StructType schema = new StructType().add("id", DataTypes.LongType, false)
-        .add("embedding", DataTypes.createArrayType(DataTypes.FloatType, false), false);
-    JavaRDD<Row> rows = spark.range(0, n, 1, partitions).javaRDD().map(id -> {
-      SplittableRandom random = new SplittableRandom(seed * 0x5851F42D4C957F2DL + id);
-      float[] embedding = new float[dim];
-      for (int j = 0; j < dim; j++) {
-        embedding[j] = (float) (random.nextDouble() * 2 - 1);
-      }
-      return RowFactory.create(id, embedding);
-    });
-    return spark.createDataFrame(rows, schema);
-  }
-
-  /** The (id, embedding) columns of a Parquet path; Spark's analysis errors name the option. */
-  private static Dataset<Row> readParquet(SparkSession spark, String option, String path) {
-    try {
-      return spark.read().parquet(path).select("id", "embedding");
-    } catch (Exception e) {
-      // Thrown undeclared by Scala: AnalysisException (a missing column), SparkException (a file
-      // that is not Parquet, found when the schema is read).
-      if (e instanceof AnalysisException || e instanceof SparkException) {
-        throw new IllegalArgumentException(option + " = '" + path + "': " + e.getMessage(), e);
-      }
-      throw e;
-    }
-  }
-
-  private static void checkSchema(Dataset<Row> df, String path) {
-    StructType schema = df.schema();
-    boolean ok = schema.apply("id").dataType().equals(DataTypes.LongType)
-        && schema.apply("embedding").dataType() instanceof ArrayType array
-        && array.elementType().equals(DataTypes.FloatType);
-    if (!ok) {
-      throw new IllegalArgumentException(path + " has columns " + schema.simpleString()
-          + "; expected: id bigint, embedding array<float>");
-    }
-  }
 
   /**
    * The work of one rank: its gathered partition (every item) and its query shard in, its
@@ -772,144 +581,5 @@ public final class FeatureSharding {
       Collections.addAll(out, sorted);
       clear();
     }
-  }
-
-  /**
-   * Plain Spark SQL's top-k for the sampled queries, compared with the job's output: the same
-   * item ids in the same order and the same scores (within 1e-5 relative). Returns the number of
-   * matching queries and describes the others in {@code mismatches}.
-   */
-  static int check(Dataset<Row> items, Dataset<Row> queries, Dataset<Row> sampleIds,
-      Dataset<Row> recommendations, int k, List<String> mismatches) {
-    Dataset<Row> sampled = queries.join(broadcast(sampleIds), "id")
-        .select(col("id").as("query_id"), col("embedding").as("q"));
-    Dataset<Row> expected = sampled
-        .crossJoin(items.select(col("id").as("item_id"), col("embedding").as("e")))
-        .select(col("query_id"), col("item_id"),
-            udf(DOT, DataTypes.FloatType).apply(col("q"), col("e")).as("score"))
-        .withColumn("rank", row_number().over(
-            Window.partitionBy("query_id").orderBy(desc("score"), asc("item_id"))))
-        .where(col("rank").leq(k));
-    Map<Long, List<Row>> want = byQuery(expected.collectAsList());
-    Map<Long, List<Row>> got = byQuery(recommendations
-        .join(broadcast(sampleIds.withColumnRenamed("id", "query_id")), "query_id")
-        .select("query_id", "item_id", "score", "rank").collectAsList());
-    int matching = 0;
-    for (Map.Entry<Long, List<Row>> entry : want.entrySet()) {
-      String problem = compare(entry.getValue(), got.getOrDefault(entry.getKey(), List.of()));
-      if (problem == null) {
-        matching++;
-      } else {
-        mismatches.add("query " + entry.getKey() + ": " + problem);
-      }
-    }
-    return matching;
-  }
-
-  /** The dot product as a Spark UDF: a float sum in dimension order. */
-  static final UDF2<Seq<Float>, Seq<Float>, Float> DOT = (q, e) -> {
-    int n = q.length();
-    if (e.length() != n) {
-      throw new IllegalArgumentException("embeddings of " + n + " and " + e.length() + " dims");
-    }
-    float sum = 0f;
-    for (int j = 0; j < n; j++) {
-      sum += q.apply(j) * e.apply(j);
-    }
-    return sum;
-  };
-
-  private static Map<Long, List<Row>> byQuery(List<Row> rows) {
-    Map<Long, List<Row>> map = new HashMap<>();
-    for (Row row : rows) {
-      map.computeIfAbsent(row.getLong(0), q -> new ArrayList<>()).add(row);
-    }
-    for (List<Row> list : map.values()) {
-      list.sort((a, b) -> Integer.compare(a.getInt(3), b.getInt(3)));
-    }
-    return map;
-  }
-
-  private static String compare(List<Row> want, List<Row> got) {
-    if (want.size() != got.size()) {
-      return "plain Spark has " + want.size() + " recommendations, the job " + got.size();
-    }
-    for (int i = 0; i < want.size(); i++) {
-      Row w = want.get(i);
-      Row g = got.get(i);
-      float ws = w.getFloat(2);
-      float gs = g.getFloat(2);
-      if (w.getLong(1) != g.getLong(1) || w.getInt(3) != g.getInt(3)
-          || Math.abs(ws - gs) > 1e-5f * Math.max(1f, Math.abs(ws))) {
-        return String.format(Locale.ROOT, "rank %d: plain Spark item %d score %s, the job item"
-            + " %d score %s", i + 1, w.getLong(1), ws, g.getLong(1), gs);
-      }
-    }
-    return null;
-  }
-
-  private static void printSummary(Result r, GatherMetrics m, List<long[]> perRank,
-      long jobNanos, long rows, long expectedRows) {
-    System.out.println();
-    System.out.println("summary");
-    System.out.printf(Locale.ROOT, "  ranks               %d%n", r.ranks());
-    if (m != null) {
-      int n = Math.max(1, r.ranks());
-      double conversion = m.conversionNanos() / 1e6;
-      double rendezvous = m.rendezvousNanos() / 1e6;
-      double collective = m.collectiveNanos() / 1e6;
-      double wall = (conversion + rendezvous + collective) / n;
-      double receivedPerRank = (double) m.bytesReceived() / n;
-      System.out.printf(Locale.ROOT, "  gathered            %d rows on all ranks (%d items x %d"
-          + " ranks), %s received (%s per rank)%n", m.rowsGathered(), r.items(), r.ranks(),
-          bytes(m.bytesReceived()), bytes((long) receivedPerRank));
-      System.out.printf(Locale.ROOT, "  gather time         %-28s %s%n", "summed over ranks",
-          "per rank (average)");
-      System.out.printf(Locale.ROOT, "    rendezvous        %10.1f ms %26.1f ms%n", rendezvous,
-          rendezvous / n);
-      System.out.printf(Locale.ROOT, "    conversion        %10.1f ms %26.1f ms%n", conversion,
-          conversion / n);
-      System.out.printf(Locale.ROOT, "    collective        %10.1f ms %26.1f ms%n", collective,
-          collective / n);
-      System.out.printf(Locale.ROOT, "  gather wall time    %.1f ms per rank (conversion +"
-          + " rendezvous + collective)%n", wall);
-      System.out.printf(Locale.ROOT, "  effective bandwidth %.3f GB/s (bytes received per rank /"
-          + " gather wall time); in the collective alone %.3f GB/s%n",
-          wall > 0 ? receivedPerRank / (wall * 1e6) : 0.0,
-          collective > 0 ? receivedPerRank / (collective / n * 1e6) : 0.0);
-    }
-    long maxScore = 0;
-    long maxLoad = 0;
-    for (long[] s : perRank) {
-      maxLoad = Math.max(maxLoad, s[3]);
-      maxScore = Math.max(maxScore, s[4]);
-    }
-    double macs = (double) r.items() * r.queries() * r.dim();
-    System.out.printf(Locale.ROOT, "  scoring             %.1f ms (slowest rank), %.2e"
-        + " multiply-adds, %.2f GFLOP/s over all ranks; loading items into arrays %.1f ms%n",
-        maxScore / 1e6, macs, maxScore > 0 ? 2 * macs / maxScore : 0.0, maxLoad / 1e6);
-    for (long[] s : perRank) {
-      System.out.printf(Locale.ROOT, "    rank %-3d          %d items, %d queries, load %.1f ms,"
-          + " score %.1f ms%n", s[0], s[1], s[2], s[3] / 1e6, s[4] / 1e6);
-    }
-    System.out.printf(Locale.ROOT, "  gather+score+write  %.1f ms (the Spark job)%n",
-        jobNanos / 1e6);
-    System.out.printf(Locale.ROOT, "  recommendations     %d rows (%d queries x top-%d%s) -> %s%n",
-        rows, r.queries(), r.topK(), rows == expectedRows ? "" : ", EXPECTED " + expectedRows,
-        r.recommendations());
-    if (r.checkedQueries() > 0) {
-      System.out.printf(Locale.ROOT, "check: %d/%d queries match plain Spark%n",
-          r.matchingQueries(), r.checkedQueries());
-    }
-  }
-
-  private static String bytes(long n) {
-    if (n >= 1L << 30) {
-      return String.format(Locale.ROOT, "%.2f GiB", n / (double) (1L << 30));
-    }
-    if (n >= 1L << 20) {
-      return String.format(Locale.ROOT, "%.1f MiB", n / (double) (1L << 20));
-    }
-    return n + " B";
   }
 }

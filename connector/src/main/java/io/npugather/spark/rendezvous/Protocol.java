@@ -1,6 +1,8 @@
 package io.npugather.spark.rendezvous;
 
+import io.npugather.spark.rendezvous.RendezvousException.Reason;
 import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -47,6 +49,10 @@ import javax.crypto.spec.SecretKeySpec;
  * registration, wrong secret, malformed request) it cannot be, and a client takes it only as a
  * failure. The server closes the connection after its reply; a client that closes its connection
  * before the reply leaves the round, which fails the round for every other rank at once.
+ *
+ * <p>Both sides encode and decode through this class: the server with {@link #hello}, {@link
+ * RequestHeader#read}, {@link #readSealedEntry} and {@link Verdict}, the client with {@link
+ * #readHello}, {@link #request} and {@link #readVerdict}.
  */
 final class Protocol {
   private Protocol() {}
@@ -191,6 +197,85 @@ final class Protocol {
     return bytes.toByteArray();
   }
 
+  /** The HELLO frame that opens a connection, with this connection's nonce. */
+  static ByteBuffer hello(byte[] nonce) {
+    ByteBuffer hello = ByteBuffer.allocate(8 + NONCE_BYTES);
+    hello.putInt(HELLO_MAGIC).putInt(VERSION).put(nonce).flip();
+    return hello;
+  }
+
+  /**
+   * Reads a HELLO frame and returns its nonce.
+   *
+   * @throws RendezvousException ({@link Reason#CONNECTION}) when the peer is not a rendezvous
+   *     service, or speaks another version; its message starts with {@code where}
+   */
+  static byte[] readHello(DataInputStream in, String where) throws IOException {
+    if (in.readInt() != HELLO_MAGIC) {
+      throw new RendezvousException(Reason.CONNECTION, where + ": the peer is not a rendezvous service "
+          + "(bad greeting)");
+    }
+    int version = in.readInt();
+    if (version != VERSION) {
+      throw new RendezvousException(Reason.CONNECTION, where + ": the service speaks protocol version "
+          + version + ", this client " + VERSION);
+    }
+    byte[] nonce = new byte[NONCE_BYTES];
+    in.readFully(nonce);
+    return nonce;
+  }
+
+  /** The REQUEST frame: the header ({@link #requestHeader}), its MAC, the sealed entry, its MAC. */
+  static byte[] request(byte[] secret, byte[] nonce, byte[] header, byte[] sealedEntry) {
+    return ByteBuffer.allocate(header.length + 2 * MAC_BYTES + sealedEntry.length)
+        .put(header).put(headerMac(secret, nonce, header)).put(sealedEntry)
+        .put(entryMac(secret, nonce, header, sealedEntry)).array();
+  }
+
+  /** What the server reads first of a REQUEST: the header and its MAC. */
+  static final int REQUEST_HEADER_FRAME_BYTES = REQUEST_HEADER_BYTES + MAC_BYTES;
+
+  /**
+   * A REQUEST's header and its MAC, as the server reads them before it knows the registration.
+   *
+   * @param bytes the header as sent (the entry's MAC covers it too)
+   */
+  record RequestHeader(byte[] bytes, byte[] mac, int magic, int version, long registrationId, int stageId,
+      int stageAttempt, int rank, long timeoutMillis, int entryLength) {
+    /** Reads {@link #REQUEST_HEADER_FRAME_BYTES} bytes. */
+    static RequestHeader read(ByteBuffer frame) {
+      byte[] bytes = new byte[REQUEST_HEADER_BYTES];
+      frame.get(bytes);
+      byte[] mac = new byte[MAC_BYTES];
+      frame.get(mac);
+      ByteBuffer h = ByteBuffer.wrap(bytes);
+      return new RequestHeader(bytes, mac, h.getInt(), h.getInt(), h.getLong(), h.getInt(), h.getInt(), h.getInt(),
+          h.getLong(), h.getInt());
+    }
+
+    /** The header's MAC matches under this registration's secret and the connection's nonce. */
+    boolean authenticates(byte[] secret, byte[] nonce) {
+      return macMatches(mac, headerMac(secret, nonce, bytes));
+    }
+
+    /** What the server reads next: the sealed entry and its MAC. */
+    int entryFrameBytes() {
+      return entryLength + MAC_BYTES;
+    }
+  }
+
+  /**
+   * Reads the rest of a REQUEST (its {@link RequestHeader#entryFrameBytes}): the sealed entry, or
+   * null when the entry's MAC does not match.
+   */
+  static byte[] readSealedEntry(ByteBuffer frame, byte[] secret, byte[] nonce, RequestHeader header) {
+    byte[] sealed = new byte[frame.remaining() - MAC_BYTES];
+    frame.get(sealed);
+    byte[] mac = new byte[MAC_BYTES];
+    frame.get(mac);
+    return macMatches(mac, entryMac(secret, nonce, header.bytes(), sealed)) ? sealed : null;
+  }
+
   /** The REPLY frame for a table without its MAC, built once for every rank. */
   static byte[] replyFrame(byte[][] entries) {
     long size = 1 + 4;
@@ -215,7 +300,7 @@ final class Protocol {
   }
 
   /** The ERROR frame's body (reason, length, message), before its authentication byte. */
-  static byte[] errorFrame(RendezvousException.Reason reason, String message) {
+  static byte[] errorFrame(Reason reason, String message) {
     byte[] text = message.getBytes(StandardCharsets.UTF_8);
     if (text.length > MAX_MESSAGE_BYTES) {
       String cut = message.substring(0, Math.min(message.length(), MAX_MESSAGE_BYTES / 4 - 4)) + " ...";
@@ -230,6 +315,110 @@ final class Protocol {
       throw new UncheckedIOException(e);
     }
     return bytes.toByteArray();
+  }
+
+  /** A round's outcome on the wire, built once; each rank's copy ends with a MAC bound to its connection. */
+  static final class Verdict {
+    private final byte[] frame;
+    private final byte[] digest; // SHA-256 of a reply frame; null for an error
+
+    private Verdict(byte[] frame, byte[] digest) {
+      this.frame = frame;
+      this.digest = digest;
+    }
+
+    /** A REPLY carrying the (sealed) entries, indexed by rank. */
+    static Verdict reply(byte[][] entries) {
+      byte[] frame = replyFrame(entries);
+      return new Verdict(frame, sha256Digest().digest(frame));
+    }
+
+    /** An ERROR. */
+    static Verdict error(Reason reason, String message) {
+      return new Verdict(errorFrame(reason, message), null);
+    }
+
+    /**
+     * The bytes for one rank: the shared frame, then its authentication; an error for a request
+     * that could not be authenticated ({@code secret} null) goes out unauthenticated.
+     */
+    ByteBuffer[] forRank(byte[] secret, byte[] nonce, int rank) {
+      if (digest != null) {
+        return new ByteBuffer[] {ByteBuffer.wrap(frame), ByteBuffer.wrap(replyMac(secret, nonce, rank, digest))};
+      }
+      if (secret == null) {
+        return new ByteBuffer[] {ByteBuffer.wrap(frame), ByteBuffer.wrap(new byte[] {0})};
+      }
+      return new ByteBuffer[] {ByteBuffer.wrap(frame), ByteBuffer.wrap(new byte[] {1}),
+          ByteBuffer.wrap(errorMac(secret, nonce, rank, frame))};
+    }
+  }
+
+  /**
+   * Reads the rest of a verdict whose first byte was {@code status}: the table of {@code rankSize}
+   * sealed entries, once its MAC for this rank and nonce matches.
+   *
+   * @param where how the exceptions' messages start (the rank and its round)
+   * @param service the service's host:port, for the messages
+   * @throws RendezvousException the ERROR's reason and message; or {@link Reason#CONNECTION} for a
+   *     malformed verdict, {@link Reason#AUTHENTICATION} for one that does not authenticate
+   */
+  static byte[][] readVerdict(DataInputStream in, int status, byte[] secret, byte[] nonce, int rank, int rankSize,
+      String where, String service) throws IOException {
+    if (status != STATUS_OK) {
+      throw readError(in, status, secret, nonce, rank, where);
+    }
+    MessageDigest reply = sha256Digest();
+    reply.update((byte) status);
+    int count = in.readInt();
+    reply.update(intBytes(count));
+    if (count != rankSize) {
+      throw new RendezvousException(Reason.CONNECTION, where + ": malformed reply (" + count + " entries, "
+          + "expected " + rankSize + ")");
+    }
+    byte[][] table = new byte[count][];
+    long total = 0;
+    for (int r = 0; r < count; r++) {
+      int length = in.readInt();
+      total += Math.max(0, length);
+      if (length < 0 || length > MAX_SEALED_ENTRY_BYTES || total > MAX_TABLE_BYTES) {
+        throw new RendezvousException(Reason.CONNECTION, where + ": malformed reply (entry " + r + " has "
+            + length + " bytes)");
+      }
+      table[r] = new byte[length];
+      in.readFully(table[r]);
+      reply.update(intBytes(length));
+      reply.update(table[r]);
+    }
+    byte[] mac = new byte[MAC_BYTES];
+    in.readFully(mac);
+    if (!macMatches(mac, replyMac(secret, nonce, rank, reply.digest()))) {
+      throw new RendezvousException(Reason.AUTHENTICATION, where + ": the table from " + service
+          + " does not authenticate (not sent by the rendezvous service, or altered)");
+    }
+    return table;
+  }
+
+  /** The exception an ERROR carries; its MAC, when it has one, must match. */
+  private static RendezvousException readError(DataInputStream in, int status, byte[] secret, byte[] nonce,
+      int rank, String where) throws IOException {
+    int length = in.readInt();
+    if (length < 0 || length > MAX_MESSAGE_BYTES) {
+      return new RendezvousException(Reason.CONNECTION, where + ": malformed error reply (" + length + " bytes)");
+    }
+    byte[] text = new byte[length];
+    in.readFully(text);
+    int authenticated = in.readUnsignedByte();
+    if (authenticated != 0) {
+      byte[] mac = new byte[MAC_BYTES];
+      in.readFully(mac);
+      byte[] body = ByteBuffer.allocate(5 + length).put((byte) status).putInt(length).put(text).array();
+      if (!macMatches(mac, errorMac(secret, nonce, rank, body))) {
+        return new RendezvousException(Reason.AUTHENTICATION, where + ": an error reply that does not "
+            + "authenticate (not sent by the rendezvous service, or altered)");
+      }
+    }
+    return new RendezvousException(Reason.fromCode(status), where + ": " + new String(text, StandardCharsets.UTF_8));
   }
 
   /** Compact rank list: [0-3, 7, 9-12], cut after a bounded number of runs. */

@@ -11,9 +11,6 @@ import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
-import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Collections;
@@ -140,63 +137,21 @@ public final class RendezvousClient {
           new Protocol.PollingInputStream(socket.getInputStream(), poll), 8192));
       OutputStream out = socket.getOutputStream();
 
-      if (in.readInt() != Protocol.HELLO_MAGIC) {
-        throw new RendezvousException(Reason.CONNECTION, where + ": the peer is not a rendezvous service "
-            + "(bad greeting)");
-      }
-      int version = in.readInt();
-      if (version != Protocol.VERSION) {
-        throw new RendezvousException(Reason.CONNECTION, where + ": the service speaks protocol version "
-            + version + ", this client " + Protocol.VERSION);
-      }
-      byte[] nonce = new byte[Protocol.NONCE_BYTES];
-      in.readFully(nonce);
+      byte[] nonce = Protocol.readHello(in, where);
 
       long remainingMs = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
       byte[] secret = ticket.secret();
       byte[] sealed = Protocol.sealEntry(secret, ticket.registrationId(), stageId, stageAttempt, rank, entry);
       byte[] header = Protocol.requestHeader(ticket.registrationId(), stageId, stageAttempt, rank, remainingMs,
           sealed.length);
-      ByteBuffer request = ByteBuffer.allocate(header.length + 2 * Protocol.MAC_BYTES + sealed.length);
-      request.put(header).put(Protocol.headerMac(secret, nonce, header)).put(sealed)
-          .put(Protocol.entryMac(secret, nonce, header, sealed));
-      out.write(request.array());
+      out.write(Protocol.request(secret, nonce, header, sealed));
       out.flush();
 
       int status = in.readUnsignedByte();
       verdictStarted = true;
-      if (status != Protocol.STATUS_OK) {
-        throw readError(in, status, secret, nonce, rank, where);
-      }
-      MessageDigest reply = Protocol.sha256Digest();
-      reply.update((byte) status);
-      int count = in.readInt();
-      reply.update(ByteBuffer.allocate(4).putInt(count).array());
-      if (count != ticket.rankSize()) {
-        throw new RendezvousException(Reason.CONNECTION, where + ": malformed reply (" + count + " entries, "
-            + "expected " + ticket.rankSize() + ")");
-      }
-      byte[][] table = new byte[count][];
-      long total = 0;
-      for (int r = 0; r < count; r++) {
-        int length = in.readInt();
-        total += Math.max(0, length);
-        if (length < 0 || length > Protocol.MAX_SEALED_ENTRY_BYTES || total > Protocol.MAX_TABLE_BYTES) {
-          throw new RendezvousException(Reason.CONNECTION, where + ": malformed reply (entry " + r + " has "
-              + length + " bytes)");
-        }
-        table[r] = new byte[length];
-        in.readFully(table[r]);
-        reply.update(ByteBuffer.allocate(4).putInt(length).array());
-        reply.update(table[r]);
-      }
-      byte[] mac = new byte[Protocol.MAC_BYTES];
-      in.readFully(mac);
-      if (!Protocol.macMatches(mac, Protocol.replyMac(secret, nonce, rank, reply.digest()))) {
-        throw new RendezvousException(Reason.AUTHENTICATION, where + ": the table from " + ticket.host() + ":"
-            + ticket.port() + " does not authenticate (not sent by the rendezvous service, or altered)");
-      }
-      for (int r = 0; r < count; r++) {
+      byte[][] table = Protocol.readVerdict(in, status, secret, nonce, rank, ticket.rankSize(), where,
+          ticket.host() + ":" + ticket.port());
+      for (int r = 0; r < table.length; r++) {
         table[r] = Protocol.openEntry(secret, ticket.registrationId(), stageId, stageAttempt, r, table[r]);
         if (table[r] == null) {
           throw new RendezvousException(Reason.AUTHENTICATION, where + ": the entry of rank " + r
@@ -225,28 +180,6 @@ public final class RendezvousClient {
         }
       }
     }
-  }
-
-  /** The exception an ERROR reply carries; its MAC, when it has one, must match. */
-  private static RendezvousException readError(DataInputStream in, int status, byte[] secret, byte[] nonce,
-      int rank, String where) throws IOException {
-    int length = in.readInt();
-    if (length < 0 || length > Protocol.MAX_MESSAGE_BYTES) {
-      return new RendezvousException(Reason.CONNECTION, where + ": malformed error reply (" + length + " bytes)");
-    }
-    byte[] text = new byte[length];
-    in.readFully(text);
-    int authenticated = in.readUnsignedByte();
-    if (authenticated != 0) {
-      byte[] mac = new byte[Protocol.MAC_BYTES];
-      in.readFully(mac);
-      byte[] body = ByteBuffer.allocate(5 + length).put((byte) status).putInt(length).put(text).array();
-      if (!Protocol.macMatches(mac, Protocol.errorMac(secret, nonce, rank, body))) {
-        return new RendezvousException(Reason.AUTHENTICATION, where + ": an error reply that does not "
-            + "authenticate (not sent by the rendezvous service, or altered)");
-      }
-    }
-    return new RendezvousException(Reason.fromCode(status), where + ": " + new String(text, StandardCharsets.UTF_8));
   }
 
   private static Socket connect(InetSocketAddress address, Protocol.Poll poll, long hardDeadline, String where)

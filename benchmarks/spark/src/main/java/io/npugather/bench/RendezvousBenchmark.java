@@ -1,5 +1,8 @@
-package io.npugather.spark.rendezvous;
+package io.npugather.bench;
 
+import io.npugather.spark.rendezvous.RendezvousClient;
+import io.npugather.spark.rendezvous.RendezvousService;
+import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.io.Serializable;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -23,17 +26,10 @@ import scala.runtime.AbstractFunction1;
 /**
  * Latency of one metadata round for N ranks: the rendezvous service (ranks as threads, and ranks
  * as tasks of a barrier stage) against Spark's BarrierTaskContext.allGather in the same barrier
- * stage. A program, not a test.
+ * stage.
  *
  * <pre>
- * args: [ranks=8] [rounds=50] [warmup=100] [allGatherRounds=10]
- *
- * cd /work/main   # the repository root
- * mvn -B -q -o test-compile -pl connector -Dexec.skip=true -Djavacpp.skip=true
- * mvn -B -q -o dependency:build-classpath -pl connector -Dmdep.includeScope=test -Dmdep.outputFile=/tmp/cp.txt
- * java $(sed -n 's:.*&lt;test.jvm.opens&gt;\(.*\)&lt;/test.jvm.opens&gt;.*:\1:p' pom.xml) \
- *   -cp connector/target/test-classes:connector/target/classes:$(cat /tmp/cp.txt) \
- *   io.npugather.spark.rendezvous.RendezvousBenchmark 8 50 100 10
+ * bin/npugather-bench --rendezvous [ranks=8] [rounds=50] [warmup=100] [allGatherRounds=10]
  * </pre>
  *
  * Prints one line per measurement: median, p90, min and max of the per-round latency in ms.
