@@ -19,6 +19,8 @@ namespace {
 
 // Extra wait of non-root ranks so the root's explanation of a failure arrives first.
 constexpr int64_t kRootGraceMs = 500;
+// A live root's listener accepts at once; longer means no root holds this root info.
+constexpr int64_t kClaimConnectMs = 1000;
 
 // A communicator of one rank only moves its own block.
 class SelfTransport final : public HostTransport {
@@ -96,7 +98,15 @@ void HostCommunicator::join(const CommConfig& config, const HostRootInfo& info) 
   const Deadline member_deadline =
       Deadline::after_ms(config.timeout_ms > INT64_MAX - kRootGraceMs ? INT64_MAX : config.timeout_ms + kRootGraceMs);
   UniqueFd root_listener;
-  if (is_root) root_listener = take_parked_listener(info);
+  std::string claim;  // why this rank, rank_root by its arguments, cannot act as the root
+  if (is_root) {
+    try {
+      root_listener = take_parked_listener(info);
+    } catch (const Error& e) {
+      if (size_ == 1 || e.code() != NPG_INVALID_USAGE) throw;
+      claim = e.what();
+    }
+  }
   if (size_ == 1) {
     transport_.reset(new SelfTransport());
     return;
@@ -113,6 +123,7 @@ void HostCommunicator::join(const CommConfig& config, const HostRootInfo& info) 
   self.canary_addr = reinterpret_cast<uintptr_t>(&canary_);
   self.canary_value = canary_;
 
+  if (!claim.empty()) join_claiming_root(info, self, claim, deadline);
   if (is_root) {
     join_as_root(config, info, std::move(root_listener), self, deadline);
   } else {
@@ -175,6 +186,29 @@ void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo
     boot.fail_all(e.code(), e.what());
     throw;
   }
+}
+
+// This rank is rank_root by its arguments but did not make the root info. The rank that did
+// may be waiting for it as the root: join it as a member, so that it refuses this rank's
+// rank_root at once and every rank fails with the same INVALID_USAGE; when no root answers,
+// the claim itself is the error.
+void HostCommunicator::join_claiming_root(const HostRootInfo& info, const RankInfo& self, const std::string& claim,
+                                          const Deadline& deadline) {
+  std::unique_ptr<Bootstrap> boot;
+  try {
+    boot.reset(new Bootstrap(Bootstrap::connect_root(info, -1, deadline.earlier(kClaimConnectMs))));
+    RankInfo hello = self;
+    hello.ring = local_endpoint(boot->root_fd());  // never used: the root refuses this rank
+    boot->send_hello(hello, deadline);
+  } catch (const Error&) {
+    throw_error(NPG_INVALID_USAGE, claim);
+  }
+  try {
+    boot->recv_table(size_, deadline);
+  } catch (const Error& e) {
+    if (e.code() == NPG_INVALID_USAGE) throw;  // the root's verdict, the same on every rank
+  }
+  throw_error(NPG_INVALID_USAGE, claim);
 }
 
 void HostCommunicator::join_as_member(const CommConfig& config, const HostRootInfo& info, RankInfo self,

@@ -38,6 +38,8 @@ class HostCommunicator final : public Communicator {
                     const Deadline& deadline);
   void join_as_member(const CommConfig& config, const HostRootInfo& info, RankInfo self, const Deadline& deadline,
                       const Deadline& member_deadline);
+  [[noreturn]] void join_claiming_root(const HostRootInfo& info, const RankInfo& self, const std::string& claim,
+                                      const Deadline& deadline);
   void install(TransportKind kind, const RankTable& table, ShmSegment segment, std::unique_ptr<TcpRing> ring);
 
   int32_t rank_;

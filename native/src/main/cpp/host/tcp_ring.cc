@@ -209,11 +209,19 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
     if (fds[n - 1].revents != 0 || abort_.triggered()) throw_aborted();
     if (rc == 0) {
       if (deadline.expired()) {
+        // Name the rank whose block is missing: a stalled rank stops the ring at every rank
+        // after it, and blaming the left neighbour would point at a rank that merely waits too.
+        std::string missing;
+        if (unit < size_) {
+          const int32_t block = (rank_ - unit + size_) % size_;
+          missing = "; still waiting for " + rank_name(block) + "'s block" +
+                    (block == left_rank ? std::string() : " (it comes through " + rank_name(left_rank) + ")");
+        }
         throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) +
                                      " ms in the ring data exchange: sent " + std::to_string(sent) + "/" +
                                      std::to_string(sent_total) + " bytes to " + rank_name(right_rank) +
                                      ", received " + std::to_string(unit - 1) + "/" + std::to_string(size_ - 1) +
-                                     " blocks from " + rank_name(left_rank));
+                                     " blocks from " + rank_name(left_rank) + missing);
       }
       continue;
     }
@@ -257,7 +265,14 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
           want = std::min(following - got, kIoChunkBytes);
         }
         ssize_t k = ::recv(left_.get(), into, want, 0);
-        if (k == 0) throw_error(NPG_REMOTE_ERROR, rank_name(left_rank) + " closed the ring connection");
+        if (k == 0) {
+          const int32_t block = (rank_ - unit + size_) % size_;
+          throw_error(NPG_REMOTE_ERROR, rank_name(left_rank) + " closed the ring connection" +
+                                            (block == left_rank ? std::string()
+                                                                : " while this rank still waited for " +
+                                                                      rank_name(block) + "'s block, which comes through " +
+                                                                      rank_name(left_rank)));
+        }
         if (k < 0) {
           int err = errno;
           if (err == EINTR) continue;

@@ -204,15 +204,47 @@ class CommunicatorTest {
   }
 
   @Test
-  void recvTooSmallIsRejectedBeforeAnyCommunication() throws Exception {
-    Ranks.values(Ranks.run(Ranks.hostParam(1), options(HostTransport.AUTO), (rank, comm) -> {
-      try (ArrowBuf send = allocator.buffer(64); ArrowBuf recv = allocator.buffer(32)) {
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-            () -> comm.allGather(send, recv, 64, DType.INT8));
-        assertTrue(e.getMessage().startsWith("recv"), e.getMessage());
+  void dataPathArgumentErrorsNameTheOperationRankArgumentValueAndWhatIsAllowed()
+      throws Exception {
+    Ranks.values(Ranks.run(Ranks.hostParam(2), options(HostTransport.AUTO), (rank, comm) -> {
+      if (rank == 1) {
+        return null; // rank 1 never calls: every error below is raised before communication
+      }
+      try (ArrowBuf send = allocator.buffer(64); ArrowBuf recv = allocator.buffer(64)) {
+        String small = assertThrows(IllegalArgumentException.class,
+            () -> comm.allGather(send, recv, 64, DType.INT8)).getMessage();
+        assertTrue(small.contains("allGather(rank 0/2): recv has a capacity of 64 bytes; allowed: "
+            + "at least 128 bytes"), small);
+        String huge = assertThrows(IllegalArgumentException.class,
+            () -> comm.allGather(send, recv, Long.MAX_VALUE / 4, DType.INT32)).getMessage();
+        assertTrue(huge.contains("allGather(rank 0/2): count = " + Long.MAX_VALUE / 4
+            + " int32 elements; allowed: 0 to " + Long.MAX_VALUE / 8), huge);
+        String negative = assertThrows(IllegalArgumentException.class,
+            () -> comm.allGatherInPlace(recv, -1, DType.INT8)).getMessage();
+        assertTrue(negative.contains("allGatherInPlace(rank 0/2): count = -1 int8"), negative);
+        String nullRecv = assertThrows(NullPointerException.class,
+            () -> comm.allGather(send, null, 1, DType.INT8)).getMessage();
+        assertEquals("allGather(rank 0/2): recv is null", nullRecv);
+        String layout = assertThrows(IllegalArgumentException.class,
+            () -> comm.allGatherV(send, recv, new long[] {8, 8}, new long[] {0, Long.MAX_VALUE}))
+            .getMessage();
+        assertTrue(layout.contains("allGatherV(rank 0/2): recvBytes[1] = 8, recvDispls[1] = "
+            + Long.MAX_VALUE + "; allowed: both >= 0 and their sum at most"), layout);
+        String entries = assertThrows(IllegalArgumentException.class,
+            () -> comm.allGatherV(send, recv, new long[] {8}, new long[] {0})).getMessage();
+        assertTrue(entries.contains("allGatherV(rank 0/2): recvBytes has 1 and recvDispls 1 "
+            + "entries; allowed: rankSize (2) each"), entries);
       }
       return null;
     }));
+  }
+
+  @Test
+  void createRootInfoWithANullBackendNamesTheArgument() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Communicator.createRootInfo(null, CommunicatorOptions.defaults()));
+    assertEquals("backend = 'null' is invalid; allowed: one of [hccl, lccl, host]",
+        e.getMessage());
   }
 
   @Test
