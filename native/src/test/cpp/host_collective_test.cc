@@ -790,6 +790,84 @@ std::string without_context(const std::string& error) {
   return at == std::string::npos ? error : error.substr(at + 3);
 }
 
+// Rank 1 passes a bad argument to one of the collectives, the others good ones: every rank
+// fails at once with the same INVALID_USAGE naming rank 1 and its error, and the
+// communicator still works afterwards.
+void expect_local_rejection_reaches_every_rank(int n, uint32_t flags) {
+  const int64_t timeout = 30000;
+  auto info = make_root_info();
+  std::mutex mutex;
+  std::vector<std::string> errors(n * 3);
+  run_ranks(n, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, n, info, flags, timeout);
+    std::vector<uint8_t> send(64, static_cast<uint8_t>(rank)), recv(64 * n);
+    std::vector<uint64_t> counts(n, 64), displs(n);
+    for (int r = 0; r < n; ++r) displs[r] = 64 * r;
+    for (int call = 0; call < 3; ++call) {
+      const bool bad = rank == 1;
+      auto t0 = Clock::now();
+      npg_result_t rc;
+      if (call == 0) {
+        rc = npg_all_gather(comm, send.data(), recv.data(), 64, bad ? static_cast<npg_dtype_t>(99) : NPG_UINT8);
+      } else if (call == 1) {
+        rc = npg_all_gather_v(comm, send.data(), bad ? 63 : 64, recv.data(), counts.data(), displs.data(), NPG_UINT8);
+      } else {
+        npg_segment_t seg{bad ? nullptr : send.data(), 64};
+        rc = npg_all_gather_v_segments(comm, &seg, 1, recv.data(), counts.data(), displs.data());
+      }
+      CHECK_RC(rc, NPG_INVALID_USAGE);
+      CHECK(ms_since(t0) < timeout / 3);
+      std::lock_guard<std::mutex> lock(mutex);
+      errors[call * n + rank] = without_context(npg_last_error());
+    }
+    CHECK_OK(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8));
+    for (int r = 0; r < n; ++r) CHECK(recv[64 * r] == r && recv[64 * r + 63] == r);
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+  const char* expected[3] = {
+      "rank 1 rejected its arguments: dtype 99 is not a known dtype; allowed values: 0 (int8)",
+      "rank 1 rejected its arguments: send_count 63 must equal recv_counts[1] = 64",
+      "rank 1 rejected its arguments: send_segments[0].address is NULL but its bytes is 64"};
+  for (int call = 0; call < 3; ++call) {
+    for (int r = 0; r < n; ++r) {
+      if (errors[call * n + r] != errors[call * n] || !contains(errors[call * n], expected[call]) ||
+          !contains(errors[call * n], "; no rank gathered anything")) {
+        throw TestFailure("flags " + std::to_string(flags) + ", rank " + std::to_string(r) + ": '" +
+                          errors[call * n + r] + "' vs rank 0's '" + errors[call * n] + "'");
+      }
+    }
+  }
+}
+
+void test_a_rank_rejecting_its_arguments_fails_every_rank_at_once_with_the_same_error() {
+  expect_local_rejection_reaches_every_rank(3, 0);
+  expect_local_rejection_reaches_every_rank(3, NPG_FLAG_FORCE_TCP);
+  expect_local_rejection_reaches_every_rank(2, NPG_FLAG_FORCE_STAGING);
+  // Processes (cross-memory attach or staging): rank 1 passes dtype 99.
+  const int n = 3;
+  const int64_t timeout = 30000;
+  ProcShared* shared = map_shared();
+  auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
+    std::vector<uint8_t> send(64), recv(64 * n);
+    auto t0 = Clock::now();
+    shared->rc[r] = npg_all_gather(comm, send.data(), recv.data(), 64,
+                                   r == 1 ? static_cast<npg_dtype_t>(99) : NPG_UINT8);
+    shared->elapsed_ms[r] = ms_since(t0);
+    snprintf(shared->error[r], sizeof(shared->error[r]), "%s", without_context(npg_last_error()).c_str());
+    return 0;
+  }, 0, timeout);
+  auto codes = wait_ranks(pids, 2.0 * timeout);
+  std::string report = child_report(shared, codes);
+  bool ok = true;
+  for (int r = 0; r < n; ++r) {
+    ok = ok && codes[r] == 0 && shared->rc[r] == NPG_INVALID_USAGE && shared->elapsed_ms[r] < timeout / 3 &&
+         std::string(shared->error[r]) == shared->error[0] &&
+         contains(shared->error[r], "rank 1 rejected its arguments: dtype 99 is not a known dtype");
+  }
+  munmap(shared, sizeof(ProcShared));
+  if (!ok) throw TestFailure("processes:" + report);
+}
+
 void test_rank_root_mismatch_fails_every_rank_at_once_with_the_same_error() {
   // Rank 1 claims to be the root: it cannot take the root's listener, so it joins the real
   // root, which refuses its rank_root. Threads (either may take the listener first) and
@@ -990,8 +1068,10 @@ void test_argument_errors_name_the_argument() {
     uint64_t cnt[2] = {8, 8};
     uint64_t dsp[2] = {0, 4};
     std::vector<uint8_t> s(8), r(64);
-    expect_arg_error(npg_all_gather_v(c, s.data(), 8, r.data(), cnt, dsp, NPG_UINT8), NPG_INVALID_ARGUMENT,
-                     "overlap");
+    // Both ranks reject, tell each other, and fail with one verdict naming both.
+    expect_arg_error(npg_all_gather_v(c, s.data(), 8, r.data(), cnt, dsp, NPG_UINT8), NPG_INVALID_USAGE,
+                     "rank 0 rejected its arguments: recv_displs[1] = 4 makes rank 1's block overlap");
+    CHECK(contains(npg_last_error(), "; rank 1 rejected its arguments: recv_displs[1] = 4"));
     CHECK(contains(npg_last_error(), "npg_all_gather_v(rank " + std::to_string(rank) + "/2)"));
     CHECK_OK(npg_comm_destroy(c));
   });
@@ -1037,6 +1117,8 @@ const TestCase kTests[] = {
      test_abort_from_another_thread_ends_a_blocked_gather_promptly},
     {"inconsistent_rank_size_fails_init_on_every_rank", test_inconsistent_rank_size_fails_init_on_every_rank},
     {"argument_errors_name_the_argument", test_argument_errors_name_the_argument},
+    {"a_rank_rejecting_its_arguments_fails_every_rank_at_once_with_the_same_error",
+     test_a_rank_rejecting_its_arguments_fails_every_rank_at_once_with_the_same_error},
     {"rank_root_mismatch_fails_every_rank_at_once_with_the_same_error",
      test_rank_root_mismatch_fails_every_rank_at_once_with_the_same_error},
     {"an_abort_is_named_as_the_abort_on_every_other_rank", test_an_abort_is_named_as_the_abort_on_every_other_rank},

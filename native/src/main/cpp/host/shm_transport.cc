@@ -319,7 +319,10 @@ void ShmTransport::wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t targe
 }
 
 void ShmTransport::verify_layout(const GatherArgs& args) {
-  std::string problem;
+  std::string problem = rejection_verdict(args, size_, [&](int32_t r) {
+    return std::make_pair(slot(r).digest.load(std::memory_order_relaxed),
+                          slot(r).send_bytes.load(std::memory_order_relaxed));
+  });
   const uint64_t first = slot(0).digest.load(std::memory_order_relaxed);
   for (int32_t r = 1; r < size_ && problem.empty(); ++r) {
     if (slot(r).digest.load(std::memory_order_relaxed) != first) {

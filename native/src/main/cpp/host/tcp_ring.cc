@@ -307,6 +307,9 @@ void TcpRing::all_gather_v(const GatherArgs& args, const Deadline& deadline) {
   // Every rank now holds every rank's header and reaches the same verdict.
   std::vector<BlockHeader> all;
   for (int32_t r = 0; r < size_; ++r) all.push_back(decode_header(headers.data() + static_cast<size_t>(r) * kHeaderBytes));
+  const std::string rejected =
+      rejection_verdict(args, size_, [&](int32_t r) { return std::make_pair(all[r].digest, all[r].bytes); });
+  if (!rejected.empty()) throw_error(NPG_INVALID_USAGE, rejected);
   for (int32_t r = 1; r < size_; ++r) {
     if (all[r].digest != all[0].digest) {
       throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: rank " + std::to_string(r) +
