@@ -1057,6 +1057,9 @@ void test_argument_errors_name_the_argument() {
                    NPG_INVALID_ARGUMENT, "recv_counts");
   expect_arg_error(npg_all_gather(nullptr, send.data(), recv.data(), 4, NPG_INT32), NPG_INVALID_ARGUMENT,
                    "comm is NULL");
+  // One rank has nobody to tell: its own error, at once.
+  expect_arg_error(npg_comm_reject(comm, "send: my reason"), NPG_INVALID_ARGUMENT, "send: my reason");
+  expect_arg_error(npg_comm_reject(comm, nullptr), NPG_INVALID_ARGUMENT, "reason is NULL");
   CHECK_OK(npg_all_gather(comm, send.data(), recv.data(), 4, NPG_INT32));
   CHECK(std::string(npg_last_error()).empty());
   CHECK_OK(npg_comm_destroy(comm));

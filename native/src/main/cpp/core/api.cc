@@ -436,6 +436,16 @@ npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* sen
   });
 }
 
+npg_result_t npg_comm_reject(npg_comm_t comm, const char* reason) {
+  HandleCall call(comm);
+  return guarded("npg_comm_reject", call.rank, call.size, [&] {
+    npg::Communicator& c = call.get();
+    check_arg(reason != nullptr, "reason is NULL");
+    c.reject(reason);
+    npg::throw_error(NPG_INVALID_ARGUMENT, reason);
+  });
+}
+
 npg_result_t npg_comm_abort(npg_comm_t comm) {
   HandleCall call(comm);
   return guarded("npg_comm_abort", call.rank, call.size, [&] { call.get().abort(); });

@@ -145,6 +145,14 @@ npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* sen
                                        size_t segment_count, void* recv, const uint64_t* recv_counts,
                                        const uint64_t* recv_displs);
 
+/*
+ * For a binding whose own checks rejected this rank's arguments to the all-gather its peers
+ * are calling: takes part in that collective as the C ABI's own argument errors do (above) and
+ * returns NPG_INVALID_USAGE with the text every rank returns, naming this rank and reason.
+ * NPG_INVALID_ARGUMENT with reason itself where the peers cannot be told.
+ */
+npg_result_t npg_comm_reject(npg_comm_t comm, const char* reason);
+
 /* Makes any blocked or future call on comm fail with NPG_ABORTED; peers see NPG_REMOTE_ERROR. */
 npg_result_t npg_comm_abort(npg_comm_t comm);
 

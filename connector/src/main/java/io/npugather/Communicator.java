@@ -184,18 +184,20 @@ public final class Communicator implements AutoCloseable {
    * rank * count} of {@code recv} on every rank.
    */
   public void allGather(ArrowBuf send, ArrowBuf recv, long count, DType dtype) {
-    long bytes = checkedBytes("allGather", count, dtype);
-    requireCapacity("allGather", "send", send, 0, bytes);
-    requireCapacity("allGather", "recv", recv, 0, bytes * rankSize);
+    checkArguments("allGather", () -> {
+      long bytes = checkedBytes("allGather", count, dtype);
+      requireCapacity("allGather", "send", send, 0, bytes);
+      requireCapacity("allGather", "recv", recv, 0, bytes * rankSize);
+    });
     call("allGather", () -> NativeCore.npg_all_gather(
         handle(), send.memoryAddress(), recv.memoryAddress(), count, dtype.nativeCode()));
   }
 
   /** {@link #allGather} with this rank's input already in its slot of {@code recv}: moves none of it. */
   public void allGatherInPlace(ArrowBuf recv, long count, DType dtype) {
-    long bytes = checkedBytes("allGatherInPlace", count, dtype);
-    requireCapacity("allGatherInPlace", "recv", recv, 0, bytes * rankSize);
-    long own = recv.memoryAddress() + rank * bytes;
+    checkArguments("allGatherInPlace", () -> requireCapacity("allGatherInPlace", "recv", recv, 0,
+        checkedBytes("allGatherInPlace", count, dtype) * rankSize));
+    long own = recv.memoryAddress() + rank * count * dtype.byteWidth();
     call("allGatherInPlace", () -> NativeCore.npg_all_gather(
         handle(), own, recv.memoryAddress(), count, dtype.nativeCode()));
   }
@@ -207,15 +209,18 @@ public final class Communicator implements AutoCloseable {
    * {@code recvBytes[rank]} bytes from the start of {@code send}.
    */
   public void allGatherV(ArrowBuf send, ArrowBuf recv, long[] recvBytes, long[] recvDispls) {
-    checkLayout("allGatherV", recv, recvBytes, recvDispls);
-    requireCapacity("allGatherV", "send", send, 0, recvBytes[rank]);
+    checkArguments("allGatherV", () -> {
+      checkLayout("allGatherV", recv, recvBytes, recvDispls);
+      requireCapacity("allGatherV", "send", send, 0, recvBytes[rank]);
+    });
     call("allGatherV", () -> NativeCore.npg_all_gather_v(handle(), send.memoryAddress(),
         recvBytes[rank], recv.memoryAddress(), recvBytes, recvDispls, UINT8));
   }
 
   /** {@link #allGatherV} with this rank's bytes already at {@code recvDispls[rank]} of {@code recv}. */
   public void allGatherVInPlace(ArrowBuf recv, long[] recvBytes, long[] recvDispls) {
-    checkLayout("allGatherVInPlace", recv, recvBytes, recvDispls);
+    checkArguments("allGatherVInPlace",
+        () -> checkLayout("allGatherVInPlace", recv, recvBytes, recvDispls));
     long own = recv.memoryAddress() + recvDispls[rank];
     call("allGatherVInPlace", () -> NativeCore.npg_all_gather_v(handle(), own, recvBytes[rank],
         recv.memoryAddress(), recvBytes, recvDispls, UINT8));
@@ -231,18 +236,21 @@ public final class Communicator implements AutoCloseable {
   public void allGatherVSegments(long[] sendAddresses, long[] sendLengths, ArrowBuf recv,
       long[] recvBytes, long[] recvDispls) {
     String op = "allGatherVSegments";
-    Objects.requireNonNull(sendAddresses, () -> where(op) + ": sendAddresses is null");
-    Objects.requireNonNull(sendLengths, () -> where(op) + ": sendLengths is null");
-    if (sendAddresses.length != sendLengths.length) {
-      throw new IllegalArgumentException(where(op) + ": sendAddresses has " + sendAddresses.length
-          + " entries but sendLengths " + sendLengths.length + "; allowed: the same count");
-    }
-    checkLayoutCounts(op, recvBytes, recvDispls);
-    for (int r = 0; r < rankSize; r++) {
-      if (r != rank && recvBytes[r] > 0) {
-        requireCapacity(op, "recv", recv, recvDispls[r], recvBytes[r]);
+    checkArguments(op, () -> {
+      Objects.requireNonNull(sendAddresses, () -> where(op) + ": sendAddresses is null");
+      Objects.requireNonNull(sendLengths, () -> where(op) + ": sendLengths is null");
+      if (sendAddresses.length != sendLengths.length) {
+        throw new IllegalArgumentException(where(op) + ": sendAddresses has "
+            + sendAddresses.length + " entries but sendLengths " + sendLengths.length
+            + "; allowed: the same count");
       }
-    }
+      checkLayoutCounts(op, recvBytes, recvDispls);
+      for (int r = 0; r < rankSize; r++) {
+        if (r != rank && recvBytes[r] > 0) {
+          requireCapacity(op, "recv", recv, recvDispls[r], recvBytes[r]);
+        }
+      }
+    });
     long[] segments = new long[2 * sendAddresses.length];
     for (int i = 0; i < sendAddresses.length; i++) {
       segments[2 * i] = sendAddresses[i];
@@ -326,6 +334,36 @@ public final class Communicator implements AutoCloseable {
         throw new IllegalStateException("Communicator rank " + rank + " is closed");
       }
       return handle;
+    }
+  }
+
+  /**
+   * Runs this rank's argument checks for the collective {@code op}. When one fails on a
+   * communicator of several ranks, the peers, which are in or about to enter the same
+   * collective, are told ({@code npg_comm_reject}): with backend host every rank then fails at
+   * once with the same {@link ResultCode#INVALID_USAGE} naming this rank and the check's text,
+   * instead of the peers waiting for the timeout. Where they cannot be told (one rank, a device
+   * backend, a communicator already aborted or broken), the check's own exception is thrown.
+   */
+  private void checkArguments(String op, Runnable checks) {
+    try {
+      checks.run();
+    } catch (IllegalArgumentException | NullPointerException local) {
+      if (rankSize == 1 || !isOpen()) {
+        throw local;
+      }
+      try {
+        call(op, () -> NativeCore.npg_comm_reject(handle(), local.getMessage()));
+      } catch (NpuGatherException shared) {
+        if (shared.code() == ResultCode.INVALID_USAGE) {
+          shared.addSuppressed(local);
+          throw shared;
+        }
+        local.addSuppressed(shared);
+      } catch (IllegalStateException closed) {
+        local.addSuppressed(closed);
+      }
+      throw local;
     }
   }
 
