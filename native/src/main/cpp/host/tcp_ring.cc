@@ -266,12 +266,14 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
         }
         ssize_t k = ::recv(left_.get(), into, want, 0);
         if (k == 0) {
+          // Name the block still missing: the neighbour may only pass on a failure before it.
           const int32_t block = (rank_ - unit + size_) % size_;
-          throw_error(NPG_REMOTE_ERROR, rank_name(left_rank) + " closed the ring connection" +
-                                            (block == left_rank ? std::string()
-                                                                : " while this rank still waited for " +
-                                                                      rank_name(block) + "'s block, which comes through " +
-                                                                      rank_name(left_rank)));
+          std::string missing;
+          if (block != left_rank) {
+            missing = " while this rank still waited for " + rank_name(block) + "'s block, which comes through " +
+                      rank_name(left_rank);
+          }
+          throw_error(NPG_REMOTE_ERROR, rank_name(left_rank) + " closed the ring connection" + missing);
         }
         if (k < 0) {
           int err = errno;

@@ -129,8 +129,9 @@ public final class AllGatherOperation {
         throw e;
       }
       // The peers could not be told; this rank still reports its own rejection.
+      int rank = communicator.rank();
       NpuGatherException own = new NpuGatherException(ResultCode.INVALID_USAGE,
-          "AllGatherOperation", communicator.rank(), mine.rejectionText(communicator.rank(), rankSize));
+          "AllGatherOperation", rank, mine.rejectionText(rank, rankSize));
       own.addSuppressed(e);
       if (localCause != null) {
         own.addSuppressed(localCause);

@@ -214,7 +214,8 @@ class CommunicatorTest {
    * timeout, and the communicator still gathers afterwards. Returns the shared text.
    */
   private String rankZeroRejects(Call call) throws Exception {
-    CommunicatorOptions options = CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(60));
+    CommunicatorOptions options =
+        CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(60));
     long start = System.nanoTime();
     List<String> texts = Ranks.values(Ranks.run(Ranks.hostParam(2), options, (rank, comm) -> {
       try (ArrowBuf send = allocator.buffer(64); ArrowBuf recv = allocator.buffer(128);
