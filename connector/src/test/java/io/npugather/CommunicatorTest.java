@@ -281,6 +281,40 @@ class CommunicatorTest {
   }
 
   @Test
+  void ranksDisagreeingOnRankRootFailAtOnceWithTheSameError() throws Exception {
+    // Rank 1 names itself the root: it joins the real root, which refuses its rankRoot at once
+    // (either thread may take the root's endpoint first; then the roles swap).
+    CommunicatorOptions options =
+        CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(60));
+    RootInfo rootInfo = Communicator.createRootInfo("host", options);
+    AllGatherParam.Builder template = Ranks.hostParam(2);
+    List<AllGatherParam> params = List.of(template.rank(0).rankRoot(0).build(),
+        template.rank(1).rankRoot(1).build());
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    long start = System.nanoTime();
+    try {
+      List<Future<NpuGatherException>> futures = new ArrayList<>();
+      for (AllGatherParam param : params) {
+        futures.add(pool.submit(() -> assertThrows(NpuGatherException.class,
+            () -> Communicator.create(param, rootInfo, options))));
+      }
+      List<String> texts = new ArrayList<>();
+      for (Future<NpuGatherException> future : futures) {
+        NpuGatherException e = future.get(60, TimeUnit.SECONDS);
+        assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
+        texts.add(e.getMessage().substring(e.getMessage().indexOf("): ") + 3));
+      }
+      long ms = (System.nanoTime() - start) / 1_000_000;
+      assertTrue(ms < 30_000, "the ranks failed after " + ms + " ms of a 60 s timeout");
+      assertEquals(texts.get(0), texts.get(1));
+      assertTrue(texts.get(0).matches("rank ([01]) \\(pid \\d+\\) passed rank_root \\1 but root rank "
+          + "([01]) passed rank_root \\2"), texts.get(0));
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
   void createRootInfoWithANullBackendNamesTheArgument() {
     IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
         () -> Communicator.createRootInfo(null, CommunicatorOptions.defaults()));
