@@ -784,6 +784,214 @@ void test_inconsistent_rank_size_fails_init_on_every_rank() {
   });
 }
 
+// The text after "op(rank r/n): ", which is the same on every rank of one failure.
+std::string without_context(const std::string& error) {
+  size_t at = error.find("): ");
+  return at == std::string::npos ? error : error.substr(at + 3);
+}
+
+// Rank 1 passes a bad argument to one of the collectives, the others good ones: every rank
+// fails at once with the same INVALID_USAGE naming rank 1 and its error, and the
+// communicator still works afterwards.
+void expect_local_rejection_reaches_every_rank(int n, uint32_t flags) {
+  const int64_t timeout = 30000;
+  auto info = make_root_info();
+  std::mutex mutex;
+  std::vector<std::string> errors(n * 3);
+  run_ranks(n, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, n, info, flags, timeout);
+    std::vector<uint8_t> send(64, static_cast<uint8_t>(rank)), recv(64 * n);
+    std::vector<uint64_t> counts(n, 64), displs(n);
+    for (int r = 0; r < n; ++r) displs[r] = 64 * r;
+    for (int call = 0; call < 3; ++call) {
+      const bool bad = rank == 1;
+      auto t0 = Clock::now();
+      npg_result_t rc;
+      if (call == 0) {
+        rc = npg_all_gather(comm, send.data(), recv.data(), 64, bad ? static_cast<npg_dtype_t>(99) : NPG_UINT8);
+      } else if (call == 1) {
+        rc = npg_all_gather_v(comm, send.data(), bad ? 63 : 64, recv.data(), counts.data(), displs.data(), NPG_UINT8);
+      } else {
+        npg_segment_t seg{bad ? nullptr : send.data(), 64};
+        rc = npg_all_gather_v_segments(comm, &seg, 1, recv.data(), counts.data(), displs.data());
+      }
+      CHECK_RC(rc, NPG_INVALID_USAGE);
+      CHECK(ms_since(t0) < timeout / 3);
+      std::lock_guard<std::mutex> lock(mutex);
+      errors[call * n + rank] = without_context(npg_last_error());
+    }
+    CHECK_OK(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8));
+    for (int r = 0; r < n; ++r) CHECK(recv[64 * r] == r && recv[64 * r + 63] == r);
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+  const char* expected[3] = {
+      "rank 1 rejected its arguments: dtype 99 is not a known dtype; allowed values: 0 (int8)",
+      "rank 1 rejected its arguments: send_count 63 must equal recv_counts[1] = 64",
+      "rank 1 rejected its arguments: send_segments[0].address is NULL but its bytes is 64"};
+  for (int call = 0; call < 3; ++call) {
+    for (int r = 0; r < n; ++r) {
+      if (errors[call * n + r] != errors[call * n] || !contains(errors[call * n], expected[call]) ||
+          !contains(errors[call * n], "; no rank gathered anything")) {
+        throw TestFailure("flags " + std::to_string(flags) + ", rank " + std::to_string(r) + ": '" +
+                          errors[call * n + r] + "' vs rank 0's '" + errors[call * n] + "'");
+      }
+    }
+  }
+}
+
+void test_a_rank_rejecting_its_arguments_fails_every_rank_at_once_with_the_same_error() {
+  expect_local_rejection_reaches_every_rank(3, 0);
+  expect_local_rejection_reaches_every_rank(3, NPG_FLAG_FORCE_TCP);
+  expect_local_rejection_reaches_every_rank(2, NPG_FLAG_FORCE_STAGING);
+  // Processes (cross-memory attach or staging): rank 1 passes dtype 99.
+  const int n = 3;
+  const int64_t timeout = 30000;
+  ProcShared* shared = map_shared();
+  auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
+    std::vector<uint8_t> send(64), recv(64 * n);
+    auto t0 = Clock::now();
+    shared->rc[r] = npg_all_gather(comm, send.data(), recv.data(), 64,
+                                   r == 1 ? static_cast<npg_dtype_t>(99) : NPG_UINT8);
+    shared->elapsed_ms[r] = ms_since(t0);
+    snprintf(shared->error[r], sizeof(shared->error[r]), "%s", without_context(npg_last_error()).c_str());
+    return 0;
+  }, 0, timeout);
+  auto codes = wait_ranks(pids, 2.0 * timeout);
+  std::string report = child_report(shared, codes);
+  bool ok = true;
+  for (int r = 0; r < n; ++r) {
+    ok = ok && codes[r] == 0 && shared->rc[r] == NPG_INVALID_USAGE && shared->elapsed_ms[r] < timeout / 3 &&
+         std::string(shared->error[r]) == shared->error[0] &&
+         contains(shared->error[r], "rank 1 rejected its arguments: dtype 99 is not a known dtype");
+  }
+  munmap(shared, sizeof(ProcShared));
+  if (!ok) throw TestFailure("processes:" + report);
+}
+
+void test_rank_root_mismatch_fails_every_rank_at_once_with_the_same_error() {
+  // Rank 1 claims to be the root: it cannot take the root's listener, so it joins the real
+  // root, which refuses its rank_root. Threads (either may take the listener first) and
+  // processes; the timeout is long, the failure must not wait for it.
+  const int64_t timeout = 30000;
+  auto info = make_root_info();
+  std::mutex mutex;
+  std::vector<std::string> errors(2);
+  run_ranks(2, [&](int rank) {
+    npg_comm_t comm = nullptr;
+    auto t0 = Clock::now();
+    npg_result_t rc = npg_comm_init("host", rank, 2, rank, "", 0, -1, nullptr, timeout, 0, info.data(), info.size(),
+                                    &comm);
+    CHECK_RC(rc, NPG_INVALID_USAGE);
+    CHECK(ms_since(t0) < timeout / 3);
+    std::lock_guard<std::mutex> lock(mutex);
+    errors[rank] = without_context(npg_last_error());
+  });
+  if (errors[0] != errors[1]) throw TestFailure("threads: '" + errors[0] + "' and '" + errors[1] + "'");
+  if (!contains(errors[0], "passed rank_root 1 but root rank 0 passed rank_root 0") &&
+      !contains(errors[0], "passed rank_root 0 but root rank 1 passed rank_root 1")) {
+    throw TestFailure("threads: " + errors[0]);
+  }
+  make_root_info();  // nothing was left parked
+
+  ProcShared* shared = map_shared();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) throw TestFailure("fork failed");
+    if (pid == 0) {
+      if (r == 0) {
+        size_t size = 0;
+        if (npg_get_root_info("host", "127.0.0.1", shared->info, sizeof(shared->info), &size) != NPG_SUCCESS) _exit(91);
+        shared->info_size = size;
+        shared->info_ready.store(1);
+      }
+      while (shared->info_ready.load() == 0) usleep(1000);
+      npg_comm_t comm = nullptr;
+      auto t0 = Clock::now();
+      shared->rc[r] = npg_comm_init("host", r, 2, r, "proc", NPG_COMM_MULTI_PROCESS, -1, nullptr, timeout, 0,
+                                    shared->info, shared->info_size, &comm);
+      shared->elapsed_ms[r] = ms_since(t0);
+      snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  auto codes = wait_ranks(pids, 2.0 * timeout);
+  std::string report = child_report(shared, codes);
+  bool same = without_context(shared->error[0]) == without_context(shared->error[1]);
+  bool named = contains(shared->error[0], "rank 1 (pid ") &&
+               contains(shared->error[0], "passed rank_root 1 but root rank 0 passed rank_root 0");
+  bool fast = shared->elapsed_ms[0] < timeout / 3 && shared->elapsed_ms[1] < timeout / 3;
+  bool usage = shared->rc[0] == NPG_INVALID_USAGE && shared->rc[1] == NPG_INVALID_USAGE;
+  munmap(shared, sizeof(ProcShared));
+  if (codes[0] != 0 || codes[1] != 0 || !same || !named || !fast || !usage) {
+    throw TestFailure("processes:" + report);
+  }
+}
+
+void test_an_abort_is_named_as_the_abort_on_every_other_rank() {
+  // Rank 1 aborts while ranks 0 and 2 wait for it; rank 2 may see rank 0's failure before
+  // rank 1's abort, and must still name the abort.
+  for (uint32_t flags : {0u, NPG_FLAG_FORCE_STAGING}) {
+    const int n = 3;
+    const int64_t timeout = 30000;
+    ProcShared* shared = map_shared();
+    auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
+      while (shared->inited.load() < n) usleep(1000);
+      if (r == 1) {
+        usleep(200 * 1000);
+        return npg_comm_abort(comm) == NPG_SUCCESS ? 0 : 1;
+      }
+      std::vector<uint8_t> send(4096), recv(4096 * n);
+      auto t0 = Clock::now();
+      shared->rc[r] = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
+      shared->elapsed_ms[r] = ms_since(t0);
+      snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+      return 0;
+    }, flags, timeout);
+    auto codes = wait_ranks(pids, 2.0 * timeout);
+    std::string report = child_report(shared, codes);
+    bool ok = true;
+    for (int r : {0, 2}) {
+      ok = ok && shared->rc[r] == NPG_REMOTE_ERROR && shared->elapsed_ms[r] < timeout / 3 &&
+           without_context(shared->error[r]) == "rank 1 aborted its communicator";
+    }
+    munmap(shared, sizeof(ProcShared));
+    if (codes[0] != 0 || codes[1] != 0 || codes[2] != 0 || !ok) throw TestFailure("flags " + std::to_string(flags) + ":" + report);
+  }
+}
+
+void test_a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it() {
+  // Rank 1 never enters the gather: rank 2 waits for it directly, rank 0 for its block
+  // through rank 2, and both name rank 1.
+  const int n = 3;
+  const int64_t timeout = 500;
+  auto info = make_root_info();
+  std::atomic<int> finished{0};
+  std::mutex mutex;
+  std::vector<std::string> errors(n);
+  run_ranks(n, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, n, info, NPG_FLAG_FORCE_TCP, timeout);
+    if (rank == 1) {
+      while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } else {
+      std::vector<uint8_t> send(64), recv(64 * n);
+      npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        errors[rank] = npg_last_error();
+      }
+      finished.fetch_add(1);
+      // Rank 0 times out too, or first sees rank 2 close the ring after its own timeout.
+      CHECK(rc == NPG_TIMEOUT || (rank == 0 && rc == NPG_REMOTE_ERROR));
+    }
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+  CHECK(contains(errors[0], "rank 1's block") && contains(errors[0], "comes through rank 2"));
+  CHECK(contains(errors[2], "still waiting for rank 1's block"));
+  CHECK(!contains(errors[2], "comes through"));
+}
+
 void expect_arg_error(npg_result_t rc, npg_result_t expected, const char* needle) {
   if (rc != expected || !contains(npg_last_error(), needle)) {
     throw TestFailure(std::string("got ") + npg_result_name(rc) + " '" + npg_last_error() + "', expected " +
@@ -849,6 +1057,9 @@ void test_argument_errors_name_the_argument() {
                    NPG_INVALID_ARGUMENT, "recv_counts");
   expect_arg_error(npg_all_gather(nullptr, send.data(), recv.data(), 4, NPG_INT32), NPG_INVALID_ARGUMENT,
                    "comm is NULL");
+  // One rank has nobody to tell: its own error, at once.
+  expect_arg_error(npg_comm_reject(comm, "send: my reason"), NPG_INVALID_ARGUMENT, "send: my reason");
+  expect_arg_error(npg_comm_reject(comm, nullptr), NPG_INVALID_ARGUMENT, "reason is NULL");
   CHECK_OK(npg_all_gather(comm, send.data(), recv.data(), 4, NPG_INT32));
   CHECK(std::string(npg_last_error()).empty());
   CHECK_OK(npg_comm_destroy(comm));
@@ -860,8 +1071,10 @@ void test_argument_errors_name_the_argument() {
     uint64_t cnt[2] = {8, 8};
     uint64_t dsp[2] = {0, 4};
     std::vector<uint8_t> s(8), r(64);
-    expect_arg_error(npg_all_gather_v(c, s.data(), 8, r.data(), cnt, dsp, NPG_UINT8), NPG_INVALID_ARGUMENT,
-                     "overlap");
+    // Both ranks reject, tell each other, and fail with one verdict naming both.
+    expect_arg_error(npg_all_gather_v(c, s.data(), 8, r.data(), cnt, dsp, NPG_UINT8), NPG_INVALID_USAGE,
+                     "rank 0 rejected its arguments: recv_displs[1] = 4 makes rank 1's block overlap");
+    CHECK(contains(npg_last_error(), "; rank 1 rejected its arguments: recv_displs[1] = 4"));
     CHECK(contains(npg_last_error(), "npg_all_gather_v(rank " + std::to_string(rank) + "/2)"));
     CHECK_OK(npg_comm_destroy(c));
   });
@@ -907,6 +1120,13 @@ const TestCase kTests[] = {
      test_abort_from_another_thread_ends_a_blocked_gather_promptly},
     {"inconsistent_rank_size_fails_init_on_every_rank", test_inconsistent_rank_size_fails_init_on_every_rank},
     {"argument_errors_name_the_argument", test_argument_errors_name_the_argument},
+    {"a_rank_rejecting_its_arguments_fails_every_rank_at_once_with_the_same_error",
+     test_a_rank_rejecting_its_arguments_fails_every_rank_at_once_with_the_same_error},
+    {"rank_root_mismatch_fails_every_rank_at_once_with_the_same_error",
+     test_rank_root_mismatch_fails_every_rank_at_once_with_the_same_error},
+    {"an_abort_is_named_as_the_abort_on_every_other_rank", test_an_abort_is_named_as_the_abort_on_every_other_rank},
+    {"a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it",
+     test_a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it},
     {"successful_runs_leave_no_shared_memory_behind", test_successful_runs_leave_no_shared_memory_behind},
 };
 

@@ -242,21 +242,52 @@ void check_send_region(const Communicator& c, uintptr_t s, uint64_t bytes, const
   }
 }
 
+// A collective's arguments, checked and in bytes.
+struct Prepared {
+  std::vector<uint64_t> counts_bytes;
+  std::vector<uint64_t> displs_bytes;
+  std::vector<npg_segment_t> segments;
+  bool write_own = false;
+};
+
 // The classic single-buffer send: one segment, own block copied unless in place.
-void gather_from_buffer(Communicator& c, const void* send, uint64_t send_count, void* recv,
-                        const uint64_t* counts, const uint64_t* displs, size_t width) {
-  std::vector<uint64_t> counts_bytes, displs_bytes;
-  check_layout(c, recv, counts, displs, width, -1, &counts_bytes, &displs_bytes);
+Prepared prepare_from_buffer(const Communicator& c, const void* send, uint64_t send_count, void* recv,
+                             const uint64_t* counts, const uint64_t* displs, size_t width) {
+  Prepared p;
+  check_layout(c, recv, counts, displs, width, -1, &p.counts_bytes, &p.displs_bytes);
   const int32_t me = c.rank();
   check_arg(send_count == counts[me], "send_count " + std::to_string(send_count) + " must equal recv_counts[" +
                                           std::to_string(me) + "] = " + std::to_string(counts[me]));
   check_arg(send != nullptr || send_count == 0, "send is NULL but send_count is " + std::to_string(send_count));
-  const uint64_t bytes = counts_bytes[me];
-  check_send_region(c, reinterpret_cast<uintptr_t>(send), bytes, recv, counts_bytes, displs_bytes, true, "send");
-  const bool in_place =
-      bytes == 0 || reinterpret_cast<uintptr_t>(send) == reinterpret_cast<uintptr_t>(recv) + displs_bytes[me];
-  npg_segment_t segment{send, bytes};
-  c.all_gather_v(&segment, 1, !in_place, recv, counts_bytes.data(), displs_bytes.data());
+  const uint64_t bytes = p.counts_bytes[me];
+  check_send_region(c, reinterpret_cast<uintptr_t>(send), bytes, recv, p.counts_bytes, p.displs_bytes, true,
+                    "send");
+  p.write_own =
+      bytes != 0 && reinterpret_cast<uintptr_t>(send) != reinterpret_cast<uintptr_t>(recv) + p.displs_bytes[me];
+  p.segments.push_back(npg_segment_t{send, bytes});
+  return p;
+}
+
+// Checks this rank's arguments (prepare throws on a bad one), then runs the collective. A
+// rank that rejects its arguments still takes part where its backend can tell the peers,
+// which are in or about to enter the same collective: every rank then fails at once with the
+// same INVALID_USAGE naming this rank and its error, instead of its peers timing out.
+template <typename Prepare>
+void collective(Communicator& c, void* recv, Prepare&& prepare) {
+  Prepared p;
+  try {
+    p = prepare();
+  } catch (const Error& local) {
+    if (local.code() != NPG_INVALID_ARGUMENT && local.code() != NPG_INVALID_USAGE) throw;
+    try {
+      c.reject(local.what());
+    } catch (const Error& shared) {
+      if (shared.code() == NPG_INVALID_USAGE) throw;  // the verdict every rank raises
+    }
+    throw;  // peers could not be told: this rank's own error
+  }
+  c.all_gather_v(p.segments.data(), p.segments.size(), p.write_own, recv, p.counts_bytes.data(),
+                 p.displs_bytes.data());
 }
 
 }  // namespace
@@ -339,15 +370,17 @@ npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint6
   HandleCall call(comm);
   return guarded("npg_all_gather", call.rank, call.size, [&] {
     npg::Communicator& c = call.get();
-    size_t width = npg::checked_width(dtype);
-    std::vector<uint64_t> counts(c.size(), count);
-    std::vector<uint64_t> displs(c.size());
-    for (int32_t r = 0; r < c.size(); ++r) {
-      check_arg(r == 0 || count <= UINT64_MAX / static_cast<uint64_t>(r),
-                "count " + std::to_string(count) + " times rank_size overflows 64-bit sizes");
-      displs[r] = count * static_cast<uint64_t>(r);
-    }
-    npg::gather_from_buffer(c, send, count, recv, counts.data(), displs.data(), width);
+    npg::collective(c, recv, [&] {
+      size_t width = npg::checked_width(dtype);
+      std::vector<uint64_t> counts(c.size(), count);
+      std::vector<uint64_t> displs(c.size());
+      for (int32_t r = 0; r < c.size(); ++r) {
+        check_arg(r == 0 || count <= UINT64_MAX / static_cast<uint64_t>(r),
+                  "count " + std::to_string(count) + " times rank_size overflows 64-bit sizes");
+        displs[r] = count * static_cast<uint64_t>(r);
+      }
+      return npg::prepare_from_buffer(c, send, count, recv, counts.data(), displs.data(), width);
+    });
   });
 }
 
@@ -357,10 +390,12 @@ npg_result_t npg_all_gather_v(npg_comm_t comm, const void* send, uint64_t send_c
   HandleCall call(comm);
   return guarded("npg_all_gather_v", call.rank, call.size, [&] {
     npg::Communicator& c = call.get();
-    check_arg(recv_counts != nullptr, "recv_counts is NULL");
-    check_arg(recv_displs != nullptr, "recv_displs is NULL");
-    size_t width = npg::checked_width(dtype);
-    npg::gather_from_buffer(c, send, send_count, recv, recv_counts, recv_displs, width);
+    npg::collective(c, recv, [&] {
+      check_arg(recv_counts != nullptr, "recv_counts is NULL");
+      check_arg(recv_displs != nullptr, "recv_displs is NULL");
+      size_t width = npg::checked_width(dtype);
+      return npg::prepare_from_buffer(c, send, send_count, recv, recv_counts, recv_displs, width);
+    });
   });
 }
 
@@ -370,29 +405,44 @@ npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* sen
   HandleCall call(comm);
   return guarded("npg_all_gather_v_segments", call.rank, call.size, [&] {
     npg::Communicator& c = call.get();
-    check_arg(recv_counts != nullptr, "recv_counts is NULL");
-    check_arg(recv_displs != nullptr, "recv_displs is NULL");
-    check_arg(segment_count <= NPG_MAX_SEGMENTS, "segment_count " + std::to_string(segment_count) +
-                                                     " is out of range [0, " + std::to_string(NPG_MAX_SEGMENTS) + "]");
-    check_arg(send_segments != nullptr || segment_count == 0, "send_segments is NULL but segment_count is " +
-                                                                  std::to_string(segment_count));
-    std::vector<uint64_t> counts_bytes, displs_bytes;
-    npg::check_layout(c, recv, recv_counts, recv_displs, 1, c.rank(), &counts_bytes, &displs_bytes);
-    uint64_t total = 0;
-    for (size_t i = 0; i < segment_count; ++i) {
-      const npg_segment_t& seg = send_segments[i];
-      std::string name = "send_segments[" + std::to_string(i) + "]";
-      check_arg(seg.address != nullptr || seg.bytes == 0, name + ".address is NULL but its bytes is " +
-                                                              std::to_string(seg.bytes));
-      check_arg(seg.bytes <= UINT64_MAX - total, "sum of send_segments' bytes overflows 64-bit sizes");
-      total += seg.bytes;
-      npg::check_send_region(c, reinterpret_cast<uintptr_t>(seg.address), seg.bytes, recv, counts_bytes,
-                             displs_bytes, false, name);
-    }
-    check_arg(total == counts_bytes[c.rank()], "send_segments hold " + std::to_string(total) +
-                                                   " bytes but recv_counts[" + std::to_string(c.rank()) + "] = " +
-                                                   std::to_string(counts_bytes[c.rank()]));
-    c.all_gather_v(send_segments, segment_count, false, recv, counts_bytes.data(), displs_bytes.data());
+    npg::collective(c, recv, [&] {
+      check_arg(recv_counts != nullptr, "recv_counts is NULL");
+      check_arg(recv_displs != nullptr, "recv_displs is NULL");
+      check_arg(segment_count <= NPG_MAX_SEGMENTS, "segment_count " + std::to_string(segment_count) +
+                                                       " is out of range [0, " + std::to_string(NPG_MAX_SEGMENTS) +
+                                                       "]");
+      check_arg(send_segments != nullptr || segment_count == 0, "send_segments is NULL but segment_count is " +
+                                                                    std::to_string(segment_count));
+      npg::Prepared p;
+      npg::check_layout(c, recv, recv_counts, recv_displs, 1, c.rank(), &p.counts_bytes, &p.displs_bytes);
+      uint64_t total = 0;
+      for (size_t i = 0; i < segment_count; ++i) {
+        const npg_segment_t& seg = send_segments[i];
+        std::string name = "send_segments[" + std::to_string(i) + "]";
+        check_arg(seg.address != nullptr || seg.bytes == 0, name + ".address is NULL but its bytes is " +
+                                                                std::to_string(seg.bytes));
+        check_arg(seg.bytes <= UINT64_MAX - total, "sum of send_segments' bytes overflows 64-bit sizes");
+        total += seg.bytes;
+        npg::check_send_region(c, reinterpret_cast<uintptr_t>(seg.address), seg.bytes, recv, p.counts_bytes,
+                               p.displs_bytes, false, name);
+      }
+      check_arg(total == p.counts_bytes[c.rank()], "send_segments hold " + std::to_string(total) +
+                                                       " bytes but recv_counts[" + std::to_string(c.rank()) +
+                                                       "] = " + std::to_string(p.counts_bytes[c.rank()]));
+      p.segments.assign(send_segments, send_segments + segment_count);
+      p.write_own = false;
+      return p;
+    });
+  });
+}
+
+npg_result_t npg_comm_reject(npg_comm_t comm, const char* reason) {
+  HandleCall call(comm);
+  return guarded("npg_comm_reject", call.rank, call.size, [&] {
+    npg::Communicator& c = call.get();
+    check_arg(reason != nullptr, "reason is NULL");
+    c.reject(reason);
+    npg::throw_error(NPG_INVALID_ARGUMENT, reason);
   });
 }
 

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <string>
+
 #include "npugather.h"
 
 namespace npg {
@@ -23,6 +25,12 @@ class Communicator {
   // counts_bytes[rank], regions of different ranks do not overlap, no sum overflows.
   virtual void all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
                             const uint64_t* counts_bytes, const uint64_t* displs_bytes) = 0;
+
+  // This rank rejected its own arguments to the collective it was called for (reason says
+  // why). Takes part in that collective anyway, so that peers waiting in it fail at once:
+  // throws the INVALID_USAGE every rank then raises, naming each rejecting rank and its
+  // reason. Returns (and the caller reports its own error) where peers cannot be told.
+  virtual void reject(const std::string& reason) { (void)reason; }
 
   // Thread-safe, may run concurrently with all_gather_v: blocked and later calls
   // fail with NPG_ABORTED, peers see NPG_REMOTE_ERROR.

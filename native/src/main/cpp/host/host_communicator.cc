@@ -19,6 +19,8 @@ namespace {
 
 // Extra wait of non-root ranks so the root's explanation of a failure arrives first.
 constexpr int64_t kRootGraceMs = 500;
+// A live root's listener accepts at once; longer means no root holds this root info.
+constexpr int64_t kClaimConnectMs = 1000;
 
 // A communicator of one rank only moves its own block.
 class SelfTransport final : public HostTransport {
@@ -96,7 +98,15 @@ void HostCommunicator::join(const CommConfig& config, const HostRootInfo& info) 
   const Deadline member_deadline =
       Deadline::after_ms(config.timeout_ms > INT64_MAX - kRootGraceMs ? INT64_MAX : config.timeout_ms + kRootGraceMs);
   UniqueFd root_listener;
-  if (is_root) root_listener = take_parked_listener(info);
+  std::string claim;  // why this rank, rank_root by its arguments, cannot act as the root
+  if (is_root) {
+    try {
+      root_listener = take_parked_listener(info);
+    } catch (const Error& e) {
+      if (size_ == 1 || e.code() != NPG_INVALID_USAGE) throw;
+      claim = e.what();
+    }
+  }
   if (size_ == 1) {
     transport_.reset(new SelfTransport());
     return;
@@ -113,6 +123,7 @@ void HostCommunicator::join(const CommConfig& config, const HostRootInfo& info) 
   self.canary_addr = reinterpret_cast<uintptr_t>(&canary_);
   self.canary_value = canary_;
 
+  if (!claim.empty()) join_claiming_root(info, self, claim, deadline);
   if (is_root) {
     join_as_root(config, info, std::move(root_listener), self, deadline);
   } else {
@@ -177,6 +188,29 @@ void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo
   }
 }
 
+// This rank is rank_root by its arguments but did not make the root info. The rank that did
+// may be waiting for it as the root: join it as a member, so that it refuses this rank's
+// rank_root at once and every rank fails with the same INVALID_USAGE; when no root answers,
+// the claim itself is the error.
+void HostCommunicator::join_claiming_root(const HostRootInfo& info, const RankInfo& self, const std::string& claim,
+                                          const Deadline& deadline) {
+  std::unique_ptr<Bootstrap> boot;
+  try {
+    boot.reset(new Bootstrap(Bootstrap::connect_root(info, -1, deadline.earlier(kClaimConnectMs))));
+    RankInfo hello = self;
+    hello.ring = local_endpoint(boot->root_fd());  // never used: the root refuses this rank
+    boot->send_hello(hello, deadline);
+  } catch (const Error&) {
+    throw_error(NPG_INVALID_USAGE, claim);
+  }
+  try {
+    boot->recv_table(size_, deadline);
+  } catch (const Error& e) {
+    if (e.code() == NPG_INVALID_USAGE) throw;  // the root's verdict, the same on every rank
+  }
+  throw_error(NPG_INVALID_USAGE, claim);
+}
+
 void HostCommunicator::join_as_member(const CommConfig& config, const HostRootInfo& info, RankInfo self,
                                       const Deadline& deadline, const Deadline& member_deadline) {
   Bootstrap boot = Bootstrap::connect_root(info, config.rank_root, deadline);
@@ -220,11 +254,59 @@ void HostCommunicator::join_as_member(const CommConfig& config, const HostRootIn
 
 void HostCommunicator::all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own,
                                     void* recv, const uint64_t* counts_bytes, const uint64_t* displs_bytes) {
+  run(segments, segment_count, write_own, recv, counts_bytes, displs_bytes, false);
+}
+
+void HostCommunicator::reject(const std::string& reason) {
+  // Nobody to tell, or no collective can run: the caller reports its own error.
+  if (size_ == 1 || abort_.triggered() || !broken_.empty()) return;
+  rejection_ = reason.substr(0, kMaxRejectionBytes);
+  struct Clear {
+    std::string* text;
+    ~Clear() { text->clear(); }
+  } clear{&rejection_};
+  // Sends its text as its block and receives nothing; the verdict is the same on every rank.
+  std::vector<uint64_t> counts(size_, 0), displs(size_, 0);
+  counts[rank_] = rejection_.size();
+  npg_segment_t segment{rejection_.data(), rejection_.size()};
+  run(&segment, 1, false, nullptr, counts.data(), displs.data(), true);
+  throw_error(NPG_INTERNAL_ERROR, "a collective that reported a rejection succeeded");
+}
+
+void HostCommunicator::fail_with_rejections(const std::vector<uint64_t>& lengths) {
+  std::vector<uint64_t> displs(size_, 0);
+  uint64_t total = 0;
+  for (int32_t r = 0; r < size_; ++r) {
+    if (lengths[r] > kMaxRejectionBytes) {
+      throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(r) + " reported a rejection of " +
+                                        std::to_string(lengths[r]) + " bytes (limit " +
+                                        std::to_string(kMaxRejectionBytes) + ")");
+    }
+    displs[r] = total;
+    total += lengths[r];
+  }
+  // Every rank runs the second collective with the same counts, whatever it reads.
+  if (lengths[rank_] != rejection_.size()) rejection_.resize(lengths[rank_], '?');
+  std::vector<char> texts(total);
+  npg_segment_t own{rejection_.data(), lengths[rank_]};
+  run(&own, lengths[rank_] ? 1 : 0, true, texts.data(), lengths.data(), displs.data(), false);
+  std::string verdict;
+  for (int32_t r = 0; r < size_; ++r) {
+    if (lengths[r] == 0) continue;
+    verdict += (verdict.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) +
+               " rejected its arguments: " + std::string(texts.data() + displs[r], lengths[r]);
+  }
+  throw_error(NPG_INVALID_USAGE, verdict + "; no rank gathered anything");
+}
+
+void HostCommunicator::run(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
+                           const uint64_t* counts_bytes, const uint64_t* displs_bytes, bool rejecting) {
   if (abort_.triggered()) throw_aborted();
   if (!broken_.empty()) {
     throw_error(NPG_INVALID_USAGE, "communicator is unusable after an earlier failure (" + broken_ +
                                        "); destroy it and create a new one");
   }
+  std::vector<uint64_t> rejections(size_, 0);
   GatherArgs args;
   args.segments = segments;
   args.segment_count = segment_count;
@@ -234,15 +316,21 @@ void HostCommunicator::all_gather_v(const npg_segment_t* segments, size_t segmen
   args.counts = counts_bytes;
   args.displs = displs_bytes;
   args.seq = ++seq_;
-  args.digest = counts_digest(size_, counts_bytes);
+  args.digest = rejecting ? kRejectedDigest : counts_digest(size_, counts_bytes);
   args.rank = rank_;
+  args.rejections = &rejections;
   const Deadline deadline = Deadline::after_ms(timeout_ms_);
   args.advise_huge_pages(size_);
   try {
     transport_->all_gather_v(args, deadline);
   } catch (const Error& e) {
     if (abort_.triggered()) throw_aborted();
-    if (e.code() == NPG_INVALID_USAGE) throw;  // all ranks agreed on the verdict; still usable
+    if (e.code() == NPG_INVALID_USAGE) {
+      // All ranks agreed on the verdict; still usable.
+      for (uint64_t length : rejections)
+        if (length != 0) fail_with_rejections(rejections);
+      throw;
+    }
     broken_ = e.what();
     // A timed-out rank stays silent: its peers time out on their own and name the real laggard.
     if (e.code() != NPG_TIMEOUT) transport_->on_failure();

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "../core/backend.h"
 #include "../core/communicator.h"
@@ -28,8 +29,12 @@ class HostCommunicator final : public Communicator {
   const char* transport() const override { return transport_ ? transport_->name() : "none"; }
   void all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
                     const uint64_t* counts_bytes, const uint64_t* displs_bytes) override;
+  void reject(const std::string& reason) override;
   void abort() noexcept override;
   void close() override;
+
+  // Longest error text a rejecting rank passes to its peers.
+  static constexpr size_t kMaxRejectionBytes = 1024;
 
  private:
   HostCommunicator(int32_t rank, int32_t size, int64_t timeout_ms);
@@ -38,6 +43,14 @@ class HostCommunicator final : public Communicator {
                     const Deadline& deadline);
   void join_as_member(const CommConfig& config, const HostRootInfo& info, RankInfo self, const Deadline& deadline,
                       const Deadline& member_deadline);
+  [[noreturn]] void join_claiming_root(const HostRootInfo& info, const RankInfo& self, const std::string& claim,
+                                      const Deadline& deadline);
+  // One collective; digest is kRejectedDigest for a rank that only reports a rejection.
+  void run(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
+           const uint64_t* counts_bytes, const uint64_t* displs_bytes, bool rejecting);
+  // After a collective in which some ranks rejected their arguments: gathers their texts in
+  // one more collective and throws the verdict every rank shares.
+  [[noreturn]] void fail_with_rejections(const std::vector<uint64_t>& lengths);
   void install(TransportKind kind, const RankTable& table, ShmSegment segment, std::unique_ptr<TcpRing> ring);
 
   int32_t rank_;
@@ -46,6 +59,7 @@ class HostCommunicator final : public Communicator {
   AbortSignal abort_;
   std::unique_ptr<HostTransport> transport_;
   uint64_t seq_ = 0;
+  std::string rejection_;  // this rank's error text while it reports a rejection
   std::string broken_;  // first non-recoverable failure; later calls refuse to run
   uint64_t canary_ = 0;  // read by peers' cross-memory-attach probe during init
 };

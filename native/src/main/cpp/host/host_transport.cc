@@ -65,7 +65,7 @@ uint64_t counts_digest(int32_t size, const uint64_t* counts) {
   h ^= h >> 27;
   h *= 0x94d049bb133111ebull;
   h ^= h >> 31;
-  return h;
+  return h == kRejectedDigest ? ~h : h;
 }
 
 AbortSignal::AbortSignal() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {

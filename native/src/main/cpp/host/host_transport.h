@@ -6,12 +6,18 @@
 
 #include <atomic>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "npugather.h"
 #include "socket_util.h"
 
 namespace npg {
 namespace host {
+
+// The digest of a rank that rejected its own arguments and takes part in the collective only
+// to say so; its send size is the length of its error text. counts_digest never returns it.
+constexpr uint64_t kRejectedDigest = 0x52454a4543544544ull;  // "REJECTED"
 
 // One collective, in bytes. Regions of different ranks in recv do not overlap.
 struct GatherArgs {
@@ -25,6 +31,9 @@ struct GatherArgs {
   uint64_t seq = 0;     // 1, 2, ... identical on all ranks for the same collective
   uint64_t digest = 0;  // counts_digest of counts
   int32_t rank = 0;
+  // Filled by the transport's verdict: per rank, the length of its error text if it rejected
+  // its arguments (digest kRejectedDigest), else 0.
+  std::vector<uint64_t>* rejections = nullptr;
   uint64_t total_bytes(int32_t size) const;
   // Copies this rank's block to its place in recv when write_own.
   void write_own_block() const;
@@ -36,6 +45,20 @@ struct GatherArgs {
 
 // Copies bytes [offset, offset + len) of the concatenation of segments to dst.
 void copy_from_segments(const npg_segment_t* segments, size_t count, uint64_t offset, uint64_t len, uint8_t* dst);
+
+// Records the ranks whose digest is kRejectedDigest (header_of(r) gives rank r's digest and
+// send size) in args.rejections; returns the verdict text, or "" when no rank rejected.
+template <typename HeaderOf>
+std::string rejection_verdict(const GatherArgs& args, int32_t size, HeaderOf&& header_of) {
+  std::string ranks;
+  for (int32_t r = 0; r < size; ++r) {
+    auto header = header_of(r);  // {digest, send bytes}
+    if (header.first != kRejectedDigest) continue;
+    if (args.rejections != nullptr) (*args.rejections)[r] = header.second;
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return ranks.empty() ? ranks : "rank(s) " + ranks + " rejected their arguments";
+}
 
 // Digest of the receive counts, which every rank must agree on. Displacements are each
 // rank's own receive layout and may differ between ranks.

@@ -251,11 +251,29 @@ void ShmTransport::check_peer_status() {
     if (r == rank_) continue;
     uint64_t st = slot(r).status.load(std::memory_order_seq_cst);
     if (st == kStatusOk) continue;
-    std::string who = "rank " + std::to_string(r);
     uint64_t blame = slot(r).blame.load(std::memory_order_relaxed);
+    // A rank that failed because a peer aborted or timed out names it in blame: report that
+    // root cause, as the ranks that saw it directly do, so every rank names the same one.
+    int32_t cause = r;
+    if (st == kStatusFailed && blame > 0 && blame - 1 < static_cast<uint64_t>(size_) &&
+        static_cast<int32_t>(blame - 1) != rank_) {
+      uint64_t cause_status = slot(static_cast<int32_t>(blame - 1)).status.load(std::memory_order_seq_cst);
+      if (cause_status == kStatusAborted || cause_status == kStatusTimedOut) {
+        cause = static_cast<int32_t>(blame - 1);
+        st = cause_status;
+        blame = slot(cause).blame.load(std::memory_order_relaxed);
+      }
+    }
+    std::string who = "rank " + std::to_string(cause);
     std::string culprit = blame > 0 ? "rank " + std::to_string(blame - 1) : "another rank";
-    if (st == kStatusAborted) throw_error(NPG_REMOTE_ERROR, who + " aborted its communicator");
-    if (st == kStatusTimedOut) throw_error(NPG_TIMEOUT, who + " timed out waiting for " + culprit);
+    if (st == kStatusAborted) {
+      slot(rank_).blame.store(static_cast<uint64_t>(cause) + 1, std::memory_order_relaxed);
+      throw_error(NPG_REMOTE_ERROR, who + " aborted its communicator");
+    }
+    if (st == kStatusTimedOut) {
+      if (blame > 0) slot(rank_).blame.store(blame, std::memory_order_relaxed);  // the rank waited for
+      throw_error(NPG_TIMEOUT, who + " timed out waiting for " + culprit);
+    }
     // Name the root cause when it is visible from here too (the failed rank itself may
     // exit normally after failing, so only its culprit is checked).
     if (blame > 0 && static_cast<int32_t>(blame - 1) != rank_ && blame - 1 < static_cast<uint64_t>(size_)) {
@@ -301,7 +319,10 @@ void ShmTransport::wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t targe
 }
 
 void ShmTransport::verify_layout(const GatherArgs& args) {
-  std::string problem;
+  std::string problem = rejection_verdict(args, size_, [&](int32_t r) {
+    return std::make_pair(slot(r).digest.load(std::memory_order_relaxed),
+                          slot(r).send_bytes.load(std::memory_order_relaxed));
+  });
   const uint64_t first = slot(0).digest.load(std::memory_order_relaxed);
   for (int32_t r = 1; r < size_ && problem.empty(); ++r) {
     if (slot(r).digest.load(std::memory_order_relaxed) != first) {

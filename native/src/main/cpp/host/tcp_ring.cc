@@ -209,11 +209,19 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
     if (fds[n - 1].revents != 0 || abort_.triggered()) throw_aborted();
     if (rc == 0) {
       if (deadline.expired()) {
+        // Name the rank whose block is missing: a stalled rank stops the ring at every rank
+        // after it, and blaming the left neighbour would point at a rank that merely waits too.
+        std::string missing;
+        if (unit < size_) {
+          const int32_t block = (rank_ - unit + size_) % size_;
+          missing = "; still waiting for " + rank_name(block) + "'s block" +
+                    (block == left_rank ? std::string() : " (it comes through " + rank_name(left_rank) + ")");
+        }
         throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) +
                                      " ms in the ring data exchange: sent " + std::to_string(sent) + "/" +
                                      std::to_string(sent_total) + " bytes to " + rank_name(right_rank) +
                                      ", received " + std::to_string(unit - 1) + "/" + std::to_string(size_ - 1) +
-                                     " blocks from " + rank_name(left_rank));
+                                     " blocks from " + rank_name(left_rank) + missing);
       }
       continue;
     }
@@ -257,7 +265,16 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
           want = std::min(following - got, kIoChunkBytes);
         }
         ssize_t k = ::recv(left_.get(), into, want, 0);
-        if (k == 0) throw_error(NPG_REMOTE_ERROR, rank_name(left_rank) + " closed the ring connection");
+        if (k == 0) {
+          // Name the block still missing: the neighbour may only pass on a failure before it.
+          const int32_t block = (rank_ - unit + size_) % size_;
+          std::string missing;
+          if (block != left_rank) {
+            missing = " while this rank still waited for " + rank_name(block) + "'s block, which comes through " +
+                      rank_name(left_rank);
+          }
+          throw_error(NPG_REMOTE_ERROR, rank_name(left_rank) + " closed the ring connection" + missing);
+        }
         if (k < 0) {
           int err = errno;
           if (err == EINTR) continue;
@@ -292,6 +309,9 @@ void TcpRing::all_gather_v(const GatherArgs& args, const Deadline& deadline) {
   // Every rank now holds every rank's header and reaches the same verdict.
   std::vector<BlockHeader> all;
   for (int32_t r = 0; r < size_; ++r) all.push_back(decode_header(headers.data() + static_cast<size_t>(r) * kHeaderBytes));
+  const std::string rejected =
+      rejection_verdict(args, size_, [&](int32_t r) { return std::make_pair(all[r].digest, all[r].bytes); });
+  if (!rejected.empty()) throw_error(NPG_INVALID_USAGE, rejected);
   for (int32_t r = 1; r < size_; ++r) {
     if (all[r].digest != all[0].digest) {
       throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: rank " + std::to_string(r) +

@@ -90,6 +90,20 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
                            const void* root_info, size_t root_info_size, npg_comm_t* comm);
 
 /*
+ * Argument errors in the three all-gathers. With backend host and more than one rank, a rank
+ * that rejects its own arguments (bad dtype or count, NULL buffer, send_count or segments
+ * that do not match recv_counts, overlapping blocks, ...) still takes part in the
+ * collective and passes its error text to the peers: every rank returns NPG_INVALID_USAGE
+ * with the same text, "rank R rejected its arguments: <its error>", as soon as all have
+ * called, instead of the peers waiting for the timeout; the communicator stays usable. So
+ * the rejecting rank waits for its peers too (bounded by the timeout, abortable). Such an
+ * error stays on the rejecting rank alone (NPG_INVALID_ARGUMENT or NPG_INVALID_USAGE at once)
+ * when it cannot be told: a NULL or dead comm, a communicator of one rank, one already
+ * aborted or broken by an earlier failure, and backends hccl and lccl, whose vendor
+ * collectives carry no such message.
+ */
+
+/*
  * recv holds rank_size * count elements; rank r's count elements land at offset
  * r * count. In place when send == recv + rank * count * width: then none of this
  * rank's own bytes are moved.
@@ -130,6 +144,14 @@ typedef struct {
 npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* send_segments,
                                        size_t segment_count, void* recv, const uint64_t* recv_counts,
                                        const uint64_t* recv_displs);
+
+/*
+ * For a binding whose own checks rejected this rank's arguments to the all-gather its peers
+ * are calling: takes part in that collective as the C ABI's own argument errors do (above) and
+ * returns NPG_INVALID_USAGE with the text every rank returns, naming this rank and reason.
+ * NPG_INVALID_ARGUMENT with reason itself where the peers cannot be told.
+ */
+npg_result_t npg_comm_reject(npg_comm_t comm, const char* reason);
 
 /* Makes any blocked or future call on comm fail with NPG_ABORTED; peers see NPG_REMOTE_ERROR. */
 npg_result_t npg_comm_abort(npg_comm_t comm);

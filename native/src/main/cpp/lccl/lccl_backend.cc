@@ -83,11 +83,13 @@ int parse_int(const std::string& text, long lo, long hi, const std::string& what
   return static_cast<int>(v);
 }
 
-// commDomain of multi-process LCCL: "ID" or "ID:SIZE_MB", ID in [0, 65535], SIZE_MB >= 200.
+// commDomain of multi-process LCCL: "ID" or "ID:SIZE_MB", ID in [0, 65535], SIZE_MB in [200, 65536].
 LcclInit parse_domain(const std::string& domain) {
   const std::string allowed = "\"ID\" or \"ID:SIZE_MB\" with ID in [0, " + std::to_string(kLcalMaxCommDomain) +
-                              "] and SIZE_MB >= " + std::to_string(kLcalMinBufferMb) +
-                              " (LCCL's shared buffer in MB), or \"\" for the root info's domain";
+                              "] and SIZE_MB in [" + std::to_string(kLcalMinBufferMb) + ", " +
+                              std::to_string(kLcalMaxBufferMb) +
+                              "] (LCCL's shared buffer in MB, at most an NPU's memory), or \"\" for the root "
+                              "info's domain";
   const size_t colon = domain.find(':');
   LcclInit init;
   init.kind = LcclInit::Kind::kDomain;
@@ -95,7 +97,7 @@ LcclInit parse_domain(const std::string& domain) {
   init.domain = parse_int(id, 0, kLcalMaxCommDomain, "comm_domain \"" + domain + "\" (ID \"" + id + "\") is not valid for backend lccl", allowed);
   if (colon != std::string::npos) {
     const std::string mb = domain.substr(colon + 1);
-    init.buffer_mb = parse_int(mb, kLcalMinBufferMb, 1 << 20, "comm_domain \"" + domain + "\" (SIZE_MB \"" + mb + "\") is not valid for backend lccl", allowed);
+    init.buffer_mb = parse_int(mb, kLcalMinBufferMb, kLcalMaxBufferMb, "comm_domain \"" + domain + "\" (SIZE_MB \"" + mb + "\") is not valid for backend lccl", allowed);
   }
   return init;
 }

@@ -34,7 +34,8 @@ public final class AllGatherOperation {
 
   /** The output shape for input shape {@code x}: {@code [rankSize] + x}. */
   public long[] inferShape(long[] x) {
-    return inferShape(x, rankSize(null));
+    return inferShape(x,
+        param.communicator() != null ? param.communicator().rankSize() : param.rankSize());
   }
 
   private static long[] inferShape(long[] x, int rankSize) {
@@ -62,67 +63,192 @@ public final class AllGatherOperation {
   /**
    * Gathers {@code x} from every rank of {@code communicator} into a new tensor allocated from
    * {@code allocator}, which the caller owns (and closes). The communicator stays open.
+   *
+   * <p>A rank whose input is rejected here (x null, closed or of 0 or 8 dims, a rank or rankSize
+   * in the param that the communicator does not have, an output it cannot allocate) still takes
+   * part in the exchange of descriptors and flags the rejection, so every rank fails at once with
+   * the same {@link ResultCode#INVALID_USAGE} error naming that rank and its input. Only a null
+   * communicator or allocator, or a closed communicator, fails this rank alone: nothing can be
+   * exchanged without them.
    */
   public Tensor execute(Communicator communicator, Tensor x, BufferAllocator allocator) {
     Objects.requireNonNull(communicator, "communicator");
-    Objects.requireNonNull(x, "x");
     Objects.requireNonNull(allocator, "allocator");
-    int rankSize = rankSize(communicator);
-    long[] outShape = inferShape(x.shape(), rankSize);
-    checkSameInputOnEveryRank(communicator, x, allocator);
-    Tensor out = Tensor.allocate(allocator, x.dtype(), outShape);
+    Descriptor mine = Descriptor.of(x);
+    int rankSize = communicator.rankSize();
+    if (mine.rejection == Rejection.NONE && param.rankSize() != 0
+        && param.rankSize() != rankSize) {
+      mine = mine.rejected(Rejection.RANK_SIZE, param.rankSize());
+    }
+    if (mine.rejection == Rejection.NONE && param.rank() != 0
+        && param.rank() != communicator.rank()) {
+      mine = mine.rejected(Rejection.RANK, param.rank());
+    }
+    Tensor out = null;
+    RuntimeException localCause = null;
+    if (mine.rejection == Rejection.NONE) {
+      long[] outShape = inferShape(x.shape(), rankSize);
+      try {
+        out = Tensor.allocate(allocator, x.dtype(), outShape);
+      } catch (RuntimeException e) {
+        localCause = e;
+        mine = mine.rejected(Rejection.OUTPUT, rankSize);
+      }
+    }
     try {
+      checkSameInputOnEveryRank(communicator, mine, allocator, localCause);
       communicator.allGather(x.buffer(), out.buffer(), x.elementCount(), x.dtype());
-      return out;
+      Tensor gathered = out;
+      out = null;
+      return gathered;
+    } finally {
+      if (out != null) {
+        out.close();
+      }
+    }
+  }
+
+  /**
+   * All ranks exchange their descriptors; a rejection or any difference fails every rank with the
+   * same error. {@code localCause}, the exception behind this rank's own rejection, is attached
+   * on this rank only.
+   */
+  private static void checkSameInputOnEveryRank(Communicator communicator, Descriptor mine,
+      BufferAllocator allocator, RuntimeException localCause) {
+    int rankSize = communicator.rankSize();
+    List<Descriptor> all = new ArrayList<>(rankSize);
+    try (ArrowBuf send = allocator.buffer(Descriptor.BYTES);
+        ArrowBuf recv = allocator.buffer((long) Descriptor.BYTES * rankSize)) {
+      mine.write(send);
+      communicator.allGather(send, recv, Descriptor.BYTES, DType.INT8);
+      for (int r = 0; r < rankSize; r++) {
+        all.add(Descriptor.read(recv, (long) Descriptor.BYTES * r));
+      }
     } catch (RuntimeException e) {
-      out.close();
+      if (mine.rejection == Rejection.NONE) {
+        throw e;
+      }
+      // The peers could not be told; this rank still reports its own rejection.
+      int rank = communicator.rank();
+      NpuGatherException own = new NpuGatherException(ResultCode.INVALID_USAGE,
+          "AllGatherOperation", rank, mine.rejectionText(rank, rankSize));
+      own.addSuppressed(e);
+      if (localCause != null) {
+        own.addSuppressed(localCause);
+      }
+      throw own;
+    }
+    List<String> rejections = new ArrayList<>();
+    List<String> inputs = new ArrayList<>(rankSize);
+    boolean same = true;
+    for (int r = 0; r < rankSize; r++) {
+      Descriptor d = all.get(r);
+      if (d.rejection != Rejection.NONE) {
+        rejections.add(d.rejectionText(r, rankSize));
+      }
+      same &= d.sameInput(all.get(0));
+      inputs.add("rank " + r + ": " + d.input());
+    }
+    String text = null;
+    if (!rejections.isEmpty()) {
+      text = String.join("; ", rejections) + "; every rank fails: none gathered anything";
+    } else if (!same) {
+      text = "ranks passed different inputs (" + String.join(", ", inputs)
+          + "); all ranks must pass the same shape and dtype";
+    }
+    if (text != null) {
+      NpuGatherException e = new NpuGatherException(ResultCode.INVALID_USAGE,
+          "AllGatherOperation", communicator.rank(), text);
+      if (localCause != null) {
+        e.initCause(localCause);
+      }
       throw e;
     }
   }
 
-  private int rankSize(Communicator communicator) {
-    if (communicator != null) {
-      if (param.rankSize() != 0 && param.rankSize() != communicator.rankSize()) {
-        throw new IllegalArgumentException("AllGatherParam.rankSize = " + param.rankSize()
-            + " but the communicator has " + communicator.rankSize() + " ranks");
-      }
-      return communicator.rankSize();
+  /** Why a rank rejected its own input; the codes travel in the descriptor. */
+  private enum Rejection {
+    NONE, X_NULL, X_CLOSED, DIMS, RANK_SIZE, RANK, OUTPUT, UNKNOWN;
+
+    static Rejection fromCode(int code) {
+      return code >= 0 && code < UNKNOWN.ordinal() ? values()[code] : UNKNOWN;
     }
-    return param.communicator() != null ? param.communicator().rankSize() : param.rankSize();
   }
 
-  /** All ranks exchange (dtype, shape); any difference fails every rank with the full table. */
-  private static void checkSameInputOnEveryRank(
-      Communicator communicator, Tensor x, BufferAllocator allocator) {
-    int rankSize = communicator.rankSize();
-    try (ArrowBuf mine = allocator.buffer(DESCRIPTOR_BYTES);
-        ArrowBuf all = allocator.buffer((long) DESCRIPTOR_BYTES * rankSize)) {
-      mine.setZero(0, DESCRIPTOR_BYTES);
-      mine.setInt(0, x.dtype().nativeCode());
-      mine.setInt(4, x.dims());
-      long[] shape = x.shape();
+  /**
+   * One rank's input as every rank sees it: dtype code (-1 for none), dim count, rejection code,
+   * the rejection's value, then up to {@link Tensor#MAX_DIMS} dims.
+   */
+  private record Descriptor(int dtypeCode, long[] shape, Rejection rejection, long value) {
+    static final int BYTES = 24 + 8 * Tensor.MAX_DIMS;
+
+    static Descriptor of(Tensor x) {
+      if (x == null) {
+        return new Descriptor(-1, new long[0], Rejection.X_NULL, 0);
+      }
+      Descriptor d = new Descriptor(x.dtype().nativeCode(), x.shape(), Rejection.NONE, 0);
+      if (!x.isOpen()) {
+        return d.rejected(Rejection.X_CLOSED, 0);
+      }
+      if (x.dims() < 1 || x.dims() > MAX_INPUT_DIMS) {
+        return d.rejected(Rejection.DIMS, x.dims());
+      }
+      return d;
+    }
+
+    Descriptor rejected(Rejection why, long whyValue) {
+      return new Descriptor(dtypeCode, shape, why, whyValue);
+    }
+
+    void write(ArrowBuf buf) {
+      buf.setZero(0, BYTES);
+      buf.setInt(0, dtypeCode);
+      buf.setInt(4, shape.length);
+      buf.setInt(8, rejection.ordinal());
+      buf.setLong(16, value);
       for (int i = 0; i < shape.length; i++) {
-        mine.setLong(8 + 8L * i, shape[i]);
+        buf.setLong(24 + 8L * i, shape[i]);
       }
-      communicator.allGather(mine, all, DESCRIPTOR_BYTES, DType.INT8);
-      List<String> inputs = new ArrayList<>(rankSize);
-      boolean same = true;
-      for (int r = 0; r < rankSize; r++) {
-        long base = (long) DESCRIPTOR_BYTES * r;
-        DType dtype = DType.fromNativeCode(all.getInt(base));
-        int dims = Math.max(0, Math.min(MAX_INPUT_DIMS, all.getInt(base + 4)));
-        long[] dimsOfRank = new long[dims];
-        for (int i = 0; i < dims; i++) {
-          dimsOfRank[i] = all.getLong(base + 8 + 8L * i);
-        }
-        same &= dtype == x.dtype() && Arrays.equals(dimsOfRank, shape);
-        inputs.add("rank " + r + ": " + dtype + Arrays.toString(dimsOfRank));
+    }
+
+    static Descriptor read(ArrowBuf buf, long base) {
+      int dims = Math.max(0, Math.min(Tensor.MAX_DIMS, buf.getInt(base + 4)));
+      long[] shape = new long[dims];
+      for (int i = 0; i < dims; i++) {
+        shape[i] = buf.getLong(base + 24 + 8L * i);
       }
-      if (!same) {
-        throw new NpuGatherException(ResultCode.INVALID_USAGE, "AllGatherOperation",
-            communicator.rank(), "ranks passed different inputs (" + String.join(", ", inputs)
-                + "); all ranks must pass the same shape and dtype");
-      }
+      return new Descriptor(buf.getInt(base), shape, Rejection.fromCode(buf.getInt(base + 8)),
+          buf.getLong(base + 16));
+    }
+
+    boolean sameInput(Descriptor other) {
+      return dtypeCode == other.dtypeCode && Arrays.equals(shape, other.shape);
+    }
+
+    /** {@code dtype[dims]} as {@link Tensor#toString()} writes it. */
+    String input() {
+      DType dtype = DType.fromNativeCode(dtypeCode);
+      return (dtype == null ? "dtype " + dtypeCode : dtype.toString()) + Arrays.toString(shape);
+    }
+
+    String rejectionText(int rank, int rankSize) {
+      String input = "rank " + rank + " rejected its input: ";
+      String param = "rank " + rank + " rejected its AllGatherParam: ";
+      return switch (rejection) {
+        case NONE -> "rank " + rank + " accepted its input " + input();
+        case X_NULL -> input + "x is null; allowed: a tensor of 1 to " + MAX_INPUT_DIMS + " dims";
+        case X_CLOSED -> input + "x = " + input() + " is closed; allowed: an open tensor";
+        case DIMS -> input + "x = " + input() + " has " + value + " dims; allowed: 1 to "
+            + MAX_INPUT_DIMS + " dims";
+        case RANK_SIZE -> param + "rankSize = " + value + " but the communicator has " + rankSize
+            + " ranks; allowed: 0 or " + rankSize;
+        case RANK -> param + "rank = " + value + " but it is rank " + rank
+            + " of the communicator; allowed: 0 or " + rank;
+        case OUTPUT -> input + "x = " + input() + ": its output " + input().replace("[", "[" + value
+            + ", ") + " could not be allocated (beyond its allocator's limit or 64-bit sizes)";
+        case UNKNOWN -> "rank " + rank + " rejected its input for a reason this library version"
+            + " does not know";
+      };
     }
   }
 }

@@ -46,7 +46,7 @@ public final class Communicator implements AutoCloseable {
    */
   public static RootInfo createRootInfo(String backend, CommunicatorOptions options) {
     Objects.requireNonNull(options, "options");
-    if (!AllGatherParam.BACKENDS.contains(backend)) {
+    if (backend == null || !AllGatherParam.BACKENDS.contains(backend)) {
       throw new IllegalArgumentException(
           "backend = '" + backend + "' is invalid; allowed: one of " + AllGatherParam.BACKENDS);
     }
@@ -164,18 +164,20 @@ public final class Communicator implements AutoCloseable {
    * rank * count} of {@code recv} on every rank.
    */
   public void allGather(ArrowBuf send, ArrowBuf recv, long count, DType dtype) {
-    long bytes = checkedBytes(count, dtype);
-    requireCapacity("send", send, 0, bytes);
-    requireCapacity("recv", recv, 0, Math.multiplyExact(bytes, rankSize));
+    checkArguments("allGather", () -> {
+      long bytes = checkedBytes("allGather", count, dtype);
+      requireCapacity("allGather", "send", send, 0, bytes);
+      requireCapacity("allGather", "recv", recv, 0, bytes * rankSize);
+    });
     call("allGather", () -> NativeCore.npg_all_gather(
         handle(), send.memoryAddress(), recv.memoryAddress(), count, dtype.nativeCode()));
   }
 
   /** {@link #allGather} with this rank's input already in its slot of {@code recv}: moves none of it. */
   public void allGatherInPlace(ArrowBuf recv, long count, DType dtype) {
-    long bytes = checkedBytes(count, dtype);
-    requireCapacity("recv", recv, 0, Math.multiplyExact(bytes, rankSize));
-    long own = recv.memoryAddress() + rank * bytes;
+    checkArguments("allGatherInPlace", () -> requireCapacity("allGatherInPlace", "recv", recv, 0,
+        checkedBytes("allGatherInPlace", count, dtype) * rankSize));
+    long own = recv.memoryAddress() + rank * count * dtype.byteWidth();
     call("allGatherInPlace", () -> NativeCore.npg_all_gather(
         handle(), own, recv.memoryAddress(), count, dtype.nativeCode()));
   }
@@ -187,15 +189,18 @@ public final class Communicator implements AutoCloseable {
    * {@code recvBytes[rank]} bytes from the start of {@code send}.
    */
   public void allGatherV(ArrowBuf send, ArrowBuf recv, long[] recvBytes, long[] recvDispls) {
-    checkLayout(recv, recvBytes, recvDispls);
-    requireCapacity("send", send, 0, recvBytes[rank]);
+    checkArguments("allGatherV", () -> {
+      checkLayout("allGatherV", recv, recvBytes, recvDispls);
+      requireCapacity("allGatherV", "send", send, 0, recvBytes[rank]);
+    });
     call("allGatherV", () -> NativeCore.npg_all_gather_v(handle(), send.memoryAddress(),
         recvBytes[rank], recv.memoryAddress(), recvBytes, recvDispls, UINT8));
   }
 
   /** {@link #allGatherV} with this rank's bytes already at {@code recvDispls[rank]} of {@code recv}. */
   public void allGatherVInPlace(ArrowBuf recv, long[] recvBytes, long[] recvDispls) {
-    checkLayout(recv, recvBytes, recvDispls);
+    checkArguments("allGatherVInPlace",
+        () -> checkLayout("allGatherVInPlace", recv, recvBytes, recvDispls));
     long own = recv.memoryAddress() + recvDispls[rank];
     call("allGatherVInPlace", () -> NativeCore.npg_all_gather_v(handle(), own, recvBytes[rank],
         recv.memoryAddress(), recvBytes, recvDispls, UINT8));
@@ -210,18 +215,22 @@ public final class Communicator implements AutoCloseable {
    */
   public void allGatherVSegments(long[] sendAddresses, long[] sendLengths, ArrowBuf recv,
       long[] recvBytes, long[] recvDispls) {
-    Objects.requireNonNull(sendAddresses, "sendAddresses");
-    Objects.requireNonNull(sendLengths, "sendLengths");
-    if (sendAddresses.length != sendLengths.length) {
-      throw new IllegalArgumentException("sendAddresses has " + sendAddresses.length
-          + " entries but sendLengths " + sendLengths.length + "; allowed: the same count");
-    }
-    checkLayoutCounts(recvBytes, recvDispls);
-    for (int r = 0; r < rankSize; r++) {
-      if (r != rank && recvBytes[r] > 0) {
-        requireCapacity("recv", recv, recvDispls[r], recvBytes[r]);
+    String op = "allGatherVSegments";
+    checkArguments(op, () -> {
+      Objects.requireNonNull(sendAddresses, () -> where(op) + ": sendAddresses is null");
+      Objects.requireNonNull(sendLengths, () -> where(op) + ": sendLengths is null");
+      if (sendAddresses.length != sendLengths.length) {
+        throw new IllegalArgumentException(where(op) + ": sendAddresses has "
+            + sendAddresses.length + " entries but sendLengths " + sendLengths.length
+            + "; allowed: the same count");
       }
-    }
+      checkLayoutCounts(op, recvBytes, recvDispls);
+      for (int r = 0; r < rankSize; r++) {
+        if (r != rank && recvBytes[r] > 0) {
+          requireCapacity(op, "recv", recv, recvDispls[r], recvBytes[r]);
+        }
+      }
+    });
     long[] segments = new long[2 * sendAddresses.length];
     for (int i = 0; i < sendAddresses.length; i++) {
       segments[2 * i] = sendAddresses[i];
@@ -308,41 +317,83 @@ public final class Communicator implements AutoCloseable {
     }
   }
 
-  private void checkLayout(ArrowBuf recv, long[] recvBytes, long[] recvDispls) {
-    checkLayoutCounts(recvBytes, recvDispls);
-    for (int r = 0; r < rankSize; r++) {
-      requireCapacity("recv", recv, recvDispls[r], recvBytes[r]);
+  /**
+   * Runs this rank's argument checks for the collective {@code op}. When one fails on a
+   * communicator of several ranks, the peers, which are in or about to enter the same
+   * collective, are told ({@code npg_comm_reject}): with backend host every rank then fails at
+   * once with the same {@link ResultCode#INVALID_USAGE} naming this rank and the check's text,
+   * instead of the peers waiting for the timeout. Where they cannot be told (one rank, a device
+   * backend, a communicator already aborted or broken), the check's own exception is thrown.
+   */
+  private void checkArguments(String op, Runnable checks) {
+    try {
+      checks.run();
+    } catch (IllegalArgumentException | NullPointerException local) {
+      if (rankSize == 1 || !isOpen()) {
+        throw local;
+      }
+      try {
+        call(op, () -> NativeCore.npg_comm_reject(handle(), local.getMessage()));
+      } catch (NpuGatherException shared) {
+        if (shared.code() == ResultCode.INVALID_USAGE) {
+          shared.addSuppressed(local);
+          throw shared;
+        }
+        local.addSuppressed(shared);
+      } catch (IllegalStateException closed) {
+        local.addSuppressed(closed);
+      }
+      throw local;
     }
   }
 
-  private void checkLayoutCounts(long[] recvBytes, long[] recvDispls) {
-    Objects.requireNonNull(recvBytes, "recvBytes");
-    Objects.requireNonNull(recvDispls, "recvDispls");
+  /** {@code op(rank r/n)}, as the native library names the operation and rank in its errors. */
+  private String where(String op) {
+    return op + "(rank " + rank + "/" + rankSize + ")";
+  }
+
+  private void checkLayout(String op, ArrowBuf recv, long[] recvBytes, long[] recvDispls) {
+    checkLayoutCounts(op, recvBytes, recvDispls);
+    for (int r = 0; r < rankSize; r++) {
+      requireCapacity(op, "recv", recv, recvDispls[r], recvBytes[r]);
+    }
+  }
+
+  private void checkLayoutCounts(String op, long[] recvBytes, long[] recvDispls) {
+    Objects.requireNonNull(recvBytes, () -> where(op) + ": recvBytes is null");
+    Objects.requireNonNull(recvDispls, () -> where(op) + ": recvDispls is null");
     if (recvBytes.length != rankSize || recvDispls.length != rankSize) {
-      throw new IllegalArgumentException("recvBytes has " + recvBytes.length + " and recvDispls "
-          + recvDispls.length + " entries; allowed: rankSize (" + rankSize + ") each");
+      throw new IllegalArgumentException(where(op) + ": recvBytes has " + recvBytes.length
+          + " and recvDispls " + recvDispls.length + " entries; allowed: rankSize (" + rankSize
+          + ") each");
     }
     for (int r = 0; r < rankSize; r++) {
-      if (recvBytes[r] < 0 || recvDispls[r] < 0) {
-        throw new IllegalArgumentException("recvBytes[" + r + "] = " + recvBytes[r]
-            + ", recvDispls[" + r + "] = " + recvDispls[r] + "; allowed: >= 0");
+      if (recvBytes[r] < 0 || recvDispls[r] < 0 || recvDispls[r] > Long.MAX_VALUE - recvBytes[r]) {
+        throw new IllegalArgumentException(where(op) + ": recvBytes[" + r + "] = " + recvBytes[r]
+            + ", recvDispls[" + r + "] = " + recvDispls[r]
+            + "; allowed: both >= 0 and their sum at most " + Long.MAX_VALUE);
       }
     }
   }
 
-  private static long checkedBytes(long count, DType dtype) {
-    Objects.requireNonNull(dtype, "dtype");
-    if (count < 0) {
-      throw new IllegalArgumentException("count = " + count + "; allowed: >= 0");
+  /** Bytes of {@code count} elements; the whole gather's bytes must fit in a long too. */
+  private long checkedBytes(String op, long count, DType dtype) {
+    Objects.requireNonNull(dtype, () -> where(op) + ": dtype is null");
+    long most = Long.MAX_VALUE / dtype.byteWidth() / rankSize;
+    if (count < 0 || count > most) {
+      throw new IllegalArgumentException(where(op) + ": count = " + count + " " + dtype
+          + " elements; allowed: 0 to " + most + " (the " + rankSize
+          + " ranks' blocks together at most " + Long.MAX_VALUE + " bytes)");
     }
-    return Math.multiplyExact(count, (long) dtype.byteWidth());
+    return count * dtype.byteWidth();
   }
 
-  private static void requireCapacity(String name, ArrowBuf buf, long offset, long bytes) {
-    Objects.requireNonNull(buf, name);
-    if (Math.addExact(offset, bytes) > buf.capacity()) {
-      throw new IllegalArgumentException(name + ": needs bytes [" + offset + ", "
-          + (offset + bytes) + ") but its capacity is " + buf.capacity());
+  private void requireCapacity(String op, String name, ArrowBuf buf, long offset, long bytes) {
+    Objects.requireNonNull(buf, () -> where(op) + ": " + name + " is null");
+    if (offset + bytes > buf.capacity()) {
+      throw new IllegalArgumentException(where(op) + ": " + name + " has a capacity of "
+          + buf.capacity() + " bytes; allowed: at least " + (offset + bytes) + " bytes (bytes ["
+          + offset + ", " + (offset + bytes) + ") are used)");
     }
   }
 

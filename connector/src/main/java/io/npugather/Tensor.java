@@ -107,6 +107,11 @@ public final class Tensor implements AutoCloseable {
     return buffer;
   }
 
+  /** True until {@link #close()}. */
+  public boolean isOpen() {
+    return !closed;
+  }
+
   /** Releases this tensor's reference to its buffer. */
   @Override
   public void close() {

@@ -128,6 +128,133 @@ class AllGatherOperationTest {
     assertSameInvalidUsageOnEveryRank(outcomes, "rank 0: int32[8], rank 1: float32[8]");
   }
 
+  /** A deliberately long timeout: a failure that arrives must not have waited for it. */
+  private static final CommunicatorOptions LONG_TIMEOUT =
+      CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(60));
+
+  /**
+   * Runs 3 ranks where rank 1 passes {@code bad} and the others int32[2, 2]; returns the one
+   * message every rank failed with, after checking it is the same INVALID_USAGE everywhere and
+   * came well before the timeout.
+   */
+  private String rankOneRejects(AllGatherParam.Builder paramOfRankOne, long[] bad,
+      boolean closeFirst) throws Exception {
+    long start = System.nanoTime();
+    var outcomes = Ranks.run(Ranks.hostParam(3), LONG_TIMEOUT, (rank, comm) -> {
+      long[] shape = rank == 1 ? bad : new long[] {2, 2};
+      AllGatherParam.Builder param = rank == 1 ? paramOfRankOne : Ranks.hostParam(3);
+      Tensor x = shape == null ? null : Tensor.allocate(allocator, DType.INT32, shape);
+      try {
+        if (closeFirst && rank == 1) {
+          x.close();
+        }
+        new AllGatherOperation(param.rank(rank).build()).execute(comm, x, allocator).close();
+        return "no error";
+      } finally {
+        if (x != null && x.isOpen()) {
+          x.close();
+        }
+      }
+    });
+    long ms = (System.nanoTime() - start) / 1_000_000;
+    assertTrue(ms < 30_000, "the failure took " + ms + " ms of a 60 s timeout");
+    String first = null;
+    for (Ranks.Outcome<String> outcome : outcomes) {
+      NpuGatherException e = assertInstanceOf(NpuGatherException.class, outcome.error(),
+          "rank " + outcome.rank() + " gave " + outcome.value());
+      assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
+      assertEquals(outcome.rank(), e.rank());
+      if (first == null) {
+        first = e.getMessage();
+      }
+      assertEquals(first, e.getMessage(), "rank " + outcome.rank());
+    }
+    assertTrue(first.contains("rank 1 rejected its"), first);
+    return first;
+  }
+
+  @Test
+  void aRankWhoseInputHasZeroDimsFailsEveryRankAtOnceWithTheSameError() throws Exception {
+    String message = rankOneRejects(Ranks.hostParam(3), new long[0], false);
+    assertTrue(message.contains("x = int32[] has 0 dims; allowed: 1 to 7 dims"), message);
+  }
+
+  @Test
+  void aRankWhoseInputHasEightDimsFailsEveryRankAtOnceWithTheSameError() throws Exception {
+    String message = rankOneRejects(Ranks.hostParam(3), new long[] {1, 1, 1, 1, 1, 1, 1, 2}, false);
+    assertTrue(message.contains("x = int32[1, 1, 1, 1, 1, 1, 1, 2] has 8 dims; allowed: 1 to 7"),
+        message);
+  }
+
+  @Test
+  void aRankPassingNoTensorFailsEveryRankAtOnceWithTheSameError() throws Exception {
+    String message = rankOneRejects(Ranks.hostParam(3), null, false);
+    assertTrue(message.contains("rank 1 rejected its input: x is null"), message);
+  }
+
+  @Test
+  void aRankPassingAClosedTensorFailsEveryRankAtOnceWithTheSameError() throws Exception {
+    String message = rankOneRejects(Ranks.hostParam(3), new long[] {2, 2}, true);
+    assertTrue(message.contains("rank 1 rejected its input: x = int32[2, 2] is closed"), message);
+  }
+
+  @Test
+  void aRankWhoseParamNamesAnotherRankSizeFailsEveryRankAtOnceWithTheSameError()
+      throws Exception {
+    String message = rankOneRejects(Ranks.hostParam(4), new long[] {2, 2}, false);
+    assertTrue(message.contains("rank 1 rejected its AllGatherParam: rankSize = 4 but the "
+        + "communicator has 3 ranks; allowed: 0 or 3"), message);
+  }
+
+  @Test
+  void aRankWhoseOutputCannotBeAllocatedFailsEveryRankAtOnceWithTheSameError()
+      throws Exception {
+    long start = System.nanoTime();
+    var outcomes = Ranks.run(Ranks.hostParam(2), LONG_TIMEOUT, (rank, comm) -> {
+      // Rank 1's allocator holds its input but not the 2 x 4 KiB output.
+      try (BufferAllocator small = allocator.newChildAllocator("rank" + rank, 0,
+              rank == 1 ? 4096 + 1024 : Long.MAX_VALUE);
+          Tensor x = Tensor.allocate(small, DType.INT8, 4096)) {
+        new AllGatherOperation(Ranks.hostParam(2).rank(rank).build())
+            .execute(comm, x, small).close();
+        return "no error";
+      }
+    });
+    assertTrue((System.nanoTime() - start) / 1_000_000 < 30_000, "waited for the timeout");
+    String first = null;
+    for (Ranks.Outcome<String> outcome : outcomes) {
+      NpuGatherException e = assertInstanceOf(NpuGatherException.class, outcome.error(),
+          "rank " + outcome.rank() + " gave " + outcome.value());
+      assertEquals(ResultCode.INVALID_USAGE, e.code());
+      first = first == null ? e.getMessage() : first;
+      assertEquals(first, e.getMessage());
+    }
+    assertTrue(first.contains("rank 1 rejected its input: x = int8[4096]: its output "
+        + "int8[2, 4096] could not be allocated"), first);
+    assertInstanceOf(org.apache.arrow.memory.OutOfMemoryException.class,
+        outcomes.get(1).error().getCause(), "rank 1 keeps its own cause");
+  }
+
+  @Test
+  void theCommunicatorStaysUsableAfterARankRejectedItsInput() throws Exception {
+    List<String> results = Ranks.values(Ranks.run(Ranks.hostParam(2), LONG_TIMEOUT,
+        (rank, comm) -> {
+          AllGatherOperation op = new AllGatherOperation(Ranks.hostParam(2).rank(rank).build());
+          try (Tensor bad = Tensor.allocate(allocator, DType.INT32, rank == 0 ? new long[0]
+                  : new long[] {3});
+              Tensor good = Tensor.allocate(allocator, DType.INT32, 3)) {
+            NpuGatherException e = assertThrows(NpuGatherException.class,
+                () -> op.execute(comm, bad, allocator));
+            assertTrue(e.getMessage().contains("rank 0 rejected its input"), e.getMessage());
+            good.buffer().setInt(0, 10 + rank);
+            try (Tensor out = op.execute(comm, good, allocator)) {
+              return out.buffer().getInt(0) + "," + out.buffer().getInt(12);
+            }
+          }
+        }));
+    assertEquals(List.of("10,11", "10,11"), results);
+  }
+
   private static void assertSameInvalidUsageOnEveryRank(
       List<Ranks.Outcome<String>> outcomes, String detail) {
     String first = null;

@@ -187,16 +187,123 @@ class CommunicatorTest {
     }
   }
 
+  /** One collective call of a rank: {@code bad} on rank 0, good arguments on rank 1. */
+  private interface Call {
+    void run(Communicator comm, ArrowBuf send, ArrowBuf recv, ArrowBuf small, boolean bad);
+  }
+
+  /**
+   * Rank 0's arguments fail its own checks while rank 1 passes good ones: both fail with the
+   * same INVALID_USAGE (after each rank's "operation(rank r/n): " context), long before the 60 s
+   * timeout, and the communicator still gathers afterwards. Returns the shared text.
+   */
+  private String rankZeroRejects(Call call) throws Exception {
+    CommunicatorOptions options =
+        CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(60));
+    long start = System.nanoTime();
+    List<String> texts = Ranks.values(Ranks.run(Ranks.hostParam(2), options, (rank, comm) -> {
+      try (ArrowBuf send = allocator.buffer(64); ArrowBuf recv = allocator.buffer(128);
+          ArrowBuf small = allocator.buffer(64)) {
+        NpuGatherException e = assertThrows(NpuGatherException.class,
+            () -> call.run(comm, send, recv, small, rank == 0));
+        assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
+        send.setInt(0, 40 + rank);
+        comm.allGather(send, recv, 16, DType.INT32);
+        assertEquals(40, recv.getInt(0));
+        assertEquals(41, recv.getInt(64));
+        String message = e.getMessage();
+        return message.substring(message.indexOf("): ") + 3);
+      }
+    }));
+    long ms = (System.nanoTime() - start) / 1_000_000;
+    assertTrue(ms < 30_000, "the ranks failed after " + ms + " ms of a 60 s timeout");
+    assertEquals(texts.get(0), texts.get(1));
+    assertTrue(texts.get(0).startsWith("rank 0 rejected its arguments: "), texts.get(0));
+    return texts.get(0);
+  }
+
   @Test
-  void recvTooSmallIsRejectedBeforeAnyCommunication() throws Exception {
+  void dataPathArgumentErrorsNameRankArgumentValueAndWhatIsAllowedOnEveryRankAtOnce()
+      throws Exception {
+    String small = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
+        comm.allGather(send, bad ? tooSmall : recv, 16, DType.INT32));
+    assertTrue(small.contains("allGather(rank 0/2): recv has a capacity of 64 bytes; allowed: "
+        + "at least 128 bytes"), small);
+    String huge = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
+        comm.allGather(send, recv, bad ? Long.MAX_VALUE / 4 : 16, DType.INT32));
+    assertTrue(huge.contains("allGather(rank 0/2): count = " + Long.MAX_VALUE / 4
+        + " int32 elements; allowed: 0 to " + Long.MAX_VALUE / 8), huge);
+    String negative = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
+        comm.allGatherInPlace(recv, bad ? -1 : 16, DType.INT32));
+    assertTrue(negative.contains("allGatherInPlace(rank 0/2): count = -1 int32 elements; "
+        + "allowed: 0 to"), negative);
+    String nullRecv = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
+        comm.allGather(send, bad ? null : recv, 16, DType.INT32));
+    assertTrue(nullRecv.contains("allGather(rank 0/2): recv is null"), nullRecv);
+    String layout = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
+        comm.allGatherV(send, recv, new long[] {8, 8}, new long[] {0, bad ? Long.MAX_VALUE : 8}));
+    assertTrue(layout.contains("allGatherV(rank 0/2): recvBytes[1] = 8, recvDispls[1] = "
+        + Long.MAX_VALUE + "; allowed: both >= 0 and their sum at most"), layout);
+    String entries = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
+        comm.allGatherV(send, recv, bad ? new long[] {8} : new long[] {8, 8},
+            bad ? new long[] {0} : new long[] {0, 8}));
+    assertTrue(entries.contains("allGatherV(rank 0/2): recvBytes has 1 and recvDispls 1 "
+        + "entries; allowed: rankSize (2) each"), entries);
+  }
+
+  @Test
+  void aSingleRankArgumentErrorIsThrownAtOnceAsItself() throws Exception {
     Ranks.values(Ranks.run(Ranks.hostParam(1), options(HostTransport.AUTO), (rank, comm) -> {
       try (ArrowBuf send = allocator.buffer(64); ArrowBuf recv = allocator.buffer(32)) {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
             () -> comm.allGather(send, recv, 64, DType.INT8));
-        assertTrue(e.getMessage().startsWith("recv"), e.getMessage());
+        assertEquals("allGather(rank 0/1): recv has a capacity of 32 bytes; allowed: at least "
+            + "64 bytes (bytes [0, 64) are used)", e.getMessage());
       }
       return null;
     }));
+  }
+
+  @Test
+  void ranksDisagreeingOnRankRootFailAtOnceWithTheSameError() throws Exception {
+    // Rank 1 names itself the root: it joins the real root, which refuses its rankRoot at once
+    // (either thread may take the root's endpoint first; then the roles swap).
+    CommunicatorOptions options =
+        CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(60));
+    RootInfo rootInfo = Communicator.createRootInfo("host", options);
+    AllGatherParam.Builder template = Ranks.hostParam(2);
+    List<AllGatherParam> params = List.of(template.rank(0).rankRoot(0).build(),
+        template.rank(1).rankRoot(1).build());
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    long start = System.nanoTime();
+    try {
+      List<Future<NpuGatherException>> futures = new ArrayList<>();
+      for (AllGatherParam param : params) {
+        futures.add(pool.submit(() -> assertThrows(NpuGatherException.class,
+            () -> Communicator.create(param, rootInfo, options))));
+      }
+      List<String> texts = new ArrayList<>();
+      for (Future<NpuGatherException> future : futures) {
+        NpuGatherException e = future.get(60, TimeUnit.SECONDS);
+        assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
+        texts.add(e.getMessage().substring(e.getMessage().indexOf("): ") + 3));
+      }
+      long ms = (System.nanoTime() - start) / 1_000_000;
+      assertTrue(ms < 30_000, "the ranks failed after " + ms + " ms of a 60 s timeout");
+      assertEquals(texts.get(0), texts.get(1));
+      assertTrue(texts.get(0).matches("rank ([01]) \\(pid \\d+\\) passed rank_root \\1 but root rank "
+          + "([01]) passed rank_root \\2"), texts.get(0));
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
+  void createRootInfoWithANullBackendNamesTheArgument() {
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> Communicator.createRootInfo(null, CommunicatorOptions.defaults()));
+    assertEquals("backend = 'null' is invalid; allowed: one of [hccl, lccl, host]",
+        e.getMessage());
   }
 
   @Test

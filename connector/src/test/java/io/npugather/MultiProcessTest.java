@@ -123,6 +123,45 @@ class MultiProcessTest {
     }
   }
 
+  @ParameterizedTest(name = "over {0}")
+  @CsvSource({"AUTO", "TCP"})
+  void aRankRejectingItsInputFailsEveryProcessAtOnceWithTheSameError(String transport)
+      throws Exception {
+    long timeoutMs = 60_000;
+    String domain = uniqueDomain();
+    List<Rank> ranks = new ArrayList<>();
+    try {
+      for (int r = 0; r < 3; r++) {
+        ranks.add(launch(r, 3, domain, transport, 16, timeoutMs, "operator-reject"));
+      }
+      for (Rank rank : ranks) {
+        assertTrue(rank.awaitLine("READY", 60_000), rank.output());
+      }
+      long joinedAt = System.nanoTime();
+      List<String> failures = new ArrayList<>();
+      for (Rank rank : ranks) {
+        assertTrue(rank.process.waitFor(timeoutMs / 2, TimeUnit.MILLISECONDS),
+            "a rank waited for the timeout: " + rank.output());
+        rank.reader.join();
+        assertEquals(1, rank.process.exitValue(), rank.output());
+        failures.add(rank.output().lines().filter(l -> l.startsWith("FAILED")).findFirst()
+            .orElseThrow(() -> new AssertionError(rank.output())));
+      }
+      long ms = (System.nanoTime() - joinedAt) / 1_000_000;
+      assertTrue(ms < timeoutMs / 2, "the ranks failed after " + ms + " ms");
+      for (String failure : failures) {
+        assertEquals(failures.get(0), failure);
+      }
+      assertTrue(failures.get(0).startsWith("FAILED INVALID_USAGE "), failures.get(0));
+      assertTrue(failures.get(0).contains(
+          "rank 1 rejected its input: x = int32[] has 0 dims; allowed: 1 to 7 dims"),
+          failures.get(0));
+      assertEquals(List.of(), shmObjectsOf(domain));
+    } finally {
+      ranks.forEach(r -> r.process.destroyForcibly());
+    }
+  }
+
   @Test
   void aRankKilledMidCollectiveFailsTheOthersWithinTheTimeoutAndLeavesNoSharedMemory()
       throws Exception {

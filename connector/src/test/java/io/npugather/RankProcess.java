@@ -15,8 +15,9 @@ import org.apache.arrow.memory.RootAllocator;
  * a file in the rendezvous folder; the others wait for it.
  *
  * <p>Arguments: folder rank rankSize commDomain transport bytesPerRank seed timeoutMs mode, where
- * mode is {@code gather} (gather random data and check every byte) or {@code stall} (join, say
- * READY, then never enter the collective). Prints {@code OK <transport>} or {@code FAILED <code>
+ * mode is {@code gather} (gather random data and check every byte), {@code stall} (join, say
+ * READY, then never enter the collective) or {@code operator-reject} (the operator on int32[2, 2],
+ * except that rank 1 passes int32[] with 0 dims). Prints {@code OK <transport>} or {@code FAILED <code>
  * <message>} and exits 0 or 1.
  */
 public final class RankProcess {
@@ -44,6 +45,14 @@ public final class RankProcess {
         System.out.flush();
         if (mode.equals("stall")) {
           Thread.sleep(Long.MAX_VALUE);
+        }
+        if (mode.equals("operator-reject")) {
+          try (Tensor x = Tensor.allocate(allocator, DType.INT32,
+                  rank == 1 ? new long[0] : new long[] {2, 2});
+              Tensor out = new AllGatherOperation(param).execute(comm, x, allocator)) {
+            System.out.println("OK gathered " + out);
+          }
+          return;
         }
         try (ArrowBuf send = allocator.buffer(bytes);
             ArrowBuf recv = allocator.buffer((long) bytes * rankSize)) {

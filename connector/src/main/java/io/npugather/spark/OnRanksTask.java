@@ -148,11 +148,15 @@ final class OnRanksTask<T> implements Serializable {
         gathered = new AllGatherOperation(param).execute(communicator, x, allocator);
       } catch (NpuGatherException e) {
         if (e.code() == ResultCode.INVALID_USAGE && "AllGatherOperation".equals(e.operation())) {
-          // Every rank fails the same way here: no abort, which would blur the peers' errors.
+          // Every rank fails the same way here (different shapes, or a rank that rejected its
+          // own input, e.g. an output beyond its memory): no abort, which would blur the peers'
+          // errors.
           group.close();
-          throw new IllegalStateException(where + ": " + e.getMessage() + ". onRanks needs the"
-              + " same number of rows (and features) in every partition: repartition the input"
-              + " so that every rank holds an equal share", e);
+          String hint = e.getMessage().contains("ranks passed different inputs")
+              ? ". onRanks needs the same number of rows (and features) in every partition:"
+                  + " repartition the input so that every rank holds an equal share"
+              : "";
+          throw new IllegalStateException(where + ": " + e.getMessage() + hint, e);
         }
         throw e;
       }

@@ -95,6 +95,8 @@ public final class NativeCore {
       @Cast("const uint64_t*") long[] recvCounts,
       @Cast("const uint64_t*") long[] recvDispls);
 
+  public static native int npg_comm_reject(@Cast("npg_comm_t") Pointer comm, String reason);
+
   public static native int npg_comm_abort(@Cast("npg_comm_t") Pointer comm);
 
   public static native int npg_comm_destroy(@Cast("npg_comm_t") Pointer comm);
