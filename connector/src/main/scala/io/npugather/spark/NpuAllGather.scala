@@ -85,6 +85,12 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
 
   override lazy val metrics: Map[String, SQLMetric] = ListMap(gatherMetrics.byKey.asScala.toSeq: _*)
 
+  /**
+   * The figures add up over every run of the node's RDD, which later actions reuse (reading the
+   * kept output, or gathering again once it is released); Spark's UI shows each action's own.
+   */
+  override def resetMetrics(): Unit = children.foreach(_.resetMetrics())
+
   @transient private lazy val gathered: RDD[ColumnarBatch] = gather()
 
   override protected def doExecuteColumnar(): RDD[ColumnarBatch] = gathered
@@ -93,15 +99,12 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     val outputSchema = schema
     val inputSchema = child.schema
     val direct = GatheredRows.supports(inputSchema)
-    val batches = gathered
-    CallSites.withShortForm(sparkContext, s"${describe(batches.getNumPartitions)}: rows") {
-      batches.mapPartitions { batches =>
-        if (direct) {
-          new GatheredRows(batches.asJava, inputSchema).asScala
-        } else {
-          val toUnsafe = UnsafeProjection.create(outputSchema)
-          batches.flatMap(_.rowIterator().asScala.map(toUnsafe))
-        }
+    gathered.mapPartitions { batches =>
+      if (direct) {
+        new GatheredRows(batches.asJava, inputSchema).asScala
+      } else {
+        val toUnsafe = UnsafeProjection.create(outputSchema)
+        batches.flatMap(_.rowIterator().asScala.map(toUnsafe))
       }
     }
   }
@@ -112,8 +115,7 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
       if (options.backend == "host" && options.hostTransport != HostTransport.AUTO) {
         s" (${options.hostTransport.toString.toLowerCase(java.util.Locale.ROOT)})"
       } else ""
-    s"allGatherOnNpu: $rankSize ranks, backend " +
-      s"${options.backend}$transport"
+    s"allGatherOnNpu: $rankSize ranks, backend ${options.backend}$transport"
   }
 
   private def gather(): RDD[ColumnarBatch] = {

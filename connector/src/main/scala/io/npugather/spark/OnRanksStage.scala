@@ -40,7 +40,9 @@ private[spark] object OnRanksStage extends Logging {
       run.service.unregisterWhenJobEnds(run.ticket, results.id)
       logInfo(s"onRanks: $rankSize ranks, columns ${schema.fieldNames.mkString(", ")}, wire " +
         s"$wireDtype, $options")
-      val collected = CallSites.withJobDescription(sc, what)(results.collect())
+      val collected = CallSites.withShortForm(sc, what) {
+        CallSites.withJobDescription(sc, what)(results.collect())
+      }
       if (collected.length != rankSize) {
         throw new IllegalStateException(s"onRanks: ${collected.length} results from $rankSize " +
           "ranks")

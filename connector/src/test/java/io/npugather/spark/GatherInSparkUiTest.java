@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -23,6 +24,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 import scala.jdk.javaapi.CollectionConverters;
 
 /** What Spark's UI and explain() show of a gather on the host backend, as a user sees it. */
@@ -127,10 +129,20 @@ class GatherInSparkUiTest {
     List<String> stages;
     synchronized (NAMES) {
       stages = List.copyOf(NAMES.stages);
-      System.out.println("stages " + stages + " jobs " + NAMES.jobs);
     }
     assertTrue(stages.contains("allGatherOnNpu: 4 ranks, backend host (staging)"),
         stages.toString());
+
+    NAMES.clear();
+    List<Integer> ranks = NpuGather.onRanks(input(), List.of("x"), (rank, gathered) -> rank);
+    assertEquals(List.of(0, 1, 2, 3), ranks);
+    spark.sparkContext().listenerBus().waitUntilEmpty();
+    synchronized (NAMES) {
+      assertEquals(List.of("onRanks: 4 ranks, backend host"), NAMES.stages);
+      assertEquals(java.util.Arrays.asList("onRanks: 4 ranks, backend host"), NAMES.jobs);
+    }
+    assertEquals(null, spark.sparkContext().getLocalProperty("spark.job.description"));
+
     assertEquals("AllGatherOptions{backend=host, hostTransport=STAGING}",
         AllGatherOptions.defaults().withHostTransport(
             io.npugather.CommunicatorOptions.HostTransport.STAGING).toString());
@@ -138,13 +150,34 @@ class GatherInSparkUiTest {
     assertFalse(options.toLowerCase().contains("npu") || options.contains("device"), options);
   }
 
+  private static String explain(Dataset<Row> df) {
+    return df.queryExecution().explainString(org.apache.spark.sql.execution.SimpleMode$.MODULE$);
+  }
+
   @Test
   void explainShowsTheGatherOverItsInputWithoutConversionsThatDoNotRun() {
-    Dataset<Row> gathered = NpuGather.allGatherOnNpu(input());
-    String plan = gathered.queryExecution().explainString(
-        org.apache.spark.sql.execution.SimpleMode$.MODULE$);
-    System.out.println(plan);
-    assertTrue(plan.contains("NpuAllGather"), plan);
-    assertFalse(plan.contains("RowToColumnar"), plan);
+    Dataset<Row> gathered = NpuGather.allGatherOnNpu(input(), Map.of("timeout", "60s"));
+    String[] lines = explain(gathered).split("\n");
+    assertEquals("== Physical Plan ==", lines[0]);
+    assertTrue(lines[1].matches("NpuAllGather source_rank#\\d+, backend=host, timeout=PT1M"),
+        lines[1]);
+    assertTrue(lines[2].startsWith("+- *(1) Project [id#"), lines[2]);
+    assertFalse(String.join("\n", lines).contains("RowToColumnar"), String.join("\n", lines));
+    assertEquals(4 * 1000, gathered.collectAsList().size());
+    assertEquals("rows", NpuGather.lastMetrics().input());
+  }
+
+  @Test
+  void explainShowsAVectorizedScanUnderTheGatherWithoutColumnarToRow(@TempDir Path dir) {
+    String path = dir.resolve("input").toString();
+    input().write().parquet(path);
+    Dataset<Row> scan = spark.read().parquet(path);
+    int ranks = scan.rdd().getNumPartitions();
+    Dataset<Row> gathered = NpuGather.allGatherOnNpu(scan);
+    String plan = explain(gathered);
+    assertTrue(plan.contains("\n+- FileScan parquet"), plan);
+    assertFalse(plan.contains("ColumnarToRow") || plan.contains("RowToColumnar"), plan);
+    assertEquals(ranks * 1000, gathered.collectAsList().size());
+    assertEquals("columnar batches", NpuGather.lastMetrics().input());
   }
 }
