@@ -169,13 +169,17 @@ def test_python_and_the_jvm_agree_on_valid_and_invalid_values(spark: SparkSessio
 
 
 def test_a_bad_session_default_is_a_value_error_naming_the_conf_key(spark: SparkSession) -> None:
-    spark.conf.set("spark.npugather.timeout", "soon")
+    with pytest.raises(npugather.InvalidOptionError,
+                       match="spark.npugather.timeout = 'soon' is invalid; allowed: a duration"):
+        spark.conf.set("spark.npugather.timeout", "soon")
+    spark.conf.set("spark.npugather.timout", "60s")
     try:
         with pytest.raises(npugather.InvalidOptionError,
-                           match="npugather.timeout = 'soon' is invalid; allowed: a duration"):
+                           match="spark.npugather.timout is not a setting of NpuGather; did you"
+                                 " mean spark.npugather.timeout\\?"):
             spark.range(0, 4, 1, 2).allGatherOnNpu()
     finally:
-        spark.conf.unset("spark.npugather.timeout")
+        spark.conf.unset("spark.npugather.timout")
 
 
 def test_help_shows_every_keyword_with_its_default(spark: SparkSession) -> None:
