@@ -114,7 +114,7 @@ public final class NpuGatherConf {
     }
   }
 
-  /** The candidate closest to {@code written} in edit distance, ignoring case; the first on ties. */
+  /** The candidate closest to {@code written} in edit distance (ignoring case); first on ties. */
   static String nearest(String written, Collection<String> candidates) {
     String best = null;
     int bestDistance = Integer.MAX_VALUE;

@@ -21,7 +21,8 @@ object implicits extends LowPriorityImplicits {
   }
 }
 
-private[spark] trait LowPriorityImplicits {
+/** The `Dataset[T]` methods; a DataFrame takes those of [[implicits]] first. */
+trait LowPriorityImplicits {
   /**
    * On a `Dataset[T]` the gather keeps the type: every rank's partition holds every element,
    * rank-major, in each source partition's order. The source rank is not part of `T`; gather
@@ -38,7 +39,8 @@ private[spark] trait LowPriorityImplicits {
 
     /** The gathered rows without the source-rank column, as `T` again. */
     private def typed(gathered: DataFrame): Dataset[T] =
-      gathered.select(ds.columns.map(c => gathered.col("`" + c.replace("`", "``") + "`")).toIndexedSeq: _*)
-        .as(ds.encoder)
+      gathered.select(ds.columns.toIndexedSeq.map(quoted).map(gathered.col): _*).as(ds.encoder)
+
+    private def quoted(column: String): String = "`" + column.replace("`", "``") + "`"
   }
 }

@@ -27,8 +27,8 @@ class NpuGatherExtensionsTest {
 
   /** A fresh session from the entries a spark-defaults.conf would hold. */
   private static SparkSession fromDefaults(String... entries) {
-    SparkConf conf = new SparkConf(false).setMaster("local[2]").setAppName("NpuGatherExtensionsTest")
-        .set("spark.ui.enabled", "false");
+    SparkConf conf = new SparkConf(false).setMaster("local[2]")
+        .setAppName("NpuGatherExtensionsTest").set("spark.ui.enabled", "false");
     for (String entry : entries) {
       String[] keyValue = entry.split("=", 2);
       conf.set(keyValue[0], keyValue[1]);
@@ -37,8 +37,8 @@ class NpuGatherExtensionsTest {
   }
 
   private static List<SparkStrategy> planningStrategies(SparkSession session) {
-    return CollectionConverters.asJava(
-        ((org.apache.spark.sql.classic.SparkSession) session).sessionState().planner().strategies());
+    var classic = (org.apache.spark.sql.classic.SparkSession) session;
+    return CollectionConverters.asJava(classic.sessionState().planner().strategies());
   }
 
   @Test
