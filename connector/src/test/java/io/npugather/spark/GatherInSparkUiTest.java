@@ -10,6 +10,11 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.core.LogEvent;
+import org.apache.logging.log4j.core.Logger;
+import org.apache.logging.log4j.core.appender.AbstractAppender;
+import org.apache.logging.log4j.core.config.Property;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
@@ -52,6 +57,22 @@ class GatherInSparkUiTest {
     synchronized void clear() {
       stages.clear();
       jobs.clear();
+    }
+  }
+
+  /** The connector's log lines. */
+  static final class LogLines extends AbstractAppender {
+    final List<String> lines = java.util.Collections.synchronizedList(new ArrayList<>());
+
+    LogLines() {
+      super("npugather-lines", null, null, true, Property.EMPTY_ARRAY);
+    }
+
+    @Override
+    public void append(LogEvent event) {
+      if (event.getLoggerName().startsWith("io.npugather")) {
+        lines.add(event.getMessage().getFormattedMessage());
+      }
     }
   }
 
@@ -124,7 +145,21 @@ class GatherInSparkUiTest {
   @Test
   void theBarrierStageSaysWhatRunsWithNoDeviceWordsOnTheHostBackend() throws Exception {
     NAMES.clear();
-    NpuGather.allGatherOnNpu(input(), Map.of("npugather.hostTransport", "staging")).count();
+    LogLines log = new LogLines();
+    log.start();
+    Logger root = (Logger) LogManager.getRootLogger();
+    root.addAppender(log);
+    try {
+      NpuGather.allGatherOnNpu(input(), Map.of("npugather.hostTransport", "staging")).count();
+    } finally {
+      root.removeAppender(log);
+    }
+    List<String> lines = List.copyOf(log.lines);
+    assertTrue(lines.stream().anyMatch(l -> l.contains("gathered 1000 rows over staging")),
+        lines.toString());
+    for (String line : lines) {
+      assertFalse(line.matches("(?is).*\\b(device|npu)\\b.*"), line);
+    }
     spark.sparkContext().listenerBus().waitUntilEmpty();
     List<String> stages;
     synchronized (NAMES) {
