@@ -70,16 +70,21 @@ def _from_maven_repository(repository: Path) -> List[str]:
 
 Builder = TypeVar("Builder")
 
+# The connector's Spark SQL extension: plans the gather and lists the spark.npugather.* settings
+# in SET -v from the session's start.
+EXTENSIONS = "io.npugather.spark.NpuGatherExtensions"
+
 
 def configure(builder: Builder, jar_paths: Optional[Sequence[str]] = None) -> Builder:
-    """Puts the connector's jars on a session being built and returns the builder.
+    """Puts the connector's jars and its SQL extension (``spark.sql.extensions``) on a session
+    being built and returns the builder.
 
     ``spark.jars`` reaches the driver's classpath only when the session starts its JVM, so call
     this before the first ``getOrCreate()`` of the Python process::
 
         spark = npugather.configure(SparkSession.builder.master("local[4]")).getOrCreate()
 
-    Jars already listed in the builder's ``spark.jars`` are kept. Under ``spark-submit`` (or
+    Jars and extensions the builder already lists are kept. Under ``spark-submit`` (or
     the ``pyspark`` shell) the JVM is already running and the builder is returned unchanged:
     pass the jars with ``--jars`` there (``python -m npugather jars`` lists them).
 
@@ -96,7 +101,12 @@ def configure(builder: Builder, jar_paths: Optional[Sequence[str]] = None) -> Bu
     for path in paths:
         if path not in listed:
             listed.append(path)
-    return builder.config("spark.jars", ",".join(listed))  # type: ignore[attr-defined]
+    existing = _builder_option(builder, "spark.sql.extensions")
+    extensions = [e.strip() for e in (existing.split(",") if existing else []) if e.strip()]
+    if EXTENSIONS not in extensions:
+        extensions.append(EXTENSIONS)
+    return (builder.config("spark.jars", ",".join(listed))  # type: ignore[attr-defined]
+            .config("spark.sql.extensions", ",".join(extensions)))
 
 
 def _require_fresh_jvm() -> None:

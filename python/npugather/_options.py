@@ -170,11 +170,28 @@ _BY_NAME = {option.name: option for option in OPTIONS}
 
 
 def check_names(caller: str, options: Mapping[str, Any]) -> None:
-    """A TypeError naming the first unknown keyword and the allowed ones."""
+    """A TypeError naming the first unknown keyword, the nearest one and the allowed ones."""
     for name in options:
         if name not in _BY_NAME:
-            raise TypeError(f"{caller}() got an unknown option {name!r}; allowed: "
-                            + ", ".join(NAMES))
+            raise TypeError(f"{caller}() got an unknown option {name!r}; did you mean"
+                            f" {_nearest(name)!r}? allowed: " + ", ".join(NAMES))
+
+
+def _nearest(name: str) -> str:
+    """The keyword closest to ``name``, also when it is written in the JVM's camel case."""
+    snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+    return min(NAMES, key=lambda known: _edit_distance(snake, known))
+
+
+def _edit_distance(a: str, b: str) -> int:
+    previous = list(range(len(b) + 1))
+    for i, a_char in enumerate(a, 1):
+        current = [i]
+        for j, b_char in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1,
+                               previous[j - 1] + (a_char != b_char)))
+        previous = current
+    return previous[-1]
 
 
 def to_jvm(options: Mapping[str, Any], input_columns: Sequence[str]) -> Dict[str, str]:

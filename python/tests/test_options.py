@@ -88,8 +88,11 @@ def test_a_source_rank_column_that_collides_with_an_input_column_is_refused(
 def test_unknown_keywords_are_an_error_listing_the_options(spark: SparkSession) -> None:
     df = spark.range(0, 4, 1, 2)
     with pytest.raises(TypeError, match="allGatherOnNpu\\(\\) got an unknown option 'rankSize';"
-                                        " allowed: backend, rank_size, rank_root"):
+                                        " did you mean 'rank_size'\\? allowed: backend,"
+                                        " rank_size, rank_root"):
         df.allGatherOnNpu(rankSize=2)
+    with pytest.raises(TypeError, match="'bakend'; did you mean 'backend'\\?"):
+        df.allGatherOnNpu(bakend="host")
     with pytest.raises(TypeError, match="unexpected keyword argument 'rankSize'"):
         npugather.all_gather_on_npu(df, rankSize=2)
     with pytest.raises(TypeError, match="df = 3 \\(int\\) is invalid"):
@@ -116,6 +119,20 @@ def test_every_jvm_option_has_a_keyword_and_the_same_default(spark: SparkSession
     for name in ("backend", "rank_root", "timeout", "source_rank_column", "resource_name",
                  "retryable", "host_transport", "inject_failure"):
         assert f"Default ``{described[name]}``" in doc or f"Default {described[name]}" in doc, name
+
+
+def test_every_option_is_a_spark_setting_listed_with_the_same_default(
+        spark: SparkSession) -> None:
+    assert "io.npugather.spark.NpuGatherExtensions" in spark.conf.get("spark.sql.extensions")
+    listed = {row[0]: row[1] for row in spark.sql("SET -v").collect()}
+    for option in _options.OPTIONS:
+        key = "spark." + option.key
+        assert key in listed, f"{key} is not listed by SET -v"
+        if option.default.startswith("'"):
+            assert repr(listed[key]) == option.default.split(" (")[0], key
+        elif option.name in ("rank_root", "retryable"):
+            assert listed[key] == option.default.lower(), key
+    assert listed["spark.npugather.rankSize"] == "0"
 
 
 GOOD: Dict[str, Any] = dict(backend=" HCCL", rank_size=0, rank_root=0, comm_domain="d" * 96,
@@ -152,13 +169,17 @@ def test_python_and_the_jvm_agree_on_valid_and_invalid_values(spark: SparkSessio
 
 
 def test_a_bad_session_default_is_a_value_error_naming_the_conf_key(spark: SparkSession) -> None:
-    spark.conf.set("spark.npugather.timeout", "soon")
+    with pytest.raises(npugather.InvalidOptionError,
+                       match="spark.npugather.timeout = 'soon' is invalid; allowed: a duration"):
+        spark.conf.set("spark.npugather.timeout", "soon")
+    spark.conf.set("spark.npugather.timout", "60s")
     try:
         with pytest.raises(npugather.InvalidOptionError,
-                           match="npugather.timeout = 'soon' is invalid; allowed: a duration"):
+                           match="spark.npugather.timout is not a setting of NpuGather; did you"
+                                 " mean spark.npugather.timeout\\?"):
             spark.range(0, 4, 1, 2).allGatherOnNpu()
     finally:
-        spark.conf.unset("spark.npugather.timeout")
+        spark.conf.unset("spark.npugather.timout")
 
 
 def test_help_shows_every_keyword_with_its_default(spark: SparkSession) -> None:

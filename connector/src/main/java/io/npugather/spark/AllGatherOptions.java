@@ -14,9 +14,10 @@ import org.apache.spark.network.util.JavaUtils;
 /**
  * Options of {@code allGatherOnNpu}. Immutable; every {@code with...} returns a copy.
  *
- * <p>The same options as a map use the keys of {@link #KEYS} ({@code npugather.backend}, ...);
- * Spark conf entries {@code spark.npugather.*} set session-wide defaults ({@link
- * #fromConf(Map)}).
+ * <p>The same options as a map use the keys of {@link #KEYS} ({@code npugather.backend}, ...),
+ * with or without the {@code npugather.} prefix; Spark conf entries {@code spark.npugather.*}
+ * set session-wide defaults ({@link #fromConf(Map)}, {@link NpuGatherConf}). Errors name a key as
+ * it was written.
  */
 public final class AllGatherOptions implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -39,6 +40,8 @@ public final class AllGatherOptions implements Serializable {
 
   /** Prefix of the Spark conf entries that set defaults. */
   public static final String CONF_PREFIX = "spark.";
+  /** Prefix of the keys of {@link #KEYS}, which a map of options may leave out. */
+  public static final String KEY_PREFIX = "npugather.";
 
   private final String backend;
   private final int rankSize;
@@ -76,19 +79,31 @@ public final class AllGatherOptions implements Serializable {
         false, HostTransport.AUTO, "");
   }
 
-  /** Defaults overridden by {@code spark.npugather.*} entries of a Spark conf. */
+  /**
+   * Defaults overridden by the {@code spark.npugather.*} entries of a Spark conf.
+   *
+   * @throws IllegalArgumentException naming the entry as written: a {@code spark.npugather.*}
+   *     key that is no setting (with the nearest one), or a value that is not allowed
+   */
   public static AllGatherOptions fromConf(Map<String, String> conf) {
+    NpuGatherConf.requireKnownKeys(conf);
     Map<String, String> options = new LinkedHashMap<>();
     for (String key : KEYS) {
       String value = conf.get(CONF_PREFIX + key);
       if (value != null) {
-        options.put(key, value);
+        options.put(CONF_PREFIX + key, value);
       }
     }
     return defaults().with(options);
   }
 
-  /** A copy with the given {@code npugather.*} entries applied; unknown keys are an error. */
+  /**
+   * A copy with the given entries applied. Keys are those of {@link #KEYS}, with or without
+   * their {@code npugather.} prefix, or as Spark conf keys ({@code spark.npugather.backend}).
+   *
+   * @throws IllegalArgumentException naming the key as written: an unknown key (with the nearest
+   *     one), or a value that is not allowed
+   */
   public AllGatherOptions with(Map<String, String> options) {
     AllGatherOptions result = this;
     for (Map.Entry<String, String> entry : options.entrySet()) {
@@ -97,27 +112,56 @@ public final class AllGatherOptions implements Serializable {
     return result;
   }
 
-  private AllGatherOptions with(String key, String value) {
-    Objects.requireNonNull(value, key);
+  /**
+   * The key of {@link #KEYS} that {@code written} names ({@code backend}, {@code
+   * npugather.backend} or {@code spark.npugather.backend}), or null.
+   */
+  static String optionKey(String written) {
+    String key = written.startsWith(CONF_PREFIX + KEY_PREFIX)
+        ? written.substring(CONF_PREFIX.length())
+        : written.startsWith(KEY_PREFIX) ? written : KEY_PREFIX + written;
+    return KEYS.contains(key) ? key : null;
+  }
+
+  private AllGatherOptions with(String written, String value) {
+    Objects.requireNonNull(written, "option key");
+    String key = optionKey(written);
+    if (key == null) {
+      throw unknownKey(written);
+    }
+    Objects.requireNonNull(value, written);
     return switch (key) {
-      case BACKEND -> withBackend(value.trim().toLowerCase(Locale.ROOT));
-      case RANK_SIZE -> withRankSize(parseInt(key, value));
-      case RANK_ROOT -> withRankRoot(parseInt(key, value));
-      case COMM_DOMAIN -> withCommDomain(value);
-      case TIMEOUT -> withTimeout(parseDuration(key, value));
-      case SOURCE_RANK_COLUMN -> withSourceRankColumn(value);
-      case RESOURCE_NAME -> withResourceName(value);
-      case RETRYABLE -> withRetryable(parseBoolean(key, value));
-      case HOST_TRANSPORT -> withHostTransport(parseTransport(key, value));
-      case INJECT_FAILURE -> withInjectFailure(value);
-      default -> throw new IllegalArgumentException(
-          "option '" + key + "' is unknown; allowed: " + KEYS);
+      case BACKEND -> withBackend(value.trim().toLowerCase(Locale.ROOT), written);
+      case RANK_SIZE -> withRankSize(parseInt(written, value), written);
+      case RANK_ROOT -> withRankRoot(parseInt(written, value), written);
+      case COMM_DOMAIN -> withCommDomain(value, written);
+      case TIMEOUT -> withTimeout(parseDuration(written, value), written);
+      case SOURCE_RANK_COLUMN -> withSourceRankColumn(value, written);
+      case RESOURCE_NAME -> withResourceName(value, written);
+      case RETRYABLE -> withRetryable(parseBoolean(written, value));
+      case HOST_TRANSPORT -> withHostTransport(parseTransport(written, value));
+      case INJECT_FAILURE -> withInjectFailure(value, written);
+      default -> throw new IllegalStateException("no setter for " + key);
     };
   }
 
+  /** An unknown key, answered with the nearest known one in the form it was written in. */
+  private static IllegalArgumentException unknownKey(String written) {
+    String prefix = written.startsWith(CONF_PREFIX + KEY_PREFIX) ? CONF_PREFIX + KEY_PREFIX
+        : written.startsWith(KEY_PREFIX) ? KEY_PREFIX : "";
+    List<String> allowed = KEYS.stream()
+        .map(key -> prefix + key.substring(KEY_PREFIX.length())).toList();
+    return new IllegalArgumentException("option '" + written + "' is unknown; did you mean '"
+        + NpuGatherConf.nearest(written, allowed) + "'? allowed: " + String.join(", ", allowed));
+  }
+
   public AllGatherOptions withBackend(String backend) {
+    return withBackend(backend, BACKEND);
+  }
+
+  private AllGatherOptions withBackend(String backend, String key) {
     if (!AllGatherParam.BACKENDS.contains(backend)) {
-      throw invalid(BACKEND, backend, "one of " + AllGatherParam.BACKENDS);
+      throw invalid(key, backend, "one of " + AllGatherParam.BACKENDS);
     }
     return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
         sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
@@ -125,16 +169,24 @@ public final class AllGatherOptions implements Serializable {
 
   /** 0: one rank per partition of the input; otherwise the input is repartitioned first. */
   public AllGatherOptions withRankSize(int rankSize) {
+    return withRankSize(rankSize, RANK_SIZE);
+  }
+
+  private AllGatherOptions withRankSize(int rankSize, String key) {
     if (rankSize < 0) {
-      throw invalid(RANK_SIZE, rankSize, "0 (one rank per partition) or a positive count");
+      throw invalid(key, rankSize, "0 (one rank per partition) or a positive count");
     }
     return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
         sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
   }
 
   public AllGatherOptions withRankRoot(int rankRoot) {
+    return withRankRoot(rankRoot, RANK_ROOT);
+  }
+
+  private AllGatherOptions withRankRoot(int rankRoot, String key) {
     if (rankRoot < 0) {
-      throw invalid(RANK_ROOT, rankRoot, "0 <= rankRoot < rankSize");
+      throw invalid(key, rankRoot, "0 <= rankRoot < rankSize");
     }
     return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
         sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
@@ -142,9 +194,13 @@ public final class AllGatherOptions implements Serializable {
 
   /** "" (default): a fresh domain for every run, so concurrent jobs never collide. */
   public AllGatherOptions withCommDomain(String commDomain) {
-    Objects.requireNonNull(commDomain, COMM_DOMAIN);
+    return withCommDomain(commDomain, COMM_DOMAIN);
+  }
+
+  private AllGatherOptions withCommDomain(String commDomain, String key) {
+    Objects.requireNonNull(commDomain, key);
     if (commDomain.length() > AllGatherParam.MAX_COMM_DOMAIN_LENGTH - 32) {
-      throw invalid(COMM_DOMAIN, "of length " + commDomain.length(), "at most "
+      throw invalid(key, "of length " + commDomain.length(), "at most "
           + (AllGatherParam.MAX_COMM_DOMAIN_LENGTH - 32) + " characters (a run suffix is added)");
     }
     return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
@@ -153,17 +209,25 @@ public final class AllGatherOptions implements Serializable {
 
   /** Bounds every wait: the rendezvous, communicator set-up and the collective. */
   public AllGatherOptions withTimeout(Duration timeout) {
-    Objects.requireNonNull(timeout, TIMEOUT);
+    return withTimeout(timeout, TIMEOUT);
+  }
+
+  private AllGatherOptions withTimeout(Duration timeout, String key) {
+    Objects.requireNonNull(timeout, key);
     if (timeout.isZero() || timeout.isNegative()) {
-      throw invalid(TIMEOUT, timeout, "a positive duration");
+      throw invalid(key, timeout, "a positive duration");
     }
     return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
         sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
   }
 
   public AllGatherOptions withSourceRankColumn(String sourceRankColumn) {
+    return withSourceRankColumn(sourceRankColumn, SOURCE_RANK_COLUMN);
+  }
+
+  private AllGatherOptions withSourceRankColumn(String sourceRankColumn, String key) {
     if (sourceRankColumn == null || sourceRankColumn.isBlank()) {
-      throw invalid(SOURCE_RANK_COLUMN, "'" + sourceRankColumn + "'", "a non-blank column name");
+      throw invalid(key, "'" + sourceRankColumn + "'", "a non-blank column name");
     }
     return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
         sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
@@ -171,8 +235,12 @@ public final class AllGatherOptions implements Serializable {
 
   /** The Spark resource (e.g. {@code npu}) whose address is the rank's device id. */
   public AllGatherOptions withResourceName(String resourceName) {
+    return withResourceName(resourceName, RESOURCE_NAME);
+  }
+
+  private AllGatherOptions withResourceName(String resourceName, String key) {
     if (resourceName == null || resourceName.isBlank()) {
-      throw invalid(RESOURCE_NAME, "'" + resourceName + "'", "a Spark resource name");
+      throw invalid(key, "'" + resourceName + "'", "a Spark resource name");
     }
     return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
         sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
@@ -195,9 +263,13 @@ public final class AllGatherOptions implements Serializable {
 
   /** Testing aid, see {@link #INJECT_FAILURE}. */
   public AllGatherOptions withInjectFailure(String spec) {
-    Objects.requireNonNull(spec, INJECT_FAILURE);
+    return withInjectFailure(spec, INJECT_FAILURE);
+  }
+
+  private AllGatherOptions withInjectFailure(String spec, String key) {
+    Objects.requireNonNull(spec, key);
     if (!spec.isEmpty() && !spec.matches("\\d+(:\\d+)?")) {
-      throw invalid(INJECT_FAILURE, "'" + spec + "'", "\"\", \"RANK\" or \"RANK:ATTEMPT\"");
+      throw invalid(key, "'" + spec + "'", "\"\", \"RANK\" or \"RANK:ATTEMPT\"");
     }
     return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
         sourceRankColumn, resourceName, retryable, hostTransport, spec);
@@ -285,11 +357,30 @@ public final class AllGatherOptions implements Serializable {
     return new IllegalArgumentException(key + " = " + value + " is invalid; allowed: " + allowed);
   }
 
+  /**
+   * The backend and every option that differs from {@link #defaults()}: a run on the host backend
+   * shows no device words it does not use.
+   */
   @Override
   public String toString() {
-    return "AllGatherOptions{backend=" + backend + ", rankSize=" + rankSize + ", rankRoot="
-        + rankRoot + ", commDomain='" + commDomain + "', timeout=" + timeout
-        + ", sourceRankColumn=" + sourceRankColumn + ", resourceName=" + resourceName
-        + ", retryable=" + retryable + ", hostTransport=" + hostTransport + "}";
+    AllGatherOptions d = defaults();
+    StringBuilder text = new StringBuilder("AllGatherOptions{backend=").append(backend);
+    appendIfChanged(text, "rankSize", rankSize, d.rankSize);
+    appendIfChanged(text, "rankRoot", rankRoot, d.rankRoot);
+    appendIfChanged(text, "commDomain", "'" + commDomain + "'", "'" + d.commDomain + "'");
+    appendIfChanged(text, "timeout", timeout, d.timeout);
+    appendIfChanged(text, "sourceRankColumn", sourceRankColumn, d.sourceRankColumn);
+    appendIfChanged(text, "resourceName", resourceName, d.resourceName);
+    appendIfChanged(text, "retryable", retryable, d.retryable);
+    appendIfChanged(text, "hostTransport", hostTransport, d.hostTransport);
+    appendIfChanged(text, "injectFailure", injectFailure, d.injectFailure);
+    return text.append('}').toString();
+  }
+
+  private static void appendIfChanged(StringBuilder text, String name, Object value,
+      Object defaultValue) {
+    if (!value.equals(defaultValue)) {
+      text.append(", ").append(name).append('=').append(value);
+    }
   }
 }

@@ -1,5 +1,6 @@
 package io.npugather.spark;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -30,6 +31,19 @@ public final class ClusterCheck {
   private static final long POLL_MS = 100;
 
   private ClusterCheck() {}
+
+  /**
+   * Checks a value of {@link #EXECUTOR_WAIT_CONF}.
+   *
+   * @throws IllegalArgumentException naming the key, the value and what is allowed
+   */
+  static void checkExecutorWait(String value) {
+    Duration wait = AllGatherOptions.parseDuration(EXECUTOR_WAIT_CONF, value);
+    if (wait.isNegative()) {
+      throw AllGatherOptions.invalid(EXECUTOR_WAIT_CONF, "'" + value + "'",
+          "a duration >= 0 such as 10s or 500ms");
+    }
+  }
 
   /**
    * Throws {@link IllegalStateException} naming what is needed and what is available when the

@@ -1,35 +1,79 @@
 package io.npugather.spark;
 
 import java.io.Serializable;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 import org.apache.spark.SparkContext;
-import org.apache.spark.util.LongAccumulator;
+import org.apache.spark.sql.execution.metric.SQLMetric;
+import org.apache.spark.sql.execution.metric.SQLMetrics;
 
 /**
- * Per-run figures, summed over the ranks as Spark accumulators (visible in the Spark UI under
- * the stage, and to the caller through {@link NpuGather#lastMetrics}).
+ * Per-run figures as Spark SQL metrics, summed over the ranks: the gather's plan node shows them
+ * in the SQL tab of the Spark UI (timings with their min, median and max over the ranks), and
+ * {@link NpuGather#lastMetrics} gives them to the caller. Which transport the ranks used is a
+ * count of ranks per transport.
  */
 public final class GatherMetrics implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  private final LongAccumulator bytesSent;
-  private final LongAccumulator bytesReceived;
-  private final LongAccumulator rowsGathered;
-  private final LongAccumulator conversionNanos;
-  private final LongAccumulator rendezvousNanos;
-  private final LongAccumulator collectiveNanos;
-  private final LongAccumulator ownPartitionBytes;
-  private final LongAccumulator peakOffHeapBytes;
+  /** The transports a backend's communicators report ({@code Communicator.transport()}). */
+  static List<String> transports(String backend) {
+    return backend.equals("host") ? List.of("threads", "cma", "staging", "tcp") : List.of(backend);
+  }
+
+  private final Map<String, SQLMetric> metrics = new LinkedHashMap<>();
+  private final SQLMetric inputRows;
+  private final SQLMetric outputRows;
+  private final SQLMetric inputBytes;
+  private final SQLMetric outputBytes;
+  private final SQLMetric bytesSent;
+  private final SQLMetric bytesReceived;
+  private final SQLMetric ownPartitionBytes;
+  private final SQLMetric peakOffHeapBytes;
+  private final SQLMetric conversionNanos;
+  private final SQLMetric rendezvousNanos;
+  private final SQLMetric slowestRankWaitNanos;
+  private final SQLMetric collectiveNanos;
   private volatile String input = "";
 
-  GatherMetrics(SparkContext sc) {
-    bytesSent = sc.longAccumulator("npugather.bytesSent");
-    bytesReceived = sc.longAccumulator("npugather.bytesReceived");
-    rowsGathered = sc.longAccumulator("npugather.rowsGathered");
-    conversionNanos = sc.longAccumulator("npugather.conversionNanos");
-    rendezvousNanos = sc.longAccumulator("npugather.rendezvousNanos");
-    collectiveNanos = sc.longAccumulator("npugather.collectiveNanos");
-    ownPartitionBytes = sc.longAccumulator("npugather.ownPartitionBytes");
-    peakOffHeapBytes = sc.longAccumulator("npugather.peakOffHeapBytes");
+  GatherMetrics(SparkContext sc, String backend) {
+    inputRows = add("numInputRows", SQLMetrics.createMetric(sc, "number of input rows"));
+    outputRows = add("numOutputRows", SQLMetrics.createMetric(sc, "number of output rows"));
+    inputBytes = add("inputBytes", SQLMetrics.createSizeMetric(sc, "input size", -1L));
+    outputBytes = add("outputBytes", SQLMetrics.createSizeMetric(sc, "output size", -1L));
+    bytesSent = add("bytesSent", SQLMetrics.createSizeMetric(sc, "bytes sent", -1L));
+    bytesReceived = add("bytesReceived", SQLMetrics.createSizeMetric(sc, "bytes received", -1L));
+    ownPartitionBytes = add("ownPartitionBytes",
+        SQLMetrics.createSizeMetric(sc, "off-heap memory of the own partition", -1L));
+    peakOffHeapBytes = add("peakOffHeapBytes",
+        SQLMetrics.createSizeMetric(sc, "peak off-heap memory", -1L));
+    conversionNanos = add("conversionTime",
+        SQLMetrics.createNanoTimingMetric(sc, "time converting to Arrow", -1L));
+    rendezvousNanos = add("rendezvousTime",
+        SQLMetrics.createNanoTimingMetric(sc, "time in rendezvous", -1L));
+    slowestRankWaitNanos = add("slowestRankWait",
+        SQLMetrics.createNanoTimingMetric(sc, "wait for the slowest rank", -1L));
+    collectiveNanos = add("collectiveTime",
+        SQLMetrics.createNanoTimingMetric(sc, "time in collective", -1L));
+    for (String transport : transports(backend)) {
+      add(transportKey(transport), SQLMetrics.createMetric(sc, "ranks over " + transport));
+    }
+  }
+
+  private SQLMetric add(String key, SQLMetric metric) {
+    metrics.put(key, metric);
+    return metric;
+  }
+
+  private static String transportKey(String transport) {
+    return "ranksOver_" + transport;
+  }
+
+  /** Every metric by its key, in the order the plan node shows them. */
+  Map<String, SQLMetric> byKey() {
+    return Collections.unmodifiableMap(metrics);
   }
 
   void recordInput(String input) {
@@ -49,61 +93,118 @@ public final class GatherMetrics implements Serializable {
     peakOffHeapBytes.add(peakOffHeap);
   }
 
-  /** Off-heap bytes of the ranks' own Arrow partitions, summed over ranks. */
-  public long ownPartitionBytes() {
-    return ownPartitionBytes.value();
-  }
-
-  /** Peak off-heap bytes of each rank's task allocator, summed over ranks. */
-  public long peakOffHeapBytes() {
-    return peakOffHeapBytes.value();
-  }
-
   void addTask(long sent, long received, long rows, long conversion, long rendezvous,
       long collective) {
     bytesSent.add(sent);
     bytesReceived.add(received);
-    rowsGathered.add(rows);
+    outputRows.add(rows);
     conversionNanos.add(conversion);
     rendezvousNanos.add(rendezvous);
     collectiveNanos.add(collective);
   }
 
-  /** Bytes all ranks sent from their own partitions (each rank's block counts once per peer). */
-  public long bytesSent() {
-    return bytesSent.value();
+  /** One rank's input (its own partition) and output (every rank's partition), in Arrow bytes. */
+  void addRankData(long rowsIn, long bytesIn, long bytesOut) {
+    inputRows.add(rowsIn);
+    inputBytes.add(bytesIn);
+    outputBytes.add(bytesOut);
   }
 
-  /** Bytes all ranks received from their peers. */
-  public long bytesReceived() {
-    return bytesReceived.value();
+  /** One rank's wait for the slowest rank and the transport its communicator used. */
+  void addRankGroup(long slowestRankWait, String transport) {
+    slowestRankWaitNanos.add(slowestRankWait);
+    SQLMetric ranks = metrics.get(transportKey(transport));
+    if (ranks != null) {
+      ranks.add(1);
+    }
+  }
+
+  private static long valueOf(SQLMetric metric) {
+    return Math.max(0, metric.value()); // a size or timing metric nothing was added to is -1
+  }
+
+  /** Rows of the ranks' own partitions, summed over ranks: the rows of the input. */
+  public long inputRows() {
+    return valueOf(inputRows);
   }
 
   /** Rows in the output, summed over ranks. */
   public long rowsGathered() {
-    return rowsGathered.value();
+    return valueOf(outputRows);
+  }
+
+  /** Bytes of the ranks' own partitions in Arrow, summed over ranks. */
+  public long inputBytes() {
+    return valueOf(inputBytes);
+  }
+
+  /** Bytes of the ranks' gathered partitions in Arrow, summed over ranks. */
+  public long outputBytes() {
+    return valueOf(outputBytes);
+  }
+
+  /** Off-heap bytes of the ranks' own Arrow partitions, summed over ranks. */
+  public long ownPartitionBytes() {
+    return valueOf(ownPartitionBytes);
+  }
+
+  /** Peak off-heap bytes of each rank's task allocator, summed over ranks. */
+  public long peakOffHeapBytes() {
+    return valueOf(peakOffHeapBytes);
+  }
+
+  /** Bytes all ranks sent from their own partitions (each rank's block counts once per peer). */
+  public long bytesSent() {
+    return valueOf(bytesSent);
+  }
+
+  /** Bytes all ranks received from their peers. */
+  public long bytesReceived() {
+    return valueOf(bytesReceived);
   }
 
   /** Time converting rows to Arrow, summed over ranks. */
   public long conversionNanos() {
-    return conversionNanos.value();
+    return valueOf(conversionNanos);
   }
 
   /** Time in the rendezvous round, summed over ranks. */
   public long rendezvousNanos() {
-    return rendezvousNanos.value();
+    return valueOf(rendezvousNanos);
+  }
+
+  /** Time each rank waited in the rendezvous for the last rank to arrive, summed over ranks. */
+  public long slowestRankWaitNanos() {
+    return valueOf(slowestRankWaitNanos);
   }
 
   /** Time creating the communicator and moving the data, summed over ranks. */
   public long collectiveNanos() {
-    return collectiveNanos.value();
+    return valueOf(collectiveNanos);
+  }
+
+  /**
+   * The transports the ranks' communicators used, with the number of ranks on each ({@code
+   * "threads"}, {@code "cma"}, {@code "staging"}, {@code "tcp"} for backend host; the backend's
+   * name otherwise); empty before the ranks ran.
+   */
+  public Map<String, Long> transports() {
+    Map<String, Long> used = new LinkedHashMap<>();
+    metrics.forEach((key, metric) -> {
+      if (key.startsWith(transportKey("")) && valueOf(metric) > 0) {
+        used.put(key.substring(transportKey("").length()), valueOf(metric));
+      }
+    });
+    return used;
   }
 
   @Override
   public String toString() {
     return String.format("%ssent %d B, received %d B, %d rows; conversion %.1f ms, rendezvous %.1f"
-        + " ms, collective %.1f ms; own partitions %d B, peak off-heap %d B (summed over ranks)",
-        input.isEmpty() ? "" : input + " input; ", bytesSent(), bytesReceived(), rowsGathered(), conversionNanos() / 1e6,
-        rendezvousNanos() / 1e6, collectiveNanos() / 1e6, ownPartitionBytes(), peakOffHeapBytes());
+        + " ms (waiting for the slowest rank %.1f ms), collective %.1f ms over %s; own partitions"
+        + " %d B, peak off-heap %d B (summed over ranks)",
+        input.isEmpty() ? "" : input + " input; ", bytesSent(), bytesReceived(), rowsGathered(),
+        conversionNanos() / 1e6, rendezvousNanos() / 1e6, slowestRankWaitNanos() / 1e6,
+        collectiveNanos() / 1e6, transports(), ownPartitionBytes(), peakOffHeapBytes());
   }
 }

@@ -10,6 +10,7 @@ import io.npugather.spark.output.GatheredOutput;
 import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.io.Serializable;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import org.apache.arrow.memory.ArrowBuf;
@@ -139,10 +140,13 @@ public final class GatherTask implements Serializable {
 
       long rows = resources.gathered.totalRows();
       metrics.addTask(counts[rank] * (rankSize - 1), received, rows, t1 - t0, t2 - t1, t3 - t2);
+      metrics.addRankData(own.layout().rowCount(), counts[rank], Arrays.stream(counts).sum());
+      metrics.addRankGroup(group.exchangeNanos(), transport);
       // The batches handed out below are slices: no allocation after this point.
       metrics.addMemory(ownBytes, resources.allocator.getPeakMemoryAllocation());
-      LOG.info("{}: gathered {} rows over {} (device {}), {} bytes received, {} sent; conversion"
-          + " {} ms, rendezvous {} ms, collective {} ms", where, rows, transport, device, received,
+      LOG.info("{}: gathered {} rows over {}{}, {} bytes received, {} sent; conversion"
+          + " {} ms, rendezvous {} ms, collective {} ms", where, rows, transport,
+          device < 0 ? "" : " (device " + device + ")", received,
           counts[rank] * (rankSize - 1),
           (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000);
       return resources.handOver(rank);

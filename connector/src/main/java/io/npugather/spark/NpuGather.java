@@ -20,7 +20,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * by source rank and then by the original order within each source partition, after an {@code
  * int} column naming the source rank ({@code source_rank} unless configured). Works with {@code
  * df.transform(NpuGather::allGatherOnNpu)}; from Scala, {@code import
- * io.npugather.spark.implicits._} gives {@code df.allGatherOnNpu()}.
+ * io.npugather.spark.implicits._} gives {@code df.allGatherOnNpu()}, and on a {@code Dataset[T]}
+ * a {@code Dataset[T]}. With {@code spark.sql.extensions=io.npugather.spark.NpuGatherExtensions}
+ * every session plans the gather from its start; without it, the first call sets the session
+ * up.
  *
  * <p>{@code onRanks}: the tensor API inside barrier tasks, for model-parallel code. Every rank
  * turns its partition into a tensor, the ranks all-gather it with {@link

@@ -138,6 +138,7 @@ final class OnRanksTask<T> implements Serializable {
       group = RankGroup.meet(context, options, devices, ticket, new byte[0]);
       long t2 = System.nanoTime();
       Communicator communicator = group.connect(runDomain);
+      metrics.addRankGroup(group.exchangeNanos(), communicator.transport());
       if (options.failureInjectedFor(rank, context.stageAttemptNumber())) {
         throw new IllegalStateException(where + ": failure injected by "
             + AllGatherOptions.INJECT_FAILURE);

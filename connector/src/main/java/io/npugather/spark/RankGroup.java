@@ -42,15 +42,17 @@ final class RankGroup implements AutoCloseable {
   private final AllGatherOptions options;
   private final CommunicatorOptions commOptions;
   private final List<RankEntry> entries;
+  private final long exchangeNanos;
   private Communicator communicator;
   private Thread watchdog;
 
   private RankGroup(BarrierTaskContext context, AllGatherOptions options,
-      CommunicatorOptions commOptions, List<RankEntry> entries) {
+      CommunicatorOptions commOptions, List<RankEntry> entries, long exchangeNanos) {
     this.context = context;
     this.options = options;
     this.commOptions = commOptions;
     this.entries = entries;
+    this.exchangeNanos = exchangeNanos;
   }
 
   /**
@@ -77,9 +79,11 @@ final class RankGroup implements AutoCloseable {
       GatherMemory.ReceiveLimit limit = GatherMemory.receiveLimit();
       RankEntry mine = new RankEntry(hostName(), commOptions.deviceId(), limit.bytes(), limit.source(),
           rootInfo, payload);
+      long sent = System.nanoTime();
       List<byte[]> table = RendezvousClient.exchange(ticket, context.stageId(),
           context.stageAttemptNumber(), rank, mine.toBytes(), options.timeout(),
           context::isInterrupted);
+      long exchangeNanos = System.nanoTime() - sent;
       List<RankEntry> entries = new ArrayList<>(rankSize);
       for (int r = 0; r < rankSize; r++) {
         entries.add(RankEntry.fromBytes(rank, r, table.get(r)));
@@ -91,7 +95,8 @@ final class RankGroup implements AutoCloseable {
             context.stageAttemptNumber(), sharedDevice);
         throw new NpuGatherException(ResultCode.INVALID_USAGE, RankEntry.OPERATION, rank, sharedDevice);
       }
-      return new RankGroup(context, options, commOptions, Collections.unmodifiableList(entries));
+      return new RankGroup(context, options, commOptions, Collections.unmodifiableList(entries),
+          exchangeNanos);
     } catch (RuntimeException | Error e) {
       // The communicator will not be created: the root's listener must not stay parked.
       if (created != null) {
@@ -111,6 +116,14 @@ final class RankGroup implements AutoCloseable {
 
   int rankSize() {
     return entries.size();
+  }
+
+  /**
+   * Time from sending this rank's entry to receiving the table: the service answers when the
+   * last rank arrives, so this is how long the rank waited for the slowest one.
+   */
+  long exchangeNanos() {
+    return exchangeNanos;
   }
 
   /** Every rank's entry, indexed by rank. */

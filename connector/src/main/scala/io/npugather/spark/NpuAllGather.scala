@@ -2,14 +2,17 @@ package io.npugather.spark
 
 import java.util.UUID
 
+import scala.collection.immutable.ListMap
 import scala.jdk.CollectionConverters._
 
+import io.npugather.CommunicatorOptions.HostTransport
 import io.npugather.spark.arrow.read.{GatheredPartitions, GatheredRows}
 import io.npugather.spark.arrow.write.PartitionWriter
 import io.npugather.spark.output.{GatheredOutput, GatheredOutputs, GatheredRDD}
 import io.npugather.spark.rendezvous.{RendezvousService, RendezvousTicket}
 import org.apache.spark.{NarrowDependency, Partitioner, SparkContext}
 import org.apache.spark.internal.Logging
+import org.apache.spark.npugather.CallSites
 import org.apache.spark.rdd.{PartitionPruningRDD, RDD, ShuffledRDD, UnionRDD}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, UnsafeProjection}
@@ -20,6 +23,7 @@ import org.apache.spark.sql.execution.{ColumnarToRowExec, RowToColumnarTransitio
   SparkStrategy, UnaryExecNode, UnsafeRowSerializer, WholeStageCodegenExec}
 import org.apache.spark.sql.execution.adaptive.TableCacheQueryStageExec
 import org.apache.spark.sql.execution.columnar.{DefaultCachedBatchSerializer, InMemoryTableScanExec}
+import org.apache.spark.sql.execution.metric.SQLMetric
 import org.apache.spark.sql.vectorized.ColumnarBatch
 
 /**
@@ -77,6 +81,17 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
   override def vectorTypes: Option[Seq[String]] =
     Some(GatheredPartitions.columnClassNames(child.schema).toSeq)
 
+  /** Summed over the ranks of the run; timings with their spread over the ranks. */
+  @transient private lazy val gatherMetrics = new GatherMetrics(sparkContext, options.backend)
+
+  override lazy val metrics: Map[String, SQLMetric] = ListMap(gatherMetrics.byKey.asScala.toSeq: _*)
+
+  /**
+   * The figures add up over every run of the node's RDD, which later actions reuse (reading the
+   * kept output, or gathering again once it is released); Spark's UI shows each action's own.
+   */
+  override def resetMetrics(): Unit = children.foreach(_.resetMetrics())
+
   @transient private lazy val gathered: RDD[ColumnarBatch] = gather()
 
   override protected def doExecuteColumnar(): RDD[ColumnarBatch] = gathered
@@ -95,6 +110,15 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     }
   }
 
+  /** What runs, as Spark's UI names its stages: "allGatherOnNpu: 4 ranks, backend host". */
+  private def describe(rankSize: Int): String = {
+    val transport =
+      if (options.backend == "host" && options.hostTransport != HostTransport.AUTO) {
+        s" (${options.hostTransport.toString.toLowerCase(java.util.Locale.ROOT)})"
+      } else ""
+    s"allGatherOnNpu: $rankSize ranks, backend ${options.backend}$transport"
+  }
+
   private def gather(): RDD[ColumnarBatch] = {
     val sc = sparkContext
     val source = NpuAllGatherExec.columnarSource(child)
@@ -105,7 +129,7 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
         if (batches != null && !NpuAllGatherExec.breaksBarrierStage(batches)) {
           BatchInput(batches)
         } else {
-          val rows = NpuAllGatherExec.rowSource(child).execute()
+          val rows = NpuAllGatherExec.rowsOf(child).execute()
           RowInput(NpuAllGatherExec.barrierReady(rows, child.schema.length))
         }
     }
@@ -115,19 +139,23 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
       logInfo(s"allGatherOnNpu: the input has no partitions; the result is empty")
       return sc.emptyRDD[ColumnarBatch]
     }
-    val run = NpuAllGatherExec.prepareRun(sc, rankSize, options)
+    val run = NpuAllGatherExec.prepareRun(sc, rankSize, options, gatherMetrics)
     val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, options, run.devices,
       run.ticket, run.domain, run.metrics)
-    val ranks: RDD[(Int, GatheredOutput)] = input match {
-      case CachedInput(cached, columns) =>
-        cached.barrier().mapPartitions(it => NpuAllGatherExec.keyedByRank(task.runOnCachedBatches(it.asJava, columns)))
-      case BatchInput(batches) =>
-        batches.barrier().mapPartitions(it => NpuAllGatherExec.keyedByRank(task.runOnBatches(it.asJava)))
-      case RowInput(rows) =>
-        rows.barrier().mapPartitions(it => NpuAllGatherExec.keyedByRank(task.runOnRows(it.asJava)))
+    val releaseDelayMs = GatheredOutputs.releaseDelayMs(
+      conf.getConfString(GatheredOutputs.RELEASE_DELAY, GatheredOutputs.DEFAULT_RELEASE_DELAY))
+    // The barrier stage is named after its RDD's call site.
+    val gathered = CallSites.withShortForm(sc, describe(rankSize)) {
+      val ranks: RDD[(Int, GatheredOutput)] = input match {
+        case CachedInput(cached, columns) => cached.barrier().mapPartitions(it =>
+          NpuAllGatherExec.keyedByRank(task.runOnCachedBatches(it.asJava, columns)))
+        case BatchInput(batches) => batches.barrier().mapPartitions(it =>
+          NpuAllGatherExec.keyedByRank(task.runOnBatches(it.asJava)))
+        case RowInput(rows) => rows.barrier().mapPartitions(it =>
+          NpuAllGatherExec.keyedByRank(task.runOnRows(it.asJava)))
+      }
+      new GatheredRDD(ranks, rankSize, options.retryable, releaseDelayMs)
     }
-    val gathered = new GatheredRDD(ranks, rankSize, options.retryable, GatheredOutputs.releaseDelayMs(
-      conf.getConfString(GatheredOutputs.RELEASE_DELAY, GatheredOutputs.DEFAULT_RELEASE_DELAY)))
     // Any job may run the barrier stage again while the RDD lives (each stage attempt meets in
     // a round of its own).
     run.service.unregisterWhenUnreachable(run.ticket, gathered)
@@ -136,8 +164,16 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     gathered
   }
 
+  override def simpleString(maxFields: Int): String =
+    s"$nodeName $sourceRank, ${options.toString.stripPrefix("AllGatherOptions{").stripSuffix("}")}"
+
+  /**
+   * The gather reads its input in the form it is offered (rows, batches, cached bytes), so a
+   * transition Spark puts under it would not run: it is left out of the plan, and `explain()`
+   * shows what runs.
+   */
   override protected def withNewChildInternal(newChild: SparkPlan): NpuAllGatherExec =
-    copy(child = newChild)
+    copy(child = NpuAllGatherExec.columnarSource(newChild))
 }
 
 /** The input of a gather, by the form the child offers it in. */
@@ -177,7 +213,8 @@ object NpuAllGatherExec extends Logging {
    * barrier slots, no dynamic allocation, a device for every rank where the backend needs one)
    * and registers it with the driver's rendezvous service.
    */
-  def prepareRun(sc: SparkContext, rankSize: Int, options: AllGatherOptions): RunSetup = {
+  def prepareRun(sc: SparkContext, rankSize: Int, options: AllGatherOptions,
+      metrics: GatherMetrics): RunSetup = {
     if (options.rankRoot >= rankSize) {
       throw new IllegalArgumentException(s"${AllGatherOptions.RANK_ROOT} = ${options.rankRoot} " +
         s"is invalid; allowed: 0 <= rankRoot < rankSize ($rankSize)")
@@ -186,7 +223,6 @@ object NpuAllGatherExec extends Logging {
     val devices = ClusterCheck.requireDevices(sc, options, rankSize)
     val service = RendezvousService.getOrStart(sc)
     val ticket = service.register(rankSize, options.timeout)
-    val metrics = new GatherMetrics(sc)
     NpuGather.recordRun(metrics)
     val domain = (if (options.commDomain.isEmpty) "npg" else options.commDomain) + "-" +
       UUID.randomUUID().toString.substring(0, 8)
@@ -201,6 +237,12 @@ object NpuAllGatherExec extends Logging {
   def rowSource(plan: SparkPlan): SparkPlan = plan match {
     case r: RowToColumnarTransition => r.child
     case _ => plan
+  }
+
+  /** The row plan of `plan`: [[rowSource]], turned into rows if it offers batches only. */
+  def rowsOf(plan: SparkPlan): SparkPlan = rowSource(plan) match {
+    case p if p.supportsColumnar && !p.supportsRowBased => ColumnarToRowExec(p)
+    case p => p
   }
 
   /**

@@ -1,11 +1,16 @@
 package io.npugather.spark
 
-import org.apache.spark.sql.SparkSession
+import scala.jdk.CollectionConverters._
+
+import org.apache.spark.SparkContext
+import org.apache.spark.internal.Logging
+import org.apache.spark.npugather.NpuGatherSqlConf
+import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.catalyst.expressions.{Alias, Literal}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
 
 /** Builds the allGatherOnNpu logical plan and teaches the session to plan it. */
-object NpuGatherPlanning {
+object NpuGatherPlanning extends Logging {
 
   /**
    * The gather over `input`, which must already have one partition per rank. The source-rank
@@ -18,11 +23,30 @@ object NpuGatherPlanning {
     NpuAllGather(placeholder.toAttribute, options, Project(input.output :+ placeholder, input))
   }
 
-  /** Adds the planner strategy to the session once. */
+  /**
+   * What [[NpuGatherExtensions]] installs, for a session started without it: the planner
+   * strategy (unless the session has it) and the driver side.
+   */
   def install(session: SparkSession): Unit = session.synchronized {
-    val strategies = session.experimental.extraStrategies
-    if (!strategies.contains(NpuAllGatherStrategy)) {
-      session.experimental.extraStrategies = strategies :+ NpuAllGatherStrategy
+    installDriverSide(session.sparkContext)
+    if (!session.sessionState.planner.strategies.contains(NpuAllGatherStrategy)) {
+      session.experimental.extraStrategies =
+        session.experimental.extraStrategies :+ NpuAllGatherStrategy
+    }
+  }
+
+  /**
+   * The settings in Spark's SQL conf and the driver's record of the ranks' exceptions; warns
+   * about `spark.npugather.*` keys of the application's conf that are no setting (a gather
+   * refuses them).
+   */
+  def installDriverSide(sc: SparkContext): Unit = {
+    NpuGatherSqlConf.register()
+    TaskFailures.installOn(sc)
+    try {
+      NpuGatherConf.requireKnownKeys(sc.getConf.getAll.toMap.asJava)
+    } catch {
+      case e: IllegalArgumentException => logWarning(e.getMessage)
     }
   }
 }

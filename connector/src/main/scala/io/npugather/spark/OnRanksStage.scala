@@ -4,6 +4,7 @@ import scala.jdk.CollectionConverters._
 
 import io.npugather.DType
 import org.apache.spark.internal.Logging
+import org.apache.spark.npugather.CallSites
 import org.apache.spark.sql.Row
 import org.apache.spark.sql.classic.{Dataset => ClassicDataset}
 
@@ -27,15 +28,21 @@ private[spark] object OnRanksStage extends Logging {
       throw new IllegalArgumentException("onRanks: the input has no partitions; one rank per " +
         "partition needs at least one")
     }
-    val run = NpuAllGatherExec.prepareRun(sc, rankSize, options)
+    val run = NpuAllGatherExec.prepareRun(sc, rankSize, options,
+      new GatherMetrics(sc, options.backend))
     try {
       val task = new OnRanksTask(schema, wireDtype, fn, options, run.devices, run.ticket, run.domain,
         run.metrics)
-      val results = rows.barrier().mapPartitions(it => task.run(it.asJava).asScala)
+      val what = s"onRanks: $rankSize ranks, backend ${options.backend}"
+      val results = CallSites.withShortForm(sc, what) {
+        rows.barrier().mapPartitions(it => task.run(it.asJava).asScala)
+      }
       run.service.unregisterWhenJobEnds(run.ticket, results.id)
       logInfo(s"onRanks: $rankSize ranks, columns ${schema.fieldNames.mkString(", ")}, wire " +
         s"$wireDtype, $options")
-      val collected = results.collect()
+      val collected = CallSites.withShortForm(sc, what) {
+        CallSites.withJobDescription(sc, what)(results.collect())
+      }
       if (collected.length != rankSize) {
         throw new IllegalStateException(s"onRanks: ${collected.length} results from $rankSize " +
           "ranks")

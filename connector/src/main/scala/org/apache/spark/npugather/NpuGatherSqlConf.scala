@@ -1,0 +1,39 @@
+package org.apache.spark.npugather
+
+import scala.jdk.CollectionConverters._
+
+import io.npugather.spark.NpuGatherConf
+import org.apache.spark.internal.config.ConfigEntry
+import org.apache.spark.sql.internal.SQLConf
+
+/**
+ * The settings of [[NpuGatherConf]] as entries of Spark's SQL conf, built with Spark's own
+ * `ConfigBuilder` (kept inside Spark's packages): `SET -v` lists each with its default and doc,
+ * and Spark checks a value when it is set. Application-wide settings are static: a running
+ * session refuses to change them.
+ */
+object NpuGatherSqlConf {
+  private val Version = "0.1.0"
+
+  /** Registered once per class loader; a key another copy of the connector registered stays. */
+  private lazy val entries: Seq[ConfigEntry[_]] = NpuGatherConf.SETTINGS.asScala.toSeq.flatMap {
+    setting =>
+      val builder = setting.scope match {
+        case NpuGatherConf.Scope.SESSION => SQLConf.buildConf(setting.key)
+        case NpuGatherConf.Scope.APPLICATION => SQLConf.buildStaticConf(setting.key)
+      }
+      val typed = builder.doc(setting.doc).version(Version).stringConf.transform { value =>
+        setting.check.accept(value)
+        value
+      }
+      try {
+        Some(if (setting.defaultValue == null) typed.createOptional
+          else typed.createWithDefault(setting.defaultValue))
+      } catch {
+        case e: IllegalArgumentException if e.getMessage.contains("Duplicate") => None
+      }
+  }
+
+  /** Adds every setting to Spark's SQL conf, once. */
+  def register(): Unit = entries
+}

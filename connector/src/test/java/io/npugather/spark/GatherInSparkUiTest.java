@@ -1,0 +1,218 @@
+package io.npugather.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.core.LogEvent;
+import org.apache.logging.log4j.core.Logger;
+import org.apache.logging.log4j.core.appender.AbstractAppender;
+import org.apache.logging.log4j.core.config.Property;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerJobStart;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec;
+import org.apache.spark.sql.execution.metric.SQLMetric;
+import org.apache.spark.sql.functions;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import scala.jdk.javaapi.CollectionConverters;
+
+/** What Spark's UI and explain() show of a gather on the host backend, as a user sees it. */
+class GatherInSparkUiTest {
+  private static SparkSession spark;
+  private static final Names NAMES = new Names();
+
+  /** Stage names and job descriptions as the UI receives them. */
+  static final class Names extends SparkListener {
+    final List<String> stages = new ArrayList<>();
+    final List<String> jobs = new ArrayList<>();
+
+    @Override
+    public synchronized void onStageSubmitted(SparkListenerStageSubmitted submitted) {
+      stages.add(submitted.stageInfo().name());
+    }
+
+    @Override
+    public synchronized void onJobStart(SparkListenerJobStart start) {
+      Properties properties = start.properties();
+      jobs.add(properties == null ? null
+          : properties.getProperty("spark.job.description"));
+    }
+
+    synchronized void clear() {
+      stages.clear();
+      jobs.clear();
+    }
+  }
+
+  /** The connector's log lines. */
+  static final class LogLines extends AbstractAppender {
+    final List<String> lines = java.util.Collections.synchronizedList(new ArrayList<>());
+
+    LogLines() {
+      super("npugather-lines", null, null, true, Property.EMPTY_ARRAY);
+    }
+
+    @Override
+    public void append(LogEvent event) {
+      if (event.getLoggerName().startsWith("io.npugather")) {
+        lines.add(event.getMessage().getFormattedMessage());
+      }
+    }
+  }
+
+  @BeforeAll
+  static void startSpark() {
+    spark = SparkSession.builder().master("local[4]").appName("GatherInSparkUiTest")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate();
+    spark.sparkContext().addSparkListener(NAMES);
+  }
+
+  @AfterAll
+  static void stopSpark() {
+    spark.stop();
+  }
+
+  @AfterEach
+  void arrowReleased() {
+    NpuGatherTest.awaitArrowReleased();
+  }
+
+  private static Dataset<Row> input() {
+    return spark.range(0, 1000, 1, 4).toDF("id")
+        .withColumn("x", functions.col("id").multiply(0.5));
+  }
+
+  /** The gather node of an executed plan (after the action that ran it). */
+  static NpuAllGatherExec gatherNode(SparkPlan plan) {
+    if (plan instanceof AdaptiveSparkPlanExec adaptive) {
+      return gatherNode(adaptive.executedPlan());
+    }
+    if (plan instanceof NpuAllGatherExec gather) {
+      return gather;
+    }
+    for (SparkPlan child : CollectionConverters.asJava(plan.children())) {
+      NpuAllGatherExec found = gatherNode(child);
+      if (found != null) {
+        return found;
+      }
+    }
+    return null;
+  }
+
+  @Test
+  void thePlanNodeCarriesRowsBytesTimesAndTheTransportAsSqlMetrics() {
+    Dataset<Row> gathered = NpuGather.allGatherOnNpu(input());
+    assertEquals(4 * 1000, gathered.collectAsList().size());
+
+    NpuAllGatherExec node = gatherNode(gathered.queryExecution().executedPlan());
+    assertNotNull(node, gathered.queryExecution().executedPlan().treeString());
+    Map<String, SQLMetric> metrics = CollectionConverters.asJava(node.metrics());
+    assertEquals(1000, metrics.get("numInputRows").value());
+    assertEquals(4 * 1000, metrics.get("numOutputRows").value());
+    long inputBytes = metrics.get("inputBytes").value();
+    assertTrue(inputBytes >= 1000 * 16, "input size " + inputBytes);
+    assertEquals(4 * inputBytes, metrics.get("outputBytes").value());
+    assertEquals(3 * inputBytes, metrics.get("bytesSent").value());
+    for (String timing : List.of("conversionTime", "rendezvousTime", "slowestRankWait",
+        "collectiveTime")) {
+      assertTrue(metrics.get(timing).value() > 0, timing + " " + metrics.get(timing).value());
+      assertEquals("nsTiming", metrics.get(timing).metricType(), timing);
+    }
+    // Ranks of local[4] are threads of one JVM.
+    assertEquals(4, metrics.get("ranksOver_threads").value());
+    assertEquals("ranks over threads", metrics.get("ranksOver_threads").name().get());
+    assertEquals(Map.of("threads", 4L), NpuGather.lastMetrics().transports());
+  }
+
+  @Test
+  void theBarrierStageSaysWhatRunsWithNoDeviceWordsOnTheHostBackend() throws Exception {
+    NAMES.clear();
+    LogLines log = new LogLines();
+    log.start();
+    Logger root = (Logger) LogManager.getRootLogger();
+    root.addAppender(log);
+    try {
+      NpuGather.allGatherOnNpu(input(), Map.of("npugather.hostTransport", "staging")).count();
+    } finally {
+      root.removeAppender(log);
+    }
+    List<String> lines = List.copyOf(log.lines);
+    assertTrue(lines.stream().anyMatch(l -> l.contains("gathered 1000 rows over staging")),
+        lines.toString());
+    for (String line : lines) {
+      assertFalse(line.matches("(?is).*\\b(device|npu)\\b.*"), line);
+    }
+    spark.sparkContext().listenerBus().waitUntilEmpty();
+    List<String> stages;
+    synchronized (NAMES) {
+      stages = List.copyOf(NAMES.stages);
+    }
+    assertTrue(stages.contains("allGatherOnNpu: 4 ranks, backend host (staging)"),
+        stages.toString());
+
+    NAMES.clear();
+    List<Integer> ranks = NpuGather.onRanks(input(), List.of("x"), (rank, gathered) -> rank);
+    assertEquals(List.of(0, 1, 2, 3), ranks);
+    spark.sparkContext().listenerBus().waitUntilEmpty();
+    synchronized (NAMES) {
+      assertEquals(List.of("onRanks: 4 ranks, backend host"), NAMES.stages);
+      assertEquals(java.util.Arrays.asList("onRanks: 4 ranks, backend host"), NAMES.jobs);
+    }
+    assertEquals(null, spark.sparkContext().getLocalProperty("spark.job.description"));
+
+    assertEquals("AllGatherOptions{backend=host, hostTransport=STAGING}",
+        AllGatherOptions.defaults().withHostTransport(
+            io.npugather.CommunicatorOptions.HostTransport.STAGING).toString());
+    String options = AllGatherOptions.defaults().toString();
+    assertFalse(options.toLowerCase().contains("npu") || options.contains("device"), options);
+  }
+
+  private static String explain(Dataset<Row> df) {
+    return df.queryExecution().explainString(org.apache.spark.sql.execution.SimpleMode$.MODULE$);
+  }
+
+  @Test
+  void explainShowsTheGatherOverItsInputWithoutConversionsThatDoNotRun() {
+    Dataset<Row> gathered = NpuGather.allGatherOnNpu(input(), Map.of("timeout", "60s"));
+    String[] lines = explain(gathered).split("\n");
+    assertEquals("== Physical Plan ==", lines[0]);
+    assertTrue(lines[1].matches("NpuAllGather source_rank#\\d+, backend=host, timeout=PT1M"),
+        lines[1]);
+    assertTrue(lines[2].startsWith("+- *(1) Project [id#"), lines[2]);
+    assertFalse(String.join("\n", lines).contains("RowToColumnar"), String.join("\n", lines));
+    assertEquals(4 * 1000, gathered.collectAsList().size());
+    assertEquals("rows", NpuGather.lastMetrics().input());
+  }
+
+  @Test
+  void explainShowsAVectorizedScanUnderTheGatherWithoutColumnarToRow(@TempDir Path dir) {
+    String path = dir.resolve("input").toString();
+    input().write().parquet(path);
+    Dataset<Row> scan = spark.read().parquet(path);
+    int ranks = scan.rdd().getNumPartitions();
+    Dataset<Row> gathered = NpuGather.allGatherOnNpu(scan);
+    String plan = explain(gathered);
+    assertTrue(plan.contains("\n+- FileScan parquet"), plan);
+    assertFalse(plan.contains("ColumnarToRow") || plan.contains("RowToColumnar"), plan);
+    assertEquals(ranks * 1000, gathered.collectAsList().size());
+    assertEquals("columnar batches", NpuGather.lastMetrics().input());
+  }
+}

@@ -1,0 +1,80 @@
+package io.npugather.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import org.apache.spark.SparkConf;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.execution.SparkStrategy;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import scala.jdk.javaapi.CollectionConverters;
+
+/** The connector set up from spark-defaults.conf, as a Spark SQL extension. */
+class NpuGatherExtensionsTest {
+  private SparkSession spark;
+
+  @AfterEach
+  void stopSpark() {
+    if (spark != null) {
+      spark.stop();
+    }
+    NpuGatherTest.awaitArrowReleased();
+  }
+
+  /** A fresh session from the entries a spark-defaults.conf would hold. */
+  private static SparkSession fromDefaults(String... entries) {
+    SparkConf conf = new SparkConf(false).setMaster("local[2]")
+        .setAppName("NpuGatherExtensionsTest").set("spark.ui.enabled", "false");
+    for (String entry : entries) {
+      String[] keyValue = entry.split("=", 2);
+      conf.set(keyValue[0], keyValue[1]);
+    }
+    return SparkSession.builder().config(conf).getOrCreate();
+  }
+
+  private static List<SparkStrategy> planningStrategies(SparkSession session) {
+    var classic = (org.apache.spark.sql.classic.SparkSession) session;
+    return CollectionConverters.asJava(classic.sessionState().planner().strategies());
+  }
+
+  @Test
+  void theExtensionPlansTheGatherFromTheSessionsStartWithoutAFirstCall() {
+    spark = fromDefaults("spark.sql.extensions=io.npugather.spark.NpuGatherExtensions",
+        "spark.npugather.timeout=30s");
+    assertTrue(planningStrategies(spark).contains(NpuAllGatherStrategy$.MODULE$));
+    assertTrue(spark.sql("SET -v").collectAsList().stream()
+        .anyMatch(r -> r.getString(0).equals("spark.npugather.timeout")
+            && r.getString(1).equals("30s")));
+
+    List<Row> rows = NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF()).collectAsList();
+    assertEquals(20, rows.size());
+    // Planned by the extension's strategy: the first call added none of its own.
+    assertEquals(0, spark.experimental().extraStrategies().size());
+    assertEquals(1, planningStrategies(spark).stream()
+        .filter(s -> s == NpuAllGatherStrategy$.MODULE$).count());
+  }
+
+  @Test
+  void withoutTheExtensionTheFirstCallInstallsTheSameOnce() {
+    spark = fromDefaults();
+    assertTrue(!planningStrategies(spark).contains(NpuAllGatherStrategy$.MODULE$));
+    NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF()).collectAsList();
+    NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF()).collectAsList();
+    assertEquals(1, planningStrategies(spark).stream()
+        .filter(s -> s == NpuAllGatherStrategy$.MODULE$).count());
+  }
+
+  @Test
+  void aMisspelledKeyInTheDefaultsFailsTheGatherNamingTheNearestKey() {
+    spark = fromDefaults("spark.sql.extensions=io.npugather.spark.NpuGatherExtensions",
+        "spark.npugather.retriable=true");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF()));
+    assertTrue(e.getMessage().startsWith("spark.npugather.retriable is not a setting of NpuGather;"
+        + " did you mean spark.npugather.retryable?"), e.getMessage());
+  }
+}
