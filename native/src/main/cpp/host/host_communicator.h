@@ -10,6 +10,7 @@
 #include "../core/backend.h"
 #include "../core/communicator.h"
 #include "bootstrap.h"
+#include "hier_transport.h"
 #include "host_transport.h"
 #include "root_info.h"
 #include "shm_segment.h"
@@ -38,7 +39,8 @@ class HostCommunicator final : public Communicator {
                     const Deadline& deadline);
   void join_as_member(const CommConfig& config, const HostRootInfo& info, RankInfo self, const Deadline& deadline,
                       const Deadline& member_deadline);
-  void install(TransportKind kind, const RankTable& table, ShmSegment segment, std::unique_ptr<TcpRing> ring);
+  void install(TransportKind kind, const RankTable& table, ShmSegment segment, std::unique_ptr<TcpRing> ring,
+               HierTransport::Setup hier);
 
   int32_t rank_;
   int32_t size_;
