@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "npugather.h"
+#include "simulated_hosts.h"
 
 namespace {
 
@@ -278,12 +279,13 @@ constexpr int kMaxProcRanks = 8;
 struct ProcShared {
   std::atomic<int> info_ready;
   std::atomic<int> inited;
+  std::atomic<int> started;
   size_t info_size;
   uint8_t info[256];
   int root_pid;
   int rc[kMaxProcRanks];
   double elapsed_ms[kMaxProcRanks];
-  char transport[kMaxProcRanks][16];
+  char transport[kMaxProcRanks][32];
   char error[kMaxProcRanks][512];
 };
 
@@ -293,10 +295,14 @@ ProcShared* map_shared() {
   return new (p) ProcShared();
 }
 
+// Called first in a forked rank's child: places it (e.g. on a simulated host) and returns
+// the address the root binds to.
+using Placement = std::function<std::string(int)>;
+
 // Forks n ranks; the root child creates the root info and publishes it. body returns
 // the child's exit code (0 = pass).
 std::vector<pid_t> fork_ranks(int n, ProcShared* shared, const std::function<int(int, npg_comm_t)>& body,
-                              uint32_t flags, int64_t timeout_ms) {
+                              uint32_t flags, int64_t timeout_ms, const Placement& place = nullptr) {
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
@@ -304,9 +310,12 @@ std::vector<pid_t> fork_ranks(int n, ProcShared* shared, const std::function<int
     if (pid == 0) {
       int code = 90;
       try {
+        const std::string bind = place ? place(r) : "127.0.0.1";
         if (r == 0) {
           size_t size = 0;
-          if (npg_get_root_info("host", "127.0.0.1", shared->info, sizeof(shared->info), &size) != NPG_SUCCESS) _exit(91);
+          if (npg_get_root_info("host", bind.c_str(), shared->info, sizeof(shared->info), &size) != NPG_SUCCESS) {
+            _exit(91);
+          }
           shared->info_size = size;
           shared->root_pid = getpid();
           shared->info_ready.store(1);
@@ -875,6 +884,158 @@ void test_successful_runs_leave_no_shared_memory_behind() {
   CHECK(shm_entries(prefix).empty());
 }
 
+// ---------------------------------------------------------------- simulated hosts
+
+// True (after saying why) when this machine cannot simulate hosts: such tests then pass empty.
+bool simulated_hosts_unavailable() {
+  std::string reason = simulated::SimulatedHosts::unavailable_reason();
+  if (!reason.empty()) printf("  (skipped: %s)\n", reason.c_str());
+  return !reason.empty();
+}
+
+// Rank r runs on host r % hosts, so the ranks of one host are not consecutive.
+std::vector<pid_t> fork_on_hosts(const simulated::SimulatedHosts& net, int n, ProcShared* shared,
+                                 const std::function<int(int, npg_comm_t)>& body, uint32_t flags,
+                                 int64_t timeout_ms) {
+  return fork_ranks(n, shared, body, flags, timeout_ms, [&net](int r) {
+    net.enter(r % net.hosts());
+    return net.address(0);
+  });
+}
+
+// No control segment of any rank (each host's lowest rank creates one) is left behind.
+void expect_no_shm_of(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    if (!shm_entries("npugather." + std::to_string(pid) + ".").empty()) {
+      throw TestFailure("shared memory of pid " + std::to_string(pid) + " left in /dev/shm");
+    }
+  }
+}
+
+// n ranks on `hosts` simulated hosts run body; every rank must pass and report `transport`.
+void run_on_hosts(const simulated::SimulatedHosts& net, int n, uint32_t flags, const std::string& transport,
+                  const std::function<void(int, npg_comm_t)>& body) {
+  ProcShared* shared = map_shared();
+  auto pids = fork_on_hosts(net, n, shared, [&](int r, npg_comm_t comm) {
+    body(r, comm);
+    return 0;
+  }, flags, 20000);
+  auto codes = wait_ranks(pids, 120000);
+  std::string report = child_report(shared, codes);
+  std::vector<std::string> transports;
+  for (int r = 0; r < n; ++r) transports.push_back(shared->transport[r]);
+  munmap(shared, sizeof(ProcShared));
+  for (int c : codes) if (c != 0) throw TestFailure("children failed:" + report);
+  for (int r = 0; r < n; ++r) {
+    if (transports[r] != transport) {
+      throw TestFailure("rank " + std::to_string(r) + " ran '" + transports[r] + "', expected '" + transport + "'");
+    }
+  }
+  expect_no_shm_of(pids);
+}
+
+void test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically() {
+  if (simulated_hosts_unavailable()) return;
+  const std::string local = cma_allowed_by_kernel() ? "cma" : "staging";
+  for (int hosts : {2, 3}) {
+    simulated::SimulatedHosts net(hosts);
+    const int n = 2 * hosts;
+    // (1 MiB + 13) bytes are not a multiple of the ring's 1 MiB socket chunk; some blocks are empty.
+    const Layout ragged = ragged_layout(n, (1 << 20) + 13, 60 + n);
+    const Layout equal = equal_layout(n, 300001);
+    // The hierarchy is the default; NPG_FLAG_FORCE_TCP keeps the flat ring.
+    const std::vector<std::pair<uint32_t, std::string>> cases = {
+        {0u, "tcp-hier+" + local}, {NPG_FLAG_FORCE_STAGING, "tcp-hier+staging"}, {NPG_FLAG_FORCE_TCP, "tcp"}};
+    for (const auto& c : cases) {
+      run_on_hosts(net, n, c.first, c.second, [&](int r, npg_comm_t comm) {
+        for (int it = 0; it < 2; ++it) {
+          gather_and_verify(comm, r, n, ragged, NPG_INT8, it == 1, true, 700 + it);
+          gather_and_verify(comm, r, n, equal, NPG_FLOAT32, false, false, 710 + it);
+          // 12 segments: more than a control-segment slot carries inline.
+          gather_segments_and_verify(comm, r, n, ragged, 720 + it, 12);
+        }
+      });
+    }
+  }
+}
+
+void test_unequal_ranks_per_simulated_host_keep_the_flat_ring() {
+  if (simulated_hosts_unavailable()) return;
+  simulated::SimulatedHosts net(2);
+  const int n = 3;  // ranks 0 and 2 on host 0, rank 1 on host 1
+  const Layout l = ragged_layout(n, 200000, 81);
+  run_on_hosts(net, n, 0, "tcp", [&](int r, npg_comm_t comm) {
+    gather_and_verify(comm, r, n, l, NPG_UINT8, false, true, 800);
+  });
+}
+
+void test_mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_rank() {
+  if (simulated_hosts_unavailable()) return;
+  simulated::SimulatedHosts net(2);
+  const int n = 4;
+  const std::string local = cma_allowed_by_kernel() ? "cma" : "staging";
+  // Rank 1 shares no host with rank 0 (its ring finds it), rank 2 shares one (its host finds it).
+  for (int doubter : {1, 2}) {
+    run_on_hosts(net, n, 0, "tcp-hier+" + local, [&](int r, npg_comm_t comm) {
+      Layout l = equal_layout(n, 1000);
+      if (r == doubter) l.counts[0] = 900;
+      std::vector<uint8_t> send(l.counts[r] * 4), recv(l.recv_elems * 4);
+      npg_result_t rc = npg_all_gather_v(comm, send.data(), l.counts[r], recv.data(), l.counts.data(),
+                                         l.displs.data(), NPG_FLOAT32);
+      CHECK_RC(rc, NPG_INVALID_USAGE);
+      CHECK(contains(npg_last_error(), "ranks disagree on receive counts"));
+      // The verdict is shared, so the communicator stays usable.
+      gather_and_verify(comm, r, n, equal_layout(n, 5000), NPG_FLOAT32, false, false, 3);
+    });
+  }
+}
+
+// A rank killed while its hosts' ranks are inside large gathers: every survivor fails (the
+// ranks of its ring and of its host directly, the others through their host's segment)
+// well within the deadline, and no shared memory is left behind.
+void test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor() {
+  if (simulated_hosts_unavailable()) return;
+  const int64_t timeout = 5000;
+  for (int hosts : {2, 3}) {
+    simulated::SimulatedHosts net(hosts);
+    const int n = 2 * hosts;
+    const int victim = n - 1;
+    ProcShared* shared = map_shared();
+    auto pids = fork_on_hosts(net, n, shared, [&](int r, npg_comm_t comm) {
+      std::vector<uint8_t> send(4 << 20, static_cast<uint8_t>(r)), recv(send.size() * n);
+      shared->started.fetch_add(1);
+      for (int i = 0; i < 1000; ++i) {
+        auto t0 = Clock::now();
+        npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
+        if (rc == NPG_SUCCESS) continue;
+        shared->elapsed_ms[r] = ms_since(t0);
+        shared->rc[r] = rc;
+        snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+        return (rc == NPG_REMOTE_ERROR || rc == NPG_TIMEOUT) && shared->elapsed_ms[r] < 2 * timeout ? 0 : 1;
+      }
+      return 2;  // never failed: the kill came too late
+    }, 0, timeout);
+    auto t0 = Clock::now();
+    while (shared->started.load() < n && ms_since(t0) < 30000) usleep(1000);
+    usleep(300 * 1000);
+    kill(pids[victim], SIGKILL);
+    auto codes = wait_ranks(pids, 60000);
+    std::string report = child_report(shared, codes);
+    bool named = false;
+    for (int r = 0; r < victim; ++r) named = named || contains(shared->error[r], "rank " + std::to_string(victim));
+    std::string transport = shared->transport[0];
+    munmap(shared, sizeof(ProcShared));
+    CHECK(transport.rfind("tcp-hier+", 0) == 0);
+    for (int r = 0; r < victim; ++r) {
+      if (codes[r] != 0) throw TestFailure("unexpected outcome:" + report);
+    }
+    if (codes[victim] != -SIGKILL) throw TestFailure("the victim was not killed:" + report);
+    if (!named) throw TestFailure("no survivor names rank " + std::to_string(victim) + ":" + report);
+    printf("  %d hosts:%s\n", hosts, report.c_str());
+    expect_no_shm_of(pids);
+  }
+}
+
 struct TestCase {
   const char* name;
   void (*fn)();
@@ -907,6 +1068,13 @@ const TestCase kTests[] = {
      test_abort_from_another_thread_ends_a_blocked_gather_promptly},
     {"inconsistent_rank_size_fails_init_on_every_rank", test_inconsistent_rank_size_fails_init_on_every_rank},
     {"argument_errors_name_the_argument", test_argument_errors_name_the_argument},
+    {"ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically",
+     test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically},
+    {"unequal_ranks_per_simulated_host_keep_the_flat_ring", test_unequal_ranks_per_simulated_host_keep_the_flat_ring},
+    {"mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_rank",
+     test_mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_rank},
+    {"rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor",
+     test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor},
     {"successful_runs_leave_no_shared_memory_behind", test_successful_runs_leave_no_shared_memory_behind},
 };
 
