@@ -582,15 +582,23 @@ void test_processes_forced_staging_gather_every_byte() {
   CHECK(transport == "staging");
 }
 
-// Rank `doubter` believes rank 0 sends fewer elements than it does.
-void expect_mismatch_on_every_rank(uint32_t flags, const char* transport, int n, int doubter) {
+// Rank `doubter` believes rank 0 sends `doubted` elements instead of 1000.
+void expect_mismatch_on_every_rank(uint32_t flags, const char* transport, int n, int doubter,
+                                   uint64_t doubted = 900) {
   auto info = make_root_info();
   std::vector<std::string> verdicts(n);
   run_ranks(n, [&](int rank) {
     npg_comm_t comm = init_rank(rank, n, info, flags);
     CHECK(std::string(npg_comm_transport(comm)) == transport);
     Layout l = equal_layout(n, 1000);
-    if (rank == doubter) l.counts[0] = 900;
+    if (rank == doubter) {
+      l.counts[0] = doubted;
+      l.recv_elems = 0;
+      for (int r = 0; r < n; ++r) {
+        l.displs[r] = l.recv_elems;
+        l.recv_elems += l.counts[r];
+      }
+    }
     std::vector<uint8_t> send(l.counts[rank] * 4), recv(l.recv_elems * 4);
     npg_result_t rc = npg_all_gather_v(comm, send.data(), l.counts[rank], recv.data(), l.counts.data(),
                                        l.displs.data(), NPG_FLOAT32);
@@ -613,6 +621,36 @@ void test_mismatched_counts_give_invalid_usage_on_every_rank() {
   // The ring drops a block whose size its receiver disputes and still forwards its header:
   // the doubter last in the chain, in the middle, and next to the sender.
   for (int doubter : {3, 2, 1}) expect_mismatch_on_every_rank(NPG_FLAG_FORCE_TCP, "tcp", 4, doubter);
+}
+
+void test_forced_log_n_gathers_every_byte_for_2_to_9_ranks() {
+  const uint32_t flags = NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N;
+  for (int n : {2, 3, 4, 5, 7, 8, 9}) {
+    run_threads_case(n, flags, ragged_layout(n, 70000, 31 + n), NPG_INT8, false, true, "tcp-log-n");
+    run_threads_case(n, flags, equal_layout(n, 1001), NPG_FLOAT32, n % 2 == 0, false, "tcp-log-n");
+  }
+  // Larger than a socket chunk per block, and sends from segments.
+  run_threads_case(5, flags, ragged_layout(5, (1 << 20) + 13, 37), NPG_INT8, true, true, "tcp-log-n", 1);
+  run_threads_segments_case(6, flags, "tcp-log-n");
+}
+
+// From 4 ranks the default flat TCP transport runs log-N for small outputs and the ring,
+// after the log-N header steps, for large ones: both deliver every byte.
+void test_flat_tcp_picks_log_n_or_ring_by_size_and_delivers_every_byte() {
+  for (int n : {4, 8}) {
+    run_threads_case(n, NPG_FLAG_FORCE_TCP, equal_layout(n, 1000), NPG_UINT8, false, false, "tcp");
+    run_threads_case(n, NPG_FLAG_FORCE_TCP, ragged_layout(n, 400000, 50 + n), NPG_UINT8, false, true, "tcp", 1);
+    run_threads_case(n, NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_RING, equal_layout(n, 1000), NPG_UINT8, false, false,
+                     "tcp", 1);
+  }
+  run_threads_segments_case(8, NPG_FLAG_FORCE_TCP, "tcp");
+}
+
+void test_log_n_mismatched_counts_give_invalid_usage_on_every_rank() {
+  const uint32_t flags = NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N;
+  for (int doubter : {4, 2, 1}) expect_mismatch_on_every_rank(flags, "tcp-log-n", 5, doubter);
+  // The doubter's output is large (the ring's) while the others' is small (log-N's).
+  expect_mismatch_on_every_rank(NPG_FLAG_FORCE_TCP, "tcp", 4, 3, 400000);
 }
 
 void test_rank_that_never_calls_gather_makes_others_time_out() {
@@ -693,6 +731,7 @@ void expect_killed_rank_fails_survivors(uint32_t flags) {
 void test_killed_process_rank_fails_survivors_promptly_and_leaves_no_shm() {
   expect_killed_rank_fails_survivors(0);
   expect_killed_rank_fails_survivors(NPG_FLAG_FORCE_TCP);
+  expect_killed_rank_fails_survivors(NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N);
 }
 
 void test_default_bind_address_reaches_the_root() {
@@ -1057,6 +1096,11 @@ const TestCase kTests[] = {
      test_segmented_sends_deliver_every_block_and_leave_own_region_untouched},
     {"processes_forced_staging_gather_every_byte", test_processes_forced_staging_gather_every_byte},
     {"mismatched_counts_give_invalid_usage_on_every_rank", test_mismatched_counts_give_invalid_usage_on_every_rank},
+    {"forced_log_n_gathers_every_byte_for_2_to_9_ranks", test_forced_log_n_gathers_every_byte_for_2_to_9_ranks},
+    {"flat_tcp_picks_log_n_or_ring_by_size_and_delivers_every_byte",
+     test_flat_tcp_picks_log_n_or_ring_by_size_and_delivers_every_byte},
+    {"log_n_mismatched_counts_give_invalid_usage_on_every_rank",
+     test_log_n_mismatched_counts_give_invalid_usage_on_every_rank},
     {"rank_that_never_calls_gather_makes_others_time_out", test_rank_that_never_calls_gather_makes_others_time_out},
     {"rank_that_never_joins_makes_init_time_out", test_rank_that_never_joins_makes_init_time_out},
     {"killed_process_rank_fails_survivors_promptly_and_leaves_no_shm",

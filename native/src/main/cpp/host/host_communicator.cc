@@ -131,7 +131,7 @@ void HostCommunicator::join(const CommConfig& config, const HostRootInfo& info) 
 }
 
 void HostCommunicator::install(TransportKind kind, const RankTable& table, ShmSegment segment,
-                               std::unique_ptr<TcpRing> ring, HierTransport::Setup hier) {
+                               std::unique_ptr<FlatTcp> ring, HierTransport::Setup hier) {
   if (kind == TransportKind::kHier || kind == TransportKind::kHierStaging) {
     transport_.reset(new HierTransport(std::move(hier), table, rank_, kind, abort_));
   } else if (kind == TransportKind::kTcp) {
@@ -169,10 +169,9 @@ void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo
     }
     boot.send_table(table, deadline);
     bool cma_ok = table.transport == TransportKind::kProcesses && probe_peers(table, rank_);
-    std::unique_ptr<TcpRing> ring;
+    std::unique_ptr<FlatTcp> ring;
     if (table.transport == TransportKind::kTcp) {
-      ring = TcpRing::connect(rank_, size_, ring_listener.get(), table.ranks[(rank_ + 1) % size_].ring, info,
-                              deadline, -1, abort_);
+      ring = FlatTcp::connect(rank_, size_, config.flags, ring_listener.get(), table, info, deadline, -1, abort_);
     }
     HierTransport::Setup hier;
     if (table.transport == TransportKind::kHier) {
@@ -214,7 +213,7 @@ void HostCommunicator::join_as_member(const CommConfig& config, const HostRootIn
   }
   SetupReport report;
   ShmSegment segment;
-  std::unique_ptr<TcpRing> ring;
+  std::unique_ptr<FlatTcp> ring;
   HierTransport::Setup hier;
   bool interrupted = false;
   try {
@@ -227,8 +226,8 @@ void HostCommunicator::join_as_member(const CommConfig& config, const HostRootIn
     report.cma_ok = table.transport == TransportKind::kProcesses && probe_peers(table, rank_);
     if (table.transport == TransportKind::kTcp) {
       // The root's connection doubles as a cancel signal: it only speaks on failure here.
-      ring = TcpRing::connect(rank_, size_, ring_listener.get(), table.ranks[(rank_ + 1) % size_].ring, info,
-                              deadline, boot.root_fd(), abort_);
+      ring = FlatTcp::connect(rank_, size_, config.flags, ring_listener.get(), table, info, deadline,
+                              boot.root_fd(), abort_);
       interrupted = ring == nullptr;
     }
     if (table.transport == TransportKind::kHier) {

@@ -14,6 +14,7 @@
 #include "host_transport.h"
 #include "root_info.h"
 #include "shm_segment.h"
+#include "tcp_log_n.h"
 #include "tcp_ring.h"
 
 namespace npg {
@@ -39,7 +40,7 @@ class HostCommunicator final : public Communicator {
                     const Deadline& deadline);
   void join_as_member(const CommConfig& config, const HostRootInfo& info, RankInfo self, const Deadline& deadline,
                       const Deadline& member_deadline);
-  void install(TransportKind kind, const RankTable& table, ShmSegment segment, std::unique_ptr<TcpRing> ring,
+  void install(TransportKind kind, const RankTable& table, ShmSegment segment, std::unique_ptr<FlatTcp> ring,
                HierTransport::Setup hier);
 
   int32_t rank_;

@@ -50,6 +50,8 @@ typedef enum { NPG_COMM_MULTI_PROCESS = 0, NPG_COMM_MULTI_THREAD = 1 } npg_comm_
                                        hosts instead of the hierarchical "tcp-hier" */
 #define NPG_FLAG_FORCE_STAGING 0x2u /* shared memory (one host, or within each host of "tcp-hier"): copy
                                        through a staging area, no cross-memory attach */
+#define NPG_FLAG_FORCE_RING 0x4u    /* flat TCP: the ring at every size, never the log-N algorithm */
+#define NPG_FLAG_FORCE_LOG_N 0x8u   /* flat TCP: the log-N (Bruck) algorithm at every size ("tcp-log-n") */
 
 /* Most ranks one communicator may have, checked before anything is sized by rank_size. */
 #define NPG_MAX_RANK_SIZE 65536
