@@ -59,6 +59,7 @@ struct Options {
   int warmup = 5;
   std::string transport = "auto";
   std::vector<uint32_t> flags = {0};  // one communicator per --transport entry, run in turn
+  std::vector<std::string> flag_names = {"auto"};
   int hosts = 0;                      // --hosts: simulated hosts, rank r on host r % hosts
   int64_t timeout_ms = 60000;
   bool csv = false;
@@ -100,10 +101,12 @@ void usage(FILE* out) {
                "                            K, M or G suffix (powers of 1024)\n"
                "  --iters N                 timed iterations per size (default 20)\n"
                "  --warmup N                untimed iterations per size (default 5)\n"
-               "  --transport LIST          auto, tcp (flat ring) or staging, or several comma-\n"
-               "                            separated (e.g. tcp,auto): one communicator each,\n"
-               "                            run in turn at every size, a column names each row's\n"
-               "                            (default auto)\n"
+               "  --transport LIST          auto, tcp (flat TCP: log-N up to 256 KiB of output\n"
+               "                            from 4 ranks on, else the ring), ring (TCP ring at\n"
+               "                            every size), log-n (TCP Bruck at every size) or\n"
+               "                            staging; or several comma-separated (e.g. tcp,auto):\n"
+               "                            one communicator each, run in turn at every size,\n"
+               "                            a column names each row's (default auto)\n"
                "  --hosts H                 simulate H hosts (network namespaces; root and `ip`\n"
                "                            needed): rank r runs on host r %% H; processes only\n"
                "  --bind none|cores         cores: rank r runs on the r-th allowed CPU (modulo),\n"
@@ -257,6 +260,7 @@ Options parse_options(int argc, char** argv) {
       o.warmup = static_cast<int>(n);
     } else if (name == "--transport") {
       o.flags.clear();
+      o.flag_names.clear();
       size_t at = 0;
       for (;;) {
         const size_t comma = value.find(',', at);
@@ -267,9 +271,14 @@ Options parse_options(int argc, char** argv) {
           o.flags.push_back(NPG_FLAG_FORCE_TCP);
         } else if (item == "staging") {
           o.flags.push_back(NPG_FLAG_FORCE_STAGING);
+        } else if (item == "ring") {
+          o.flags.push_back(NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_RING);
+        } else if (item == "log-n") {
+          o.flags.push_back(NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N);
         } else {
-          bad_option(name, value, "auto, tcp or staging, or several of them comma-separated");
+          bad_option(name, value, "auto, tcp, staging, ring or log-n, or several of them comma-separated");
         }
+        o.flag_names.push_back(item);
         if (comma == std::string::npos) break;
         at = comma + 1;
       }
@@ -602,7 +611,10 @@ int run_rank(const Options& o, int rank, const RootInfos& infos, PeerAbort* peer
         for (int i = 0; i < o.iters; ++i) slowest[i] = std::max(slowest[i], row[i] / 1e3);
         wrong_total += static_cast<uint64_t>(row[o.iters]);
       }
-      if (rank == 0) print_row(o, bytes, count, median(slowest), wrong_total, npg_comm_transport(comm));
+      if (rank == 0) {
+        const std::string label = o.flag_names[c] + ":" + npg_comm_transport(comm);
+        print_row(o, bytes, count, median(slowest), wrong_total, label.c_str());
+      }
       any_wrong = any_wrong || wrong_total != 0;
     }
     if (bytes > o.max_bytes / 2) break;  // next doubling would pass max (or overflow)

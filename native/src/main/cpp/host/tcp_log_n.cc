@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 
@@ -19,6 +20,7 @@ constexpr uint32_t kHeaderMagic = 0x3142504eu;  // "NPB1"
 constexpr size_t kFollowingOffset = 32;
 constexpr size_t kLinkAuthBytes = 8;  // the connecting rank, the link (0 ring, 1 + step)
 constexpr uint64_t kIoChunkBytes = 1ull << 20;
+constexpr int kSendIovecs = 64;
 
 std::string rank_name(int32_t r) { return "rank " + std::to_string(r); }
 
@@ -275,17 +277,33 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
       continue;
     }
     if (to_i >= 0 && fds[to_i].revents != 0) {
-      while (si < send.size()) {
-        if (so == send[si].len) {
-          ++si;
-          so = 0;
-          continue;
+      while (sent < send_total) {
+        // One sendmsg for many pieces: small blocks and their headers leave in one segment,
+        // so the receiver wakes once per step, not once per piece.
+        iovec iov[kSendIovecs];
+        int pieces = 0;
+        uint64_t want = 0;
+        for (size_t i = si, skip = so; i < send.size() && pieces < kSendIovecs && want < kIoChunkBytes; ++i, skip = 0) {
+          const uint64_t take = std::min(send[i].len - skip, kIoChunkBytes - want);
+          if (take == 0) continue;
+          iov[pieces++] = {const_cast<uint8_t*>(send[i].data) + skip, take};
+          want += take;
         }
-        const uint64_t want = std::min(send[si].len - so, kIoChunkBytes);
-        ssize_t k = ::send(to, send[si].data + so, want, MSG_NOSIGNAL);
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = static_cast<size_t>(pieces);
+        ssize_t k = sendmsg(to, &msg, MSG_NOSIGNAL);
         if (k > 0) {
-          so += static_cast<uint64_t>(k);
           sent += static_cast<uint64_t>(k);
+          for (uint64_t advance = static_cast<uint64_t>(k); advance > 0;) {
+            const uint64_t step_bytes = std::min(advance, send[si].len - so);
+            so += step_bytes;
+            advance -= step_bytes;
+            if (so == send[si].len) {
+              ++si;
+              so = 0;
+            }
+          }
           continue;
         }
         int err = k < 0 ? errno : socket_error(to);

@@ -67,7 +67,7 @@ class FlatTcp final : public HostTransport {
   static constexpr int32_t kMinLogNRanks = 4;
   // kAuto runs log-N while the whole output is at most this many bytes (measured crossover
   // on loopback at 8 ranks, docs/performance.md).
-  static constexpr uint64_t kLogNMaxBytes = 512ull << 10;
+  static constexpr uint64_t kLogNMaxBytes = 256ull << 10;
 
   static TcpAlgorithm algorithm(uint32_t flags);
   // Connects the ring (and the log-N links when wanted) with challenge-response handshakes;
