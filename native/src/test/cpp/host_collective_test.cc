@@ -998,6 +998,64 @@ void test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically() {
   }
 }
 
+// Each host is one process with its 2 ranks as threads (ranks h and h+2 on host h).
+void test_rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically() {
+  if (simulated_hosts_unavailable()) return;
+  simulated::SimulatedHosts net(2);
+  const int n = 4;
+  const Layout ragged = ragged_layout(n, (1 << 20) + 13, 91);
+  for (const auto& c : std::vector<std::pair<uint32_t, std::string>>{{0u, "tcp-hier+threads"},
+                                                                      {NPG_FLAG_FORCE_STAGING, "tcp-hier+staging"}}) {
+    ProcShared* shared = map_shared();
+    std::vector<pid_t> pids;
+    for (int h = 0; h < 2; ++h) {
+      pid_t pid = fork();
+      if (pid < 0) throw TestFailure("fork failed");
+      if (pid == 0) {
+        int code = 0;
+        try {
+          net.enter(h);
+          if (h == 0) {
+            size_t size = 0;
+            CHECK_OK(npg_get_root_info("host", net.address(0).c_str(), shared->info, sizeof(shared->info), &size));
+            shared->info_size = size;
+            shared->info_ready.store(1);
+          }
+          auto t0 = Clock::now();
+          while (shared->info_ready.load() == 0 && ms_since(t0) < 10000) usleep(1000);
+          CHECK(shared->info_ready.load() == 1);
+          const std::vector<uint8_t> info(shared->info, shared->info + shared->info_size);
+          run_ranks(2, [&](int i) {
+            const int r = h + 2 * i;
+            npg_comm_t comm = init_rank(r, n, info, c.first);
+            snprintf(shared->transport[r], sizeof(shared->transport[r]), "%s", npg_comm_transport(comm));
+            for (int it = 0; it < 2; ++it) {
+              gather_and_verify(comm, r, n, ragged, NPG_INT8, it == 1, true, 900 + it);
+              gather_segments_and_verify(comm, r, n, ragged, 910 + it, 12);
+            }
+            CHECK_OK(npg_comm_destroy(comm));
+          });
+        } catch (const std::exception& e) {
+          snprintf(shared->error[h], sizeof(shared->error[h]), "%s", e.what());
+          code = 1;
+        }
+        _exit(code);
+      }
+      pids.push_back(pid);
+    }
+    auto codes = wait_ranks(pids, 120000);
+    std::string report = child_report(shared, codes);
+    std::vector<std::string> transports;
+    for (int r = 0; r < n; ++r) transports.push_back(shared->transport[r]);
+    munmap(shared, sizeof(ProcShared));
+    for (int code : codes) if (code != 0) throw TestFailure("host processes failed:" + report);
+    for (int r = 0; r < n; ++r) {
+      if (transports[r] != c.second) throw TestFailure("rank " + std::to_string(r) + " ran '" + transports[r] + "'");
+    }
+    expect_no_shm_of(pids);
+  }
+}
+
 void test_unequal_ranks_per_simulated_host_keep_the_flat_ring() {
   if (simulated_hosts_unavailable()) return;
   simulated::SimulatedHosts net(2);
@@ -1114,6 +1172,8 @@ const TestCase kTests[] = {
     {"argument_errors_name_the_argument", test_argument_errors_name_the_argument},
     {"ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically",
      test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically},
+    {"rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically",
+     test_rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically},
     {"unequal_ranks_per_simulated_host_keep_the_flat_ring", test_unequal_ranks_per_simulated_host_keep_the_flat_ring},
     {"mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_rank",
      test_mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_rank},

@@ -97,9 +97,9 @@ std::string HierTransport::segment_name(const RankTable& table, const HostLayout
 }
 
 size_t HierTransport::segment_bytes(const RankTable& table, const HostLayout& layout, int32_t host) {
-  const auto& ranks = layout.hosts[host];
-  return ShmTransport::segment_bytes(static_cast<int32_t>(ranks.size()), !same_process(table, ranks),
-                                     table.staging_chunk);
+  // The staging area is always reserved: the root's go may say staging (forced, or cross-memory
+  // attach refused on some host) after the segments exist; tmpfs commits pages only when touched.
+  return ShmTransport::segment_bytes(static_cast<int32_t>(layout.hosts[host].size()), true, table.staging_chunk);
 }
 
 HierTransport::Setup HierTransport::set_up(const RankTable& table, int32_t rank, int listener,
