@@ -1001,9 +1001,12 @@ void test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically() {
     // (1 MiB + 13) bytes are not a multiple of the ring's 1 MiB socket chunk; some blocks are empty.
     const Layout ragged = ragged_layout(n, (1 << 20) + 13, 60 + n);
     const Layout equal = equal_layout(n, 300001);
-    // The hierarchy is the default; NPG_FLAG_FORCE_TCP keeps the flat ring.
-    const std::vector<std::pair<uint32_t, std::string>> cases = {
-        {0u, "tcp-hier+" + local}, {NPG_FLAG_FORCE_STAGING, "tcp-hier+staging"}, {NPG_FLAG_FORCE_TCP, "tcp"}};
+    // The hierarchy is the default (its rings across hosts forced to log-N too); NPG_FLAG_FORCE_TCP
+    // keeps the flat ring.
+    const std::vector<std::pair<uint32_t, std::string>> cases = {{0u, "tcp-hier+" + local},
+                                                                 {NPG_FLAG_FORCE_LOG_N, "tcp-hier+" + local},
+                                                                 {NPG_FLAG_FORCE_STAGING, "tcp-hier+staging"},
+                                                                 {NPG_FLAG_FORCE_TCP, "tcp"}};
     for (const auto& c : cases) {
       run_on_hosts(net, n, c.first, c.second, [&](int r, npg_comm_t comm) {
         for (int it = 0; it < 2; ++it) {
@@ -1113,6 +1116,7 @@ void test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor() {
   if (simulated_hosts_unavailable()) return;
   const int64_t timeout = 5000;
   for (int hosts : {2, 3}) {
+   for (uint32_t flags : {0u, NPG_FLAG_FORCE_LOG_N}) {
     simulated::SimulatedHosts net(hosts);
     const int n = 2 * hosts;
     const int victim = n - 1;
@@ -1130,7 +1134,7 @@ void test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor() {
         return (rc == NPG_REMOTE_ERROR || rc == NPG_TIMEOUT) && shared->elapsed_ms[r] < 2 * timeout ? 0 : 1;
       }
       return 2;  // never failed: the kill came too late
-    }, 0, timeout);
+    }, flags, timeout);
     auto t0 = Clock::now();
     while (shared->started.load() < n && ms_since(t0) < 30000) usleep(1000);
     usleep(300 * 1000);
@@ -1147,8 +1151,9 @@ void test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor() {
     }
     if (codes[victim] != -SIGKILL) throw TestFailure("the victim was not killed:" + report);
     if (!named) throw TestFailure("no survivor names rank " + std::to_string(victim) + ":" + report);
-    printf("  %d hosts:%s\n", hosts, report.c_str());
+    printf("  %d hosts, flags %u:%s\n", hosts, flags, report.c_str());
     expect_no_shm_of(pids);
+   }
   }
 }
 

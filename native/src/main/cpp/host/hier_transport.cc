@@ -102,7 +102,7 @@ size_t HierTransport::segment_bytes(const RankTable& table, const HostLayout& la
   return ShmTransport::segment_bytes(static_cast<int32_t>(layout.hosts[host].size()), true, table.staging_chunk);
 }
 
-HierTransport::Setup HierTransport::set_up(const RankTable& table, int32_t rank, int listener,
+HierTransport::Setup HierTransport::set_up(const RankTable& table, int32_t rank, uint32_t flags, int listener,
                                            const HostRootInfo& info, const std::string& comm_domain,
                                            const Deadline& deadline, int cancel_fd, AbortSignal& abort) {
   const HostLayout layout = HostLayout::of(table.ranks);
@@ -150,8 +150,9 @@ HierTransport::Setup HierTransport::set_up(const RankTable& table, int32_t rank,
     }
   }
   const int32_t hosts = static_cast<int32_t>(layout.hosts.size());
-  const int32_t right = layout.hosts[(host + 1) % hosts][local];
-  setup.ring = TcpRing::connect(host, hosts, listener, table.ranks[right].ring, info, deadline, cancel_fd, abort);
+  std::vector<Endpoint> column;  // the endpoints of this rank's ring, by host
+  for (const auto& h : layout.hosts) column.push_back(table.ranks[h[local]].ring);
+  setup.ring = FlatTcp::connect(host, hosts, flags, listener, column, info, deadline, cancel_fd, abort);
   setup.interrupted = setup.ring == nullptr;
   return setup;
 }

@@ -18,7 +18,7 @@
 #include "root_info.h"
 #include "shm_segment.h"
 #include "shm_transport.h"
-#include "tcp_ring.h"
+#include "tcp_log_n.h"
 
 namespace npg {
 namespace host {
@@ -42,7 +42,7 @@ class HierTransport final : public HostTransport {
   // lowest rank, attached by the others) and its ring across hosts.
   struct Setup {
     ShmSegment segment;
-    std::unique_ptr<TcpRing> ring;
+    std::unique_ptr<FlatTcp> ring;  // across hosts: the ring, and log-N for small outputs as on "tcp"
     bool cma_ok = false;      // process_vm_readv reaches every peer on this host
     bool interrupted = false;  // cancel_fd became readable first
   };
@@ -52,7 +52,7 @@ class HierTransport final : public HostTransport {
                                   const HostRootInfo& info, const std::string& comm_domain);
   static size_t segment_bytes(const RankTable& table, const HostLayout& layout, int32_t host);
   // Bounded by deadline; returns with interrupted set when cancel_fd (may be -1) is readable.
-  static Setup set_up(const RankTable& table, int32_t rank, int listener, const HostRootInfo& info,
+  static Setup set_up(const RankTable& table, int32_t rank, uint32_t flags, int listener, const HostRootInfo& info,
                       const std::string& comm_domain, const Deadline& deadline, int cancel_fd, AbortSignal& abort);
 
   // go is kHier (cross-memory attach works on every host) or kHierStaging.
@@ -73,7 +73,7 @@ class HierTransport final : public HostTransport {
   int32_t host_;
   int32_t local_;
   std::vector<int32_t> ring_ranks_;  // global ranks of this rank's ring, by host
-  std::unique_ptr<TcpRing> ring_;
+  std::unique_ptr<FlatTcp> ring_;
   std::unique_ptr<ShmTransport> shm_;
   uint64_t local_seq_ = 0;
   std::string name_;

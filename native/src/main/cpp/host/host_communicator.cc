@@ -65,6 +65,12 @@ struct LocalSetup {
   SetupReport report;
 };
 
+std::vector<Endpoint> ring_endpoints(const RankTable& table) {
+  std::vector<Endpoint> endpoints;
+  for (const RankInfo& r : table.ranks) endpoints.push_back(r.ring);
+  return endpoints;
+}
+
 bool uses_shared_segment(TransportKind kind) {
   return kind != TransportKind::kTcp && kind != TransportKind::kHier && kind != TransportKind::kHierStaging;
 }
@@ -171,11 +177,13 @@ void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo
     bool cma_ok = table.transport == TransportKind::kProcesses && probe_peers(table, rank_);
     std::unique_ptr<FlatTcp> ring;
     if (table.transport == TransportKind::kTcp) {
-      ring = FlatTcp::connect(rank_, size_, config.flags, ring_listener.get(), table, info, deadline, -1, abort_);
+      ring = FlatTcp::connect(rank_, size_, config.flags, ring_listener.get(), ring_endpoints(table), info, deadline,
+                              -1, abort_);
     }
     HierTransport::Setup hier;
     if (table.transport == TransportKind::kHier) {
-      hier = HierTransport::set_up(table, rank_, ring_listener.get(), info, config.comm_domain, deadline, -1, abort_);
+      hier = HierTransport::set_up(table, rank_, config.flags, ring_listener.get(), info, config.comm_domain, deadline,
+                                   -1, abort_);
     }
     std::vector<SetupReport> reports = boot.collect_reports(deadline);
     TransportKind kind = table.transport;
@@ -226,13 +234,13 @@ void HostCommunicator::join_as_member(const CommConfig& config, const HostRootIn
     report.cma_ok = table.transport == TransportKind::kProcesses && probe_peers(table, rank_);
     if (table.transport == TransportKind::kTcp) {
       // The root's connection doubles as a cancel signal: it only speaks on failure here.
-      ring = FlatTcp::connect(rank_, size_, config.flags, ring_listener.get(), table, info, deadline,
+      ring = FlatTcp::connect(rank_, size_, config.flags, ring_listener.get(), ring_endpoints(table), info, deadline,
                               boot.root_fd(), abort_);
       interrupted = ring == nullptr;
     }
     if (table.transport == TransportKind::kHier) {
-      hier = HierTransport::set_up(table, rank_, ring_listener.get(), info, config.comm_domain, deadline,
-                                   boot.root_fd(), abort_);
+      hier = HierTransport::set_up(table, rank_, config.flags, ring_listener.get(), info, config.comm_domain,
+                                   deadline, boot.root_fd(), abort_);
       report.cma_ok = hier.cma_ok;
       interrupted = hier.interrupted;
     }

@@ -100,7 +100,7 @@ struct Links {
   bool interrupted = false;
 };
 
-Links connect_links(int32_t rank, int32_t size, int32_t links, int listener, const RankTable& table,
+Links connect_links(int32_t rank, int32_t size, int32_t links, int listener, const std::vector<Endpoint>& endpoints,
                     const HostRootInfo& info, const Deadline& deadline, int cancel_fd) {
   auto target = [&](int32_t link) {
     return link == 0 ? (rank + 1) % size : TcpBruck::send_peer(rank, size, link - 1);
@@ -120,7 +120,7 @@ Links connect_links(int32_t rank, int32_t size, int32_t links, int listener, con
     ByteWriter payload;
     payload.i32(rank);
     payload.i32(link);
-    const Endpoint& at = table.ranks[to].ring;
+    const Endpoint& at = endpoints[to];
     ClientHandshake client(connect_with_retry(at, deadline, rank_name(to) + "'s endpoint for " + link_name(link)), at,
                            info, HandshakePurpose::kRing, payload.data(), rank_name(to));
     while (!out.from[link]) {
@@ -377,17 +377,17 @@ FlatTcp::FlatTcp(TcpAlgorithm algorithm, int32_t size, std::unique_ptr<TcpRing> 
     : algorithm_(algorithm), size_(size), ring_(std::move(ring)), bruck_(std::move(bruck)) {}
 
 std::unique_ptr<FlatTcp> FlatTcp::connect(int32_t rank, int32_t size, uint32_t flags, int listener,
-                                          const RankTable& table, const HostRootInfo& info, const Deadline& deadline,
-                                          int cancel_fd, AbortSignal& abort) {
+                                          const std::vector<Endpoint>& endpoints, const HostRootInfo& info,
+                                          const Deadline& deadline, int cancel_fd, AbortSignal& abort) {
   const TcpAlgorithm algo = algorithm(flags);
   const bool log_n = algo == TcpAlgorithm::kLogN || (algo == TcpAlgorithm::kAuto && size >= kMinLogNRanks);
   if (!log_n) {
     std::unique_ptr<TcpRing> ring =
-        TcpRing::connect(rank, size, listener, table.ranks[(rank + 1) % size].ring, info, deadline, cancel_fd, abort);
+        TcpRing::connect(rank, size, listener, endpoints[(rank + 1) % size], info, deadline, cancel_fd, abort);
     if (!ring) return nullptr;
     return std::unique_ptr<FlatTcp>(new FlatTcp(algo, size, std::move(ring), nullptr));
   }
-  Links links = connect_links(rank, size, 1 + TcpBruck::steps(size), listener, table, info, deadline, cancel_fd);
+  Links links = connect_links(rank, size, 1 + TcpBruck::steps(size), listener, endpoints, info, deadline, cancel_fd);
   if (links.interrupted) return nullptr;
   std::unique_ptr<TcpRing> ring =
       TcpRing::adopt(rank, size, std::move(links.from[0]), std::move(links.to[0]), abort);

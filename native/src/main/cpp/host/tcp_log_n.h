@@ -12,7 +12,6 @@
 #include <memory>
 #include <vector>
 
-#include "bootstrap.h"
 #include "host_transport.h"
 #include "root_info.h"
 #include "socket_util.h"
@@ -71,10 +70,11 @@ class FlatTcp final : public HostTransport {
 
   static TcpAlgorithm algorithm(uint32_t flags);
   // Connects the ring (and the log-N links when wanted) with challenge-response handshakes;
-  // null when cancel_fd (may be -1) became readable first.
+  // endpoints[i] is the listening endpoint of member i (0..size-1). Null when cancel_fd (may
+  // be -1) became readable first.
   static std::unique_ptr<FlatTcp> connect(int32_t rank, int32_t size, uint32_t flags, int listener,
-                                          const RankTable& table, const HostRootInfo& info, const Deadline& deadline,
-                                          int cancel_fd, AbortSignal& abort);
+                                          const std::vector<Endpoint>& endpoints, const HostRootInfo& info,
+                                          const Deadline& deadline, int cancel_fd, AbortSignal& abort);
 
   const char* name() const override { return algorithm_ == TcpAlgorithm::kLogN ? "tcp-log-n" : "tcp"; }
   void set_poll_spin(std::chrono::microseconds spin);
