@@ -12,10 +12,12 @@ k = N / H ranks each:
   log-N (Bruck, ranks as peers): ceil(log2 N) a_net + S
   flat TCP as built ("tcp"):     log-N while the output N m is at most 256 KiB, else
                                  ceil(log2 N) a_net (the log-N header steps) + the ring
-  hierarchical as built ("tcp-hier": k rings of H ranks, one per local index, then one
-  shared-memory round per host in which each rank copies the k-1 blocks it lacks):
-                                 (H-1) a_net + max(k (H-1) m / B_net, (H-1) m / b_tcp)
-                                 + H a_shm + k (N-H) m / B_host
+  hierarchical as built ("tcp-hier": k flat TCP transports of H ranks, one per local index,
+  then one shared-memory round per host in which each rank copies the k-1 blocks it lacks):
+                                 L + max(k (H-1) m / B_net, (H-1) m / b_tcp)
+                                 + H a_shm + k (N-H) m / B_host,
+                                 L = ceil(log2 H) a_net while H m <= 256 KiB (H >= 4), else
+                                 (H-1 + ceil(log2 H)) a_net (the ring after the header steps)
 
 a_shm, b_copy, a_tcp and b_tcp are fitted to the medians of the given runs (two ranks, ours):
 the constant from the sizes up to 256 KiB, the rate from 4 MiB up (least squares each), because
@@ -93,8 +95,9 @@ def predict(n, h, m, p):
     steps = math.ceil(math.log2(n))
     bruck = steps * a_net + streamed
     built = bruck if n * m <= LOG_N_MAX_BYTES else steps * a_net + flat
-    hier = ((h - 1) * a_net + max(k * (h - 1) * m / b_net, (h - 1) * m / b_tcp)
-            + h * p["a_shm"] + k * (n - h) * m / b_host)
+    h_steps = math.ceil(math.log2(h))
+    across = h_steps * a_net if h >= 4 and h * m <= LOG_N_MAX_BYTES else (h - 1 + h_steps) * a_net
+    hier = across + max(k * (h - 1) * m / b_net, (h - 1) * m / b_tcp) + h * p["a_shm"] + k * (n - h) * m / b_host
     return flat, bruck, built, hier
 
 
