@@ -425,7 +425,9 @@ void print_header(const Options& o, const std::string& transport) {
   std::printf("# allgather-perf: backend %s, ranks %d, launch %s, transport %s (requested %s), bind %s\n",
               o.backend.c_str(), o.ranks, launch, transport.c_str(), o.transport.c_str(),
               o.bind_cores ? "cores" : "none");
-  if (o.hosts > 0) std::printf("# simulated hosts: %d (network namespaces), rank r on host r %% %d\n", o.hosts, o.hosts);
+  if (o.hosts > 0) {
+    std::printf("# simulated hosts: %d (network namespaces), rank r on host r %% %d\n", o.hosts, o.hosts);
+  }
   if (o.on_devices()) {
     std::string devices;
     for (int r = 0; r < o.ranks; ++r) devices += (r == 0 ? "" : ",") + std::to_string(o.device_of(r));

@@ -204,7 +204,8 @@ void HierTransport::all_gather_v(const GatherArgs& args, const Deadline& deadlin
     if (e.code() != NPG_INVALID_USAGE) {
       rethrow_named(e, ring_ranks_, "across hosts, in the ring of ranks " + rank_list(ring_ranks_));
     }
-    ring_verdict = with_global_ranks(e.what(), ring_ranks_);  // every member of the ring holds it; the host exchange spreads it
+    // Every member of the ring holds this verdict; the exchange on each host spreads it.
+    ring_verdict = with_global_ranks(e.what(), ring_ranks_);
   }
 
   // 2. On this host: one shared-memory all-gather per host h, in which each rank here

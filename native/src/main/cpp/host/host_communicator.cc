@@ -162,9 +162,8 @@ void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo
     table.ranks = boot.ranks();
     table.transport = choose_transport(table.ranks, config.flags);
     ShmSegment segment;
-    if (table.transport == TransportKind::kHier) table.staging_chunk = staging_chunk_bytes_from_env();
+    if (table.transport != TransportKind::kTcp) table.staging_chunk = staging_chunk_bytes_from_env();
     if (uses_shared_segment(table.transport)) {
-      table.staging_chunk = staging_chunk_bytes_from_env();
       table.shm_name = shm_segment_name(getpid(), info.id_hex(8), config.comm_domain);
       // Separate processes may fall back to staging after the probe, so their segment
       // reserves the staging area up front; tmpfs commits its pages only when touched.
@@ -188,9 +187,9 @@ void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo
     std::vector<SetupReport> reports = boot.collect_reports(deadline);
     TransportKind kind = table.transport;
     if (kind == TransportKind::kHier) {
-      bool cma_ok = hier.cma_ok && !(config.flags & NPG_FLAG_FORCE_STAGING);
-      for (int32_t r = 0; r < size_; ++r) cma_ok = cma_ok && (r == rank_ || reports[r].cma_ok);
-      kind = cma_ok ? TransportKind::kHier : TransportKind::kHierStaging;
+      bool every_host_cma = hier.cma_ok && !(config.flags & NPG_FLAG_FORCE_STAGING);
+      for (int32_t r = 0; r < size_; ++r) every_host_cma = every_host_cma && (r == rank_ || reports[r].cma_ok);
+      kind = every_host_cma ? TransportKind::kHier : TransportKind::kHierStaging;
       // Every rank has attached to its host's segment.
       if (int err = hier.segment.unlink()) throw_system_error("shm_unlink of " + hier.segment.name(), err);
     }
