@@ -158,7 +158,7 @@ HierTransport::Setup HierTransport::set_up(const RankTable& table, int32_t rank,
 }
 
 HierTransport::HierTransport(Setup setup, const RankTable& table, int32_t rank, TransportKind go, AbortSignal& abort)
-    : rank_(rank), layout_(HostLayout::of(table.ranks)), host_(layout_.host_of[rank]),
+    : layout_(HostLayout::of(table.ranks)), host_(layout_.host_of[rank]),
       local_(layout_.local_index[rank]), ring_(std::move(setup.ring)) {
   for (const auto& h : layout_.hosts) ring_ranks_.push_back(h[local_]);
   const auto& mine = layout_.hosts[host_];

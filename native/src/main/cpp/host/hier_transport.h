@@ -68,7 +68,6 @@ class HierTransport final : public HostTransport {
   // Error texts of the parts count ranks within the part; names them by global rank instead.
   [[noreturn]] void rethrow_named(const Error& e, const std::vector<int32_t>& ranks, const std::string& where) const;
 
-  int32_t rank_;
   HostLayout layout_;
   int32_t host_;
   int32_t local_;
