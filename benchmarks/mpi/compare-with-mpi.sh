@@ -43,8 +43,10 @@ usage: benchmarks/mpi/compare-with-mpi.sh [options]
   --bind B             auto, cores or none: both tools bind each rank to its own CPU (cores) or
                        not at all (none); auto (default) does what mpirun does by default: cores
                        for up to 2 ranks, none above (one socket here) and when oversubscribed
-  --transport T        allgather-perf --transport: auto, tcp or staging (default auto); tcp also
-                       restricts Open MPI to its TCP BTL (--mca btl tcp,self)
+  --transport T        allgather-perf --transport: auto, tcp, ring, log-n or staging (default
+                       auto); tcp (log-N up to 256 KiB of output from 4 ranks on, else the ring),
+                       ring and log-n (either at every size) also restrict Open MPI to its TCP
+                       BTL (--mca btl tcp,self)
   --mpi-arg ARG        extra mpirun argument, repeatable (e.g. --mpi-arg --bind-to --mpi-arg none)
   --out DIR            keep the raw CSV of every run in DIR
                        (default native/target/perf/compare-<time>)
@@ -145,7 +147,7 @@ fi
 "$root/bin/allgather-perf" --help >/dev/null  # builds it if needed
 
 mpi_transport=()
-if [[ "$transport" == tcp ]]; then
+if [[ "$transport" == tcp || "$transport" == ring || "$transport" == log-n ]]; then
   mpi_transport=(--mca btl tcp,self)
 fi
 sizes=("$min_bytes:$max_bytes")
@@ -199,7 +201,7 @@ first_ours="$(ls "$out_dir"/ours.*.csv | head -1)"
 first_mpi="$(ls "$out_dir"/mpi.*.csv | head -1)"
 grep -h '^# allgather-perf' "$first_ours" || true
 grep -h '^# mpi_allgather_perf' "$first_mpi" || true
-if [[ "$transport" == tcp ]]; then
+if [[ "$transport" == tcp || "$transport" == ring || "$transport" == log-n ]]; then
   echo "# Open MPI restricted to BTL tcp,self"
 elif command -v ompi_info >/dev/null 2>&1; then
   mech="$(ompi_info --param btl vader --level 3 2>/dev/null |

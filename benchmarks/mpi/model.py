@@ -8,10 +8,16 @@ k = N / H ranks each:
 
   2 ranks on one host (shared memory):  a_shm + m / b_copy      (each rank copies m)
   2 ranks over TCP (loopback):          a_tcp + m / b_tcp       (each rank sends and receives m)
-  flat ring over all N ranks:    (N-1) a_net + max(k (N-1) m / B_net, (N-1) m / b_tcp)
-  hierarchical (ring of H hosts, shared memory inside):
-                                 (H-1) a_net + k (H-1) m / B_net + a_shm + k (N-1) m / B_host
-  log-N (Bruck, ranks as peers): ceil(log2 N) a_net + max(k (N-1) m / B_net, (N-1) m / b_tcp)
+  flat ring over all N ranks:    (N-1) a_net + S,  S = max(k (N-1) m / B_net, (N-1) m / b_tcp)
+  log-N (Bruck, ranks as peers): ceil(log2 N) a_net + S
+  flat TCP as built ("tcp"):     log-N while the output N m is at most 256 KiB, else
+                                 ceil(log2 N) a_net (the log-N header steps) + the ring
+  hierarchical as built ("tcp-hier": k flat TCP transports of H ranks, one per local index,
+  then one shared-memory round per host in which each rank copies the k-1 blocks it lacks):
+                                 L + max(k (H-1) m / B_net, (H-1) m / b_tcp)
+                                 + H a_shm + k (N-H) m / B_host,
+                                 L = ceil(log2 H) a_net while H m <= 256 KiB (H >= 4), else
+                                 (H-1 + ceil(log2 H)) a_net (the ring after the header steps)
 
 a_shm, b_copy, a_tcp and b_tcp are fitted to the medians of the given runs (two ranks, ours):
 the constant from the sizes up to 256 KiB, the rate from 4 MiB up (least squares each), because
@@ -22,9 +28,11 @@ machine has no network. In the flat ring every byte passes through every rank's 
 the k ranks of a host share its link; the hierarchical line does not overlap the within-host
 copies with the network, so it is an upper bound.
 
-Usage: benchmarks/mpi/model.py --shm DIR... --tcp DIR... [--net-gbps 25] [--wire-us 10] [--host-copy-gbs G]
+Usage: benchmarks/mpi/model.py (--shm DIR... --tcp DIR... | --fitted A_SHM B_COPY A_TCP B_TCP)
+                               [--net-gbps 25] [--wire-us 10] [--host-copy-gbs G]
 Each DIR is a compare-with-mpi.sh --out directory of a 2-rank run (ours.n2.*.csv); runs of
-small and of large sizes may be given together.
+small and of large sizes may be given together. --fitted takes the four constants (us, GB/s,
+us, GB/s) of an earlier fit instead.
 """
 import argparse
 import glob
@@ -32,6 +40,8 @@ import math
 import os
 import statistics
 import sys
+
+LOG_N_MAX_BYTES = 256 << 10  # FlatTcp::kLogNMaxBytes: the flat TCP transport's log-N limit
 
 
 def medians(directories):
@@ -82,17 +92,23 @@ def predict(n, h, m, p):
     b_tcp = p["b_tcp"] * 1e3
     streamed = max(k * (n - 1) * m / b_net, (n - 1) * m / b_tcp)
     flat = (n - 1) * a_net + streamed
-    hier = (h - 1) * a_net + k * (h - 1) * m / b_net + p["a_shm"] + k * (n - 1) * m / b_host
-    bruck = math.ceil(math.log2(n)) * a_net + streamed
-    return flat, hier, bruck
+    steps = math.ceil(math.log2(n))
+    bruck = steps * a_net + streamed
+    built = bruck if n * m <= LOG_N_MAX_BYTES else steps * a_net + flat
+    h_steps = math.ceil(math.log2(h))
+    across = h_steps * a_net if h >= 4 and h * m <= LOG_N_MAX_BYTES else (h - 1 + h_steps) * a_net
+    hier = across + max(k * (h - 1) * m / b_net, (h - 1) * m / b_tcp) + h * p["a_shm"] + k * (n - h) * m / b_host
+    return flat, bruck, built, hier
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--shm", required=True, nargs="+", metavar="DIR",
+    ap.add_argument("--shm", nargs="+", metavar="DIR",
                     help="compare-with-mpi.sh --out dirs of 2-rank shared-memory runs")
-    ap.add_argument("--tcp", required=True, nargs="+", metavar="DIR",
+    ap.add_argument("--tcp", nargs="+", metavar="DIR",
                     help="compare-with-mpi.sh --out dirs of 2-rank --transport tcp runs")
+    ap.add_argument("--fitted", nargs=4, type=float, metavar=("A_SHM", "B_COPY", "A_TCP", "B_TCP"),
+                    help="constants of an earlier fit instead of --shm and --tcp")
     ap.add_argument("--net-gbps", type=float, default=25.0, help="assumed link bandwidth, Gbit/s (default 25)")
     ap.add_argument("--wire-us", type=float, default=10.0, help="assumed wire and switch latency per hop, us (default 10)")
     ap.add_argument("--host-copy-gbs", type=float, default=0.0,
@@ -102,23 +118,34 @@ def main():
         sys.exit(f"model.py: --net-gbps must be > 0 (got {args.net_gbps:g}), --wire-us >= 0 (got {args.wire_us:g}) "
                  f"and --host-copy-gbs >= 0 (got {args.host_copy_gbs:g})")
 
-    shm = medians(args.shm)
-    tcp = medians(args.tcp)
-    a_shm, b_copy = fit(shm)
-    a_tcp, b_tcp = fit(tcp)
+    if args.fitted:
+        a_shm, b_copy, a_tcp, b_tcp = args.fitted
+        if b_copy <= 0 or b_tcp <= 0:
+            sys.exit("model.py: --fitted rates must be > 0")
+        shm = tcp = {}
+    elif args.shm and args.tcp:
+        shm = medians(args.shm)
+        tcp = medians(args.tcp)
+        a_shm, b_copy = fit(shm)
+        a_tcp, b_tcp = fit(tcp)
+    else:
+        sys.exit("model.py: give --shm and --tcp run directories, or --fitted")
     p = {"a_shm": a_shm, "b_copy": b_copy, "a_tcp": a_tcp, "b_tcp": b_tcp,
          "net_gbps": args.net_gbps, "wire_us": args.wire_us, "b_host": args.host_copy_gbs or 2 * b_copy}
-    print(f"fitted: a_shm = {a_shm:.1f} us, b_copy = {b_copy:.2f} GB/s (shared memory, {len(shm)} sizes)")
-    print(f"fitted: a_tcp = {a_tcp:.1f} us, b_tcp = {b_tcp:.2f} GB/s (loopback TCP, {len(tcp)} sizes)")
+    source = "given" if args.fitted else "fitted"
+    print(f"{source}: a_shm = {a_shm:.1f} us, b_copy = {b_copy:.2f} GB/s (shared memory, {len(shm)} sizes)")
+    print(f"{source}: a_tcp = {a_tcp:.1f} us, b_tcp = {b_tcp:.2f} GB/s (loopback TCP, {len(tcp)} sizes)")
     print(f"assumed: link {args.net_gbps:g} Gbit/s, wire latency {args.wire_us:g} us per hop, "
           f"host copy rate {p['b_host']:.2f} GB/s, {8} ranks per host")
     print()
-    print("| ranks | hosts | block | flat ring (ms) | hierarchical (ms) | log-N (ms) | flat / hierarchical |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for m, label in ((64 << 10, "64 KiB"), (16 << 20, "16 MiB")):
+    print("| ranks | hosts | block | flat ring (ms) | log-N (ms) | flat TCP as built (ms) | hierarchical (ms) "
+          "| flat ring / hierarchical |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for m, label in ((1 << 10, "1 KiB"), (64 << 10, "64 KiB"), (16 << 20, "16 MiB")):
         for n, h in ((64, 8), (128, 16), (256, 32), (512, 64), (1024, 128)):
-            flat, hier, bruck = predict(n, h, m, p)
-            print(f"| {n} | {h} | {label} | {flat / 1e3:.2f} | {hier / 1e3:.2f} | {bruck / 1e3:.2f} | {flat / hier:.1f} |")
+            flat, bruck, built, hier = predict(n, h, m, p)
+            print(f"| {n} | {h} | {label} | {flat / 1e3:.2f} | {bruck / 1e3:.2f} | {built / 1e3:.2f} "
+                  f"| {hier / 1e3:.2f} | {flat / hier:.1f} |")
 
 
 if __name__ == "__main__":

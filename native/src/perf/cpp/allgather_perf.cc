@@ -34,10 +34,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "../../test/cpp/simulated_hosts.h"
 
 namespace {
 
@@ -55,7 +58,9 @@ struct Options {
   int iters = 20;
   int warmup = 5;
   std::string transport = "auto";
-  uint32_t flags = 0;
+  std::vector<uint32_t> flags = {0};  // one communicator per --transport entry, run in turn
+  std::vector<std::string> flag_names = {"auto"};
+  int hosts = 0;                      // --hosts: simulated hosts, rank r on host r % hosts
   int64_t timeout_ms = 60000;
   bool csv = false;
   npg_dtype_t dtype = NPG_UINT8;
@@ -96,7 +101,14 @@ void usage(FILE* out) {
                "                            K, M or G suffix (powers of 1024)\n"
                "  --iters N                 timed iterations per size (default 20)\n"
                "  --warmup N                untimed iterations per size (default 5)\n"
-               "  --transport auto|tcp|staging  force a host transport (default auto)\n"
+               "  --transport LIST          auto, tcp (flat TCP: log-N up to 256 KiB of output\n"
+               "                            from 4 ranks on, else the ring), ring (TCP ring at\n"
+               "                            every size), log-n (TCP Bruck at every size) or\n"
+               "                            staging; or several comma-separated (e.g. tcp,auto):\n"
+               "                            one communicator each, run in turn at every size,\n"
+               "                            a column names each row's (default auto)\n"
+               "  --hosts H                 simulate H hosts (network namespaces; root and `ip`\n"
+               "                            needed): rank r runs on host r %% H; processes only\n"
                "  --bind none|cores         cores: rank r runs on the r-th allowed CPU (modulo),\n"
                "                            as mpirun --bind-to core does (default none)\n"
                "  --dtype NAME              element type: int8 uint8 int16 float16 bfloat16\n"
@@ -176,7 +188,8 @@ Options parse_options(int argc, char** argv) {
     }
     static const char* kWithValue[] = {"--backend", "--ranks",     "--launch",    "--min-bytes",
                                        "--max-bytes", "--iters",   "--warmup",    "--transport",
-                                       "--timeout-ms", "--dtype",  "--devices", "--bind"};
+                                       "--timeout-ms", "--dtype",  "--devices", "--bind",
+                                       "--hosts"};
     bool known = false;
     for (const char* k : kWithValue) known = known || name == k;
     if (!known) {
@@ -246,16 +259,33 @@ Options parse_options(int argc, char** argv) {
       }
       o.warmup = static_cast<int>(n);
     } else if (name == "--transport") {
-      if (value == "auto") {
-        o.flags = 0;
-      } else if (value == "tcp") {
-        o.flags = NPG_FLAG_FORCE_TCP;
-      } else if (value == "staging") {
-        o.flags = NPG_FLAG_FORCE_STAGING;
-      } else {
-        bad_option(name, value, "auto, tcp or staging");
+      o.flags.clear();
+      o.flag_names.clear();
+      size_t at = 0;
+      for (;;) {
+        const size_t comma = value.find(',', at);
+        const std::string item = value.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        if (item == "auto") {
+          o.flags.push_back(0);
+        } else if (item == "tcp") {
+          o.flags.push_back(NPG_FLAG_FORCE_TCP);
+        } else if (item == "staging") {
+          o.flags.push_back(NPG_FLAG_FORCE_STAGING);
+        } else if (item == "ring") {
+          o.flags.push_back(NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_RING);
+        } else if (item == "log-n") {
+          o.flags.push_back(NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N);
+        } else {
+          bad_option(name, value, "auto, tcp, staging, ring or log-n, or several of them comma-separated");
+        }
+        o.flag_names.push_back(item);
+        if (comma == std::string::npos) break;
+        at = comma + 1;
       }
       o.transport = value;
+    } else if (name == "--hosts") {
+      if (!parse_int64(value, &n) || n < 1 || n > 64) bad_option(name, value, "an integer from 1 to 64");
+      o.hosts = static_cast<int>(n);
     } else if (name == "--timeout-ms") {
       if (!parse_int64(value, &n) || n < 1) bad_option(name, value, "a positive integer");
       o.timeout_ms = n;
@@ -291,6 +321,10 @@ Options parse_options(int argc, char** argv) {
         std::exit(kExitUsage);
       }
     }
+  }
+  if (o.hosts > 0 && (o.threads || o.on_devices())) {
+    std::fprintf(stderr, "allgather-perf: --hosts needs --launch processes and backend host\n");
+    std::exit(kExitUsage);
   }
   if (o.min_bytes > o.max_bytes) {
     std::fprintf(stderr, "allgather-perf: --min-bytes (%" PRIu64 ") exceeds --max-bytes (%" PRIu64
@@ -386,11 +420,14 @@ void call_failed(int rank, const char* call, npg_result_t r) {
   rank_error(rank, "%s failed: %s: %s", call, npg_result_name(r), npg_last_error());
 }
 
-void print_header(const Options& o, const char* transport) {
+void print_header(const Options& o, const std::string& transport) {
   const char* launch = o.threads ? "threads" : "processes";
   std::printf("# allgather-perf: backend %s, ranks %d, launch %s, transport %s (requested %s), bind %s\n",
-              o.backend.c_str(), o.ranks, launch, transport, o.transport.c_str(),
+              o.backend.c_str(), o.ranks, launch, transport.c_str(), o.transport.c_str(),
               o.bind_cores ? "cores" : "none");
+  if (o.hosts > 0) {
+    std::printf("# simulated hosts: %d (network namespaces), rank r on host r %% %d\n", o.hosts, o.hosts);
+  }
   if (o.on_devices()) {
     std::string devices;
     for (int r = 0; r < o.ranks; ++r) devices += (r == 0 ? "" : ",") + std::to_string(o.device_of(r));
@@ -399,26 +436,28 @@ void print_header(const Options& o, const char* transport) {
   std::printf("# sizes %" PRIu64 "..%" PRIu64 " B/rank, iters %d, warmup %d, timeout %" PRId64
               " ms; time = median over iters of max over ranks\n",
               o.min_bytes, o.max_bytes, o.iters, o.warmup, o.timeout_ms);
+  const bool several = o.flags.size() > 1;
   if (o.csv) {
-    std::printf("size_bytes_per_rank,count,type,time_us,algbw_gbps,busbw_gbps,wrong\n");
+    std::printf("size_bytes_per_rank,count,type,time_us,algbw_gbps,busbw_gbps,wrong%s\n", several ? ",transport" : "");
   } else {
-    std::printf("%14s %12s %8s %12s %12s %12s %8s\n", "size(B/rank)", "count", "type", "time(us)",
-                "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    std::printf("%14s %12s %8s %12s %12s %12s %8s%s\n", "size(B/rank)", "count", "type", "time(us)",
+                "algbw(GB/s)", "busbw(GB/s)", "#wrong", several ? "  transport" : "");
   }
   std::fflush(stdout);
 }
 
 void print_row(const Options& o, uint64_t bytes, uint64_t count, double time_us,
-               uint64_t wrong) {
+               uint64_t wrong, const char* transport) {
   double total = static_cast<double>(bytes) * o.ranks;
   double algbw = time_us > 0 ? total / (time_us * 1e3) : 0.0;  // bytes/ns == GB/s
   double busbw = algbw * (o.ranks - 1) / o.ranks;
+  const std::string column = o.flags.size() > 1 ? std::string(o.csv ? "," : "  ") + transport : "";
   if (o.csv) {
-    std::printf("%" PRIu64 ",%" PRIu64 ",%s,%.2f,%.3f,%.3f,%" PRIu64 "\n", bytes, count,
-                o.dtype_name.c_str(), time_us, algbw, busbw, wrong);
+    std::printf("%" PRIu64 ",%" PRIu64 ",%s,%.2f,%.3f,%.3f,%" PRIu64 "%s\n", bytes, count,
+                o.dtype_name.c_str(), time_us, algbw, busbw, wrong, column.c_str());
   } else {
-    std::printf("%14" PRIu64 " %12" PRIu64 " %8s %12.2f %12.3f %12.3f %8" PRIu64 "\n", bytes,
-                count, o.dtype_name.c_str(), time_us, algbw, busbw, wrong);
+    std::printf("%14" PRIu64 " %12" PRIu64 " %8s %12.2f %12.3f %12.3f %8" PRIu64 "%s\n", bytes,
+                count, o.dtype_name.c_str(), time_us, algbw, busbw, wrong, column.c_str());
   }
   std::fflush(stdout);
 }
@@ -446,28 +485,52 @@ void bind_to_core(int rank) {
 }
 
 // Runs the whole sweep on one rank. Returns kExitOk or kExitFailed.
-int run_rank(const Options& o, int rank, const void* root_info, size_t root_info_size,
-             PeerAbort* peers) {
+// One root info per communicator (per --transport entry).
+using RootInfos = std::vector<std::vector<uint8_t>>;
+
+int run_rank(const Options& o, int rank, const RootInfos& infos, PeerAbort* peers) {
   if (o.bind_cores) bind_to_core(rank);
-  npg_comm_t comm = nullptr;
+  const size_t kinds = o.flags.size();
+  std::vector<npg_comm_t> comms;
   int32_t mode = o.threads ? NPG_COMM_MULTI_THREAD : NPG_COMM_MULTI_PROCESS;
   // lccl's multi-process domain and thread uid come from the root info when comm_domain is "".
   const char* domain = o.on_devices() ? "" : "allgather-perf";
-  npg_result_t r = npg_comm_init(o.backend.c_str(), rank, o.ranks, 0, domain, mode, o.device_of(rank),
-                                 nullptr, o.timeout_ms, o.flags, root_info, root_info_size, &comm);
-  if (r != NPG_SUCCESS) {
-    call_failed(rank, "npg_comm_init", r);
-    return kExitFailed;
-  }
-  if (peers != nullptr) {
-    std::lock_guard<std::mutex> lock(peers->mutex);
-    peers->comms[rank] = comm;
+  npg_result_t r = NPG_SUCCESS;
+  auto destroy_all = [&]() {
+    int status = kExitOk;
+    if (peers != nullptr) {
+      std::lock_guard<std::mutex> lock(peers->mutex);
+      for (size_t c = 0; c < kinds; ++c) peers->comms[rank * kinds + c] = nullptr;
+    }
+    for (npg_comm_t comm : comms) {
+      npg_result_t d = npg_comm_destroy(comm);
+      if (d != NPG_SUCCESS) {
+        call_failed(rank, "npg_comm_destroy", d);
+        status = kExitFailed;
+      }
+    }
+    return status;
+  };
+  for (size_t c = 0; c < kinds; ++c) {
+    npg_comm_t comm = nullptr;
+    r = npg_comm_init(o.backend.c_str(), rank, o.ranks, 0, domain, mode, o.device_of(rank), nullptr, o.timeout_ms,
+                      o.flags[c], infos[c].data(), infos[c].size(), &comm);
+    if (r != NPG_SUCCESS) {
+      call_failed(rank, "npg_comm_init", r);
+      destroy_all();
+      return kExitFailed;
+    }
+    comms.push_back(comm);
+    if (peers != nullptr) {
+      std::lock_guard<std::mutex> lock(peers->mutex);
+      peers->comms[rank * kinds + c] = comm;
+    }
   }
   auto fail_all = [&]() {
     if (peers == nullptr) return;
     std::lock_guard<std::mutex> lock(peers->mutex);
     for (size_t i = 0; i < peers->comms.size(); ++i) {
-      if (static_cast<int>(i) != rank && peers->comms[i] != nullptr) npg_comm_abort(peers->comms[i]);
+      if (static_cast<int>(i / kinds) != rank && peers->comms[i] != nullptr) npg_comm_abort(peers->comms[i]);
     }
   };
 
@@ -487,76 +550,79 @@ int run_rank(const Options& o, int rank, const void* root_info, size_t root_info
   int status = kExitOk;  // a failed call stops the sweep
   bool any_wrong = false;  // wrong bytes do not
 
-  if (rank == 0) print_header(o, npg_comm_transport(comm));
-  for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+  if (rank == 0) {
+    std::string names;
+    for (npg_comm_t comm : comms) names += (names.empty() ? "" : ",") + std::string(npg_comm_transport(comm));
+    print_header(o, names);
+  }
+  for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes && status == kExitOk; bytes *= 2) {
     if (bytes % width != 0) break;  // cannot happen for power-of-two widths
     const uint64_t count = bytes / width;
-    for (int it = 0; it < total_iters; ++it) {
-      fill_pattern(send.data(), bytes, rank, it);
-      // Align the ranks' start so one rank's refill is not timed as another's wait.
-      r = npg_all_gather(comm, &token, tokens.data(), 1, NPG_INT64);
+    // Several communicators take turns at each size, so that they see the same load.
+    for (size_t c = 0; c < kinds && status == kExitOk; ++c) {
+      npg_comm_t comm = comms[c];
+      for (int it = 0; it < total_iters; ++it) {
+        fill_pattern(send.data(), bytes, rank, it);
+        // Align the ranks' start so one rank's refill is not timed as another's wait.
+        r = npg_all_gather(comm, &token, tokens.data(), 1, NPG_INT64);
+        if (r != NPG_SUCCESS) {
+          call_failed(rank, "npg_all_gather (barrier)", r);
+          fail_all();
+          status = kExitFailed;
+          break;
+        }
+        auto t0 = std::chrono::steady_clock::now();
+        r = npg_all_gather(comm, send.data(), recv.data(), count, o.dtype);
+        auto t1 = std::chrono::steady_clock::now();
+        if (r != NPG_SUCCESS) {
+          call_failed(rank, "npg_all_gather", r);
+          rank_error(rank, "while gathering %" PRIu64 " B/rank, iteration %d", bytes, it);
+          fail_all();
+          status = kExitFailed;
+          break;
+        }
+        if (it >= o.warmup) {
+          mine[it - o.warmup] =
+              std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+        }
+      }
+      if (status != kExitOk) break;
+
+      uint64_t wrong = 0;
+      for (uint64_t src = 0; src < n; ++src) {
+        wrong += count_wrong(recv.data() + src * bytes, bytes, static_cast<int>(src),
+                             total_iters - 1);
+      }
+      if (wrong != 0) {
+        rank_error(rank, "%" PRIu64 " wrong bytes in the output at %" PRIu64 " B/rank", wrong,
+                   bytes);
+      }
+      mine[o.iters] = static_cast<int64_t>(wrong);
+
+      r = npg_all_gather(comm, mine.data(), all.data(), mine.size(), NPG_INT64);
       if (r != NPG_SUCCESS) {
-        call_failed(rank, "npg_all_gather (barrier)", r);
+        call_failed(rank, "npg_all_gather (timings)", r);
         fail_all();
         status = kExitFailed;
         break;
       }
-      auto t0 = std::chrono::steady_clock::now();
-      r = npg_all_gather(comm, send.data(), recv.data(), count, o.dtype);
-      auto t1 = std::chrono::steady_clock::now();
-      if (r != NPG_SUCCESS) {
-        call_failed(rank, "npg_all_gather", r);
-        rank_error(rank, "while gathering %" PRIu64 " B/rank, iteration %d", bytes, it);
-        fail_all();
-        status = kExitFailed;
-        break;
+      uint64_t wrong_total = 0;
+      std::vector<double> slowest(o.iters, 0.0);
+      for (uint64_t src = 0; src < n; ++src) {
+        const int64_t* row = all.data() + src * mine.size();
+        for (int i = 0; i < o.iters; ++i) slowest[i] = std::max(slowest[i], row[i] / 1e3);
+        wrong_total += static_cast<uint64_t>(row[o.iters]);
       }
-      if (it >= o.warmup) {
-        mine[it - o.warmup] =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+      if (rank == 0) {
+        const std::string label = o.flag_names[c] + ":" + npg_comm_transport(comm);
+        print_row(o, bytes, count, median(slowest), wrong_total, label.c_str());
       }
+      any_wrong = any_wrong || wrong_total != 0;
     }
-    if (status != kExitOk) break;
-
-    uint64_t wrong = 0;
-    for (uint64_t src = 0; src < n; ++src) {
-      wrong += count_wrong(recv.data() + src * bytes, bytes, static_cast<int>(src),
-                           total_iters - 1);
-    }
-    if (wrong != 0) {
-      rank_error(rank, "%" PRIu64 " wrong bytes in the output at %" PRIu64 " B/rank", wrong,
-                 bytes);
-    }
-    mine[o.iters] = static_cast<int64_t>(wrong);
-
-    r = npg_all_gather(comm, mine.data(), all.data(), mine.size(), NPG_INT64);
-    if (r != NPG_SUCCESS) {
-      call_failed(rank, "npg_all_gather (timings)", r);
-      fail_all();
-      status = kExitFailed;
-      break;
-    }
-    uint64_t wrong_total = 0;
-    std::vector<double> slowest(o.iters, 0.0);
-    for (uint64_t src = 0; src < n; ++src) {
-      const int64_t* row = all.data() + src * mine.size();
-      for (int i = 0; i < o.iters; ++i) slowest[i] = std::max(slowest[i], row[i] / 1e3);
-      wrong_total += static_cast<uint64_t>(row[o.iters]);
-    }
-    if (rank == 0) print_row(o, bytes, count, median(slowest), wrong_total);
-    any_wrong = any_wrong || wrong_total != 0;
     if (bytes > o.max_bytes / 2) break;  // next doubling would pass max (or overflow)
   }
 
-  if (peers != nullptr) {
-    std::lock_guard<std::mutex> lock(peers->mutex);
-    peers->comms[rank] = nullptr;
-  }
-  r = npg_comm_destroy(comm);
-  if (r != NPG_SUCCESS) {
-    call_failed(rank, "npg_comm_destroy", r);
-    status = kExitFailed;
-  }
+  if (destroy_all() != kExitOk) status = kExitFailed;
   return any_wrong ? kExitFailed : status;
 }
 
@@ -572,21 +638,35 @@ npg_result_t get_root_info(const Options& o, std::vector<uint8_t>* info, size_t*
                            size);
 }
 
-int launch_threads(const Options& o) {
-  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
-  size_t info_size = 0;
-  npg_result_t r = get_root_info(o, &info, &info_size);
-  if (r != NPG_SUCCESS) {
-    call_failed(0, "npg_get_root_info", r);
-    return kExitFailed;
+// One root info per --transport entry; none (after releasing any made) when one fails.
+bool make_root_infos(const Options& o, RootInfos* infos) {
+  infos->clear();
+  for (size_t c = 0; c < o.flags.size(); ++c) {
+    std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+    size_t size = 0;
+    npg_result_t r = get_root_info(o, &info, &size);
+    if (r != NPG_SUCCESS) {
+      call_failed(0, "npg_get_root_info", r);
+      for (const auto& made : *infos) npg_release_root_info(o.backend.c_str(), made.data(), made.size());
+      infos->clear();
+      return false;
+    }
+    info.resize(size);
+    infos->push_back(std::move(info));
   }
+  return true;
+}
+
+int launch_threads(const Options& o) {
+  RootInfos infos;
+  if (!make_root_infos(o, &infos)) return kExitFailed;
   PeerAbort peers;
-  peers.comms.assign(o.ranks, nullptr);
+  peers.comms.assign(o.ranks * o.flags.size(), nullptr);
   std::vector<int> status(o.ranks, kExitFailed);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < o.ranks; ++rank) {
     threads.emplace_back([&, rank]() {
-      status[rank] = run_rank(o, rank, info.data(), info_size, &peers);
+      status[rank] = run_rank(o, rank, infos, &peers);
       if (status[rank] != kExitOk) {
         std::lock_guard<std::mutex> lock(peers.mutex);
         for (npg_comm_t c : peers.comms) {
@@ -626,33 +706,61 @@ bool read_all(int fd, void* data, size_t size) {
   return true;
 }
 
-// Root info travels as a uint64 length then the bytes: rank 0 -> parent over
-// one pipe, parent -> rank i over a pipe per child. A zero length means rank 0
+// Root infos travel as a uint64 length then the bytes, one per communicator: rank 0 ->
+// parent over one pipe, parent -> rank i over a pipe per child. A zero length means rank 0
 // failed; the other ranks then exit quietly.
-int child_main(const Options& o, int rank, int up_fd, int down_fd) {
+int child_main(const Options& o, int rank, int up_fd, int down_fd, const simulated::SimulatedHosts* net) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);  // do not outlive an interrupted run
-  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
-  uint64_t size = 0;
+  if (net != nullptr) {
+    try {
+      net->enter(rank % net->hosts());
+    } catch (const std::exception& e) {
+      rank_error(rank, "%s", e.what());
+      return kExitFailed;
+    }
+  }
+  RootInfos infos;
   if (rank == 0) {
-    size_t info_size = 0;
-    npg_result_t r = get_root_info(o, &info, &info_size);
-    if (r != NPG_SUCCESS) call_failed(0, "npg_get_root_info", r);
-    size = r == NPG_SUCCESS ? info_size : 0;
-    bool ok = write_all(up_fd, &size, sizeof size) && write_all(up_fd, info.data(), size);
+    const bool made = make_root_infos(o, &infos);
+    bool ok = true;
+    for (size_t c = 0; c < o.flags.size() && ok; ++c) {
+      uint64_t size = made ? infos[c].size() : 0;
+      ok = write_all(up_fd, &size, sizeof size) && (size == 0 || write_all(up_fd, infos[c].data(), size));
+    }
     close(up_fd);
     if (!ok) rank_error(rank, "cannot pass the root info to the parent: %s", strerror(errno));
-    if (size == 0 || !ok) return kExitFailed;
+    if (!made || !ok) return kExitFailed;
   } else {
-    if (!read_all(down_fd, &size, sizeof size) || size == 0 || size > info.size() ||
-        !read_all(down_fd, info.data(), size)) {
-      return kExitFailed;
+    for (size_t c = 0; c < o.flags.size(); ++c) {
+      uint64_t size = 0;
+      std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+      if (!read_all(down_fd, &size, sizeof size) || size == 0 || size > info.size() ||
+          !read_all(down_fd, info.data(), size)) {
+        return kExitFailed;
+      }
+      info.resize(size);
+      infos.push_back(std::move(info));
     }
     close(down_fd);
   }
-  return run_rank(o, rank, info.data(), size, nullptr);
+  return run_rank(o, rank, infos, nullptr);
 }
 
 int launch_processes(const Options& o) {
+  std::unique_ptr<simulated::SimulatedHosts> net;  // deleted after every rank was reaped
+  if (o.hosts > 0) {
+    std::string why = simulated::SimulatedHosts::unavailable_reason();
+    if (!why.empty()) {
+      std::fprintf(stderr, "allgather-perf: --hosts: %s\n", why.c_str());
+      return kExitFailed;
+    }
+    try {
+      net.reset(new simulated::SimulatedHosts(o.hosts));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "allgather-perf: --hosts: %s\n", e.what());
+      return kExitFailed;
+    }
+  }
   int up[2];
   if (pipe(up) != 0) {
     std::fprintf(stderr, "allgather-perf: pipe: %s\n", strerror(errno));
@@ -682,7 +790,7 @@ int launch_processes(const Options& o) {
       close(up[0]);
       if (rank != 0) close(up[1]);
       if (down[1] >= 0) close(down[1]);
-      int rc = child_main(o, rank, rank == 0 ? up[1] : -1, down[0]);
+      int rc = child_main(o, rank, rank == 0 ? up[1] : -1, down[0], net.get());
       std::fflush(stdout);
       std::fflush(stderr);
       _exit(rc);
@@ -695,20 +803,20 @@ int launch_processes(const Options& o) {
   }
   close(up[1]);
 
-  // Relay the root info (or its absence) to ranks 1..N-1.
-  std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
-  uint64_t size = 0;
-  if (!read_all(up[0], &size, sizeof size) || size > info.size() ||
-      !read_all(up[0], info.data(), size)) {
-    size = 0;
+  // Relay the root infos (or their absence) to ranks 1..N-1.
+  signal(SIGPIPE, SIG_IGN);
+  for (size_t c = 0; c < o.flags.size(); ++c) {
+    std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
+    uint64_t size = 0;
+    if (!read_all(up[0], &size, sizeof size) || size > info.size() || !read_all(up[0], info.data(), size)) size = 0;
+    for (int rank = 1; rank < o.ranks; ++rank) {
+      write_all(down_write[rank], &size, sizeof size);
+      if (size > 0) write_all(down_write[rank], info.data(), size);
+    }
+    if (size == 0) break;
   }
   close(up[0]);
-  signal(SIGPIPE, SIG_IGN);
-  for (int rank = 1; rank < o.ranks; ++rank) {
-    write_all(down_write[rank], &size, sizeof size);
-    if (size > 0) write_all(down_write[rank], info.data(), size);
-    close(down_write[rank]);
-  }
+  for (int rank = 1; rank < o.ranks; ++rank) close(down_write[rank]);
 
   // Reap. After the first failure the others get a grace period to notice it
   // through the library (and say why); then they are terminated rather than

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "npugather.h"
+#include "simulated_hosts.h"
 
 namespace {
 
@@ -278,12 +280,13 @@ constexpr int kMaxProcRanks = 8;
 struct ProcShared {
   std::atomic<int> info_ready;
   std::atomic<int> inited;
+  std::atomic<int> started;
   size_t info_size;
   uint8_t info[256];
   int root_pid;
   int rc[kMaxProcRanks];
   double elapsed_ms[kMaxProcRanks];
-  char transport[kMaxProcRanks][16];
+  char transport[kMaxProcRanks][32];
   char error[kMaxProcRanks][512];
 };
 
@@ -293,10 +296,14 @@ ProcShared* map_shared() {
   return new (p) ProcShared();
 }
 
+// Called first in a forked rank's child: places it (e.g. on a simulated host) and returns
+// the address the root binds to.
+using Placement = std::function<std::string(int)>;
+
 // Forks n ranks; the root child creates the root info and publishes it. body returns
 // the child's exit code (0 = pass).
 std::vector<pid_t> fork_ranks(int n, ProcShared* shared, const std::function<int(int, npg_comm_t)>& body,
-                              uint32_t flags, int64_t timeout_ms) {
+                              uint32_t flags, int64_t timeout_ms, const Placement& place = nullptr) {
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = fork();
@@ -304,9 +311,12 @@ std::vector<pid_t> fork_ranks(int n, ProcShared* shared, const std::function<int
     if (pid == 0) {
       int code = 90;
       try {
+        const std::string bind = place ? place(r) : "127.0.0.1";
         if (r == 0) {
           size_t size = 0;
-          if (npg_get_root_info("host", "127.0.0.1", shared->info, sizeof(shared->info), &size) != NPG_SUCCESS) _exit(91);
+          if (npg_get_root_info("host", bind.c_str(), shared->info, sizeof(shared->info), &size) != NPG_SUCCESS) {
+            _exit(91);
+          }
           shared->info_size = size;
           shared->root_pid = getpid();
           shared->info_ready.store(1);
@@ -573,15 +583,23 @@ void test_processes_forced_staging_gather_every_byte() {
   CHECK(transport == "staging");
 }
 
-// Rank `doubter` believes rank 0 sends fewer elements than it does.
-void expect_mismatch_on_every_rank(uint32_t flags, const char* transport, int n, int doubter) {
+// Rank `doubter` believes rank 0 sends `doubted` elements instead of 1000.
+void expect_mismatch_on_every_rank(uint32_t flags, const char* transport, int n, int doubter,
+                                   uint64_t doubted = 900) {
   auto info = make_root_info();
   std::vector<std::string> verdicts(n);
   run_ranks(n, [&](int rank) {
     npg_comm_t comm = init_rank(rank, n, info, flags);
     CHECK(std::string(npg_comm_transport(comm)) == transport);
     Layout l = equal_layout(n, 1000);
-    if (rank == doubter) l.counts[0] = 900;
+    if (rank == doubter) {
+      l.counts[0] = doubted;
+      l.recv_elems = 0;
+      for (int r = 0; r < n; ++r) {
+        l.displs[r] = l.recv_elems;
+        l.recv_elems += l.counts[r];
+      }
+    }
     std::vector<uint8_t> send(l.counts[rank] * 4), recv(l.recv_elems * 4);
     npg_result_t rc = npg_all_gather_v(comm, send.data(), l.counts[rank], recv.data(), l.counts.data(),
                                        l.displs.data(), NPG_FLOAT32);
@@ -604,6 +622,36 @@ void test_mismatched_counts_give_invalid_usage_on_every_rank() {
   // The ring drops a block whose size its receiver disputes and still forwards its header:
   // the doubter last in the chain, in the middle, and next to the sender.
   for (int doubter : {3, 2, 1}) expect_mismatch_on_every_rank(NPG_FLAG_FORCE_TCP, "tcp", 4, doubter);
+}
+
+void test_forced_log_n_gathers_every_byte_for_2_to_9_ranks() {
+  const uint32_t flags = NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N;
+  for (int n : {2, 3, 4, 5, 7, 8, 9}) {
+    run_threads_case(n, flags, ragged_layout(n, 70000, 31 + n), NPG_INT8, false, true, "tcp-log-n");
+    run_threads_case(n, flags, equal_layout(n, 1001), NPG_FLOAT32, n % 2 == 0, false, "tcp-log-n");
+  }
+  // Larger than a socket chunk per block, and sends from segments.
+  run_threads_case(5, flags, ragged_layout(5, (1 << 20) + 13, 37), NPG_INT8, true, true, "tcp-log-n", 1);
+  run_threads_segments_case(6, flags, "tcp-log-n");
+}
+
+// From 4 ranks the default flat TCP transport runs log-N for small outputs and the ring,
+// after the log-N header steps, for large ones: both deliver every byte.
+void test_flat_tcp_picks_log_n_or_ring_by_size_and_delivers_every_byte() {
+  for (int n : {4, 8}) {
+    run_threads_case(n, NPG_FLAG_FORCE_TCP, equal_layout(n, 1000), NPG_UINT8, false, false, "tcp");
+    run_threads_case(n, NPG_FLAG_FORCE_TCP, ragged_layout(n, 400000, 50 + n), NPG_UINT8, false, true, "tcp", 1);
+    run_threads_case(n, NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_RING, equal_layout(n, 1000), NPG_UINT8, false, false,
+                     "tcp", 1);
+  }
+  run_threads_segments_case(8, NPG_FLAG_FORCE_TCP, "tcp");
+}
+
+void test_log_n_mismatched_counts_give_invalid_usage_on_every_rank() {
+  const uint32_t flags = NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N;
+  for (int doubter : {4, 2, 1}) expect_mismatch_on_every_rank(flags, "tcp-log-n", 5, doubter);
+  // The doubter's output is large (the ring's) while the others' is small (log-N's).
+  expect_mismatch_on_every_rank(NPG_FLAG_FORCE_TCP, "tcp", 4, 3, 400000);
 }
 
 void test_rank_that_never_calls_gather_makes_others_time_out() {
@@ -684,6 +732,7 @@ void expect_killed_rank_fails_survivors(uint32_t flags) {
 void test_killed_process_rank_fails_survivors_promptly_and_leaves_no_shm() {
   expect_killed_rank_fails_survivors(0);
   expect_killed_rank_fails_survivors(NPG_FLAG_FORCE_TCP);
+  expect_killed_rank_fails_survivors(NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N);
 }
 
 void test_default_bind_address_reaches_the_root() {
@@ -737,12 +786,15 @@ void test_foreign_and_garbage_connections_during_init_are_dropped() {
   close(silent);
 }
 
-void expect_abort_ends_blocked_gather(uint32_t flags) {
+// peer_may_complete: the aborted rank's block had already left in full, so the late peer may
+// also finish its gather — with every byte right — instead of failing (log-N sends a step
+// in one sendmsg, so the peer's send does not meet the reset before it has read the block).
+void expect_abort_ends_blocked_gather(uint32_t flags, bool peer_may_complete = false) {
   auto info = make_root_info();
   std::atomic<int> aborted{0};
   run_ranks(2, [&](int rank) {
     npg_comm_t comm = init_rank(rank, 2, info, flags, 20000);
-    std::vector<uint8_t> send(4096), recv(8192);
+    std::vector<uint8_t> send(4096, static_cast<uint8_t>(rank + 1)), recv(8192);
     if (rank == 0) {
       std::thread aborter([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -760,7 +812,11 @@ void expect_abort_ends_blocked_gather(uint32_t flags) {
       while (aborted.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
       auto t0 = Clock::now();
       npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
-      CHECK_RC(rc, NPG_REMOTE_ERROR);  // the peer learns about the abort, no timeout needed
+      if (peer_may_complete && rc == NPG_SUCCESS) {
+        for (size_t i = 0; i < recv.size(); ++i) CHECK(recv[i] == (i < 4096 ? 1 : 2));
+      } else {
+        CHECK_RC(rc, NPG_REMOTE_ERROR);  // the peer learns about the abort, no timeout needed
+      }
       CHECK(ms_since(t0) < 1000);
     }
     CHECK_OK(npg_comm_destroy(comm));
@@ -770,6 +826,7 @@ void expect_abort_ends_blocked_gather(uint32_t flags) {
 void test_abort_from_another_thread_ends_a_blocked_gather_promptly() {
   expect_abort_ends_blocked_gather(0);
   expect_abort_ends_blocked_gather(NPG_FLAG_FORCE_TCP);
+  expect_abort_ends_blocked_gather(NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N, true);
 }
 
 void test_inconsistent_rank_size_fails_init_on_every_rank() {
@@ -1088,6 +1145,239 @@ void test_successful_runs_leave_no_shared_memory_behind() {
   CHECK(shm_entries(prefix).empty());
 }
 
+// ---------------------------------------------------------------- simulated hosts
+
+// Whether one process can read another's memory, as init's cross-memory-attach probe does:
+// Yama may forbid it, and an emulator (qemu-user) may not translate the addresses.
+bool cma_between_processes_works() {
+  static volatile uint64_t canary = 0x5eed5eed5eed5eedull;
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw TestFailure("fork failed");
+  if (pid == 0) {
+    uint64_t got = 0;
+    iovec local{&got, sizeof(got)};
+    iovec remote{const_cast<uint64_t*>(&canary), sizeof(got)};
+    _exit(process_vm_readv(parent, &local, 1, &remote, 1, 0) == sizeof(got) && got == canary ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// True (after saying why) when this machine cannot simulate hosts: such tests then pass empty.
+bool simulated_hosts_unavailable() {
+  std::string reason = simulated::SimulatedHosts::unavailable_reason();
+  if (!reason.empty()) printf("  (skipped: %s)\n", reason.c_str());
+  return !reason.empty();
+}
+
+// Rank r runs on host r % hosts, so the ranks of one host are not consecutive.
+std::vector<pid_t> fork_on_hosts(const simulated::SimulatedHosts& net, int n, ProcShared* shared,
+                                 const std::function<int(int, npg_comm_t)>& body, uint32_t flags,
+                                 int64_t timeout_ms) {
+  return fork_ranks(n, shared, body, flags, timeout_ms, [&net](int r) {
+    net.enter(r % net.hosts());
+    return net.address(0);
+  });
+}
+
+// No control segment of any rank (each host's lowest rank creates one) is left behind.
+void expect_no_shm_of(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    if (!shm_entries("npugather." + std::to_string(pid) + ".").empty()) {
+      throw TestFailure("shared memory of pid " + std::to_string(pid) + " left in /dev/shm");
+    }
+  }
+}
+
+// n ranks on `hosts` simulated hosts run body; every rank must pass and report `transport`.
+void run_on_hosts(const simulated::SimulatedHosts& net, int n, uint32_t flags, const std::string& transport,
+                  const std::function<void(int, npg_comm_t)>& body) {
+  ProcShared* shared = map_shared();
+  auto pids = fork_on_hosts(net, n, shared, [&](int r, npg_comm_t comm) {
+    body(r, comm);
+    return 0;
+  }, flags, 20000);
+  auto codes = wait_ranks(pids, 120000);
+  std::string report = child_report(shared, codes);
+  std::vector<std::string> transports;
+  for (int r = 0; r < n; ++r) transports.push_back(shared->transport[r]);
+  munmap(shared, sizeof(ProcShared));
+  for (int c : codes) if (c != 0) throw TestFailure("children failed:" + report);
+  for (int r = 0; r < n; ++r) {
+    if (transports[r] != transport) {
+      throw TestFailure("rank " + std::to_string(r) + " ran '" + transports[r] + "', expected '" + transport + "'");
+    }
+  }
+  expect_no_shm_of(pids);
+}
+
+void test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically() {
+  if (simulated_hosts_unavailable()) return;
+  const std::string local = cma_between_processes_works() ? "cma" : "staging";
+  for (int hosts : {2, 3}) {
+    simulated::SimulatedHosts net(hosts);
+    const int n = 2 * hosts;
+    // (1 MiB + 13) bytes are not a multiple of the ring's 1 MiB socket chunk; some blocks are empty.
+    const Layout ragged = ragged_layout(n, (1 << 20) + 13, 60 + n);
+    const Layout equal = equal_layout(n, 300001);
+    // The hierarchy is the default (its rings across hosts forced to log-N too); NPG_FLAG_FORCE_TCP
+    // keeps the flat ring.
+    const std::vector<std::pair<uint32_t, std::string>> cases = {{0u, "tcp-hier+" + local},
+                                                                 {NPG_FLAG_FORCE_LOG_N, "tcp-hier+" + local},
+                                                                 {NPG_FLAG_FORCE_STAGING, "tcp-hier+staging"},
+                                                                 {NPG_FLAG_FORCE_TCP, "tcp"}};
+    for (const auto& c : cases) {
+      run_on_hosts(net, n, c.first, c.second, [&](int r, npg_comm_t comm) {
+        for (int it = 0; it < 2; ++it) {
+          gather_and_verify(comm, r, n, ragged, NPG_INT8, it == 1, true, 700 + it);
+          gather_and_verify(comm, r, n, equal, NPG_FLOAT32, false, false, 710 + it);
+          // 12 segments: more than a control-segment slot carries inline.
+          gather_segments_and_verify(comm, r, n, ragged, 720 + it, 12);
+        }
+      });
+    }
+  }
+}
+
+// Each host is one process with its 2 ranks as threads (ranks h and h+2 on host h).
+void test_rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically() {
+  if (simulated_hosts_unavailable()) return;
+  simulated::SimulatedHosts net(2);
+  const int n = 4;
+  const Layout ragged = ragged_layout(n, (1 << 20) + 13, 91);
+  for (const auto& c : std::vector<std::pair<uint32_t, std::string>>{{0u, "tcp-hier+threads"},
+                                                                      {NPG_FLAG_FORCE_STAGING, "tcp-hier+staging"}}) {
+    ProcShared* shared = map_shared();
+    std::vector<pid_t> pids;
+    for (int h = 0; h < 2; ++h) {
+      pid_t pid = fork();
+      if (pid < 0) throw TestFailure("fork failed");
+      if (pid == 0) {
+        int code = 0;
+        try {
+          net.enter(h);
+          if (h == 0) {
+            size_t size = 0;
+            CHECK_OK(npg_get_root_info("host", net.address(0).c_str(), shared->info, sizeof(shared->info), &size));
+            shared->info_size = size;
+            shared->info_ready.store(1);
+          }
+          auto t0 = Clock::now();
+          while (shared->info_ready.load() == 0 && ms_since(t0) < 10000) usleep(1000);
+          CHECK(shared->info_ready.load() == 1);
+          const std::vector<uint8_t> info(shared->info, shared->info + shared->info_size);
+          run_ranks(2, [&](int i) {
+            const int r = h + 2 * i;
+            npg_comm_t comm = init_rank(r, n, info, c.first);
+            snprintf(shared->transport[r], sizeof(shared->transport[r]), "%s", npg_comm_transport(comm));
+            for (int it = 0; it < 2; ++it) {
+              gather_and_verify(comm, r, n, ragged, NPG_INT8, it == 1, true, 900 + it);
+              gather_segments_and_verify(comm, r, n, ragged, 910 + it, 12);
+            }
+            CHECK_OK(npg_comm_destroy(comm));
+          });
+        } catch (const std::exception& e) {
+          snprintf(shared->error[h], sizeof(shared->error[h]), "%s", e.what());
+          code = 1;
+        }
+        _exit(code);
+      }
+      pids.push_back(pid);
+    }
+    auto codes = wait_ranks(pids, 120000);
+    std::string report = child_report(shared, codes);
+    std::vector<std::string> transports;
+    for (int r = 0; r < n; ++r) transports.push_back(shared->transport[r]);
+    munmap(shared, sizeof(ProcShared));
+    for (int code : codes) if (code != 0) throw TestFailure("host processes failed:" + report);
+    for (int r = 0; r < n; ++r) {
+      if (transports[r] != c.second) throw TestFailure("rank " + std::to_string(r) + " ran '" + transports[r] + "'");
+    }
+    expect_no_shm_of(pids);
+  }
+}
+
+void test_unequal_ranks_per_simulated_host_keep_the_flat_ring() {
+  if (simulated_hosts_unavailable()) return;
+  simulated::SimulatedHosts net(2);
+  const int n = 3;  // ranks 0 and 2 on host 0, rank 1 on host 1
+  const Layout l = ragged_layout(n, 200000, 81);
+  run_on_hosts(net, n, 0, "tcp", [&](int r, npg_comm_t comm) {
+    gather_and_verify(comm, r, n, l, NPG_UINT8, false, true, 800);
+  });
+}
+
+void test_mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_rank() {
+  if (simulated_hosts_unavailable()) return;
+  simulated::SimulatedHosts net(2);
+  const int n = 4;
+  const std::string local = cma_between_processes_works() ? "cma" : "staging";
+  // Rank 1 shares no host with rank 0 (its ring finds it), rank 2 shares one (its host finds it).
+  for (int doubter : {1, 2}) {
+    run_on_hosts(net, n, 0, "tcp-hier+" + local, [&](int r, npg_comm_t comm) {
+      Layout l = equal_layout(n, 1000);
+      if (r == doubter) l.counts[0] = 900;
+      std::vector<uint8_t> send(l.counts[r] * 4), recv(l.recv_elems * 4);
+      npg_result_t rc = npg_all_gather_v(comm, send.data(), l.counts[r], recv.data(), l.counts.data(),
+                                         l.displs.data(), NPG_FLOAT32);
+      CHECK_RC(rc, NPG_INVALID_USAGE);
+      CHECK(contains(npg_last_error(), "ranks disagree on receive counts"));
+      // The verdict is shared, so the communicator stays usable.
+      gather_and_verify(comm, r, n, equal_layout(n, 5000), NPG_FLOAT32, false, false, 3);
+    });
+  }
+}
+
+// A rank killed while its hosts' ranks are inside large gathers: every survivor fails (the
+// ranks of its ring and of its host directly, the others through their host's segment)
+// well within the deadline, and no shared memory is left behind.
+void test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor() {
+  if (simulated_hosts_unavailable()) return;
+  const int64_t timeout = 5000;
+  for (int hosts : {2, 3}) {
+   for (uint32_t flags : {0u, NPG_FLAG_FORCE_LOG_N}) {
+    simulated::SimulatedHosts net(hosts);
+    const int n = 2 * hosts;
+    const int victim = n - 1;
+    ProcShared* shared = map_shared();
+    auto pids = fork_on_hosts(net, n, shared, [&](int r, npg_comm_t comm) {
+      std::vector<uint8_t> send(4 << 20, static_cast<uint8_t>(r)), recv(send.size() * n);
+      shared->started.fetch_add(1);
+      for (int i = 0; i < 1000; ++i) {
+        auto t0 = Clock::now();
+        npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
+        if (rc == NPG_SUCCESS) continue;
+        shared->elapsed_ms[r] = ms_since(t0);
+        shared->rc[r] = rc;
+        snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+        return (rc == NPG_REMOTE_ERROR || rc == NPG_TIMEOUT) && shared->elapsed_ms[r] < 2 * timeout ? 0 : 1;
+      }
+      return 2;  // never failed: the kill came too late
+    }, flags, timeout);
+    auto t0 = Clock::now();
+    while (shared->started.load() < n && ms_since(t0) < 30000) usleep(1000);
+    usleep(300 * 1000);
+    kill(pids[victim], SIGKILL);
+    auto codes = wait_ranks(pids, 60000);
+    std::string report = child_report(shared, codes);
+    bool named = false;
+    for (int r = 0; r < victim; ++r) named = named || contains(shared->error[r], "rank " + std::to_string(victim));
+    std::string transport = shared->transport[0];
+    munmap(shared, sizeof(ProcShared));
+    CHECK(transport.rfind("tcp-hier+", 0) == 0);
+    for (int r = 0; r < victim; ++r) {
+      if (codes[r] != 0) throw TestFailure("unexpected outcome:" + report);
+    }
+    if (codes[victim] != -SIGKILL) throw TestFailure("the victim was not killed:" + report);
+    if (!named) throw TestFailure("no survivor names rank " + std::to_string(victim) + ":" + report);
+    printf("  %d hosts, flags %u:%s\n", hosts, flags, report.c_str());
+    expect_no_shm_of(pids);
+   }
+  }
+}
+
 struct TestCase {
   const char* name;
   void (*fn)();
@@ -1109,6 +1399,11 @@ const TestCase kTests[] = {
      test_segmented_sends_deliver_every_block_and_leave_own_region_untouched},
     {"processes_forced_staging_gather_every_byte", test_processes_forced_staging_gather_every_byte},
     {"mismatched_counts_give_invalid_usage_on_every_rank", test_mismatched_counts_give_invalid_usage_on_every_rank},
+    {"forced_log_n_gathers_every_byte_for_2_to_9_ranks", test_forced_log_n_gathers_every_byte_for_2_to_9_ranks},
+    {"flat_tcp_picks_log_n_or_ring_by_size_and_delivers_every_byte",
+     test_flat_tcp_picks_log_n_or_ring_by_size_and_delivers_every_byte},
+    {"log_n_mismatched_counts_give_invalid_usage_on_every_rank",
+     test_log_n_mismatched_counts_give_invalid_usage_on_every_rank},
     {"rank_that_never_calls_gather_makes_others_time_out", test_rank_that_never_calls_gather_makes_others_time_out},
     {"rank_that_never_joins_makes_init_time_out", test_rank_that_never_joins_makes_init_time_out},
     {"killed_process_rank_fails_survivors_promptly_and_leaves_no_shm",
@@ -1127,6 +1422,15 @@ const TestCase kTests[] = {
     {"an_abort_is_named_as_the_abort_on_every_other_rank", test_an_abort_is_named_as_the_abort_on_every_other_rank},
     {"a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it",
      test_a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it},
+    {"ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically",
+     test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically},
+    {"rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically",
+     test_rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically},
+    {"unequal_ranks_per_simulated_host_keep_the_flat_ring", test_unequal_ranks_per_simulated_host_keep_the_flat_ring},
+    {"mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_rank",
+     test_mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_rank},
+    {"rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor",
+     test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor},
     {"successful_runs_leave_no_shared_memory_behind", test_successful_runs_leave_no_shared_memory_behind},
 };
 

@@ -341,10 +341,14 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
     check_arg(comm_mode == NPG_COMM_MULTI_PROCESS || comm_mode == NPG_COMM_MULTI_THREAD,
               "comm_mode " + std::to_string(comm_mode) + " is not one of 0 (multi-process), 1 (multi-thread)");
     check_arg(timeout_ms > 0, "timeout_ms " + std::to_string(timeout_ms) + " is out of range [1, 2^63-1]");
-    const uint32_t known_flags = NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_STAGING;
+    const uint32_t known_flags =
+        NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_STAGING | NPG_FLAG_FORCE_RING | NPG_FLAG_FORCE_LOG_N;
     check_arg((flags & ~known_flags) == 0, "flags " + std::to_string(flags) +
                                                " has unknown bits; allowed: NPG_FLAG_FORCE_TCP (0x1), "
-                                               "NPG_FLAG_FORCE_STAGING (0x2)");
+                                               "NPG_FLAG_FORCE_STAGING (0x2), NPG_FLAG_FORCE_RING (0x4), "
+                                               "NPG_FLAG_FORCE_LOG_N (0x8)");
+    check_arg((flags & NPG_FLAG_FORCE_RING) == 0 || (flags & NPG_FLAG_FORCE_LOG_N) == 0,
+              "flags " + std::to_string(flags) + " set both NPG_FLAG_FORCE_RING and NPG_FLAG_FORCE_LOG_N");
     // root_info may be NULL where the backend needs none (a rank table for hccl, a domain for lccl).
     const npg::Backend& b = npg::find_backend(backend);
     npg::CommConfig config;

@@ -76,7 +76,8 @@ RankTable decode_table(const std::vector<uint8_t>& body, int32_t rank_size, cons
   ByteReader r(body);
   RankTable table;
   uint8_t kind = r.u8();
-  if (kind < static_cast<uint8_t>(TransportKind::kThreads) || kind > static_cast<uint8_t>(TransportKind::kTcp)) {
+  if (kind < static_cast<uint8_t>(TransportKind::kThreads) ||
+      kind > static_cast<uint8_t>(TransportKind::kHierStaging)) {
     throw_error(NPG_REMOTE_ERROR, root + " sent an unknown transport " + std::to_string(kind));
   }
   table.transport = static_cast<TransportKind>(kind);
@@ -333,7 +334,8 @@ TransportKind Bootstrap::recv_go(const Deadline& deadline) {
   ByteReader r(body);
   uint8_t kind = r.u8();
   r.expect_end();
-  if (kind < static_cast<uint8_t>(TransportKind::kThreads) || kind > static_cast<uint8_t>(TransportKind::kTcp)) {
+  if (kind < static_cast<uint8_t>(TransportKind::kThreads) ||
+      kind > static_cast<uint8_t>(TransportKind::kHierStaging)) {
     throw_error(NPG_REMOTE_ERROR, root + " sent an unknown transport " + std::to_string(kind));
   }
   return static_cast<TransportKind>(kind);

@@ -36,6 +36,8 @@ enum class TransportKind : uint8_t {
   kStaging = 3,
   kCma = 4,
   kTcp = 5,
+  kHier = 6,         // several hosts: rings across hosts plus shared memory (cma) on each
+  kHierStaging = 7,  // the same with staging on each host (cross-memory attach refused or forced)
 };
 
 struct RankTable {

@@ -7,6 +7,7 @@
 
 #include "../core/error.h"
 #include "bootstrap.h"
+#include "hier_transport.h"
 #include "host_identity.h"
 #include "root_info.h"
 #include "shm_segment.h"
@@ -41,7 +42,12 @@ TransportKind choose_transport(const std::vector<RankInfo>& ranks, uint32_t flag
     same_host = same_host && r.identity == ranks[0].identity;
     same_process = same_process && r.pid == ranks[0].pid;
   }
-  if (!same_host || (flags & NPG_FLAG_FORCE_TCP)) return TransportKind::kTcp;
+  if (!same_host) {
+    // Several hosts: the flat ring when forced or when the hosts' rank counts differ.
+    if (!(flags & NPG_FLAG_FORCE_TCP) && HostLayout::of(ranks).suits_hierarchy()) return TransportKind::kHier;
+    return TransportKind::kTcp;
+  }
+  if (flags & NPG_FLAG_FORCE_TCP) return TransportKind::kTcp;
   if (flags & NPG_FLAG_FORCE_STAGING) return TransportKind::kStaging;
   return same_process ? TransportKind::kThreads : TransportKind::kProcesses;
 }
@@ -54,12 +60,15 @@ ShmTransport::Mode shm_mode(TransportKind kind) {
   }
 }
 
-// This rank's part of the set-up after the table: attach, probe, connect the ring.
-struct LocalSetup {
-  ShmSegment segment;
-  std::unique_ptr<TcpRing> ring;
-  SetupReport report;
-};
+std::vector<Endpoint> ring_endpoints(const RankTable& table) {
+  std::vector<Endpoint> endpoints;
+  for (const RankInfo& r : table.ranks) endpoints.push_back(r.ring);
+  return endpoints;
+}
+
+bool uses_shared_segment(TransportKind kind) {
+  return kind != TransportKind::kTcp && kind != TransportKind::kHier && kind != TransportKind::kHierStaging;
+}
 
 std::vector<int32_t> pids_of(const RankTable& table) {
   std::vector<int32_t> pids;
@@ -132,8 +141,10 @@ void HostCommunicator::join(const CommConfig& config, const HostRootInfo& info) 
 }
 
 void HostCommunicator::install(TransportKind kind, const RankTable& table, ShmSegment segment,
-                               std::unique_ptr<TcpRing> ring) {
-  if (kind == TransportKind::kTcp) {
+                               std::unique_ptr<FlatTcp> ring, HierTransport::Setup hier) {
+  if (kind == TransportKind::kHier || kind == TransportKind::kHierStaging) {
+    transport_.reset(new HierTransport(std::move(hier), table, rank_, kind, abort_));
+  } else if (kind == TransportKind::kTcp) {
     int32_t on_this_host = 0;
     for (const RankInfo& r : table.ranks) on_this_host += r.identity == table.ranks[rank_].identity ? 1 : 0;
     ring->set_poll_spin(on_this_host > get_nprocs() ? TcpRing::kOversubscribedPollSpin : TcpRing::kPollSpin);
@@ -155,8 +166,8 @@ void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo
     table.ranks = boot.ranks();
     table.transport = choose_transport(table.ranks, config.flags);
     ShmSegment segment;
-    if (table.transport != TransportKind::kTcp) {
-      table.staging_chunk = staging_chunk_bytes_from_env();
+    if (table.transport != TransportKind::kTcp) table.staging_chunk = staging_chunk_bytes_from_env();
+    if (uses_shared_segment(table.transport)) {
       table.shm_name = shm_segment_name(getpid(), info.id_hex(8), config.comm_domain);
       // Separate processes may fall back to staging after the probe, so their segment
       // reserves the staging area up front; tmpfs commits its pages only when touched.
@@ -167,13 +178,25 @@ void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo
     }
     boot.send_table(table, deadline);
     bool cma_ok = table.transport == TransportKind::kProcesses && probe_peers(table, rank_);
-    std::unique_ptr<TcpRing> ring;
+    std::unique_ptr<FlatTcp> ring;
     if (table.transport == TransportKind::kTcp) {
-      ring = TcpRing::connect(rank_, size_, ring_listener.get(), table.ranks[(rank_ + 1) % size_].ring, info,
-                              deadline, -1, abort_);
+      ring = FlatTcp::connect(rank_, size_, config.flags, ring_listener.get(), ring_endpoints(table), info, deadline,
+                              -1, abort_);
+    }
+    HierTransport::Setup hier;
+    if (table.transport == TransportKind::kHier) {
+      hier = HierTransport::set_up(table, rank_, config.flags, ring_listener.get(), info, config.comm_domain, deadline,
+                                   -1, abort_);
     }
     std::vector<SetupReport> reports = boot.collect_reports(deadline);
     TransportKind kind = table.transport;
+    if (kind == TransportKind::kHier) {
+      bool every_host_cma = hier.cma_ok && !(config.flags & NPG_FLAG_FORCE_STAGING);
+      for (int32_t r = 0; r < size_; ++r) every_host_cma = every_host_cma && (r == rank_ || reports[r].cma_ok);
+      kind = every_host_cma ? TransportKind::kHier : TransportKind::kHierStaging;
+      // Every rank has attached to its host's segment.
+      if (int err = hier.segment.unlink()) throw_system_error("shm_unlink of " + hier.segment.name(), err);
+    }
     if (kind == TransportKind::kProcesses) {
       for (int32_t r = 0; r < size_; ++r) cma_ok = cma_ok && (r == rank_ || reports[r].cma_ok);
       kind = cma_ok ? TransportKind::kCma : TransportKind::kStaging;
@@ -181,7 +204,7 @@ void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo
     // Every rank has attached: the name is no longer needed.
     if (int err = segment.unlink()) throw_system_error("shm_unlink of " + table.shm_name, err);
     boot.send_go(kind, deadline);
-    install(kind, table, std::move(segment), std::move(ring));
+    install(kind, table, std::move(segment), std::move(ring), std::move(hier));
   } catch (const Error& e) {
     boot.fail_all(e.code(), e.what());
     throw;
@@ -224,10 +247,11 @@ void HostCommunicator::join_as_member(const CommConfig& config, const HostRootIn
   }
   SetupReport report;
   ShmSegment segment;
-  std::unique_ptr<TcpRing> ring;
+  std::unique_ptr<FlatTcp> ring;
+  HierTransport::Setup hier;
   bool interrupted = false;
   try {
-    if (table.transport != TransportKind::kTcp) {
+    if (uses_shared_segment(table.transport)) {
       size_t bytes = ShmTransport::segment_bytes(size_, table.transport != TransportKind::kThreads,
                                                  table.staging_chunk);
       segment = ShmSegment::open(table.shm_name, bytes);
@@ -236,9 +260,15 @@ void HostCommunicator::join_as_member(const CommConfig& config, const HostRootIn
     report.cma_ok = table.transport == TransportKind::kProcesses && probe_peers(table, rank_);
     if (table.transport == TransportKind::kTcp) {
       // The root's connection doubles as a cancel signal: it only speaks on failure here.
-      ring = TcpRing::connect(rank_, size_, ring_listener.get(), table.ranks[(rank_ + 1) % size_].ring, info,
-                              deadline, boot.root_fd(), abort_);
+      ring = FlatTcp::connect(rank_, size_, config.flags, ring_listener.get(), ring_endpoints(table), info, deadline,
+                              boot.root_fd(), abort_);
       interrupted = ring == nullptr;
+    }
+    if (table.transport == TransportKind::kHier) {
+      hier = HierTransport::set_up(table, rank_, config.flags, ring_listener.get(), info, config.comm_domain,
+                                   deadline, boot.root_fd(), abort_);
+      report.cma_ok = hier.cma_ok;
+      interrupted = hier.interrupted;
     }
   } catch (const Error& e) {
     report.ok = false;
@@ -249,7 +279,9 @@ void HostCommunicator::join_as_member(const CommConfig& config, const HostRootIn
   TransportKind kind = boot.recv_go(member_deadline);
   if (!report.ok) throw_error(static_cast<npg_result_t>(report.code), report.text);
   if (interrupted) throw_error(NPG_REMOTE_ERROR, "root rank interrupted the ring set-up without an error");
-  install(kind, table, std::move(segment), std::move(ring));
+  // Every rank has attached to its host's segment (a no-op unless this rank created it).
+  if (int err = hier.segment.unlink()) throw_system_error("shm_unlink of " + hier.segment.name(), err);
+  install(kind, table, std::move(segment), std::move(ring), std::move(hier));
 }
 
 void HostCommunicator::all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own,

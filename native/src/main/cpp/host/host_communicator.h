@@ -11,9 +11,11 @@
 #include "../core/backend.h"
 #include "../core/communicator.h"
 #include "bootstrap.h"
+#include "hier_transport.h"
 #include "host_transport.h"
 #include "root_info.h"
 #include "shm_segment.h"
+#include "tcp_log_n.h"
 #include "tcp_ring.h"
 
 namespace npg {
@@ -51,7 +53,8 @@ class HostCommunicator final : public Communicator {
   // After a collective in which some ranks rejected their arguments: gathers their texts in
   // one more collective and throws the verdict every rank shares.
   [[noreturn]] void fail_with_rejections(const std::vector<uint64_t>& lengths);
-  void install(TransportKind kind, const RankTable& table, ShmSegment segment, std::unique_ptr<TcpRing> ring);
+  void install(TransportKind kind, const RankTable& table, ShmSegment segment, std::unique_ptr<FlatTcp> ring,
+               HierTransport::Setup hier);
 
   int32_t rank_;
   int32_t size_;

@@ -76,6 +76,11 @@ int socket_error(int fd) {
 TcpRing::TcpRing(int32_t rank, int32_t size, UniqueFd left, UniqueFd right, AbortSignal& abort)
     : rank_(rank), size_(size), left_(std::move(left)), right_(std::move(right)), abort_(abort) {}
 
+std::unique_ptr<TcpRing> TcpRing::adopt(int32_t rank, int32_t size, UniqueFd left, UniqueFd right,
+                                        AbortSignal& abort) {
+  return std::unique_ptr<TcpRing>(new TcpRing(rank, size, std::move(left), std::move(right), abort));
+}
+
 void TcpRing::set_poll_spin(std::chrono::microseconds spin) { poll_spin_ = spin; }
 
 std::unique_ptr<TcpRing> TcpRing::connect(int32_t rank, int32_t size, int listener, const Endpoint& right,

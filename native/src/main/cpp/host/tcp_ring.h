@@ -26,6 +26,11 @@ class TcpRing final : public HostTransport {
                                           const HostRootInfo& info, const Deadline& deadline, int cancel_fd,
                                           AbortSignal& abort);
 
+  // A ring over connections made elsewhere (left from rank-1, right to rank+1), already
+  // authenticated the same way.
+  static std::unique_ptr<TcpRing> adopt(int32_t rank, int32_t size, UniqueFd left, UniqueFd right,
+                                        AbortSignal& abort);
+
   // Before blocking in poll the ring polls without sleeping for this long: a neighbour's
   // next bytes usually arrive within it, and a sleeping rank's wake-up on a busy host costs
   // more. Short when this host's ranks outnumber its CPUs, where spinning takes the CPU a

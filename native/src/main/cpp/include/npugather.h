@@ -46,8 +46,12 @@ typedef enum {
 typedef enum { NPG_COMM_MULTI_PROCESS = 0, NPG_COMM_MULTI_THREAD = 1 } npg_comm_mode_t;
 
 /* Flags for npg_comm_init (host backend). */
-#define NPG_FLAG_FORCE_TCP 0x1u     /* use the TCP ring even when all ranks share a host */
-#define NPG_FLAG_FORCE_STAGING 0x2u /* same host: copy through shared memory, no cross-memory attach */
+#define NPG_FLAG_FORCE_TCP 0x1u     /* use the flat TCP ring even when all ranks share a host, and across
+                                       hosts instead of the hierarchical "tcp-hier" */
+#define NPG_FLAG_FORCE_STAGING 0x2u /* shared memory (one host, or within each host of "tcp-hier"): copy
+                                       through a staging area, no cross-memory attach */
+#define NPG_FLAG_FORCE_RING 0x4u    /* flat TCP: the ring at every size, never the log-N algorithm */
+#define NPG_FLAG_FORCE_LOG_N 0x8u   /* flat TCP: the log-N (Bruck) algorithm at every size ("tcp-log-n") */
 
 /* Most ranks one communicator may have, checked before anything is sized by rank_size. */
 #define NPG_MAX_RANK_SIZE 65536

@@ -153,7 +153,9 @@ public final class Communicator implements AutoCloseable {
 
   /**
    * How data moves: for {@code host} "self", "threads", "cma" (cross-memory attach), "staging"
-   * (through shared memory) or "tcp".
+   * (through shared memory), "tcp" (flat ring) or, for several hosts with the same number of
+   * ranks each, "tcp-hier+cma", "tcp-hier+threads" or "tcp-hier+staging" (rings across hosts,
+   * shared memory within each).
    */
   public String transport() {
     return transport;
