@@ -70,16 +70,15 @@ public final class NpuGatherConf {
           "The most memory of large buffers (4 MiB and more) an executor keeps idle for the next"
               + " gathers; 0 keeps none. Count it in spark.executor.memoryOverhead.",
           Scope.APPLICATION,
-          value -> GatherMemory.cacheSettings(Map.of(GatherMemory.CACHE_BYTES, value))),
+          value -> GatherMemory.checkSetting(GatherMemory.CACHE_BYTES, value)),
       new Setting(GatherMemory.CACHE_IDLE_TIMEOUT, GatherMemory.DEFAULT_CACHE_IDLE_TIMEOUT,
           "How long such memory is kept once no task uses it.", Scope.APPLICATION,
-          value -> GatherMemory.cacheSettings(Map.of(GatherMemory.CACHE_IDLE_TIMEOUT, value))),
+          value -> GatherMemory.checkSetting(GatherMemory.CACHE_IDLE_TIMEOUT, value)),
       new Setting(GatherMemory.MAX_GATHER_BYTES, null,
           "The most bytes one task may receive in a gather. Default: the JVM's direct memory"
               + " limit and, on an executor, no more than its off-heap budget"
               + " (spark.executor.memoryOverhead, plus spark.memory.offHeap.size when enabled).",
-          Scope.APPLICATION, value -> GatherMemory.receiveLimit(
-              Map.of(GatherMemory.MAX_GATHER_BYTES, value), false, Long.MAX_VALUE, false)),
+          Scope.APPLICATION, value -> GatherMemory.checkSetting(GatherMemory.MAX_GATHER_BYTES, value)),
       new Setting(ClusterCheck.EXECUTOR_WAIT_CONF, ClusterCheck.DEFAULT_EXECUTOR_WAIT,
           "How long the driver waits, on a cluster master, for executors to register before"
               + " deciding that the cluster has too few task slots for the ranks.",

@@ -32,11 +32,13 @@ public final class GatherMemory {
   /** The most bytes one task may receive in a gather; default: derived from the JVM's limits. */
   public static final String MAX_GATHER_BYTES = "spark.npugather.memory.maxGatherBytes";
 
-  static final String DEFAULT_CACHE_BYTES = "1g";
+  /** {@link #CACHE_BYTES}'s default. */
+  public static final String DEFAULT_CACHE_BYTES = "1g";
   /** Spark's defaults for an executor's off-heap overhead (spark.executor.memoryOverhead). */
   private static final long MIN_OVERHEAD_BYTES = 384L << 20;
   private static final double DEFAULT_OVERHEAD_FACTOR = 0.1;
-  static final String DEFAULT_CACHE_IDLE_TIMEOUT = "60s";
+  /** {@link #CACHE_IDLE_TIMEOUT}'s default. */
+  public static final String DEFAULT_CACHE_IDLE_TIMEOUT = "60s";
 
   private GatherMemory() {}
 
@@ -71,6 +73,20 @@ public final class GatherMemory {
     cacheSettings(cacheEntries(conf));
     if (conf.contains(MAX_GATHER_BYTES)) {
       receiveLimit(Map.of(MAX_GATHER_BYTES, conf.get(MAX_GATHER_BYTES)), false, Long.MAX_VALUE, false);
+    }
+  }
+
+  /**
+   * Checks one of this class's settings ({@link #CACHE_BYTES}, {@link #CACHE_IDLE_TIMEOUT},
+   * {@link #MAX_GATHER_BYTES}) as a user sets it.
+   *
+   * @throws IllegalArgumentException naming the key, the value and what is allowed
+   */
+  public static void checkSetting(String key, String value) {
+    if (key.equals(MAX_GATHER_BYTES)) {
+      receiveLimit(Map.of(MAX_GATHER_BYTES, value), false, Long.MAX_VALUE, false);
+    } else {
+      cacheSettings(Map.of(key, value));
     }
   }
 
