@@ -31,11 +31,14 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /** Expected-output checks, test data and log / shared-memory inspection. */
 final class GatherChecks {
-  /** The line a rank logs when its gather is done (logger GatherTask; see log4j2.properties). */
+  /**
+   * The line a rank logs when its gather is done (logger GatherTask; see log4j2.properties); a
+   * rank on a device names it, a CPU rank does not.
+   */
   private static final Pattern GATHERED = Pattern.compile("(?m)^.* GatherTask: .*\\brank"
-      + " (\\d+)/\\d+\\b.*gathered \\d+ rows over (\\S+) \\(device (-?\\d+)\\).*$");
+      + " (\\d+)/\\d+\\b.*gathered \\d+ rows over ([^\\s,]+)(?: \\(device (\\d+)\\))?.*$");
 
-  /** One rank's gather as its executor logged it. */
+  /** One rank's gather as its executor logged it; device -1 for a CPU rank. */
   record Gather(int rank, Path executor, String transport, int device) {}
 
   private GatherChecks() {}
@@ -175,7 +178,7 @@ final class GatherChecks {
       Matcher m = GATHERED.matcher(fresh);
       while (m.find()) {
         gathers.add(new Gather(Integer.parseInt(m.group(1)), dir, m.group(2),
-            Integer.parseInt(m.group(3))));
+            m.group(3) == null ? -1 : Integer.parseInt(m.group(3))));
       }
     });
     gathers.sort(Comparator.comparingInt(Gather::rank));
