@@ -1142,9 +1142,16 @@ void test_argument_errors_name_the_argument() {
 
 // ---------------------------------------------------------------- eager blocks on shared memory
 
-// Sizes around the eager limit (32 KiB by default), so that collectives alternate between
+// Sizes around an eager limit of 32 KiB (EagerLimit), so that collectives alternate between
 // all blocks eager, some eager, and none; every collective's bytes are checked.
 const uint64_t kEagerMix[] = {1000, 20000, 40000, 100, 70000, 5, 16384, 32768, 300000, 2000};
+
+// Sets the eager limit of the communicators made while it lives (ranks forked meanwhile
+// inherit it), whatever the machine's default.
+struct EagerLimit {
+  explicit EagerLimit(const char* bytes) { setenv("NPUGATHER_EAGER_BYTES", bytes, 1); }
+  ~EagerLimit() { unsetenv("NPUGATHER_EAGER_BYTES"); }
+};
 
 void gather_eager_mix(npg_comm_t comm, int rank, int n, uint64_t seed) {
   int it = 0;
@@ -1160,6 +1167,7 @@ void gather_eager_mix(npg_comm_t comm, int rank, int n, uint64_t seed) {
 }
 
 void test_eager_and_direct_blocks_alternate_on_every_shared_memory_transport() {
+  EagerLimit limit("32768");
   for (int n : {2, 3, 4, 8}) {
     auto info = make_root_info();
     run_ranks(n, [&](int rank) {
@@ -1184,7 +1192,7 @@ void test_eager_and_direct_blocks_alternate_on_every_shared_memory_transport() {
 }
 
 // Each rank decides for its own block alone: ranks whose eager limits differ (rank 0 never
-// eager, rank 1 always up to the room there is, rank 2 the default) still gather every byte.
+// eager, rank 1 always up to the room there is, rank 2 up to 32 KiB) still gather every byte.
 void test_ranks_with_different_eager_limits_gather_every_byte() {
   const int n = 3;
   ProcShared* mixed = map_shared();
@@ -1195,6 +1203,7 @@ void test_ranks_with_different_eager_limits_gather_every_byte() {
   }, 0, 20000, [&](int r) {
     if (r == 0) setenv("NPUGATHER_EAGER_BYTES", "0", 1);
     if (r == 1) setenv("NPUGATHER_EAGER_BYTES", "1000000000", 1);
+    if (r == 2) setenv("NPUGATHER_EAGER_BYTES", "32768", 1);
     return std::string("127.0.0.1");
   });
   auto codes = wait_ranks(pids, 60000);
@@ -1238,6 +1247,7 @@ npg_result_t eager_gathers_until_failure(npg_comm_t comm, int rank, int n, doubl
 void test_rank_killed_during_eager_gathers_fails_every_survivor() {
   const int n = 3;
   const int64_t timeout = 5000;
+  EagerLimit limit("32768");
   for (uint32_t flags : {0u, NPG_FLAG_FORCE_STAGING}) {
     ProcShared* shared = map_shared();
     auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
@@ -1269,6 +1279,7 @@ void test_rank_killed_during_eager_gathers_fails_every_survivor() {
 // ABORTED, its peers with REMOTE_ERROR naming the abort; none waits for the deadline.
 void test_abort_during_eager_gathers_ends_every_rank() {
   const int n = 3;
+  EagerLimit limit("32768");
   auto info = make_root_info();
   std::vector<npg_result_t> codes(n, NPG_SUCCESS);
   std::vector<std::string> errors(n);

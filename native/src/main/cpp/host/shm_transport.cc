@@ -151,12 +151,13 @@ uint64_t staging_chunk_bytes_from_env() {
   return (v + 63) & ~63ull;
 }
 
-uint64_t eager_bytes_from_env() {
+uint64_t eager_bytes_from_env(bool threads, bool oversubscribed) {
+  const uint64_t fallback = oversubscribed ? kOversubscribedEagerBytes : threads ? 0 : kEagerBytes;
   const char* env = getenv("NPUGATHER_EAGER_BYTES");
-  if (env == nullptr || env[0] == '\0') return kDefaultEagerBytes;
+  if (env == nullptr || env[0] == '\0') return fallback;
   char* end = nullptr;
   unsigned long long v = strtoull(env, &end, 10);
-  if (end == env || *end != '\0') return kDefaultEagerBytes;
+  if (end == env || *end != '\0') return fallback;
   return v;
 }
 
@@ -200,8 +201,9 @@ void ShmTransport::check_format(const uint8_t* base, int32_t size, uint64_t chun
 ShmTransport::ShmTransport(ShmSegment segment, Mode mode, int32_t rank, int32_t size, uint64_t chunk,
                            const std::vector<int32_t>& pids, AbortSignal& abort)
     : segment_(std::move(segment)), mode_(mode), rank_(rank), size_(size), chunk_(chunk),
-      eager_capacity_(eager_capacity(size)), eager_limit_(std::min(eager_bytes_from_env(), eager_capacity_)), pids_(pids),
-      pidfds_(size), abort_(abort),
+      eager_capacity_(eager_capacity(size)),
+      eager_limit_(std::min(eager_bytes_from_env(mode == Mode::kThreads, size > online_cpus()), eager_capacity_)),
+      pids_(pids), pidfds_(size), abort_(abort),
       spin_budget_(size > online_cpus() ? kOversubscribedSpinBudget : kSpinBudget) {
   const int32_t self = static_cast<int32_t>(getpid());
   for (int32_t r = 0; r < size_; ++r) {

@@ -25,11 +25,15 @@ constexpr uint64_t kDefaultStagingChunkBytes = 4ull << 20;
 // NPUGATHER_STAGING_CHUNK_BYTES if set and sane, else kDefaultStagingChunkBytes.
 uint64_t staging_chunk_bytes_from_env();
 
-// Blocks up to this many bytes travel eagerly (measured crossover, docs/performance.md).
-constexpr uint64_t kDefaultEagerBytes = 32ull << 10;
-// NPUGATHER_EAGER_BYTES if set and a number (0: never eager), else kDefaultEagerBytes. Each
+// Blocks up to this many bytes travel eagerly (measured crossovers, docs/performance.md): the
+// eager copy through the segment costs more than reading the peer's buffer directly, and
+// saves a system call (cma) and the done round. Ranks as threads read directly at no such
+// cost, unless the host's ranks outnumber its CPUs, where every round costs context switches.
+constexpr uint64_t kEagerBytes = 8ull << 10;
+constexpr uint64_t kOversubscribedEagerBytes = 64ull << 10;
+// NPUGATHER_EAGER_BYTES if set and a number (0: never eager), else the default above. Each
 // rank decides for its own block alone, so ranks may differ.
-uint64_t eager_bytes_from_env();
+uint64_t eager_bytes_from_env(bool threads, bool oversubscribed);
 
 // True when process_vm_readv of pid's canary at addr returns value.
 bool cma_probe(pid_t pid, uint64_t addr, uint64_t value);
