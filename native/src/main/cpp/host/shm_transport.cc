@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,10 @@ constexpr auto kLivenessPeriod = std::chrono::milliseconds(10);
 // the awaited rank needs.
 constexpr auto kSpinBudget = std::chrono::microseconds(50);
 constexpr auto kOversubscribedSpinBudget = std::chrono::microseconds(2);
+// Oversubscribed, a waiter then yields its CPU for this long before it sleeps: the awaited
+// rank is often runnable on the same CPU, and a yield hands over at once where a sleep and
+// its wake-up cost a round trip through the scheduler (measured, docs/performance.md).
+constexpr auto kOversubscribedYieldBudget = std::chrono::microseconds(200);
 // Longest single sleep on the bell: abort, deadline and peer exits are noticed at least this often.
 constexpr long kBellSleepNs = 1000000;
 constexpr uint64_t kMaxEagerCapacity = 256ull << 10;
@@ -204,7 +209,8 @@ ShmTransport::ShmTransport(ShmSegment segment, Mode mode, int32_t rank, int32_t 
       eager_capacity_(eager_capacity(size)),
       eager_limit_(std::min(eager_bytes_from_env(mode == Mode::kThreads, size > online_cpus()), eager_capacity_)),
       pids_(pids), pidfds_(size), abort_(abort),
-      spin_budget_(size > online_cpus() ? kOversubscribedSpinBudget : kSpinBudget) {
+      spin_budget_(size > online_cpus() ? kOversubscribedSpinBudget : kSpinBudget),
+      yield_budget_(size > online_cpus() ? kOversubscribedYieldBudget : std::chrono::microseconds(0)) {
   const int32_t self = static_cast<int32_t>(getpid());
   for (int32_t r = 0; r < size_; ++r) {
     if (r == rank_ || pids_[r] == self) continue;
@@ -359,6 +365,10 @@ void ShmTransport::wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t targe
                                      (missing.size() > 1 ? "s " : " ") + rank_list(missing) + " to " + phase);
       }
       next_liveness = now + kLivenessPeriod;
+    }
+    if (now - start < yield_budget_) {
+      sched_yield();
+      continue;
     }
     sleep_on_bell(field, target);
   }
