@@ -42,14 +42,16 @@ constexpr auto kDrainLimit = std::chrono::seconds(10);
 constexpr uint64_t kCmaChunkBytes = 8ull << 20;  // abort is checked between chunks
 constexpr size_t kCmaIovecs = 64;                // remote pieces per process_vm_readv
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(10);
-// A waiter spins this long before it sleeps on the bell: long enough to cover the skew of
-// ranks that each own a CPU, short when ranks outnumber CPUs and spinning steals the CPU
-// the awaited rank needs.
+// A waiter spins this long: long enough to cover the skew of ranks that each own a CPU,
+// short when ranks outnumber CPUs and spinning steals the CPU the awaited rank needs.
 constexpr auto kSpinBudget = std::chrono::microseconds(50);
 constexpr auto kOversubscribedSpinBudget = std::chrono::microseconds(2);
-// Oversubscribed, a waiter then yields its CPU for this long before it sleeps: the awaited
-// rank is often runnable on the same CPU, and a yield hands over at once where a sleep and
-// its wake-up cost a round trip through the scheduler (measured, docs/performance.md).
+// Then it yields its CPU until this long has passed, and only then sleeps on the bell. A
+// yield hands the CPU at once to an awaited rank that shares it, where a sleep and its
+// wake-up cost a round trip through the scheduler; and a waiter that stays awake longer than
+// a sleeping peer takes to wake on an idle virtual CPU (measured up to ~500 us) keeps the
+// ranks from taking turns to sleep, every collective costing a wake-up (docs/performance.md).
+constexpr auto kYieldBudget = std::chrono::microseconds(1000);
 constexpr auto kOversubscribedYieldBudget = std::chrono::microseconds(200);
 // Longest single sleep on the bell: abort, deadline and peer exits are noticed at least this often.
 constexpr long kBellSleepNs = 1000000;
@@ -210,7 +212,7 @@ ShmTransport::ShmTransport(ShmSegment segment, Mode mode, int32_t rank, int32_t 
       eager_limit_(std::min(eager_bytes_from_env(mode == Mode::kThreads, size > online_cpus()), eager_capacity_)),
       pids_(pids), pidfds_(size), abort_(abort),
       spin_budget_(size > online_cpus() ? kOversubscribedSpinBudget : kSpinBudget),
-      yield_budget_(size > online_cpus() ? kOversubscribedYieldBudget : std::chrono::microseconds(0)) {
+      yield_budget_(size > online_cpus() ? kOversubscribedYieldBudget : kYieldBudget) {
   const int32_t self = static_cast<int32_t>(getpid());
   for (int32_t r = 0; r < size_; ++r) {
     if (r == rank_ || pids_[r] == self) continue;

@@ -111,7 +111,7 @@ class ShmTransport final : public HostTransport {
   std::vector<UniqueFd> pidfds_;  // empty fd: same process or pidfd unsupported
   AbortSignal& abort_;
   std::chrono::nanoseconds spin_budget_;
-  std::chrono::nanoseconds yield_budget_;  // then sched_yield until this long has passed
+  std::chrono::nanoseconds yield_budget_;  // then yields until this long has passed
   uint64_t stage_round_ = 0;
 };
 
