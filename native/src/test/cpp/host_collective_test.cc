@@ -787,8 +787,9 @@ void test_foreign_and_garbage_connections_during_init_are_dropped() {
 }
 
 // peer_may_complete: the aborted rank's block had already left in full, so the late peer may
-// also finish its gather — with every byte right — instead of failing (log-N sends a step
-// in one sendmsg, so the peer's send does not meet the reset before it has read the block).
+// also finish its gather — with every byte right — instead of failing (the TCP transports send
+// a block with its header in one sendmsg, so the peer's send does not meet the reset before
+// it has read the block).
 void expect_abort_ends_blocked_gather(uint32_t flags, bool peer_may_complete = false) {
   auto info = make_root_info();
   std::atomic<int> aborted{0};
@@ -825,7 +826,7 @@ void expect_abort_ends_blocked_gather(uint32_t flags, bool peer_may_complete = f
 
 void test_abort_from_another_thread_ends_a_blocked_gather_promptly() {
   expect_abort_ends_blocked_gather(0);
-  expect_abort_ends_blocked_gather(NPG_FLAG_FORCE_TCP);
+  expect_abort_ends_blocked_gather(NPG_FLAG_FORCE_TCP, true);
   expect_abort_ends_blocked_gather(NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N, true);
 }
 

@@ -20,6 +20,8 @@ namespace host {
 
 // Bytes one send or recv moves at most, so that a loop round stays short.
 constexpr uint64_t kIoChunkBytes = 1ull << 20;
+// Pieces one sendmsg gathers at most.
+constexpr int kSendIovecs = 64;
 
 // A block's header: magic (one per transport), origin rank, sequence, the origin's send size
 // and layout digest, and the bytes that follow it on this link (0 when they were refused).

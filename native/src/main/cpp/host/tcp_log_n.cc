@@ -18,7 +18,6 @@ namespace {
 
 constexpr uint32_t kHeaderMagic = 0x3142504eu;  // "NPB1"
 constexpr size_t kLinkAuthBytes = 8;  // the connecting rank, the link (0 ring, 1 + step)
-constexpr int kSendIovecs = 64;
 
 // The ring (link 0: to rank+1, from rank-1) and log-N step k (link 1+k: to rank-2^k, from
 // rank+2^k). Every rank makes its links in the same order and admits early arrivals for

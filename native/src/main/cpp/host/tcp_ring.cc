@@ -169,19 +169,34 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
     }
     if (right_i >= 0 && fds[right_i].revents != 0) {
       uint64_t budget = 4 * kIoChunkBytes;
-      while (budget > 0 && si < send.size()) {
-        if (so == send[si].len) {
-          ++si;
-          so = 0;
-          continue;
+      while (budget > 0 && sent < sent_total) {
+        // One sendmsg for the pieces ready in full and the ready part of the next: a unit's
+        // header and its bytes leave together, so the neighbour wakes once per unit.
+        iovec iov[kSendIovecs];
+        int pieces = 0;
+        uint64_t want = 0;
+        for (size_t i = si, skip = so; i < send.size() && pieces < kSendIovecs && want < kIoChunkBytes; ++i, skip = 0) {
+          const uint64_t take = std::min(send[i].ready - skip, kIoChunkBytes - want);
+          if (take > 0) {
+            iov[pieces++] = {const_cast<uint8_t*>(send[i].data) + skip, take};
+            want += take;
+          }
+          if (send[i].ready < send[i].len) break;  // the rest of this piece has not arrived yet
         }
-        if (so >= send[si].ready) break;
-        iovec piece{const_cast<uint8_t*>(send[si].data) + so, std::min(send[si].ready - so, kIoChunkBytes)};
-        const uint64_t k = send_some(right_.get(), &piece, 1, right_rank);
+        if (want == 0) break;
+        const uint64_t k = send_some(right_.get(), iov, pieces, right_rank);
         if (k == 0) break;
-        so += k;
         sent += k;
         budget -= std::min(budget, k);
+        for (uint64_t advance = k; advance > 0;) {
+          while (so == send[si].len) {
+            ++si;
+            so = 0;
+          }
+          const uint64_t step = std::min(advance, send[si].len - so);
+          so += step;
+          advance -= step;
+        }
       }
     }
     if (left_i >= 0 && fds[left_i].revents != 0) {
