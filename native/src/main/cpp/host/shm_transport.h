@@ -1,7 +1,7 @@
 // Same-host transport over a shared control segment: "threads" (memcpy from the peer's
 // buffer), "cma" (process_vm_readv from the peer process) or "staging" (chunks copied
-// through a shared staging area). Small blocks, in every mode, travel eagerly: each rank
-// copies its block into its post in the segment and peers copy it out, in one phase.
+// through a shared staging area). In every mode, blocks up to the eager limit travel
+// eagerly: the rank copies its block into its post in the segment and peers copy it out.
 #ifndef NPUGATHER_HOST_SHM_TRANSPORT_H_
 #define NPUGATHER_HOST_SHM_TRANSPORT_H_
 
