@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "../core/error.h"
@@ -58,6 +59,59 @@ void BlockHeader::set_following(uint8_t* header, uint64_t following) {
 }
 
 std::string rank_name(int32_t r) { return "rank " + std::to_string(r); }
+
+void SendStream::add(const uint8_t* data, uint64_t len, uint64_t ready) {
+  pieces_.push_back({data, len, ready});
+  total_ += len;
+}
+
+bool SendStream::can_send() {
+  while (index_ < pieces_.size() && offset_ == pieces_[index_].len) {
+    ++index_;
+    offset_ = 0;
+  }
+  return index_ < pieces_.size() && offset_ < pieces_[index_].ready;
+}
+
+void SendStream::send_ready(int fd, int32_t peer, uint64_t budget) {
+  while (budget > 0 && can_send()) {
+    // The pieces ready in full and the ready part of the next.
+    iovec iov[kSendIovecs];
+    int count = 0;
+    uint64_t want = 0;
+    for (size_t i = index_, skip = offset_; i < pieces_.size() && count < kSendIovecs && want < kIoChunkBytes;
+         ++i, skip = 0) {
+      const uint64_t take = std::min(pieces_[i].ready - skip, kIoChunkBytes - want);
+      if (take > 0) {
+        iov[count++] = {const_cast<uint8_t*>(pieces_[i].data) + skip, take};
+        want += take;
+      }
+      if (pieces_[i].ready < pieces_[i].len) break;  // the rest of this piece has not arrived yet
+    }
+    const uint64_t k = send_some(fd, iov, count, peer);
+    if (k == 0) return;
+    sent_ += k;
+    budget -= std::min(budget, k);
+    for (uint64_t advance = k; advance > 0;) {
+      while (offset_ == pieces_[index_].len) {
+        ++index_;
+        offset_ = 0;
+      }
+      const uint64_t step = std::min(advance, pieces_[index_].len - offset_);
+      offset_ += step;
+      advance -= step;
+    }
+  }
+}
+
+iovec receive_span(bool in_header, uint8_t* header, uint8_t* dst, uint64_t following, uint64_t got,
+                   std::vector<uint8_t>& scratch) {
+  if (in_header) return {header + got, BlockHeader::kBytes - got};
+  const uint64_t want = std::min(following - got, kIoChunkBytes);
+  if (dst != nullptr) return {dst + got, want};
+  if (scratch.empty()) scratch.resize(kIoChunkBytes);
+  return {scratch.data(), want};
+}
 
 void judge_layout(const uint8_t* headers, const GatherArgs& args, int32_t size) {
   std::vector<BlockHeader> all;

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "host_transport.h"
 #include "socket_util.h"
@@ -42,6 +43,43 @@ struct BlockHeader {
 };
 
 std::string rank_name(int32_t r);
+
+// What one link sends: pieces in order, each sendable up to its ready bytes (a forwarded
+// block becomes ready as it arrives). Gathers many pieces per sendmsg, so that small blocks
+// and their headers leave in one segment and the receiver wakes once, not once per piece.
+class SendStream {
+ public:
+  void add(const uint8_t* data, uint64_t len, uint64_t ready);
+  void add(const uint8_t* data, uint64_t len) { add(data, len, len); }
+  // Makes the first `ready` bytes of piece `index` sendable.
+  void set_ready(size_t index, uint64_t ready) { pieces_[index].ready = ready; }
+  size_t size() const { return pieces_.size(); }
+  uint64_t total() const { return total_; }
+  uint64_t sent() const { return sent_; }
+  bool done() const { return sent_ == total_; }
+  // True when a byte is ready to go.
+  bool can_send();
+  // Sends what is ready (at most budget bytes, roughly) on fd; stops when the socket is full.
+  void send_ready(int fd, int32_t peer, uint64_t budget);
+
+ private:
+  struct Piece {
+    const uint8_t* data;
+    uint64_t len;
+    uint64_t ready;
+  };
+  std::vector<Piece> pieces_;
+  size_t index_ = 0;    // first piece not sent in full
+  uint64_t offset_ = 0;  // bytes of it sent
+  uint64_t total_ = 0;
+  uint64_t sent_ = 0;
+};
+
+// Where the next bytes of a stream of blocks go, got of the current part read: the rest of
+// the header, else the rest of the block's following bytes at dst, or into scratch when dst
+// is null (bytes refused, read and dropped); at most kIoChunkBytes.
+iovec receive_span(bool in_header, uint8_t* header, uint8_t* dst, uint64_t following, uint64_t got,
+                   std::vector<uint8_t>& scratch);
 
 // headers holds every rank's header (BlockHeader::kBytes each, by rank): throws the verdict
 // every rank reaches from the same headers, INVALID_USAGE when a rank rejected its arguments

@@ -121,28 +121,20 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
   auto header_of = [&](int32_t r) { return headers.data() + static_cast<size_t>(r) * kHeaderBytes; };
 
   // Send: blocks rank, rank+1, ..., rank+blocks-1, each its header then its bytes.
-  struct Piece {
-    const uint8_t* data;
-    uint64_t len;
-  };
-  std::vector<Piece> send;
-  uint64_t send_total = 0;
+  SendStream send;
   for (int32_t i = 0; i < blocks; ++i) {
     const int32_t b = (rank_ + i) % size_;
-    send.push_back({header_of(b), kHeaderBytes});
+    send.add(header_of(b), kHeaderBytes);
     const uint64_t following = BlockHeader::decode(header_of(b)).following;
-    send_total += kHeaderBytes + following;
     if (following == 0) continue;
     if (b == rank_) {
       for (size_t s = 0; s < args.segment_count; ++s) {
-        send.push_back({static_cast<const uint8_t*>(args.segments[s].address), args.segments[s].bytes});
+        send.add(static_cast<const uint8_t*>(args.segments[s].address), args.segments[s].bytes);
       }
     } else {
-      send.push_back({args.recv + args.displs[b], following});
+      send.add(args.recv + args.displs[b], following);
     }
   }
-  size_t si = 0;
-  uint64_t so = 0, sent = 0;
 
   // Receive: blocks rank+dist, ..., rank+dist+blocks-1 from rank+dist, in that order.
   int32_t got_blocks = 0;
@@ -169,11 +161,11 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
   };
 
   auto idle_since = std::chrono::steady_clock::now();
-  while (sent < send_total || got_blocks < blocks) {
+  while (!send.done() || got_blocks < blocks) {
     pollfd fds[3];
     nfds_t n = 0;
     int to_i = -1, from_i = -1;
-    if (sent < send_total) {
+    if (!send.done()) {
       to_i = static_cast<int>(n);
       fds[n++] = {to, POLLOUT, 0};
     }
@@ -185,56 +177,19 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
     if (!wait_links(fds, n, idle_since, poll_spin_, deadline, abort_)) {
       if (deadline.expired()) {
         throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) + " ms in log-N step " +
-                                     std::to_string(step) + ": sent " + std::to_string(sent) + "/" +
-                                     std::to_string(send_total) + " bytes to " + rank_name(to_rank) + ", received " +
+                                     std::to_string(step) + ": sent " + std::to_string(send.sent()) + "/" +
+                                     std::to_string(send.total()) + " bytes to " + rank_name(to_rank) + ", received " +
                                      std::to_string(got_blocks) + "/" + std::to_string(blocks) + " blocks from " +
                                      rank_name(from_rank));
       }
       continue;
     }
-    if (to_i >= 0 && fds[to_i].revents != 0) {
-      while (sent < send_total) {
-        // One sendmsg for many pieces: small blocks and their headers leave in one segment,
-        // so the receiver wakes once per step, not once per piece.
-        iovec iov[kSendIovecs];
-        int pieces = 0;
-        uint64_t want = 0;
-        for (size_t i = si, skip = so; i < send.size() && pieces < kSendIovecs && want < kIoChunkBytes; ++i, skip = 0) {
-          const uint64_t take = std::min(send[i].len - skip, kIoChunkBytes - want);
-          if (take == 0) continue;
-          iov[pieces++] = {const_cast<uint8_t*>(send[i].data) + skip, take};
-          want += take;
-        }
-        const uint64_t k = send_some(to, iov, pieces, to_rank);
-        if (k == 0) break;
-        sent += k;
-        for (uint64_t advance = k; advance > 0;) {
-          const uint64_t step_bytes = std::min(advance, send[si].len - so);
-          so += step_bytes;
-          advance -= step_bytes;
-          if (so == send[si].len) {
-            ++si;
-            so = 0;
-          }
-        }
-      }
-    }
+    // A step's headers and blocks leave in as few sendmsg calls as the socket takes.
+    if (to_i >= 0 && fds[to_i].revents != 0) send.send_ready(to, to_rank, UINT64_MAX);
     if (from_i >= 0 && fds[from_i].revents != 0) {
       while (got_blocks < blocks) {
-        uint8_t* into;
-        uint64_t want;
-        if (in_header) {
-          into = incoming + got;
-          want = kHeaderBytes - got;
-        } else if (dst != nullptr) {
-          into = dst + got;
-          want = std::min(following - got, kIoChunkBytes);
-        } else {
-          if (scratch_.empty()) scratch_.resize(kIoChunkBytes);
-          into = scratch_.data();
-          want = std::min(following - got, kIoChunkBytes);
-        }
-        const int64_t k = recv_some(from, into, want, from_rank);
+        const iovec span = receive_span(in_header, incoming, dst, following, got, scratch_);
+        const int64_t k = recv_some(from, span.iov_base, span.iov_len, from_rank);
         if (k < 0) throw_error(NPG_REMOTE_ERROR, rank_name(from_rank) + " closed its connection");
         if (k == 0) break;
         got += static_cast<uint64_t>(k);

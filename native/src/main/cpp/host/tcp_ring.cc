@@ -70,23 +70,12 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
   const int32_t left_rank = (rank_ + size_ - 1) % size_;
   const int32_t right_rank = (rank_ + 1) % size_;
   auto header_of = [&](int32_t r) { return headers.data() + static_cast<size_t>(r) * kHeaderBytes; };
-  // The send stream grows as units arrive: every piece is sendable up to its `ready` bytes.
-  struct Piece {
-    const uint8_t* data;
-    uint64_t len;
-    uint64_t ready;
-  };
-  std::vector<Piece> send;
-  send.reserve(2 * static_cast<size_t>(size_) + args.segment_count);
-  send.push_back({header_of(rank_), kHeaderBytes, kHeaderBytes});
+  // The send stream grows as units arrive; a forwarded block is sendable as it arrives.
+  SendStream send;
+  send.add(header_of(rank_), kHeaderBytes);
   for (size_t i = 0; i < args.segment_count; ++i) {
-    const auto* p = static_cast<const uint8_t*>(args.segments[i].address);
-    send.push_back({p, args.segments[i].bytes, args.segments[i].bytes});
+    send.add(static_cast<const uint8_t*>(args.segments[i].address), args.segments[i].bytes);
   }
-  size_t si = 0;    // piece being sent
-  uint64_t so = 0;  // bytes of it sent
-  uint64_t sent = 0, sent_total = 0;
-  for (const Piece& p : send) sent_total += p.len;
 
   // Receive state: unit i (1..N-1) carries block rank-i: its header, then its bytes.
   int32_t unit = 1;
@@ -117,12 +106,10 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
     dst = fits ? args.recv + args.displs[block] : nullptr;
     forward_piece = 0;
     if (unit < size_ - 1) {
-      send.push_back({header_of(block), kHeaderBytes, kHeaderBytes});
-      sent_total += kHeaderBytes;
+      send.add(header_of(block), kHeaderBytes);
       if (fits && following > 0) {
         forward_piece = send.size();
-        send.push_back({dst, following, 0});
-        sent_total += following;
+        send.add(dst, following, 0);
       }
     }
     in_header = following == 0;
@@ -131,12 +118,8 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
   };
 
   auto idle_since = std::chrono::steady_clock::now();
-  while (sent < sent_total || unit < size_) {
-    while (si < send.size() && so == send[si].len) {
-      ++si;
-      so = 0;
-    }
-    const bool can_send = si < send.size() && so < send[si].ready;
+  while (!send.done() || unit < size_) {
+    const bool can_send = send.can_send();
     pollfd fds[3];
     nfds_t n = 0;
     int right_i = -1, left_i = -1;
@@ -160,62 +143,19 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
                     (block == left_rank ? std::string() : " (it comes through " + rank_name(left_rank) + ")");
         }
         throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) +
-                                     " ms in the ring data exchange: sent " + std::to_string(sent) + "/" +
-                                     std::to_string(sent_total) + " bytes to " + rank_name(right_rank) +
+                                     " ms in the ring data exchange: sent " + std::to_string(send.sent()) + "/" +
+                                     std::to_string(send.total()) + " bytes to " + rank_name(right_rank) +
                                      ", received " + std::to_string(unit - 1) + "/" + std::to_string(size_ - 1) +
                                      " blocks from " + rank_name(left_rank) + missing);
       }
       continue;
     }
-    if (right_i >= 0 && fds[right_i].revents != 0) {
-      uint64_t budget = 4 * kIoChunkBytes;
-      while (budget > 0 && sent < sent_total) {
-        // One sendmsg for the pieces ready in full and the ready part of the next: a unit's
-        // header and its bytes leave together, so the neighbour wakes once per unit.
-        iovec iov[kSendIovecs];
-        int pieces = 0;
-        uint64_t want = 0;
-        for (size_t i = si, skip = so; i < send.size() && pieces < kSendIovecs && want < kIoChunkBytes; ++i, skip = 0) {
-          const uint64_t take = std::min(send[i].ready - skip, kIoChunkBytes - want);
-          if (take > 0) {
-            iov[pieces++] = {const_cast<uint8_t*>(send[i].data) + skip, take};
-            want += take;
-          }
-          if (send[i].ready < send[i].len) break;  // the rest of this piece has not arrived yet
-        }
-        if (want == 0) break;
-        const uint64_t k = send_some(right_.get(), iov, pieces, right_rank);
-        if (k == 0) break;
-        sent += k;
-        budget -= std::min(budget, k);
-        for (uint64_t advance = k; advance > 0;) {
-          while (so == send[si].len) {
-            ++si;
-            so = 0;
-          }
-          const uint64_t step = std::min(advance, send[si].len - so);
-          so += step;
-          advance -= step;
-        }
-      }
-    }
+    if (right_i >= 0 && fds[right_i].revents != 0) send.send_ready(right_.get(), right_rank, 4 * kIoChunkBytes);
     if (left_i >= 0 && fds[left_i].revents != 0) {
       uint64_t budget = 4 * kIoChunkBytes;
       while (budget > 0 && unit < size_) {
-        uint8_t* into;
-        uint64_t want;
-        if (in_header) {
-          into = incoming + got;
-          want = kHeaderBytes - got;
-        } else if (dst != nullptr) {
-          into = dst + got;
-          want = std::min(following - got, kIoChunkBytes);
-        } else {
-          if (scratch.empty()) scratch.resize(kIoChunkBytes);
-          into = scratch.data();
-          want = std::min(following - got, kIoChunkBytes);
-        }
-        const int64_t k = recv_some(left_.get(), into, want, left_rank);
+        const iovec span = receive_span(in_header, incoming, dst, following, got, scratch);
+        const int64_t k = recv_some(left_.get(), span.iov_base, span.iov_len, left_rank);
         if (k < 0) {
           // Name the block still missing: the neighbour may only pass on a failure before it.
           const int32_t block = (rank_ - unit + size_) % size_;
@@ -233,7 +173,7 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
           if (got == kHeaderBytes) take_header();
           continue;
         }
-        if (forward_piece != 0) send[forward_piece].ready = got;
+        if (forward_piece != 0) send.set_ready(forward_piece, got);
         if (got == following) {
           in_header = true;
           got = 0;
