@@ -787,8 +787,9 @@ void test_foreign_and_garbage_connections_during_init_are_dropped() {
 }
 
 // peer_may_complete: the aborted rank's block had already left in full, so the late peer may
-// also finish its gather — with every byte right — instead of failing (log-N sends a step
-// in one sendmsg, so the peer's send does not meet the reset before it has read the block).
+// also finish its gather — with every byte right — instead of failing (the TCP transports send
+// a block with its header in one sendmsg, so the peer's send does not meet the reset before
+// it has read the block).
 void expect_abort_ends_blocked_gather(uint32_t flags, bool peer_may_complete = false) {
   auto info = make_root_info();
   std::atomic<int> aborted{0};
@@ -825,7 +826,7 @@ void expect_abort_ends_blocked_gather(uint32_t flags, bool peer_may_complete = f
 
 void test_abort_from_another_thread_ends_a_blocked_gather_promptly() {
   expect_abort_ends_blocked_gather(0);
-  expect_abort_ends_blocked_gather(NPG_FLAG_FORCE_TCP);
+  expect_abort_ends_blocked_gather(NPG_FLAG_FORCE_TCP, true);
   expect_abort_ends_blocked_gather(NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N, true);
 }
 
@@ -1140,6 +1141,170 @@ void test_argument_errors_name_the_argument() {
   CHECK(std::string(npg_result_name(NPG_TIMEOUT)) == "NPG_TIMEOUT");
 }
 
+// ---------------------------------------------------------------- eager blocks on shared memory
+
+// Sizes around an eager limit of 32 KiB (EagerLimit), so that collectives alternate between
+// all blocks eager, some eager, and none; every collective's bytes are checked.
+const uint64_t kEagerMix[] = {1000, 20000, 40000, 100, 70000, 5, 16384, 32768, 300000, 2000};
+
+// Sets the eager limit of the communicators made while it lives (ranks forked meanwhile
+// inherit it), whatever the machine's default.
+struct EagerLimit {
+  explicit EagerLimit(const char* bytes) { setenv("NPUGATHER_EAGER_BYTES", bytes, 1); }
+  ~EagerLimit() { unsetenv("NPUGATHER_EAGER_BYTES"); }
+};
+
+void gather_eager_mix(npg_comm_t comm, int rank, int n, uint64_t seed) {
+  int it = 0;
+  for (uint64_t max : kEagerMix) {
+    const Layout l = (it % 3 == 2) ? equal_layout(n, max) : ragged_layout(n, max, seed + it);
+    if (it % 4 == 3) {
+      gather_segments_and_verify(comm, rank, n, l, seed + 100 + it, 5);
+    } else {
+      gather_and_verify(comm, rank, n, l, NPG_UINT8, it % 4 == 1, true, seed + 200 + it);
+    }
+    ++it;
+  }
+}
+
+void test_eager_and_direct_blocks_alternate_on_every_shared_memory_transport() {
+  EagerLimit limit("32768");
+  for (int n : {2, 3, 4, 8}) {
+    auto info = make_root_info();
+    run_ranks(n, [&](int rank) {
+      npg_comm_t comm = init_rank(rank, n, info);
+      CHECK(std::string(npg_comm_transport(comm)) == "threads");
+      for (int round = 0; round < 2; ++round) gather_eager_mix(comm, rank, n, 1000 * n + 10 * round);
+      CHECK_OK(npg_comm_destroy(comm));
+    });
+  }
+  for (uint32_t flags : {0u, NPG_FLAG_FORCE_STAGING}) {
+    const int n = 3;
+    ProcShared* shared = map_shared();
+    auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
+      gather_eager_mix(comm, r, n, 4000 + flags);
+      return 0;
+    }, flags, 20000);
+    auto codes = wait_ranks(pids, 60000);
+    std::string report = child_report(shared, codes);
+    munmap(shared, sizeof(ProcShared));
+    for (int c : codes) if (c != 0) throw TestFailure("children failed (flags " + std::to_string(flags) + "):" + report);
+  }
+}
+
+// Each rank decides for its own block alone: ranks whose eager limits differ (rank 0 never
+// eager, rank 1 always up to the room there is, rank 2 up to 32 KiB) still gather every byte.
+void test_ranks_with_different_eager_limits_gather_every_byte() {
+  const int n = 3;
+  ProcShared* mixed = map_shared();
+  // The placement runs in each forked rank before its init, so each reads its own limit.
+  auto pids = fork_ranks(n, mixed, [&](int r, npg_comm_t comm) {
+    gather_eager_mix(comm, r, n, 5000);
+    return 0;
+  }, 0, 20000, [&](int r) {
+    if (r == 0) setenv("NPUGATHER_EAGER_BYTES", "0", 1);
+    if (r == 1) setenv("NPUGATHER_EAGER_BYTES", "1000000000", 1);
+    if (r == 2) setenv("NPUGATHER_EAGER_BYTES", "32768", 1);
+    return std::string("127.0.0.1");
+  });
+  auto codes = wait_ranks(pids, 60000);
+  std::string report = child_report(mixed, codes);
+  munmap(mixed, sizeof(ProcShared));
+  for (int c : codes) if (c != 0) throw TestFailure("children failed:" + report);
+}
+
+// One rank's eager gathers until one fails: every successful one is checked byte for byte.
+// Returns the failing call's code (NPG_SUCCESS if none failed within limit_ms).
+npg_result_t eager_gathers_until_failure(npg_comm_t comm, int rank, int n, double limit_ms, std::string* error) {
+  const uint64_t len = 4096 + 8 * static_cast<uint64_t>(rank);  // ragged, every block eager
+  Layout l;
+  for (int r = 0; r < n; ++r) {
+    l.displs.push_back(l.recv_elems);
+    l.counts.push_back(4096 + 8 * static_cast<uint64_t>(r));
+    l.recv_elems += l.counts.back();
+  }
+  std::vector<uint8_t> send(len), recv(l.recv_elems), expect;
+  auto t0 = Clock::now();
+  for (uint64_t seed = 1; ms_since(t0) < limit_ms; ++seed) {
+    fill_pattern(send.data(), len, seed, rank);
+    npg_result_t rc = npg_all_gather_v(comm, send.data(), len, recv.data(), l.counts.data(), l.displs.data(), NPG_UINT8);
+    if (rc != NPG_SUCCESS) {
+      *error = npg_last_error();
+      return rc;
+    }
+    for (int r = 0; r < n; ++r) {
+      expect.assign(l.counts[r], 0);
+      fill_pattern(expect.data(), l.counts[r], seed, r);
+      if (memcmp(recv.data() + l.displs[r], expect.data(), l.counts[r]) != 0) {
+        throw TestFailure("eager gather " + std::to_string(seed) + ": block of rank " + std::to_string(r) + " differs");
+      }
+    }
+  }
+  return NPG_SUCCESS;
+}
+
+// A rank killed while every rank loops over eager gathers: the survivors fail well before
+// the deadline and name it, whatever phase the kill caught them in, and no shm is left.
+void test_rank_killed_during_eager_gathers_fails_every_survivor() {
+  const int n = 3;
+  const int64_t timeout = 5000;
+  EagerLimit limit("32768");
+  for (uint32_t flags : {0u, NPG_FLAG_FORCE_STAGING}) {
+    ProcShared* shared = map_shared();
+    auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
+      shared->started.fetch_add(1);
+      std::string error;
+      auto t0 = Clock::now();
+      npg_result_t rc = eager_gathers_until_failure(comm, r, n, 30000, &error);
+      shared->elapsed_ms[r] = ms_since(t0);
+      shared->rc[r] = rc;
+      snprintf(shared->error[r], sizeof(shared->error[r]), "%s", error.c_str());
+      return rc == NPG_REMOTE_ERROR ? 0 : 1;
+    }, flags, timeout);
+    auto t0 = Clock::now();
+    while (shared->started.load() < n && ms_since(t0) < 30000) usleep(1000);
+    usleep(200 * 1000);
+    kill(pids[n - 1], SIGKILL);
+    auto codes = wait_ranks(pids, 60000);
+    std::string report = child_report(shared, codes);
+    bool named = contains(shared->error[0], "rank 2") && contains(shared->error[1], "rank 2");
+    int root_pid = shared->root_pid;
+    munmap(shared, sizeof(ProcShared));
+    if (codes[0] != 0 || codes[1] != 0 || codes[2] != -SIGKILL) throw TestFailure("unexpected outcome:" + report);
+    if (!named) throw TestFailure("survivors do not name rank 2:" + report);
+    CHECK(shm_entries("npugather." + std::to_string(root_pid) + ".").empty());
+  }
+}
+
+// An abort while ranks loop over eager gathers ends every rank: the aborting rank with
+// ABORTED, its peers with REMOTE_ERROR naming the abort; none waits for the deadline.
+void test_abort_during_eager_gathers_ends_every_rank() {
+  const int n = 3;
+  EagerLimit limit("32768");
+  auto info = make_root_info();
+  std::vector<npg_result_t> codes(n, NPG_SUCCESS);
+  std::vector<std::string> errors(n);
+  run_ranks(n, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, n, info, 0, 20000);
+    std::thread aborter;
+    if (rank == 0) {
+      aborter = std::thread([comm] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        npg_comm_abort(comm);
+      });
+    }
+    codes[rank] = eager_gathers_until_failure(comm, rank, n, 15000, &errors[rank]);
+    if (aborter.joinable()) aborter.join();
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+  CHECK(codes[0] == NPG_ABORTED);
+  for (int r = 1; r < n; ++r) {
+    if (codes[r] != NPG_REMOTE_ERROR || !contains(errors[r], "rank 0 aborted")) {
+      throw TestFailure("rank " + std::to_string(r) + " returned " + npg_result_name(codes[r]) + ": " + errors[r]);
+    }
+  }
+}
+
 void test_successful_runs_leave_no_shared_memory_behind() {
   std::string prefix = "npugather." + std::to_string(getpid()) + ".";
   CHECK(shm_entries(prefix).empty());
@@ -1431,6 +1596,11 @@ const TestCase kTests[] = {
      test_mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_rank},
     {"rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor",
      test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor},
+    {"eager_and_direct_blocks_alternate_on_every_shared_memory_transport",
+     test_eager_and_direct_blocks_alternate_on_every_shared_memory_transport},
+    {"ranks_with_different_eager_limits_gather_every_byte", test_ranks_with_different_eager_limits_gather_every_byte},
+    {"rank_killed_during_eager_gathers_fails_every_survivor", test_rank_killed_during_eager_gathers_fails_every_survivor},
+    {"abort_during_eager_gathers_ends_every_rank", test_abort_during_eager_gathers_ends_every_rank},
     {"successful_runs_leave_no_shared_memory_behind", test_successful_runs_leave_no_shared_memory_behind},
 };
 

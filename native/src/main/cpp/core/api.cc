@@ -167,17 +167,28 @@ void check_arg(bool ok, const std::string& text) {
   if (!ok) throw_error(NPG_INVALID_ARGUMENT, text);
 }
 
+// For the checks every collective runs: the error text is built only when the check fails.
+template <typename Text>
+void check_arg_lazily(bool ok, Text&& text) {
+  if (!ok) throw_error(NPG_INVALID_ARGUMENT, text());
+}
+
 size_t checked_width(npg_dtype_t dtype) {
   size_t width = npg_dtype_size(dtype);
-  check_arg(width != 0, "dtype " + std::to_string(static_cast<int>(dtype)) +
-                            " is not a known dtype; allowed values: 0 (int8), 1 (int16), 2 (int32), "
-                            "3 (float16), 4 (float32), 5 (int64), 7 (uint8), 11 (bfloat16)");
+  check_arg_lazily(width != 0, [&] {
+    return "dtype " + std::to_string(static_cast<int>(dtype)) +
+           " is not a known dtype; allowed values: 0 (int8), 1 (int16), 2 (int32), "
+           "3 (float16), 4 (float32), 5 (int64), 7 (uint8), 11 (bfloat16)";
+  });
   return width;
 }
 
-uint64_t to_bytes(uint64_t elements, size_t width, const std::string& name) {
-  check_arg(elements <= UINT64_MAX / width,
-            name + " = " + std::to_string(elements) + " elements overflows 64-bit byte sizes");
+// name[r] = elements.
+uint64_t to_bytes(uint64_t elements, size_t width, const char* name, int32_t r) {
+  check_arg_lazily(elements <= UINT64_MAX / width, [&] {
+    return std::string(name) + "[" + std::to_string(r) + "] = " + std::to_string(elements) +
+           " elements overflows 64-bit byte sizes";
+  });
   return elements * width;
 }
 
@@ -191,18 +202,19 @@ void check_layout(const Communicator& c, void* recv, const uint64_t* counts, con
   displs_bytes->resize(n);
   uint64_t total = 0;
   for (int32_t r = 0; r < n; ++r) {
-    std::string idx = "[" + std::to_string(r) + "]";
-    (*counts_bytes)[r] = to_bytes(counts[r], width, "recv_counts" + idx);
-    (*displs_bytes)[r] = to_bytes(displs[r], width, "recv_displs" + idx);
-    check_arg((*displs_bytes)[r] <= UINT64_MAX - (*counts_bytes)[r],
-              "recv_displs" + idx + " + recv_counts" + idx + " overflows 64-bit byte offsets");
+    (*counts_bytes)[r] = to_bytes(counts[r], width, "recv_counts", r);
+    (*displs_bytes)[r] = to_bytes(displs[r], width, "recv_displs", r);
+    check_arg_lazily((*displs_bytes)[r] <= UINT64_MAX - (*counts_bytes)[r], [&] {
+      const std::string idx = "[" + std::to_string(r) + "]";
+      return "recv_displs" + idx + " + recv_counts" + idx + " overflows 64-bit byte offsets";
+    });
     if ((*counts_bytes)[r] > 0 && r != skip_rank) {
       check_arg(UINT64_MAX - total >= (*counts_bytes)[r], "sum of recv_counts overflows 64-bit byte sizes");
       total += (*counts_bytes)[r];
     }
   }
-  check_arg(recv != nullptr || total == 0, "recv is NULL but the receive counts sum to " + std::to_string(total) +
-                                               " bytes");
+  check_arg_lazily(recv != nullptr || total == 0,
+                   [&] { return "recv is NULL but the receive counts sum to " + std::to_string(total) + " bytes"; });
   check_arg(reinterpret_cast<uintptr_t>(recv) <= UINTPTR_MAX - total || total == 0,
             "recv + receive size overflows the address space");
   // Receive regions of different ranks must not overlap (empty blocks are exempt).
@@ -214,18 +226,19 @@ void check_layout(const Communicator& c, void* recv, const uint64_t* counts, con
   for (size_t i = 1; i < order.size(); ++i) {
     int32_t a = order[i - 1];
     int32_t b = order[i];
-    check_arg((*displs_bytes)[a] + (*counts_bytes)[a] <= (*displs_bytes)[b],
-              "recv_displs[" + std::to_string(b) + "] = " + std::to_string(displs[b]) +
-                  " makes rank " + std::to_string(b) + "'s block overlap rank " + std::to_string(a) +
-                  "'s block [" + std::to_string(displs[a]) + ", " + std::to_string(displs[a] + counts[a]) + ")");
+    check_arg_lazily((*displs_bytes)[a] + (*counts_bytes)[a] <= (*displs_bytes)[b], [&] {
+      return "recv_displs[" + std::to_string(b) + "] = " + std::to_string(displs[b]) + " makes rank " +
+             std::to_string(b) + "'s block overlap rank " + std::to_string(a) + "'s block [" +
+             std::to_string(displs[a]) + ", " + std::to_string(displs[a] + counts[a]) + ")";
+    });
   }
 }
 
-// A send region [s, s + bytes) may not overlap another rank's receive block; it may be
-// this rank's own block exactly when own_block_allowed (in place).
+// A send region [s, s + bytes) (name, or name[index] when index >= 0) may not overlap another
+// rank's receive block; it may be this rank's own block exactly when own_block_allowed (in place).
 void check_send_region(const Communicator& c, uintptr_t s, uint64_t bytes, const void* recv,
                        const std::vector<uint64_t>& counts_bytes, const std::vector<uint64_t>& displs_bytes,
-                       bool own_block_allowed, const std::string& name) {
+                       bool own_block_allowed, const char* name, int64_t index = -1) {
   if (bytes == 0 || recv == nullptr) return;
   const int32_t me = c.rank();
   auto rb = reinterpret_cast<uintptr_t>(recv);
@@ -235,7 +248,8 @@ void check_send_region(const Communicator& c, uintptr_t s, uint64_t bytes, const
     uint64_t lo = rb + displs_bytes[r];
     uint64_t hi = lo + counts_bytes[r];
     if (s < hi && s + bytes > lo) {
-      throw_error(NPG_INVALID_USAGE, name + " overlaps rank " + std::to_string(r) +
+      const std::string which = index < 0 ? name : std::string(name) + "[" + std::to_string(index) + "]";
+      throw_error(NPG_INVALID_USAGE, which + " overlaps rank " + std::to_string(r) +
                                          "'s receive block; in place requires send == recv + recv_displs[" +
                                          std::to_string(me) + "] * width");
     }
@@ -256,9 +270,12 @@ Prepared prepare_from_buffer(const Communicator& c, const void* send, uint64_t s
   Prepared p;
   check_layout(c, recv, counts, displs, width, -1, &p.counts_bytes, &p.displs_bytes);
   const int32_t me = c.rank();
-  check_arg(send_count == counts[me], "send_count " + std::to_string(send_count) + " must equal recv_counts[" +
-                                          std::to_string(me) + "] = " + std::to_string(counts[me]));
-  check_arg(send != nullptr || send_count == 0, "send is NULL but send_count is " + std::to_string(send_count));
+  check_arg_lazily(send_count == counts[me], [&] {
+    return "send_count " + std::to_string(send_count) + " must equal recv_counts[" + std::to_string(me) +
+           "] = " + std::to_string(counts[me]);
+  });
+  check_arg_lazily(send != nullptr || send_count == 0,
+                   [&] { return "send is NULL but send_count is " + std::to_string(send_count); });
   const uint64_t bytes = p.counts_bytes[me];
   check_send_region(c, reinterpret_cast<uintptr_t>(send), bytes, recv, p.counts_bytes, p.displs_bytes, true,
                     "send");
@@ -294,6 +311,7 @@ void collective(Communicator& c, void* recv, Prepare&& prepare) {
 }  // namespace npg
 
 using npg::check_arg;
+using npg::check_arg_lazily;
 using npg::guarded;
 using npg::HandleCall;
 
@@ -379,8 +397,8 @@ npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint6
       std::vector<uint64_t> counts(c.size(), count);
       std::vector<uint64_t> displs(c.size());
       for (int32_t r = 0; r < c.size(); ++r) {
-        check_arg(r == 0 || count <= UINT64_MAX / static_cast<uint64_t>(r),
-                  "count " + std::to_string(count) + " times rank_size overflows 64-bit sizes");
+        check_arg_lazily(r == 0 || count <= UINT64_MAX / static_cast<uint64_t>(r),
+                         [&] { return "count " + std::to_string(count) + " times rank_size overflows 64-bit sizes"; });
         displs[r] = count * static_cast<uint64_t>(r);
       }
       return npg::prepare_from_buffer(c, send, count, recv, counts.data(), displs.data(), width);
@@ -412,27 +430,31 @@ npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* sen
     npg::collective(c, recv, [&] {
       check_arg(recv_counts != nullptr, "recv_counts is NULL");
       check_arg(recv_displs != nullptr, "recv_displs is NULL");
-      check_arg(segment_count <= NPG_MAX_SEGMENTS, "segment_count " + std::to_string(segment_count) +
-                                                       " is out of range [0, " + std::to_string(NPG_MAX_SEGMENTS) +
-                                                       "]");
-      check_arg(send_segments != nullptr || segment_count == 0, "send_segments is NULL but segment_count is " +
-                                                                    std::to_string(segment_count));
+      check_arg_lazily(segment_count <= NPG_MAX_SEGMENTS, [&] {
+        return "segment_count " + std::to_string(segment_count) + " is out of range [0, " +
+               std::to_string(NPG_MAX_SEGMENTS) + "]";
+      });
+      check_arg_lazily(send_segments != nullptr || segment_count == 0,
+                            [&] { return "send_segments is NULL but segment_count is " + std::to_string(segment_count); });
       npg::Prepared p;
       npg::check_layout(c, recv, recv_counts, recv_displs, 1, c.rank(), &p.counts_bytes, &p.displs_bytes);
       uint64_t total = 0;
       for (size_t i = 0; i < segment_count; ++i) {
         const npg_segment_t& seg = send_segments[i];
-        std::string name = "send_segments[" + std::to_string(i) + "]";
-        check_arg(seg.address != nullptr || seg.bytes == 0, name + ".address is NULL but its bytes is " +
-                                                                std::to_string(seg.bytes));
-        check_arg(seg.bytes <= UINT64_MAX - total, "sum of send_segments' bytes overflows 64-bit sizes");
+        check_arg_lazily(seg.address != nullptr || seg.bytes == 0, [&] {
+          return "send_segments[" + std::to_string(i) + "].address is NULL but its bytes is " +
+                 std::to_string(seg.bytes);
+        });
+        check_arg_lazily(seg.bytes <= UINT64_MAX - total,
+                              [] { return std::string("sum of send_segments' bytes overflows 64-bit sizes"); });
         total += seg.bytes;
         npg::check_send_region(c, reinterpret_cast<uintptr_t>(seg.address), seg.bytes, recv, p.counts_bytes,
-                               p.displs_bytes, false, name);
+                               p.displs_bytes, false, "send_segments", static_cast<int64_t>(i));
       }
-      check_arg(total == p.counts_bytes[c.rank()], "send_segments hold " + std::to_string(total) +
-                                                       " bytes but recv_counts[" + std::to_string(c.rank()) +
-                                                       "] = " + std::to_string(p.counts_bytes[c.rank()]));
+      check_arg_lazily(total == p.counts_bytes[c.rank()], [&] {
+        return "send_segments hold " + std::to_string(total) + " bytes but recv_counts[" + std::to_string(c.rank()) +
+               "] = " + std::to_string(p.counts_bytes[c.rank()]);
+      });
       p.segments.assign(send_segments, send_segments + segment_count);
       p.write_own = false;
       return p;

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must b
 
 namespace {
 
-constexpr uint64_t kSegmentMagic = 0x32474d48534750ull;  // "PGSHMG2"
+constexpr uint64_t kSegmentMagic = 0x33474d48534750ull;  // "PGSHMG3"
 constexpr size_t kLineBytes = 128;
 constexpr uint64_t kStatusOk = 0;
 constexpr uint64_t kStatusFailed = 1;
@@ -41,13 +42,21 @@ constexpr auto kDrainLimit = std::chrono::seconds(10);
 constexpr uint64_t kCmaChunkBytes = 8ull << 20;  // abort is checked between chunks
 constexpr size_t kCmaIovecs = 64;                // remote pieces per process_vm_readv
 constexpr auto kLivenessPeriod = std::chrono::milliseconds(10);
-// A waiter spins this long before it sleeps on the bell: long enough to cover the skew of
-// ranks that each own a CPU, short when ranks outnumber CPUs and spinning steals the CPU
-// the awaited rank needs.
+// A waiter spins this long: long enough to cover the skew of ranks that each own a CPU,
+// short when ranks outnumber CPUs and spinning steals the CPU the awaited rank needs.
 constexpr auto kSpinBudget = std::chrono::microseconds(50);
 constexpr auto kOversubscribedSpinBudget = std::chrono::microseconds(2);
+// Then it yields its CPU until this long has passed, and only then sleeps on the bell. A
+// yield hands the CPU at once to an awaited rank that shares it, where a sleep and its
+// wake-up cost a round trip through the scheduler; and a waiter that stays awake longer than
+// a sleeping peer takes to wake on an idle virtual CPU (measured up to ~500 us) keeps the
+// ranks from taking turns to sleep, every collective costing a wake-up (docs/performance.md).
+constexpr auto kYieldBudget = std::chrono::microseconds(1000);
+constexpr auto kOversubscribedYieldBudget = std::chrono::microseconds(200);
 // Longest single sleep on the bell: abort, deadline and peer exits are noticed at least this often.
 constexpr long kBellSleepNs = 1000000;
+constexpr uint64_t kMaxEagerCapacity = 256ull << 10;
+constexpr uint64_t kEagerAreaBytes = 8ull << 20;  // all ranks' eager blocks, both parities
 
 
 inline void cpu_relax() {
@@ -56,11 +65,6 @@ inline void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield" ::: "memory");
 #endif
-}
-
-size_t staging_offset(int32_t size) {
-  size_t control = kLineBytes + static_cast<size_t>(size) * 2 * kLineBytes;
-  return (control + 4095) & ~size_t(4095);
 }
 
 std::string rank_list(const std::vector<int32_t>& ranks) {
@@ -109,19 +113,41 @@ struct alignas(kLineBytes) ShmTransport::Slot {
   std::atomic<uint64_t> posted_seq;
   std::atomic<uint64_t> done_seq;
   std::atomic<uint64_t> status;
-  std::atomic<uint64_t> segments_addr;  // this rank's npg_segment_t array, in its own memory
-  std::atomic<uint64_t> segment_count;
-  std::atomic<uint64_t> send_bytes;
-  std::atomic<uint64_t> digest;
   std::atomic<uint64_t> stage_posted;
   std::atomic<uint64_t> stage_done;
   std::atomic<uint64_t> reading;  // seq while copying from peers' send buffers, else 0
   std::atomic<uint64_t> blame;  // 1 + the rank that made this one fail, 0 if none
+};
+static_assert(sizeof(ShmTransport::Slot) == kLineBytes, "one slot per cache-line pair");
+
+// What a rank publishes for collective seq (before posted_seq = seq), followed in the segment
+// by room for its eager block. Each rank has two, used by the parity of seq: a peer reading
+// the post of collective n cannot be overtaken, because its owner writes that post again
+// only for n+2, which it starts after every peer posted n+1, i.e. finished collective n.
+struct alignas(kLineBytes) ShmTransport::Post {
+  std::atomic<uint64_t> send_bytes;
+  std::atomic<uint64_t> digest;
+  std::atomic<uint64_t> eager;          // 1: the block follows this post
+  std::atomic<uint64_t> segments_addr;  // else: this rank's npg_segment_t array, in its own memory
+  std::atomic<uint64_t> segment_count;
   // The first segments (address, bytes) themselves, so that a peer in another process
   // reads them without a process_vm_readv of the segment array.
   std::atomic<uint64_t> inline_segments[2 * ShmTransport::kInlineSegments];
 };
-static_assert(sizeof(ShmTransport::Slot) == 2 * kLineBytes, "one slot per two cache-line pairs");
+static_assert(sizeof(ShmTransport::Post) == 2 * kLineBytes, "a post takes two cache-line pairs");
+
+namespace {
+
+size_t posts_offset(int32_t size) { return kLineBytes + static_cast<size_t>(size) * sizeof(ShmTransport::Slot); }
+
+size_t post_stride(int32_t size) { return sizeof(ShmTransport::Post) + ShmTransport::eager_capacity(size); }
+
+size_t staging_offset(int32_t size) {
+  const size_t control = posts_offset(size) + static_cast<size_t>(size) * 2 * post_stride(size);
+  return (control + 4095) & ~size_t(4095);
+}
+
+}  // namespace
 
 uint64_t staging_chunk_bytes_from_env() {
   const char* env = getenv("NPUGATHER_STAGING_CHUNK_BYTES");
@@ -130,6 +156,21 @@ uint64_t staging_chunk_bytes_from_env() {
   unsigned long long v = strtoull(env, &end, 10);
   if (end == env || *end != '\0' || v < 64 || v > (1ull << 30)) return kDefaultStagingChunkBytes;
   return (v + 63) & ~63ull;
+}
+
+uint64_t eager_bytes_from_env(bool threads, bool oversubscribed) {
+  const uint64_t fallback = oversubscribed ? kOversubscribedEagerBytes : threads ? 0 : kEagerBytes;
+  const char* env = getenv("NPUGATHER_EAGER_BYTES");
+  if (env == nullptr || env[0] == '\0') return fallback;
+  char* end = nullptr;
+  unsigned long long v = strtoull(env, &end, 10);
+  if (end == env || *end != '\0') return fallback;
+  return v;
+}
+
+uint64_t ShmTransport::eager_capacity(int32_t size) {
+  const uint64_t share = kEagerAreaBytes / (2 * static_cast<uint64_t>(std::max(size, 1)));
+  return std::min(kMaxEagerCapacity, share & ~uint64_t(63));
 }
 
 bool cma_probe(pid_t pid, uint64_t addr, uint64_t value) {
@@ -149,6 +190,7 @@ size_t ShmTransport::segment_bytes(int32_t size, bool with_staging, uint64_t chu
 void ShmTransport::format(uint8_t* base, int32_t size, uint64_t chunk) {
   auto* header = new (base) Header();
   for (int32_t r = 0; r < size; ++r) new (base + kLineBytes + r * sizeof(Slot)) Slot();
+  for (int32_t i = 0; i < 2 * size; ++i) new (base + posts_offset(size) + i * post_stride(size)) Post();
   header->rank_size.store(static_cast<uint64_t>(size), std::memory_order_relaxed);
   header->staging_chunk.store(chunk, std::memory_order_relaxed);
   header->magic.store(kSegmentMagic, std::memory_order_release);
@@ -165,9 +207,12 @@ void ShmTransport::check_format(const uint8_t* base, int32_t size, uint64_t chun
 
 ShmTransport::ShmTransport(ShmSegment segment, Mode mode, int32_t rank, int32_t size, uint64_t chunk,
                            const std::vector<int32_t>& pids, AbortSignal& abort)
-    : segment_(std::move(segment)), mode_(mode), rank_(rank), size_(size), chunk_(chunk), pids_(pids),
-      pidfds_(size), abort_(abort),
-      spin_budget_(size > online_cpus() ? kOversubscribedSpinBudget : kSpinBudget) {
+    : segment_(std::move(segment)), mode_(mode), rank_(rank), size_(size), chunk_(chunk),
+      eager_capacity_(eager_capacity(size)),
+      eager_limit_(std::min(eager_bytes_from_env(mode == Mode::kThreads, size > online_cpus()), eager_capacity_)),
+      pids_(pids), pidfds_(size), abort_(abort),
+      spin_budget_(size > online_cpus() ? kOversubscribedSpinBudget : kSpinBudget),
+      yield_budget_(size > online_cpus() ? kOversubscribedYieldBudget : kYieldBudget) {
   const int32_t self = static_cast<int32_t>(getpid());
   for (int32_t r = 0; r < size_; ++r) {
     if (r == rank_ || pids_[r] == self) continue;
@@ -189,6 +234,15 @@ ShmTransport::Slot& ShmTransport::slot(int32_t r) const {
 }
 
 ShmTransport::Header& ShmTransport::header() const { return *reinterpret_cast<Header*>(segment_.data()); }
+
+ShmTransport::Post& ShmTransport::post(int32_t r, uint64_t seq) const {
+  const size_t index = 2 * static_cast<size_t>(r) + (seq & 1);
+  return *reinterpret_cast<Post*>(segment_.data() + posts_offset(size_) + index * post_stride(size_));
+}
+
+uint8_t* ShmTransport::eager_block(int32_t r, uint64_t seq) const {
+  return reinterpret_cast<uint8_t*>(&post(r, seq)) + sizeof(Post);
+}
 
 void ShmTransport::publish(std::atomic<uint64_t> Slot::*field, uint64_t value) {
   const int phase = field == &Slot::posted_seq ? 0 : field == &Slot::done_seq ? 1 : field == &Slot::stage_posted ? 2 : 3;
@@ -314,39 +368,66 @@ void ShmTransport::wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t targe
       }
       next_liveness = now + kLivenessPeriod;
     }
+    if (now - start < yield_budget_) {
+      sched_yield();
+      continue;
+    }
     sleep_on_bell(field, target);
   }
 }
 
 void ShmTransport::verify_layout(const GatherArgs& args) {
   std::string problem = rejection_verdict(args, size_, [&](int32_t r) {
-    return std::make_pair(slot(r).digest.load(std::memory_order_relaxed),
-                          slot(r).send_bytes.load(std::memory_order_relaxed));
+    return std::make_pair(post(r, args.seq).digest.load(std::memory_order_relaxed),
+                          post(r, args.seq).send_bytes.load(std::memory_order_relaxed));
   });
-  const uint64_t first = slot(0).digest.load(std::memory_order_relaxed);
+  const uint64_t first = post(0, args.seq).digest.load(std::memory_order_relaxed);
   for (int32_t r = 1; r < size_ && problem.empty(); ++r) {
-    if (slot(r).digest.load(std::memory_order_relaxed) != first) {
+    if (post(r, args.seq).digest.load(std::memory_order_relaxed) != first) {
       problem = "rank " + std::to_string(r) + "'s recv_counts/recv_displs differ from rank 0's";
     }
   }
   for (int32_t r = 0; r < size_ && problem.empty(); ++r) {
-    uint64_t bytes = slot(r).send_bytes.load(std::memory_order_relaxed);
+    uint64_t bytes = post(r, args.seq).send_bytes.load(std::memory_order_relaxed);
     if (bytes != args.counts[r]) {
       problem = "rank " + std::to_string(r) + " sends " + std::to_string(bytes) + " bytes but recv_counts[" +
                 std::to_string(r) + "] asks for " + std::to_string(args.counts[r]) + " bytes";
     }
   }
-  if (!problem.empty()) {
-    // Every rank reads the same slots and reaches the same verdict; finish the round
-    // together so the next collective starts clean.
-    publish(&Slot::done_seq, args.seq);
-    throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: " + problem);
+  // Every rank reads the same posts and reaches the same verdict; none has read a peer's
+  // block yet, and the posts of this collective stay intact until every rank has left it.
+  if (!problem.empty()) throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: " + problem);
+}
+
+void ShmTransport::fill_post(const GatherArgs& args, bool eager) {
+  Post& mine = post(rank_, args.seq);
+  mine.send_bytes.store(args.send_bytes, std::memory_order_relaxed);
+  mine.digest.store(args.digest, std::memory_order_relaxed);
+  mine.eager.store(eager ? 1 : 0, std::memory_order_relaxed);
+  if (eager) {
+    copy_from_segments(args.segments, args.segment_count, 0, args.send_bytes, eager_block(rank_, args.seq));
+    return;
+  }
+  mine.segments_addr.store(reinterpret_cast<uintptr_t>(args.segments), std::memory_order_relaxed);
+  mine.segment_count.store(args.segment_count, std::memory_order_relaxed);
+  for (size_t i = 0; i < args.segment_count && i < kInlineSegments; ++i) {
+    mine.inline_segments[2 * i].store(reinterpret_cast<uintptr_t>(args.segments[i].address), std::memory_order_relaxed);
+    mine.inline_segments[2 * i + 1].store(args.segments[i].bytes, std::memory_order_relaxed);
   }
 }
 
-void ShmTransport::copy_from_peer(int32_t peer, uint8_t* dst, uint64_t len) {
+void ShmTransport::copy_from_peer(int32_t peer, uint64_t seq, uint8_t* dst, uint64_t len) {
   if (len == 0) return;
-  const Slot& theirs = slot(peer);
+  const Post& theirs = post(peer, seq);
+  if (theirs.eager.load(std::memory_order_relaxed) != 0) {
+    if (len > eager_capacity_) {
+      throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(peer) + " posted an eager block of " +
+                                        std::to_string(len) + " bytes; at most " + std::to_string(eager_capacity_) +
+                                        " fit");
+    }
+    memcpy(dst, eager_block(peer, seq), len);
+    return;
+  }
   const uint64_t segments_addr = theirs.segments_addr.load(std::memory_order_relaxed);
   const uint64_t segment_count = theirs.segment_count.load(std::memory_order_relaxed);
   const auto* remote = reinterpret_cast<const npg_segment_t*>(static_cast<uintptr_t>(segments_addr));
@@ -449,14 +530,8 @@ void ShmTransport::run_staging(const GatherArgs& args, const Deadline& deadline)
 
 void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline) {
   Slot& mine = slot(rank_);
-  mine.segments_addr.store(reinterpret_cast<uintptr_t>(args.segments), std::memory_order_relaxed);
-  mine.segment_count.store(args.segment_count, std::memory_order_relaxed);
-  mine.send_bytes.store(args.send_bytes, std::memory_order_relaxed);
-  mine.digest.store(args.digest, std::memory_order_relaxed);
-  for (size_t i = 0; i < args.segment_count && i < kInlineSegments; ++i) {
-    mine.inline_segments[2 * i].store(reinterpret_cast<uintptr_t>(args.segments[i].address), std::memory_order_relaxed);
-    mine.inline_segments[2 * i + 1].store(args.segments[i].bytes, std::memory_order_relaxed);
-  }
+  // A small block goes into this rank's post, so no peer reads the send buffer.
+  fill_post(args, args.send_bytes <= eager_limit_);
   publish(&Slot::posted_seq, args.seq);
   try {
     wait_peers(&Slot::posted_seq, args.seq, deadline, "join the collective");
@@ -464,20 +539,22 @@ void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline
     leave_after_failure(args.seq, e.code());
     throw;
   }
-  try {
-    verify_layout(args);
-  } catch (const Error& e) {
-    if (e.code() != NPG_INVALID_USAGE) throw;
-    try {
-      wait_peers(&Slot::done_seq, args.seq, deadline, "finish the collective");
-    } catch (const Error& inner) {
-      leave_after_failure(args.seq, inner.code());
-      throw;
-    }
-    throw;
-  }
+  // Every rank sees the same posts, so all agree whether a peer reads a send buffer; when
+  // none does, the collective ends here: nothing of this rank is read after it returns
+  // but its post, which stays intact until every peer has finished (Post).
+  bool all_eager = true;
+  for (int32_t r = 0; r < size_ && all_eager; ++r) all_eager = post(r, args.seq).eager.load(std::memory_order_relaxed) != 0;
+  verify_layout(args);
   try {
     args.write_own_block();
+    if (all_eager) {
+      check_peer_status();  // a peer that failed or aborted after posting fails this rank too
+      for (int32_t i = 1; i < size_; ++i) {
+        const int32_t r = (rank_ + i) % size_;
+        copy_from_peer(r, args.seq, args.recv + args.displs[r], args.counts[r]);
+      }
+      return;
+    }
     if (mode_ == Mode::kStaging) {
       run_staging(args, deadline);
     } else {
@@ -486,8 +563,8 @@ void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline
       mine.reading.store(args.seq, std::memory_order_seq_cst);
       check_peer_status();
       for (int32_t i = 1; i < size_; ++i) {
-        int32_t r = (rank_ + i) % size_;
-        copy_from_peer(r, args.recv + args.displs[r], args.counts[r]);
+        const int32_t r = (rank_ + i) % size_;
+        copy_from_peer(r, args.seq, args.recv + args.displs[r], args.counts[r]);
       }
     }
     mine.reading.store(0, std::memory_order_release);

@@ -1,6 +1,5 @@
 #include "tcp_log_n.h"
 
-#include <errno.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -10,6 +9,7 @@
 
 #include "../core/error.h"
 #include "handshake.h"
+#include "tcp_frames.h"
 #include "wire.h"
 
 namespace npg {
@@ -17,79 +17,7 @@ namespace host {
 namespace {
 
 constexpr uint32_t kHeaderMagic = 0x3142504eu;  // "NPB1"
-constexpr size_t kFollowingOffset = 32;
 constexpr size_t kLinkAuthBytes = 8;  // the connecting rank, the link (0 ring, 1 + step)
-constexpr uint64_t kIoChunkBytes = 1ull << 20;
-constexpr int kSendIovecs = 64;
-
-std::string rank_name(int32_t r) { return "rank " + std::to_string(r); }
-
-struct BlockHeader {
-  uint32_t magic;
-  int32_t rank;
-  uint64_t seq;
-  uint64_t bytes;
-  uint64_t digest;
-  uint64_t following;
-};
-
-void encode_header(uint8_t* out, int32_t rank, uint64_t seq, uint64_t bytes, uint64_t digest, uint64_t following) {
-  ByteWriter w;
-  w.u32(kHeaderMagic);
-  w.i32(rank);
-  w.u64(seq);
-  w.u64(bytes);
-  w.u64(digest);
-  w.u64(following);
-  memcpy(out, w.data().data(), TcpBruck::kHeaderBytes);
-}
-
-BlockHeader decode_header(const uint8_t* in) {
-  ByteReader r(in, TcpBruck::kHeaderBytes);
-  BlockHeader h;
-  h.magic = r.u32();
-  h.rank = r.i32();
-  h.seq = r.u64();
-  h.bytes = r.u64();
-  h.digest = r.u64();
-  h.following = r.u64();
-  return h;
-}
-
-void set_following(uint8_t* header, uint64_t following) {
-  ByteWriter w;
-  w.u64(following);
-  memcpy(header + kFollowingOffset, w.data().data(), 8);
-}
-
-int socket_error(int fd) {
-  int err = 0;
-  socklen_t len = sizeof(err);
-  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-  return err;
-}
-
-// Every rank holds every rank's header and reaches the same verdict.
-void judge_layout(const std::vector<uint8_t>& headers, const GatherArgs& args, int32_t size) {
-  std::vector<BlockHeader> all;
-  for (int32_t r = 0; r < size; ++r) {
-    all.push_back(decode_header(headers.data() + static_cast<size_t>(r) * TcpBruck::kHeaderBytes));
-  }
-  for (int32_t r = 1; r < size; ++r) {
-    if (all[r].digest != all[0].digest) {
-      throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: rank " + std::to_string(r) +
-                                         "'s recv_counts differ from rank 0's");
-    }
-  }
-  for (int32_t r = 0; r < size; ++r) {
-    if (all[r].bytes != args.counts[r]) {
-      throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: rank " + std::to_string(r) + " sends " +
-                                         std::to_string(all[r].bytes) + " bytes but recv_counts[" +
-                                         std::to_string(r) + "] asks for " + std::to_string(args.counts[r]) +
-                                         " bytes");
-    }
-  }
-}
 
 // The ring (link 0: to rank+1, from rank-1) and log-N step k (link 1+k: to rank-2^k, from
 // rank+2^k). Every rank makes its links in the same order and admits early arrivals for
@@ -177,8 +105,8 @@ int32_t TcpBruck::recv_peer(int32_t rank, int32_t size, int32_t step) {
 void TcpBruck::exchange(const GatherArgs& args, bool with_data, std::vector<uint8_t>& headers,
                         const Deadline& deadline) {
   headers.assign(static_cast<size_t>(size_) * kHeaderBytes, 0);
-  encode_header(headers.data() + static_cast<size_t>(rank_) * kHeaderBytes, rank_, args.seq, args.send_bytes,
-                args.digest, with_data ? args.send_bytes : 0);
+  BlockHeader{kHeaderMagic, rank_, args.seq, args.send_bytes, args.digest, with_data ? args.send_bytes : 0}.encode(
+      headers.data() + static_cast<size_t>(rank_) * kHeaderBytes);
   for (int32_t step = 0; step < steps(size_); ++step) run_step(args, step, headers, deadline);
 }
 
@@ -193,28 +121,20 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
   auto header_of = [&](int32_t r) { return headers.data() + static_cast<size_t>(r) * kHeaderBytes; };
 
   // Send: blocks rank, rank+1, ..., rank+blocks-1, each its header then its bytes.
-  struct Piece {
-    const uint8_t* data;
-    uint64_t len;
-  };
-  std::vector<Piece> send;
-  uint64_t send_total = 0;
+  SendStream send;
   for (int32_t i = 0; i < blocks; ++i) {
     const int32_t b = (rank_ + i) % size_;
-    send.push_back({header_of(b), kHeaderBytes});
-    const uint64_t following = decode_header(header_of(b)).following;
-    send_total += kHeaderBytes + following;
+    send.add(header_of(b), kHeaderBytes);
+    const uint64_t following = BlockHeader::decode(header_of(b)).following;
     if (following == 0) continue;
     if (b == rank_) {
       for (size_t s = 0; s < args.segment_count; ++s) {
-        send.push_back({static_cast<const uint8_t*>(args.segments[s].address), args.segments[s].bytes});
+        send.add(static_cast<const uint8_t*>(args.segments[s].address), args.segments[s].bytes);
       }
     } else {
-      send.push_back({args.recv + args.displs[b], following});
+      send.add(args.recv + args.displs[b], following);
     }
   }
-  size_t si = 0;
-  uint64_t so = 0, sent = 0;
 
   // Receive: blocks rank+dist, ..., rank+dist+blocks-1 from rank+dist, in that order.
   int32_t got_blocks = 0;
@@ -224,7 +144,7 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
   uint8_t incoming[kHeaderBytes];
   auto take_header = [&]() {
     const int32_t b = (rank_ + dist + got_blocks) % size_;
-    BlockHeader h = decode_header(incoming);
+    BlockHeader h = BlockHeader::decode(incoming);
     if (h.magic != kHeaderMagic || h.rank != b || h.seq != args.seq) {
       throw_error(NPG_REMOTE_ERROR, rank_name(from_rank) + " sent a malformed header for rank " + std::to_string(b) +
                                         " in log-N step " + std::to_string(step) + " (sequence " +
@@ -233,7 +153,7 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
     memcpy(header_of(b), incoming, kHeaderBytes);
     following = h.following;
     const bool fits = following == args.counts[b];
-    if (!fits) set_following(header_of(b), 0);
+    if (!fits) BlockHeader::set_following(header_of(b), 0);
     dst = fits ? args.recv + args.displs[b] : nullptr;
     got = 0;
     in_header = following == 0;
@@ -241,12 +161,11 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
   };
 
   auto idle_since = std::chrono::steady_clock::now();
-  while (sent < send_total || got_blocks < blocks) {
-    if (abort_.triggered()) throw_aborted();
+  while (!send.done() || got_blocks < blocks) {
     pollfd fds[3];
     nfds_t n = 0;
     int to_i = -1, from_i = -1;
-    if (sent < send_total) {
+    if (!send.done()) {
       to_i = static_cast<int>(n);
       fds[n++] = {to, POLLOUT, 0};
     }
@@ -255,86 +174,24 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
       fds[n++] = {from, POLLIN, 0};
     }
     fds[n++] = {abort_.fd(), POLLIN, 0};
-    int rc = poll(fds, n, 0);
-    if (rc == 0) {
-      if (std::chrono::steady_clock::now() - idle_since < poll_spin_) continue;
-      rc = poll(fds, n, deadline.poll_timeout_ms());
-    }
-    idle_since = std::chrono::steady_clock::now();
-    if (rc < 0) {
-      if (errno == EINTR) continue;
-      throw_system_error("poll", errno);
-    }
-    if (fds[n - 1].revents != 0 || abort_.triggered()) throw_aborted();
-    if (rc == 0) {
+    if (!wait_links(fds, n, idle_since, poll_spin_, deadline, abort_)) {
       if (deadline.expired()) {
         throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) + " ms in log-N step " +
-                                     std::to_string(step) + ": sent " + std::to_string(sent) + "/" +
-                                     std::to_string(send_total) + " bytes to " + rank_name(to_rank) + ", received " +
+                                     std::to_string(step) + ": sent " + std::to_string(send.sent()) + "/" +
+                                     std::to_string(send.total()) + " bytes to " + rank_name(to_rank) + ", received " +
                                      std::to_string(got_blocks) + "/" + std::to_string(blocks) + " blocks from " +
                                      rank_name(from_rank));
       }
       continue;
     }
-    if (to_i >= 0 && fds[to_i].revents != 0) {
-      while (sent < send_total) {
-        // One sendmsg for many pieces: small blocks and their headers leave in one segment,
-        // so the receiver wakes once per step, not once per piece.
-        iovec iov[kSendIovecs];
-        int pieces = 0;
-        uint64_t want = 0;
-        for (size_t i = si, skip = so; i < send.size() && pieces < kSendIovecs && want < kIoChunkBytes; ++i, skip = 0) {
-          const uint64_t take = std::min(send[i].len - skip, kIoChunkBytes - want);
-          if (take == 0) continue;
-          iov[pieces++] = {const_cast<uint8_t*>(send[i].data) + skip, take};
-          want += take;
-        }
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = static_cast<size_t>(pieces);
-        ssize_t k = sendmsg(to, &msg, MSG_NOSIGNAL);
-        if (k > 0) {
-          sent += static_cast<uint64_t>(k);
-          for (uint64_t advance = static_cast<uint64_t>(k); advance > 0;) {
-            const uint64_t step_bytes = std::min(advance, send[si].len - so);
-            so += step_bytes;
-            advance -= step_bytes;
-            if (so == send[si].len) {
-              ++si;
-              so = 0;
-            }
-          }
-          continue;
-        }
-        int err = k < 0 ? errno : socket_error(to);
-        if (err == EINTR) continue;
-        if (err == EAGAIN || err == EWOULDBLOCK) break;
-        throw_error(NPG_REMOTE_ERROR, "connection to " + rank_name(to_rank) + " lost: " + errno_text(err));
-      }
-    }
+    // A step's headers and blocks leave in as few sendmsg calls as the socket takes.
+    if (to_i >= 0 && fds[to_i].revents != 0) send.send_ready(to, to_rank, UINT64_MAX);
     if (from_i >= 0 && fds[from_i].revents != 0) {
       while (got_blocks < blocks) {
-        uint8_t* into;
-        uint64_t want;
-        if (in_header) {
-          into = incoming + got;
-          want = kHeaderBytes - got;
-        } else if (dst != nullptr) {
-          into = dst + got;
-          want = std::min(following - got, kIoChunkBytes);
-        } else {
-          if (scratch_.empty()) scratch_.resize(kIoChunkBytes);
-          into = scratch_.data();
-          want = std::min(following - got, kIoChunkBytes);
-        }
-        ssize_t k = ::recv(from, into, want, 0);
-        if (k == 0) throw_error(NPG_REMOTE_ERROR, rank_name(from_rank) + " closed its connection");
-        if (k < 0) {
-          int err = errno;
-          if (err == EINTR) continue;
-          if (err == EAGAIN || err == EWOULDBLOCK) break;
-          throw_error(NPG_REMOTE_ERROR, "connection to " + rank_name(from_rank) + " lost: " + errno_text(err));
-        }
+        const iovec span = receive_span(in_header, incoming, dst, following, got, scratch_);
+        const int64_t k = recv_some(from, span.iov_base, span.iov_len, from_rank);
+        if (k < 0) throw_error(NPG_REMOTE_ERROR, rank_name(from_rank) + " closed its connection");
+        if (k == 0) break;
         got += static_cast<uint64_t>(k);
         if (in_header) {
           if (got == kHeaderBytes) take_header();
@@ -414,7 +271,7 @@ void FlatTcp::all_gather_v(const GatherArgs& args, const Deadline& deadline) {
   const bool small = algorithm_ == TcpAlgorithm::kLogN || args.total_bytes(size_) <= kLogNMaxBytes;
   std::vector<uint8_t> headers;
   bruck_->exchange(args, small, headers, deadline);
-  judge_layout(headers, args, size_);
+  judge_layout(headers.data(), args, size_);
   if (small) {
     args.write_own_block();
     return;

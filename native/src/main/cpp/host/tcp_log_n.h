@@ -15,6 +15,7 @@
 #include "host_transport.h"
 #include "root_info.h"
 #include "socket_util.h"
+#include "tcp_frames.h"
 #include "tcp_ring.h"
 
 namespace npg {
@@ -37,7 +38,7 @@ class TcpBruck {
   void shutdown_links() noexcept;
   int close() noexcept;  // first errno or 0
 
-  static constexpr size_t kHeaderBytes = 40;
+  static constexpr size_t kHeaderBytes = BlockHeader::kBytes;
 
  private:
   void run_step(const GatherArgs& args, int32_t step, std::vector<uint8_t>& headers, const Deadline& deadline);

@@ -1,0 +1,183 @@
+#include "tcp_frames.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "../core/error.h"
+#include "wire.h"
+
+namespace npg {
+namespace host {
+namespace {
+
+constexpr size_t kFollowingOffset = 32;  // where the following field starts in a header
+
+int socket_error(int fd) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  return err;
+}
+
+[[noreturn]] void throw_lost(int32_t peer, int err) {
+  throw_error(NPG_REMOTE_ERROR, "connection to " + rank_name(peer) + " lost: " + errno_text(err));
+}
+
+}  // namespace
+
+void BlockHeader::encode(uint8_t* out) const {
+  ByteWriter w;
+  w.u32(magic);
+  w.i32(rank);
+  w.u64(seq);
+  w.u64(bytes);
+  w.u64(digest);
+  w.u64(following);
+  memcpy(out, w.data().data(), kBytes);
+}
+
+BlockHeader BlockHeader::decode(const uint8_t* in) {
+  ByteReader r(in, kBytes);
+  BlockHeader h;
+  h.magic = r.u32();
+  h.rank = r.i32();
+  h.seq = r.u64();
+  h.bytes = r.u64();
+  h.digest = r.u64();
+  h.following = r.u64();
+  return h;
+}
+
+void BlockHeader::set_following(uint8_t* header, uint64_t following) {
+  ByteWriter w;
+  w.u64(following);
+  memcpy(header + kFollowingOffset, w.data().data(), 8);
+}
+
+std::string rank_name(int32_t r) { return "rank " + std::to_string(r); }
+
+void SendStream::add(const uint8_t* data, uint64_t len, uint64_t ready) {
+  pieces_.push_back({data, len, ready});
+  total_ += len;
+}
+
+bool SendStream::can_send() {
+  while (index_ < pieces_.size() && offset_ == pieces_[index_].len) {
+    ++index_;
+    offset_ = 0;
+  }
+  return index_ < pieces_.size() && offset_ < pieces_[index_].ready;
+}
+
+void SendStream::send_ready(int fd, int32_t peer, uint64_t budget) {
+  while (budget > 0 && can_send()) {
+    // The pieces ready in full and the ready part of the next.
+    iovec iov[kSendIovecs];
+    int count = 0;
+    uint64_t want = 0;
+    for (size_t i = index_, skip = offset_; i < pieces_.size() && count < kSendIovecs && want < kIoChunkBytes;
+         ++i, skip = 0) {
+      const uint64_t take = std::min(pieces_[i].ready - skip, kIoChunkBytes - want);
+      if (take > 0) {
+        iov[count++] = {const_cast<uint8_t*>(pieces_[i].data) + skip, take};
+        want += take;
+      }
+      if (pieces_[i].ready < pieces_[i].len) break;  // the rest of this piece has not arrived yet
+    }
+    const uint64_t k = send_some(fd, iov, count, peer);
+    if (k == 0) return;
+    sent_ += k;
+    budget -= std::min(budget, k);
+    for (uint64_t advance = k; advance > 0;) {
+      while (offset_ == pieces_[index_].len) {
+        ++index_;
+        offset_ = 0;
+      }
+      const uint64_t step = std::min(advance, pieces_[index_].len - offset_);
+      offset_ += step;
+      advance -= step;
+    }
+  }
+}
+
+iovec receive_span(bool in_header, uint8_t* header, uint8_t* dst, uint64_t following, uint64_t got,
+                   std::vector<uint8_t>& scratch) {
+  if (in_header) return {header + got, BlockHeader::kBytes - got};
+  const uint64_t want = std::min(following - got, kIoChunkBytes);
+  if (dst != nullptr) return {dst + got, want};
+  if (scratch.empty()) scratch.resize(kIoChunkBytes);
+  return {scratch.data(), want};
+}
+
+void judge_layout(const uint8_t* headers, const GatherArgs& args, int32_t size) {
+  std::vector<BlockHeader> all;
+  all.reserve(static_cast<size_t>(size));
+  for (int32_t r = 0; r < size; ++r) all.push_back(BlockHeader::decode(headers + static_cast<size_t>(r) * BlockHeader::kBytes));
+  const std::string rejected =
+      rejection_verdict(args, size, [&](int32_t r) { return std::make_pair(all[r].digest, all[r].bytes); });
+  if (!rejected.empty()) throw_error(NPG_INVALID_USAGE, rejected);
+  for (int32_t r = 1; r < size; ++r) {
+    if (all[r].digest != all[0].digest) {
+      throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: rank " + std::to_string(r) +
+                                         "'s recv_counts differ from rank 0's");
+    }
+  }
+  for (int32_t r = 0; r < size; ++r) {
+    if (all[r].bytes != args.counts[r]) {
+      throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: rank " + std::to_string(r) + " sends " +
+                                         std::to_string(all[r].bytes) + " bytes but recv_counts[" +
+                                         std::to_string(r) + "] asks for " + std::to_string(args.counts[r]) +
+                                         " bytes");
+    }
+  }
+}
+
+bool wait_links(pollfd* fds, nfds_t n, std::chrono::steady_clock::time_point& idle_since,
+                std::chrono::microseconds spin, const Deadline& deadline, const AbortSignal& abort) {
+  if (abort.triggered()) throw_aborted();
+  int rc = poll(fds, n, 0);
+  if (rc == 0) {
+    if (std::chrono::steady_clock::now() - idle_since < spin) return false;
+    rc = poll(fds, n, deadline.poll_timeout_ms());
+  }
+  idle_since = std::chrono::steady_clock::now();
+  if (rc < 0) {
+    if (errno == EINTR) return false;
+    throw_system_error("poll", errno);
+  }
+  if (fds[n - 1].revents != 0 || abort.triggered()) throw_aborted();
+  return rc > 0;
+}
+
+uint64_t send_some(int fd, const iovec* iov, int count, int32_t peer) {
+  msghdr msg{};
+  msg.msg_iov = const_cast<iovec*>(iov);
+  msg.msg_iovlen = static_cast<size_t>(count);
+  for (;;) {
+    ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (k > 0) return static_cast<uint64_t>(k);
+    int err = k < 0 ? errno : socket_error(fd);
+    if (err == EINTR) continue;
+    if (err == EAGAIN || err == EWOULDBLOCK) return 0;
+    throw_lost(peer, err);
+  }
+}
+
+int64_t recv_some(int fd, void* into, uint64_t want, int32_t peer) {
+  for (;;) {
+    ssize_t k = ::recv(fd, into, want, 0);
+    if (k > 0) return k;
+    if (k == 0) return -1;
+    int err = errno;
+    if (err == EINTR) continue;
+    if (err == EAGAIN || err == EWOULDBLOCK) return 0;
+    throw_lost(peer, err);
+  }
+}
+
+}  // namespace host
+}  // namespace npg

@@ -1,0 +1,107 @@
+// What the TCP transports (the ring and log-N) share: the header every block travels with,
+// the one layout verdict over all ranks' headers, and the non-blocking socket steps of their
+// poll loops, bounded by the deadline and the abort signal, with errors that name the peer.
+#ifndef NPUGATHER_HOST_TCP_FRAMES_H_
+#define NPUGATHER_HOST_TCP_FRAMES_H_
+
+#include <poll.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "host_transport.h"
+#include "socket_util.h"
+
+namespace npg {
+namespace host {
+
+// Bytes one send or recv moves at most, so that a loop round stays short.
+constexpr uint64_t kIoChunkBytes = 1ull << 20;
+// Pieces one sendmsg gathers at most.
+constexpr int kSendIovecs = 64;
+
+// A block's header: magic (one per transport), origin rank, sequence, the origin's send size
+// and layout digest, and the bytes that follow it on this link (0 when they were refused).
+struct BlockHeader {
+  static constexpr size_t kBytes = 40;
+  uint32_t magic;
+  int32_t rank;
+  uint64_t seq;
+  uint64_t bytes;
+  uint64_t digest;
+  uint64_t following;
+
+  void encode(uint8_t* out) const;
+  // From untrusted bytes; the receiver checks magic, rank and seq itself.
+  static BlockHeader decode(const uint8_t* in);
+  // Rewrites the following field of an encoded header.
+  static void set_following(uint8_t* header, uint64_t following);
+};
+
+std::string rank_name(int32_t r);
+
+// What one link sends: pieces in order, each sendable up to its ready bytes (a forwarded
+// block becomes ready as it arrives). Gathers many pieces per sendmsg, so that small blocks
+// and their headers leave in one segment and the receiver wakes once, not once per piece.
+class SendStream {
+ public:
+  void add(const uint8_t* data, uint64_t len, uint64_t ready);
+  void add(const uint8_t* data, uint64_t len) { add(data, len, len); }
+  // Makes the first `ready` bytes of piece `index` sendable.
+  void set_ready(size_t index, uint64_t ready) { pieces_[index].ready = ready; }
+  size_t size() const { return pieces_.size(); }
+  uint64_t total() const { return total_; }
+  uint64_t sent() const { return sent_; }
+  bool done() const { return sent_ == total_; }
+  // True when a byte is ready to go.
+  bool can_send();
+  // Sends what is ready (at most budget bytes, roughly) on fd; stops when the socket is full.
+  void send_ready(int fd, int32_t peer, uint64_t budget);
+
+ private:
+  struct Piece {
+    const uint8_t* data;
+    uint64_t len;
+    uint64_t ready;
+  };
+  std::vector<Piece> pieces_;
+  size_t index_ = 0;    // first piece not sent in full
+  uint64_t offset_ = 0;  // bytes of it sent
+  uint64_t total_ = 0;
+  uint64_t sent_ = 0;
+};
+
+// Where the next bytes of a stream of blocks go, got of the current part read: the rest of
+// the header, else the rest of the block's following bytes at dst, or into scratch when dst
+// is null (bytes refused, read and dropped); at most kIoChunkBytes.
+iovec receive_span(bool in_header, uint8_t* header, uint8_t* dst, uint64_t following, uint64_t got,
+                   std::vector<uint8_t>& scratch);
+
+// headers holds every rank's header (BlockHeader::kBytes each, by rank): throws the verdict
+// every rank reaches from the same headers, INVALID_USAGE when a rank rejected its arguments
+// or the ranks disagree on the receive counts.
+void judge_layout(const uint8_t* headers, const GatherArgs& args, int32_t size);
+
+// Waits until a link in fds[0 .. n-2] is ready; fds[n-1] is the abort eventfd. Polls without
+// sleeping until spin has passed since idle_since (the last progress), then sleeps in poll
+// bounded by the deadline; idle_since becomes now. False when nothing became ready: the
+// caller checks the deadline and names what it waited for. Throws ABORTED.
+bool wait_links(pollfd* fds, nfds_t n, std::chrono::steady_clock::time_point& idle_since,
+                std::chrono::microseconds spin, const Deadline& deadline, const AbortSignal& abort);
+
+// One sendmsg on a non-blocking socket: the bytes sent, 0 when it would block. A lost
+// connection is REMOTE_ERROR naming peer.
+uint64_t send_some(int fd, const iovec* iov, int count, int32_t peer);
+
+// One recv on a non-blocking socket: the bytes read, 0 when it would block, -1 at the end of
+// the stream (the caller says what was missing). A lost connection is REMOTE_ERROR naming peer.
+int64_t recv_some(int fd, void* into, uint64_t want, int32_t peer);
+
+}  // namespace host
+}  // namespace npg
+
+#endif  // NPUGATHER_HOST_TCP_FRAMES_H_
