@@ -125,7 +125,7 @@ public final class GatherTask implements Serializable {
       LOG.info("{}: gathered {} rows over {}{}, {} bytes received, {} sent; {}", me.where(), rows,
           transport, device < 0 ? "" : " (device " + device + ")", received, sent,
           me.timings());
-      return resources.handOver(rank);
+      return resources.handOver();
     } catch (RuntimeException | Error e) {
       me.abort();
       throw e;
@@ -137,25 +137,25 @@ public final class GatherTask implements Serializable {
    * on success the output has the allocator, and closes unless the executor keeps it.
    */
   private static final class TaskResources {
-    final RankTask.Rank rank;
+    final RankTask.Rank me;
     LocalBlock own;
     GatheredPartitions gathered;
     GatheredOutput output;
 
-    TaskResources(RankTask.Rank rank) {
-      this.rank = rank;
+    TaskResources(RankTask.Rank me) {
+      this.me = me;
     }
 
     /** The gathered partitions with the memory they live in, owned from now on by the output. */
-    synchronized GatheredOutput handOver(int rankId) {
-      output = new GatheredOutput(rank.handOverAllocator(), own, gathered, rankId);
+    synchronized GatheredOutput handOver() {
+      output = new GatheredOutput(me.handOverAllocator(), own, gathered, me.rank());
       return output;
     }
 
     synchronized void close() {
       Throwable first = output != null
-          ? rank.release(null, output::closeUnlessKept) // kept once the stage's writer took it
-          : rank.release(null, gathered, own);
+          ? me.release(null, output::closeUnlessKept) // kept once the stage's writer took it
+          : me.release(null, gathered, own);
       if (first != null) {
         LOG.warn("allGatherOnNpu: releasing task resources failed", first);
       }
