@@ -1,13 +1,12 @@
 package io.npugather.spark;
 
+import io.npugather.Communicator;
 import io.npugather.block.BlockLayout;
 import io.npugather.block.LocalBlock;
 import io.npugather.block.ReceiveDisplacements;
 import io.npugather.spark.arrow.read.GatheredPartitions;
 import io.npugather.spark.arrow.write.PartitionWriter;
-import io.npugather.spark.memory.GatherMemory;
 import io.npugather.spark.output.GatheredOutput;
-import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -15,7 +14,6 @@ import java.util.Iterator;
 import java.util.List;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.columnar.CachedBatch;
 import org.apache.spark.sql.types.StructType;
@@ -39,21 +37,12 @@ public final class GatherTask implements Serializable {
 
   private final StructType schema;
   private final String timeZoneId;
-  private final AllGatherOptions options;
-  private final DeviceBinding devices;
-  private final RendezvousTicket ticket;
-  private final String runDomain;
-  private final GatherMetrics metrics;
+  private final RankTask ranks;
 
-  GatherTask(StructType schema, String timeZoneId, AllGatherOptions options,
-      DeviceBinding devices, RendezvousTicket ticket, String runDomain, GatherMetrics metrics) {
+  GatherTask(StructType schema, String timeZoneId, RankTask ranks) {
     this.schema = schema;
     this.timeZoneId = timeZoneId;
-    this.options = options;
-    this.devices = devices;
-    this.ticket = ticket;
-    this.runDomain = runDomain;
-    this.metrics = metrics;
+    this.ranks = ranks;
   }
 
   /** Gathers a partition of rows. */
@@ -80,25 +69,19 @@ public final class GatherTask implements Serializable {
   }
 
   private GatheredOutput run(Conversion conversion) {
-    BarrierTaskContext context = BarrierTaskContext.get();
-    int rank = context.partitionId();
-    int rankSize = ticket.rankSize();
-    String where = "allGatherOnNpu rank " + rank + "/" + rankSize + " (stage " + context.stageId()
-        + "." + context.stageAttemptNumber() + ")";
-    TaskResources resources = new TaskResources(GatherMemory.newTaskAllocator(
-        "npugather-rank-" + rank + "-task-" + context.taskAttemptId()));
+    RankTask.Rank me = ranks.start();
+    int rank = me.rank();
+    int rankSize = me.rankSize();
+    TaskResources resources = new TaskResources(me);
     TaskCompletionListener release = ctx -> resources.close();
-    context.addTaskCompletionListener(release);
+    me.context().addTaskCompletionListener(release);
     try {
-      long t0 = System.nanoTime();
-      LocalBlock own = conversion.convert(resources.allocator);
+      LocalBlock own = conversion.convert(me.allocator());
       resources.own = own;
-      long ownBytes = resources.allocator.getAllocatedMemory();
-      long t1 = System.nanoTime();
+      long ownBytes = me.allocator().getAllocatedMemory();
+      me.conversionDone();
 
-      RankGroup group = RankGroup.meet(context, options, devices, ticket,
-          own.layout().toBytes());
-      resources.group = group;
+      RankGroup group = me.meet(own.layout().toBytes());
       List<BlockLayout> layouts = new ArrayList<>(rankSize);
       long[] blockBytes = new long[rankSize];
       for (RankEntry entry : group.entries()) {
@@ -107,16 +90,11 @@ public final class GatherTask implements Serializable {
         layouts.add(layout);
       }
       group.checkReceiveFits(blockBytes);
-      long t2 = System.nanoTime();
+      me.rendezvousDone();
 
-      group.connect(runDomain);
-      String transport = group.communicator().transport();
+      Communicator communicator = me.connect();
+      String transport = communicator.transport();
       int device = group.entries().get(rank).deviceId();
-      if (options.failureInjectedFor(rank, context.stageAttemptNumber())) {
-        // As a rank that dies in the collective: its peers see it fail at once.
-        throw new IllegalStateException(where + ": failure injected by "
-            + AllGatherOptions.INJECT_FAILURE);
-      }
 
       // This rank's own block is served from its input vectors: the receive buffer holds
       // only the peers' blocks, 8-byte aligned.
@@ -124,92 +102,60 @@ public final class GatherTask implements Serializable {
       long[] counts = placement.counts();
       long[] displs = placement.displacements();
       long received = placement.totalBytes();
-      ArrowBuf recv = received == 0 ? null : resources.allocator.buffer(received);
+      ArrowBuf recv = received == 0 ? null : me.allocator().buffer(received);
       try {
-        group.communicator().allGatherVSegments(own.segmentAddresses(), own.segmentLengths(),
-            recv, counts, displs);
-        resources.closeCommunicator();
+        communicator.allGatherVSegments(own.segmentAddresses(), own.segmentLengths(), recv,
+            counts, displs);
+        me.closeGroup();
         resources.gathered = GatheredPartitions.wrap(recv, layouts, displs, rank, own, schema,
-            resources.allocator);
+            me.allocator());
       } finally {
         if (recv != null) {
           recv.close(); // the gathered partitions hold their own reference
         }
       }
-      long t3 = System.nanoTime();
 
       long rows = resources.gathered.totalRows();
-      metrics.addTask(counts[rank] * (rankSize - 1), received, rows, t1 - t0, t2 - t1, t3 - t2);
-      metrics.addRankData(own.layout().rowCount(), counts[rank], Arrays.stream(counts).sum());
-      metrics.addRankGroup(group.exchangeNanos(), transport);
+      long sent = counts[rank] * (rankSize - 1);
+      me.collectiveDone(sent, received, rows);
+      ranks.metrics().addRankData(own.layout().rowCount(), counts[rank],
+          Arrays.stream(counts).sum());
       // The batches handed out below are slices: no allocation after this point.
-      metrics.addMemory(ownBytes, resources.allocator.getPeakMemoryAllocation());
-      LOG.info("{}: gathered {} rows over {}{}, {} bytes received, {} sent; conversion"
-          + " {} ms, rendezvous {} ms, collective {} ms", where, rows, transport,
-          device < 0 ? "" : " (device " + device + ")", received,
-          counts[rank] * (rankSize - 1),
-          (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000);
-      return resources.handOver(rank);
+      ranks.metrics().addMemory(ownBytes, me.allocator().getPeakMemoryAllocation());
+      LOG.info("{}: gathered {} rows over {}{}, {} bytes received, {} sent; {}", me.where(), rows,
+          transport, device < 0 ? "" : " (device " + device + ")", received, sent,
+          me.timings());
+      return resources.handOver();
     } catch (RuntimeException | Error e) {
-      resources.abortCommunicator();
+      me.abort();
       throw e;
     }
   }
 
-  /** Everything one task owns; closed once, in reverse order of creation. */
+  /**
+   * What the task owns beyond its {@link RankTask.Rank}; released once, when the task completes:
+   * on success the output has the allocator, and closes unless the executor keeps it.
+   */
   private static final class TaskResources {
-    final BufferAllocator allocator;
+    final RankTask.Rank me;
     LocalBlock own;
-    RankGroup group;
     GatheredPartitions gathered;
     GatheredOutput output;
 
-    TaskResources(BufferAllocator allocator) {
-      this.allocator = allocator;
-    }
-
-    synchronized void abortCommunicator() {
-      if (group != null) {
-        group.abort(); // peers fail at once instead of waiting for the timeout
-      }
-    }
-
-    synchronized void closeCommunicator() {
-      if (group != null) {
-        group.close();
-      }
+    TaskResources(RankTask.Rank me) {
+      this.me = me;
     }
 
     /** The gathered partitions with the memory they live in, owned from now on by the output. */
-    synchronized GatheredOutput handOver(int rank) {
-      output = new GatheredOutput(allocator, own, gathered, rank);
+    synchronized GatheredOutput handOver() {
+      output = new GatheredOutput(me.handOverAllocator(), own, gathered, me.rank());
       return output;
     }
 
     synchronized void close() {
-      RuntimeException first = null;
-      try {
-        closeCommunicator();
-      } catch (RuntimeException e) {
-        first = e;
-      }
-      if (output != null) {
-        output.closeUnlessKept(); // kept by the executor once the stage's writer took it
-      } else {
-        if (gathered != null) {
-          gathered.close();
-        }
-        if (own != null) {
-          own.close();
-        }
-        try {
-          allocator.close(); // throws if anything leaked
-        } catch (RuntimeException e) {
-          if (first == null) {
-            first = e;
-          }
-        }
-      }
+      Throwable first = output != null
+          ? me.release(null, output::closeUnlessKept) // kept once the stage's writer took it
+          : me.release(null, gathered, own);
       if (first != null) {
         LOG.warn("allGatherOnNpu: releasing task resources failed", first);
       }

@@ -9,16 +9,11 @@ import io.npugather.NpuGatherException;
 import io.npugather.ResultCode;
 import io.npugather.Tensor;
 import io.npugather.spark.arrow.FixedWidthType;
-import io.npugather.spark.memory.GatherMemory;
-import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.io.Serializable;
-import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Iterator;
-import java.util.List;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.spark.BarrierTaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.types.ArrayType;
@@ -48,22 +43,13 @@ final class OnRanksTask<T> implements Serializable {
   private final StructType schema;
   private final DType wireDtype;
   private final RankFunction<T> fn;
-  private final AllGatherOptions options;
-  private final DeviceBinding devices;
-  private final RendezvousTicket ticket;
-  private final String runDomain;
-  private final GatherMetrics metrics;
+  private final RankTask ranks;
 
-  OnRanksTask(StructType schema, DType wireDtype, RankFunction<T> fn, AllGatherOptions options,
-      DeviceBinding devices, RendezvousTicket ticket, String runDomain, GatherMetrics metrics) {
+  OnRanksTask(StructType schema, DType wireDtype, RankFunction<T> fn, RankTask ranks) {
     this.schema = checkInput(schema);
     this.wireDtype = checkWireDtype(wireDtype);
     this.fn = fn;
-    this.options = options;
-    this.devices = devices;
-    this.ticket = ticket;
-    this.runDomain = runDomain;
-    this.metrics = metrics;
+    this.ranks = ranks;
   }
 
   /** The dtypes a run may send: float32, or float32 narrowed to float16 or bfloat16. */
@@ -114,35 +100,27 @@ final class OnRanksTask<T> implements Serializable {
 
   /** Runs this rank; the iterator holds the function's single result. */
   Iterator<Object> run(Iterator<InternalRow> rows) {
-    BarrierTaskContext context = BarrierTaskContext.get();
-    int rank = context.partitionId();
-    int rankSize = ticket.rankSize();
-    String where = "onRanks rank " + rank + "/" + rankSize + " (stage " + context.stageId() + "."
-        + context.stageAttemptNumber() + ")";
-    BufferAllocator allocator = GatherMemory.newTaskAllocator(
-        "npugather-onranks-rank-" + rank + "-task-" + context.taskAttemptId());
+    RankTask.Rank me = ranks.start();
+    int rank = me.rank();
+    int rankSize = me.rankSize();
+    String where = me.where();
+    BufferAllocator allocator = me.allocator();
     Tensor x = null;
     Tensor gathered = null;
-    RankGroup group = null;
     Throwable failure = null;
     try {
-      long t0 = System.nanoTime();
       x = readPartition(rows, allocator, where);
       if (wireDtype != DType.FLOAT32) {
         Tensor narrow = HalfFloats.fromFloat32(x, wireDtype, allocator);
         x.close();
         x = narrow;
       }
-      long t1 = System.nanoTime();
+      me.conversionDone();
 
-      group = RankGroup.meet(context, options, devices, ticket, new byte[0]);
-      long t2 = System.nanoTime();
-      Communicator communicator = group.connect(runDomain);
-      metrics.addRankGroup(group.exchangeNanos(), communicator.transport());
-      if (options.failureInjectedFor(rank, context.stageAttemptNumber())) {
-        throw new IllegalStateException(where + ": failure injected by "
-            + AllGatherOptions.INJECT_FAILURE);
-      }
+      me.meet(new byte[0]);
+      me.rendezvousDone();
+      Communicator communicator = me.connect();
+      AllGatherOptions options = ranks.options();
       AllGatherParam param = AllGatherParam.builder().backend(options.backend()).rank(rank)
           .rankSize(rankSize).rankRoot(options.rankRoot()).communicator(communicator).build();
       try {
@@ -152,7 +130,7 @@ final class OnRanksTask<T> implements Serializable {
           // Every rank fails the same way here (different shapes, or a rank that rejected its
           // own input, e.g. an output beyond its memory): no abort, which would blur the peers'
           // errors.
-          group.close();
+          me.closeGroup();
           String hint = e.getMessage().contains("ranks passed different inputs")
               ? ". onRanks needs the same number of rows (and features) in every partition:"
                   + " repartition the input so that every rank holds an equal share"
@@ -161,16 +139,13 @@ final class OnRanksTask<T> implements Serializable {
         }
         throw e;
       }
-      group.close(); // the communicator's job is done; the function may run long
+      me.closeGroup(); // the communicator's job is done; the function may run long
       long bytes = x.byteSize();
       x.close();
       x = null;
-      long t3 = System.nanoTime();
       long[] shape = gathered.shape();
-      metrics.addTask(bytes * (rankSize - 1), bytes * (rankSize - 1), shape[0] * shape[1],
-          t1 - t0, t2 - t1, t3 - t2);
-      LOG.info("{}: gathered {}; conversion {} ms, rendezvous {} ms, collective {} ms", where,
-          gathered, (t1 - t0) / 1_000_000, (t2 - t1) / 1_000_000, (t3 - t2) / 1_000_000);
+      me.collectiveDone(bytes * (rankSize - 1), bytes * (rankSize - 1), shape[0] * shape[1]);
+      LOG.info("{}: gathered {}; {}", where, gathered, me.timings());
 
       T result;
       try {
@@ -183,42 +158,15 @@ final class OnRanksTask<T> implements Serializable {
       return Collections.singletonList((Object) result).iterator();
     } catch (RuntimeException | Error e) {
       failure = e;
-      if (group != null) {
-        group.abort(); // no-op once closed; otherwise the peers fail at once
-      }
+      me.abort(); // no-op once closed; otherwise the peers fail at once
       throw e;
     } finally {
-      release(failure, where, gathered, x, group, allocator);
-    }
-  }
-
-  private static void release(Throwable failure, String where, Tensor gathered, Tensor x,
-      RankGroup group, BufferAllocator allocator) {
-    List<RuntimeException> errors = new ArrayList<>();
-    for (AutoCloseable resource : new AutoCloseable[] {group, gathered, x, allocator}) {
-      if (resource == null) {
-        continue;
-      }
-      try {
-        resource.close();
-      } catch (RuntimeException e) {
-        errors.add(e);
-      } catch (Exception e) {
-        errors.add(new IllegalStateException(e));
+      Throwable first = me.release(failure, gathered, x);
+      if (failure == null && first != null) {
+        throw new IllegalStateException(where + ": releasing the task's memory failed (did the"
+            + " rank function close the gathered tensor, or keep a reference to it?)", first);
       }
     }
-    if (errors.isEmpty()) {
-      return;
-    }
-    if (failure != null) {
-      errors.forEach(failure::addSuppressed);
-      return;
-    }
-    IllegalStateException e = new IllegalStateException(where + ": releasing the task's memory"
-        + " failed (did the rank function close the gathered tensor, or keep a reference to it?)",
-        errors.get(0));
-    errors.subList(1, errors.size()).forEach(e::addSuppressed);
-    throw e;
   }
 
   /** The partition as float32 {@code [rows, features]}, from {@code allocator}. */

@@ -1,26 +1,21 @@
 package io.npugather.spark
 
-import java.util.UUID
-
 import scala.collection.immutable.ListMap
 import scala.jdk.CollectionConverters._
 
-import io.npugather.CommunicatorOptions.HostTransport
 import io.npugather.spark.arrow.read.{GatheredPartitions, GatheredRows}
 import io.npugather.spark.arrow.write.PartitionWriter
 import io.npugather.spark.output.{GatheredOutput, GatheredOutputs, GatheredRDD}
-import io.npugather.spark.rendezvous.{RendezvousService, RendezvousTicket}
-import org.apache.spark.{NarrowDependency, Partitioner, SparkContext}
-import org.apache.spark.internal.Logging
+import org.apache.spark.Partitioner
 import org.apache.spark.npugather.CallSites
-import org.apache.spark.rdd.{PartitionPruningRDD, RDD, ShuffledRDD, UnionRDD}
+import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, UnsafeProjection}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project, UnaryNode}
 import org.apache.spark.sql.catalyst.plans.physical.{Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.columnar.CachedBatch
 import org.apache.spark.sql.execution.{ColumnarToRowExec, RowToColumnarTransition, SparkPlan,
-  SparkStrategy, UnaryExecNode, UnsafeRowSerializer, WholeStageCodegenExec}
+  SparkStrategy, UnaryExecNode, WholeStageCodegenExec}
 import org.apache.spark.sql.execution.adaptive.TableCacheQueryStageExec
 import org.apache.spark.sql.execution.columnar.{DefaultCachedBatchSerializer, InMemoryTableScanExec}
 import org.apache.spark.sql.execution.metric.SQLMetric
@@ -33,7 +28,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch
  */
 case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child: LogicalPlan)
     extends UnaryNode {
-  override def output: Seq[Attribute] = sourceRank +: input.output
+  override def output: Seq[Attribute] = NpuAllGather.output(sourceRank, input.output)
 
   /** The rows to gather: `child` without the placeholder. */
   def input: LogicalPlan = child match {
@@ -45,6 +40,11 @@ case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child:
 
   override protected def withNewChildInternal(newChild: LogicalPlan): NpuAllGather =
     copy(child = newChild)
+}
+
+object NpuAllGather {
+  /** The gather's output, in the logical and the physical plan: the source rank, then the rows. */
+  def output(sourceRank: Attribute, rows: Seq[Attribute]): Seq[Attribute] = sourceRank +: rows
 }
 
 /** Plans [[NpuAllGather]]; installed into the session by [[NpuGatherPlanning]]. */
@@ -66,7 +66,7 @@ object NpuAllGatherStrategy extends SparkStrategy {
  */
 case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, child: SparkPlan)
     extends UnaryExecNode {
-  override def output: Seq[Attribute] = sourceRank +: child.output
+  override def output: Seq[Attribute] = NpuAllGather.output(sourceRank, child.output)
 
   override def producedAttributes: AttributeSet = AttributeSet(sourceRank)
 
@@ -110,15 +110,6 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     }
   }
 
-  /** What runs, as Spark's UI names its stages: "allGatherOnNpu: 4 ranks, backend host". */
-  private def describe(rankSize: Int): String = {
-    val transport =
-      if (options.backend == "host" && options.hostTransport != HostTransport.AUTO) {
-        s" (${options.hostTransport.toString.toLowerCase(java.util.Locale.ROOT)})"
-      } else ""
-    s"allGatherOnNpu: $rankSize ranks, backend ${options.backend}$transport"
-  }
-
   private def gather(): RDD[ColumnarBatch] = {
     val sc = sparkContext
     val source = NpuAllGatherExec.columnarSource(child)
@@ -126,11 +117,11 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
       case Some((cached, columns)) => CachedInput(cached, columns)
       case None =>
         val batches = if (source.supportsColumnar) source.executeColumnar() else null
-        if (batches != null && !NpuAllGatherExec.breaksBarrierStage(batches)) {
+        if (batches != null && !RunSetup.breaksBarrierStage(batches)) {
           BatchInput(batches)
         } else {
           val rows = NpuAllGatherExec.rowsOf(child).execute()
-          RowInput(NpuAllGatherExec.barrierReady(rows, child.schema.length))
+          RowInput(RunSetup.barrierReady(rows, child.schema.length))
         }
     }
     val rankSize = input.rdd.getNumPartitions
@@ -139,13 +130,13 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
       logInfo(s"allGatherOnNpu: the input has no partitions; the result is empty")
       return sc.emptyRDD[ColumnarBatch]
     }
-    val run = NpuAllGatherExec.prepareRun(sc, rankSize, options, gatherMetrics)
-    val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, options, run.devices,
-      run.ticket, run.domain, run.metrics)
+    val run =
+      RunSetup.prepare(sc, RankTask.Operation.ALL_GATHER, rankSize, options, gatherMetrics)
+    val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, run.ranks())
     val releaseDelayMs = GatheredOutputs.releaseDelayMs(
       conf.getConfString(GatheredOutputs.RELEASE_DELAY, GatheredOutputs.DEFAULT_RELEASE_DELAY))
     // The barrier stage is named after its RDD's call site.
-    val gathered = CallSites.withShortForm(sc, describe(rankSize)) {
+    val gathered = CallSites.withShortForm(sc, run.stageName()) {
       val ranks: RDD[(Int, GatheredOutput)] = input match {
         case CachedInput(cached, columns) => cached.barrier().mapPartitions(it =>
           NpuAllGatherExec.keyedByRank(task.runOnCachedBatches(it.asJava, columns)))
@@ -158,8 +149,8 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     }
     // Any job may run the barrier stage again while the RDD lives (each stage attempt meets in
     // a round of its own).
-    run.service.unregisterWhenUnreachable(run.ticket, gathered)
-    run.metrics.recordInput(input.name)
+    run.unregisterWhenUnreachable(gathered)
+    gatherMetrics.recordInput(input.name)
     logInfo(s"allGatherOnNpu: $rankSize ranks, ${input.name} input, $options")
     gathered
   }
@@ -196,38 +187,10 @@ private[spark] case class RowInput(rdd: RDD[InternalRow]) extends GatherInput {
   override def name: String = "rows"
 }
 
-/**
- * What the driver sets up for one run: where ranks find their devices, a rendezvous
- * registration, metrics, a fresh domain.
- */
-case class RunSetup(devices: DeviceBinding, service: RendezvousService, ticket: RendezvousTicket,
-    metrics: GatherMetrics, domain: String)
-
-object NpuAllGatherExec extends Logging {
+object NpuAllGatherExec {
   /** A rank's output as the barrier RDD's one record: (rank, output). */
   private def keyedByRank(output: GatheredOutput): Iterator[(Int, GatheredOutput)] =
     Iterator.single((output.rank, output))
-
-  /**
-   * Checks a run of rankSize ranks before anything is launched (rankRoot in range, enough
-   * barrier slots, no dynamic allocation, a device for every rank where the backend needs one)
-   * and registers it with the driver's rendezvous service.
-   */
-  def prepareRun(sc: SparkContext, rankSize: Int, options: AllGatherOptions,
-      metrics: GatherMetrics): RunSetup = {
-    if (options.rankRoot >= rankSize) {
-      throw new IllegalArgumentException(s"${AllGatherOptions.RANK_ROOT} = ${options.rankRoot} " +
-        s"is invalid; allowed: 0 <= rankRoot < rankSize ($rankSize)")
-    }
-    ClusterCheck.requireBarrierSlots(sc, rankSize)
-    val devices = ClusterCheck.requireDevices(sc, options, rankSize)
-    val service = RendezvousService.getOrStart(sc)
-    val ticket = service.register(rankSize, options.timeout)
-    NpuGather.recordRun(metrics)
-    val domain = (if (options.commDomain.isEmpty) "npg" else options.commDomain) + "-" +
-      UUID.randomUUID().toString.substring(0, 8)
-    RunSetup(devices, service, ticket, metrics, domain)
-  }
 
   /**
    * The row plan under `plan` when `plan` only turns its rows into batches: Spark puts a
@@ -277,44 +240,10 @@ object NpuAllGatherExec extends Logging {
         val relationIds = s.relation.output.map(_.exprId)
         val columns = s.attributes.map(a => relationIds.indexOf(a.exprId)).toArray
         val cached = s.relation.cacheBuilder.cachedColumnBuffers
-        if (columns.contains(-1) || breaksBarrierStage(cached)) None else Some((cached, columns))
+        if (columns.contains(-1) || RunSetup.breaksBarrierStage(cached)) None
+        else Some((cached, columns))
       case _ => None
     }
-  }
-
-  /**
-   * True when the stage that computes `rdd` contains an RDD that Spark refuses in a barrier
-   * stage (a union, or partition pruning): those need a stage boundary before the gather.
-   */
-  def breaksBarrierStage(rdd: RDD[_]): Boolean = rdd match {
-    case _: UnionRDD[_] | _: PartitionPruningRDD[_] => true
-    case _ => rdd.dependencies.exists {
-      case narrow: NarrowDependency[_] => breaksBarrierStage(narrow.rdd)
-      case _ => false
-    }
-  }
-
-  /**
-   * `rows` itself, or, when its stage cannot run in barrier mode, its rows moved unchanged
-   * through an identity shuffle (partition r to partition r, order kept) so that the barrier
-   * stage starts after it.
-   */
-  def barrierReady(rows: RDD[InternalRow], numFields: Int): RDD[InternalRow] = {
-    if (!breaksBarrierStage(rows)) {
-      rows
-    } else {
-      logInfo("allGatherOnNpu: the input's stage contains a union or partition pruning, which " +
-        "Spark does not run in barrier mode; adding an identity shuffle before the gather")
-      identityShuffle(rows, numFields)
-    }
-  }
-
-  /** Partition r's rows to partition r, through a shuffle. */
-  def identityShuffle(rows: RDD[InternalRow], numFields: Int): RDD[InternalRow] = {
-    val keyed = rows.mapPartitionsWithIndex { (rank, it) => it.map(row => (rank, row.copy())) }
-    new ShuffledRDD[Int, InternalRow, InternalRow](keyed, new RankPartitioner(rows.getNumPartitions))
-      .setSerializer(new UnsafeRowSerializer(numFields))
-      .map(_._2)
   }
 }
 

@@ -22,22 +22,21 @@ private[spark] object OnRanksStage extends Logging {
     val schema = OnRanksTask.checkInput(input.schema)
     OnRanksTask.checkWireDtype(wireDtype)
     val sc = input.sparkSession.sparkContext
-    val rows = NpuAllGatherExec.barrierReady(input.queryExecution.toRdd, schema.length)
+    val rows = RunSetup.barrierReady(input.queryExecution.toRdd, schema.length)
     val rankSize = rows.getNumPartitions
     if (rankSize < 1) {
       throw new IllegalArgumentException("onRanks: the input has no partitions; one rank per " +
         "partition needs at least one")
     }
-    val run = NpuAllGatherExec.prepareRun(sc, rankSize, options,
+    val run = RunSetup.prepare(sc, RankTask.Operation.ON_RANKS, rankSize, options,
       new GatherMetrics(sc, options.backend))
     try {
-      val task = new OnRanksTask(schema, wireDtype, fn, options, run.devices, run.ticket, run.domain,
-        run.metrics)
-      val what = s"onRanks: $rankSize ranks, backend ${options.backend}"
+      val task = new OnRanksTask(schema, wireDtype, fn, run.ranks())
+      val what = run.stageName()
       val results = CallSites.withShortForm(sc, what) {
         rows.barrier().mapPartitions(it => task.run(it.asJava).asScala)
       }
-      run.service.unregisterWhenJobEnds(run.ticket, results.id)
+      run.unregisterWhenJobEnds(results.id)
       logInfo(s"onRanks: $rankSize ranks, columns ${schema.fieldNames.mkString(", ")}, wire " +
         s"$wireDtype, $options")
       val collected = CallSites.withShortForm(sc, what) {
@@ -49,7 +48,7 @@ private[spark] object OnRanksStage extends Logging {
       }
       java.util.Collections.unmodifiableList(java.util.Arrays.asList(collected: _*))
     } finally {
-      run.service.unregister(run.ticket) // the job is over: nothing waits on the registration any more
+      run.close() // the job is over: nothing waits on the registration any more
     }
   }
 }
