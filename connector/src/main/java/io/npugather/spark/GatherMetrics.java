@@ -1,5 +1,6 @@
 package io.npugather.spark;
 
+import io.npugather.Backend;
 import java.io.Serializable;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -17,11 +18,6 @@ import org.apache.spark.sql.execution.metric.SQLMetrics;
  */
 public final class GatherMetrics implements Serializable {
   private static final long serialVersionUID = 1L;
-
-  /** The transports a backend's communicators report ({@code Communicator.transport()}). */
-  static List<String> transports(String backend) {
-    return backend.equals("host") ? List.of("threads", "cma", "staging", "tcp") : List.of(backend);
-  }
 
   private final Map<String, SQLMetric> metrics = new LinkedHashMap<>();
   private final SQLMetric inputRows;
@@ -57,7 +53,7 @@ public final class GatherMetrics implements Serializable {
         SQLMetrics.createNanoTimingMetric(sc, "wait for the slowest rank", -1L));
     collectiveNanos = add("collectiveTime",
         SQLMetrics.createNanoTimingMetric(sc, "time in collective", -1L));
-    for (String transport : transports(backend)) {
+    for (String transport : Backend.parse("backend", backend).transports()) {
       add(transportKey(transport), SQLMetrics.createMetric(sc, "ranks over " + transport));
     }
   }
