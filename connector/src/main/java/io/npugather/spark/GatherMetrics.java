@@ -34,6 +34,7 @@ public final class GatherMetrics implements Serializable {
   private final SQLMetric collectiveNanos;
   private volatile String input = "";
 
+  /** The metrics of a run on {@code backend} ({@link AllGatherOptions#backend()}'s name). */
   GatherMetrics(SparkContext sc, String backend) {
     inputRows = add("numInputRows", SQLMetrics.createMetric(sc, "number of input rows"));
     outputRows = add("numOutputRows", SQLMetrics.createMetric(sc, "number of output rows"));
