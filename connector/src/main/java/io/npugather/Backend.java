@@ -8,8 +8,10 @@ import java.util.Set;
 
 /**
  * A communication backend: its name, as options, the C ABI and {@link RootInfo}'s text write it,
- * and the properties the library branches on. The native core keeps the same names in its
- * registry ({@code core/backend.cc}), in the same order; a test compares the two lists.
+ * and the properties the library branches on: it asks a backend what it does, never compares
+ * names. The native core keeps the same names in its registry ({@code core/backend.cc}), in the
+ * same order; a test compares the two lists. A new backend is a constant here, a folder of the
+ * native core and its entry in that registry.
  *
  * <p>Two defaults, for two kinds of caller. The operator ({@link AllGatherParam}) defaults to
  * {@link #OPERATOR_DEFAULT}, {@code hccl}: the vendor's AllGatherOperation contract gives its
