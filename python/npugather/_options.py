@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
+# io.npugather.Backend.names(), in its order (a test compares them).
 BACKENDS = ("hccl", "lccl", "host")
 HOST_TRANSPORTS = ("auto", "tcp", "staging")
 # AllGatherParam.MAX_COMM_DOMAIN_LENGTH minus the run suffix the driver appends.

@@ -121,6 +121,13 @@ def test_every_jvm_option_has_a_keyword_and_the_same_default(spark: SparkSession
         assert f"Default ``{described[name]}``" in doc or f"Default {described[name]}" in doc, name
 
 
+def test_python_knows_the_backends_of_the_jvm_in_its_order(spark: SparkSession) -> None:
+    backend = getattr(spark.sparkContext._jvm, "io.npugather.Backend")
+    assert list(_options.BACKENDS) == list(backend.names())
+    assert repr(backend.SPARK_DEFAULT.wireName()) == next(
+        o.default for o in _options.OPTIONS if o.name == "backend")
+
+
 def test_every_option_is_a_spark_setting_listed_with_the_same_default(
         spark: SparkSession) -> None:
     assert "io.npugather.spark.NpuGatherExtensions" in spark.conf.get("spark.sql.extensions")

@@ -43,8 +43,8 @@ class Backend {
 
 using BackendFactory = std::unique_ptr<Backend> (*)();
 
-// Throws NPG_INVALID_ARGUMENT for unknown names and NPG_INVALID_USAGE for known
-// backends that this build does not contain.
+// The backend named name ("hccl", "lccl", "host"), made on first use; throws NPG_INVALID_ARGUMENT
+// listing every name for NULL or an unknown name.
 const Backend& find_backend(const char* name);
 
 }  // namespace npg

@@ -3,9 +3,12 @@ package io.npugather;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.List;
+import java.util.function.Predicate;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.Collectors;
 
 /**
  * The parameters of the all-gather operation, field for field those of the vendor's {@code
@@ -15,8 +18,8 @@ import java.util.regex.Pattern;
  * what is allowed. It runs before any communication starts.
  */
 public final class AllGatherParam {
-  /** The backends this library knows. */
-  public static final List<String> BACKENDS = List.of("hccl", "lccl", "host");
+  /** The names of the backends this library knows ({@link Backend#names()}). */
+  public static final List<String> BACKENDS = Backend.names();
 
   /** Longest commDomain the vendor library accepts, in UTF-8 bytes. */
   public static final int MAX_COMM_DOMAIN_LENGTH = 128;
@@ -84,9 +87,18 @@ public final class AllGatherParam {
     return rankRoot;
   }
 
-  /** "hccl" (default), "lccl" or "host". */
+  /** "hccl" (default, {@link Backend#OPERATOR_DEFAULT}), "lccl" or "host". */
   public String backend() {
     return backend;
+  }
+
+  /**
+   * The backend {@link #backend()} names.
+   *
+   * @throws IllegalArgumentException as {@link #validate()} does when it names none
+   */
+  public Backend backendType() {
+    return Backend.parse("AllGatherParam.backend", backend);
   }
 
   /**
@@ -101,7 +113,7 @@ public final class AllGatherParam {
     return commMode;
   }
 
-  /** Path of a rank table JSON (hccl only); "" when unused. */
+  /** Path of a rank table JSON ({@link Backend#acceptsRankTableFile()}: hccl); "" when unused. */
   public String rankTableFile() {
     return rankTableFile;
   }
@@ -117,9 +129,7 @@ public final class AllGatherParam {
    * @throws IllegalArgumentException naming the field, its value and what is allowed
    */
   public AllGatherParam validate() {
-    if (backend == null || !BACKENDS.contains(backend)) {
-      throw invalid("backend", "'" + backend + "'", "one of " + BACKENDS);
-    }
+    Backend type = backendType();
     if (commMode == null) {
       throw invalid("commMode", "null", "COMM_MULTI_PROCESS or COMM_MULTI_THREAD");
     }
@@ -155,16 +165,16 @@ public final class AllGatherParam {
       throw invalid("commDomain", "with a NUL character at index " + commDomain.indexOf('\0'),
           "no NUL characters (the native library would cut the name there)");
     }
-    if (backend.equals("lccl") && commMode == CommMode.COMM_MULTI_PROCESS && !commDomain.isEmpty()) {
-      validateLcclDomain();
+    if (type.numberedDomain() && commMode == CommMode.COMM_MULTI_PROCESS && !commDomain.isEmpty()) {
+      validateNumberedDomain(type);
     }
     if (rankTableFile == null) {
       throw invalid("rankTableFile", "null", "a path, or \"\" when unused");
     }
     if (!rankTableFile.isEmpty()) {
-      if (!backend.equals("hccl")) {
-        throw invalid("rankTableFile", "'" + rankTableFile + "'",
-            "only with backend 'hccl' (backend is '" + backend + "')");
+      if (!type.acceptsRankTableFile()) {
+        throw invalid("rankTableFile", "'" + rankTableFile + "'", "only with backend "
+            + backendsWith(Backend::acceptsRankTableFile) + " (backend is '" + backend + "')");
       }
       if (!Files.isRegularFile(Path.of(rankTableFile))) {
         throw invalid("rankTableFile", "'" + rankTableFile + "'", "an existing file");
@@ -173,10 +183,11 @@ public final class AllGatherParam {
     return this;
   }
 
-  private void validateLcclDomain() {
+  private void validateNumberedDomain(Backend type) {
     Matcher m = LCCL_DOMAIN.matcher(commDomain);
     String allowed = "\"ID\" or \"ID:SIZE_MB\" with ID in 0..65535 and SIZE_MB in "
-        + MIN_LCCL_BUFFER_MB + ".." + MAX_LCCL_BUFFER_MB + " (backend lccl, COMM_MULTI_PROCESS)";
+        + MIN_LCCL_BUFFER_MB + ".." + MAX_LCCL_BUFFER_MB + " (backend " + type
+        + ", COMM_MULTI_PROCESS)";
     if (!m.matches()) {
       throw invalid("commDomain", "'" + commDomain + "'", allowed);
     }
@@ -187,6 +198,12 @@ public final class AllGatherParam {
         || Long.parseLong(m.group(2)) > MAX_LCCL_BUFFER_MB)) {
       throw invalid("commDomain", "'" + commDomain + "' (SIZE_MB " + m.group(2) + ")", allowed);
     }
+  }
+
+  /** The backends with a property, as "'hccl'" or "'hccl' or 'lccl'". */
+  private static String backendsWith(Predicate<Backend> property) {
+    return Arrays.stream(Backend.values()).filter(property).map(b -> "'" + b + "'")
+        .collect(Collectors.joining(" or "));
   }
 
   private static IllegalArgumentException invalid(String field, Object value, String allowed) {
@@ -206,7 +223,7 @@ public final class AllGatherParam {
     private int rank = 0;
     private int rankSize = 0;
     private int rankRoot = 0;
-    private String backend = "hccl";
+    private String backend = Backend.OPERATOR_DEFAULT.wireName();
     private Communicator communicator;
     private CommMode commMode = CommMode.COMM_MULTI_PROCESS;
     private String rankTableFile = "";

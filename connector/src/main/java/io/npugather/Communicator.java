@@ -46,18 +46,14 @@ public final class Communicator implements AutoCloseable {
    */
   public static RootInfo createRootInfo(String backend, CommunicatorOptions options) {
     Objects.requireNonNull(options, "options");
-    if (backend == null || !AllGatherParam.BACKENDS.contains(backend)) {
-      throw new IllegalArgumentException(
-          "backend = '" + backend + "' is invalid; allowed: one of " + AllGatherParam.BACKENDS);
-    }
+    Backend type = Backend.parse("backend", backend);
     try (BytePointer out = new BytePointer(NativeCore.ROOT_INFO_MAX_BYTES);
         SizeTPointer size = new SizeTPointer(1)) {
-      // hccl and lccl make their root info on a device: the rank's own, named as "device:N".
-      // hccl also gets the timeout: HCCL reads its timeouts at the root's first HCCL call.
+      // A device backend makes its root info on a device: the rank's own, named as "device:N".
       String bind = options.bindAddress();
-      if (!backend.equals("host") && bind == null && options.deviceId() >= 0) {
-        bind = "device:" + options.deviceId()
-            + (backend.equals("hccl") ? ",timeout_ms:" + options.timeout().toMillis() : "");
+      if (type.needsDevice() && bind == null && options.deviceId() >= 0) {
+        bind = "device:" + options.deviceId() + (type.timeoutAtRootInfo()
+            ? ",timeout_ms:" + options.timeout().toMillis() : "");
       }
       int rc = NativeCore.npg_get_root_info(
           backend, bind, out, NativeCore.ROOT_INFO_MAX_BYTES, size);
@@ -103,8 +99,8 @@ public final class Communicator implements AutoCloseable {
       throw new IllegalArgumentException(
           "AllGatherParam.communicator is set; a caller's communicator is used as it is");
     }
-    boolean lcclDomain = param.backend().equals("lccl") && !param.commDomain().isEmpty();
-    if (rootInfo == null && param.rankTableFile().isEmpty() && !lcclDomain) {
+    boolean joinsByDomain = param.backendType().numberedDomain() && !param.commDomain().isEmpty();
+    if (rootInfo == null && param.rankTableFile().isEmpty() && !joinsByDomain) {
       throw new IllegalArgumentException("rootInfo is null; allowed: the root rank's RootInfo, or"
           + " null with a rankTableFile (hccl) or a commDomain (lccl)");
     }

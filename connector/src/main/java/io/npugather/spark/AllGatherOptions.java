@@ -1,6 +1,7 @@
 package io.npugather.spark;
 
 import io.npugather.AllGatherParam;
+import io.npugather.Backend;
 import io.npugather.CommunicatorOptions.HostTransport;
 import java.io.Serializable;
 import java.time.Duration;
@@ -43,7 +44,7 @@ public final class AllGatherOptions implements Serializable {
   /** Prefix of the keys of {@link #KEYS}, which a map of options may leave out. */
   public static final String KEY_PREFIX = "npugather.";
 
-  private final String backend;
+  private final Backend backend;
   private final int rankSize;
   private final int rankRoot;
   private final String commDomain;
@@ -54,7 +55,7 @@ public final class AllGatherOptions implements Serializable {
   private final HostTransport hostTransport;
   private final String injectFailure;
 
-  private AllGatherOptions(String backend, int rankSize, int rankRoot, String commDomain,
+  private AllGatherOptions(Backend backend, int rankSize, int rankRoot, String commDomain,
       Duration timeout, String sourceRankColumn, String resourceName, boolean retryable,
       HostTransport hostTransport, String injectFailure) {
     this.backend = backend;
@@ -70,13 +71,13 @@ public final class AllGatherOptions implements Serializable {
   }
 
   /**
-   * Backend host, one rank per partition, root rank 0, a fresh domain per run, timeout 120 s,
-   * column {@code source_rank}, resource {@code npu}, not retryable, transport chosen
-   * automatically.
+   * Backend host ({@link Backend#SPARK_DEFAULT}: runs on any cluster), one rank per partition,
+   * root rank 0, a fresh domain per run, timeout 120 s, column {@code source_rank}, resource
+   * {@code npu}, not retryable, transport chosen automatically.
    */
   public static AllGatherOptions defaults() {
-    return new AllGatherOptions("host", 0, 0, "", Duration.ofSeconds(120), "source_rank", "npu",
-        false, HostTransport.AUTO, "");
+    return new AllGatherOptions(Backend.SPARK_DEFAULT, 0, 0, "", Duration.ofSeconds(120),
+        "source_rank", "npu", false, HostTransport.AUTO, "");
   }
 
   /**
@@ -155,14 +156,18 @@ public final class AllGatherOptions implements Serializable {
         + NpuGatherConf.nearest(written, allowed) + "'? allowed: " + String.join(", ", allowed));
   }
 
+  /** The backend named {@code backend}: "host", "hccl" or "lccl". */
   public AllGatherOptions withBackend(String backend) {
     return withBackend(backend, BACKEND);
   }
 
   private AllGatherOptions withBackend(String backend, String key) {
-    if (!AllGatherParam.BACKENDS.contains(backend)) {
-      throw invalid(key, backend, "one of " + AllGatherParam.BACKENDS);
-    }
+    return withBackend(Backend.forName(backend)
+        .orElseThrow(() -> invalid(key, backend, Backend.allowed())));
+  }
+
+  public AllGatherOptions withBackend(Backend backend) {
+    Objects.requireNonNull(backend, BACKEND);
     return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
         sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
   }
@@ -275,7 +280,12 @@ public final class AllGatherOptions implements Serializable {
         sourceRankColumn, resourceName, retryable, hostTransport, spec);
   }
 
+  /** The backend's name ({@link Backend#wireName()}). */
   public String backend() {
+    return backend.wireName();
+  }
+
+  public Backend backendType() {
     return backend;
   }
 

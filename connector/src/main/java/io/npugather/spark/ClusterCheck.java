@@ -1,5 +1,6 @@
 package io.npugather.spark;
 
+import io.npugather.Backend;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -138,7 +139,7 @@ public final class ClusterCheck {
     ResourceInformation driver = CollectionConverters.asJava(sc.resources())
         .get(options.resourceName());
     List<String> driverAddresses = driver == null ? null : Arrays.asList(driver.addresses());
-    return planDevices(sc.master(), options.backend(), options.resourceName(),
+    return planDevices(sc.master(), options.backendType(), options.resourceName(),
         taskResources(profile), driverAddresses, rankSize);
   }
 
@@ -146,9 +147,9 @@ public final class ClusterCheck {
    * {@link #requireDevices} from plain values: {@code driverAddresses} is null when the driver
    * discovered no such resource.
    */
-  static DeviceBinding planDevices(String master, String backend, String resourceName,
+  static DeviceBinding planDevices(String master, Backend backend, String resourceName,
       Map<String, Double> taskResources, List<String> driverAddresses, int rankSize) {
-    boolean needsDevice = !"host".equals(backend);
+    boolean needsDevice = backend.needsDevice();
     if (isLocalMaster(master)) {
       if (driverAddresses != null) {
         return DeviceBinding.byRank(resourceName,

@@ -1,5 +1,6 @@
 package io.npugather.spark;
 
+import io.npugather.Backend;
 import java.io.Serializable;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -18,11 +19,6 @@ import org.apache.spark.sql.execution.metric.SQLMetrics;
 public final class GatherMetrics implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  /** The transports a backend's communicators report ({@code Communicator.transport()}). */
-  static List<String> transports(String backend) {
-    return backend.equals("host") ? List.of("threads", "cma", "staging", "tcp") : List.of(backend);
-  }
-
   private final Map<String, SQLMetric> metrics = new LinkedHashMap<>();
   private final SQLMetric inputRows;
   private final SQLMetric outputRows;
@@ -38,6 +34,7 @@ public final class GatherMetrics implements Serializable {
   private final SQLMetric collectiveNanos;
   private volatile String input = "";
 
+  /** The metrics of a run on {@code backend} ({@link AllGatherOptions#backend()}'s name). */
   GatherMetrics(SparkContext sc, String backend) {
     inputRows = add("numInputRows", SQLMetrics.createMetric(sc, "number of input rows"));
     outputRows = add("numOutputRows", SQLMetrics.createMetric(sc, "number of output rows"));
@@ -57,7 +54,7 @@ public final class GatherMetrics implements Serializable {
         SQLMetrics.createNanoTimingMetric(sc, "wait for the slowest rank", -1L));
     collectiveNanos = add("collectiveTime",
         SQLMetrics.createNanoTimingMetric(sc, "time in collective", -1L));
-    for (String transport : transports(backend)) {
+    for (String transport : Backend.parse("backend", backend).transports()) {
       add(transportKey(transport), SQLMetrics.createMetric(sc, "ranks over " + transport));
     }
   }

@@ -1,5 +1,6 @@
 package io.npugather.spark;
 
+import io.npugather.Backend;
 import io.npugather.spark.memory.GatherMemory;
 import io.npugather.spark.output.GatheredOutputs;
 import java.util.Collection;
@@ -38,7 +39,7 @@ public final class NpuGatherConf {
 
   /** Every setting, in the order the docs list them. */
   public static final List<Setting> SETTINGS = List.of(
-      option(AllGatherOptions.BACKEND, "host",
+      option(AllGatherOptions.BACKEND, Backend.SPARK_DEFAULT.wireName(),
           "host (CPU collective), hccl or lccl (Ascend NPUs)."),
       option(AllGatherOptions.RANK_SIZE, "0",
           "0: one rank per input partition; N: repartition the input to N partitions first."),

@@ -1,6 +1,7 @@
 package io.npugather.spark;
 
 import io.npugather.AllGatherParam;
+import io.npugather.Backend;
 import io.npugather.CommMode;
 import io.npugather.Communicator;
 import io.npugather.CommunicatorOptions;
@@ -143,7 +144,7 @@ final class RankGroup implements AutoCloseable {
     }
     AllGatherParam param = AllGatherParam.builder().backend(options.backend()).rank(rank())
         .rankSize(rankSize()).rankRoot(options.rankRoot()).commMode(CommMode.COMM_MULTI_PROCESS)
-        .commDomain(commDomain(options.backend(), runDomain, context.stageId(),
+        .commDomain(commDomain(options.backendType(), runDomain, context.stageId(),
             context.stageAttemptNumber()))
         .build();
     RootInfo root = RootInfo.of(options.backend(), entries.get(options.rankRoot()).rootInfo());
@@ -157,14 +158,14 @@ final class RankGroup implements AutoCloseable {
 
   /**
    * The commDomain of one stage attempt of a run: {@code runDomain + "-s<stage>a<attempt>"}; for
-   * lccl, whose multi-process domain must be "ID:SIZE_MB" and whose bootstrap listens on port
-   * 10067 + ID of the host, {@code "ID:200"} with ID hashed from that name into [0, {@value
-   * #MAX_LCCL_DOMAIN_ID}] (10067 + ID stays a valid port), so concurrent jobs and attempts on one
-   * host get their own port.
+   * a backend with a {@link Backend#numberedDomain()} (lccl), whose multi-process domain must be
+   * "ID:SIZE_MB" and whose bootstrap listens on port 10067 + ID of the host, {@code "ID:200"}
+   * with ID hashed from that name into [0, {@value #MAX_LCCL_DOMAIN_ID}] (10067 + ID stays a
+   * valid port), so concurrent jobs and attempts on one host get their own port.
    */
-  static String commDomain(String backend, String runDomain, int stage, int attempt) {
+  static String commDomain(Backend backend, String runDomain, int stage, int attempt) {
     String name = runDomain + "-s" + stage + "a" + attempt;
-    if (!backend.equals("lccl")) {
+    if (!backend.numberedDomain()) {
       return name;
     }
     long hash = UUID.nameUUIDFromBytes(name.getBytes(StandardCharsets.UTF_8)).getMostSignificantBits();

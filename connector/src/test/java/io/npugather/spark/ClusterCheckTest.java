@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.Backend;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.SparkConf;
@@ -109,7 +110,7 @@ class ClusterCheckTest {
         && m.contains("spark.driver.resource.npu.discoveryScript"), m);
     // cluster: tasks ask another resource only
     IllegalStateException cluster = assertThrows(IllegalStateException.class,
-        () -> ClusterCheck.planDevices("spark://m:7077", "lccl", "npu", Map.of("gpu", 1.0), null, 2));
+        () -> ClusterCheck.planDevices("spark://m:7077", Backend.LCCL, "npu", Map.of("gpu", 1.0), null, 2));
     m = cluster.getMessage();
     assertTrue(m.contains("backend lccl") && m.contains("no 'npu' resource")
         && m.contains("[gpu]"), m);
@@ -118,31 +119,31 @@ class ClusterCheckTest {
         && m.contains(AllGatherOptions.RESOURCE_NAME), m);
     // backend host needs no device
     assertFalse(ClusterCheck.requireDevices(sc, AllGatherOptions.defaults(), 2).byRank());
-    assertFalse(ClusterCheck.planDevices("spark://m:7077", "host", "npu", Map.of(), null, 2).byRank());
-    assertFalse(ClusterCheck.planDevices("spark://m:7077", "hccl", "npu", Map.of("npu", 1.0), null, 2)
+    assertFalse(ClusterCheck.planDevices("spark://m:7077", Backend.HOST, "npu", Map.of(), null, 2).byRank());
+    assertFalse(ClusterCheck.planDevices("spark://m:7077", Backend.HCCL, "npu", Map.of("npu", 1.0), null, 2)
         .byRank());
   }
 
   @Test
   void localMasterBindsTheDriversAddressesByRankAndRefusesTooFewOrRepeated() {
     DeviceBinding binding =
-        ClusterCheck.planDevices("local[2]", "hccl", "npu", Map.of(), List.of("3", "5", "7"), 2);
+        ClusterCheck.planDevices("local[2]", Backend.HCCL, "npu", Map.of(), List.of("3", "5", "7"), 2);
     assertTrue(binding.byRank());
     assertEquals("driver's 'npu' addresses by rank [3, 5]", binding.toString());
 
     IllegalStateException few = assertThrows(IllegalStateException.class,
-        () -> ClusterCheck.planDevices("local[4]", "hccl", "npu", Map.of(), List.of("0", "1"), 3));
+        () -> ClusterCheck.planDevices("local[4]", Backend.HCCL, "npu", Map.of(), List.of("0", "1"), 3));
     String m = few.getMessage();
     assertTrue(m.contains("runs 3 ranks") && m.contains("discovered 2 addresses [0, 1]"), m);
     assertTrue(m.contains("spark.driver.resource.npu.amount"), m);
 
     IllegalStateException twice = assertThrows(IllegalStateException.class,
-        () -> ClusterCheck.planDevices("local[2]", "host", "npu", Map.of(), List.of("0", "0"), 2));
+        () -> ClusterCheck.planDevices("local[2]", Backend.HOST, "npu", Map.of(), List.of("0", "0"), 2));
     m = twice.getMessage();
     assertTrue(m.contains("ranks 0 and 1 would both bind device 0") && m.contains("[0, 0]"), m);
 
     IllegalStateException notAnId = assertThrows(IllegalStateException.class,
-        () -> ClusterCheck.planDevices("local[2]", "hccl", "npu", Map.of(), List.of("0", "x"), 2));
+        () -> ClusterCheck.planDevices("local[2]", Backend.HCCL, "npu", Map.of(), List.of("0", "x"), 2));
     assertTrue(notAnId.getMessage().contains("address 'x'"), notAnId.getMessage());
   }
 }

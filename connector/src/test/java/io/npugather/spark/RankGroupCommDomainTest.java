@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.AllGatherParam;
+import io.npugather.Backend;
 import io.npugather.CommMode;
 import java.util.HashSet;
 import java.util.Set;
@@ -24,9 +25,9 @@ class RankGroupCommDomainTest {
     for (String run : new String[] {"npugather-run-1", "npugather-run-2", "job-a", "job-b"}) {
       for (int stage = 0; stage < 5; stage++) {
         for (int attempt = 0; attempt < 3; attempt++) {
-          String domain = RankGroup.commDomain("lccl", run, stage, attempt);
+          String domain = RankGroup.commDomain(Backend.LCCL, run, stage, attempt);
           assertValidLcclDomain(domain);
-          assertEquals(domain, RankGroup.commDomain("lccl", run, stage, attempt), "same on every rank");
+          assertEquals(domain, RankGroup.commDomain(Backend.LCCL, run, stage, attempt), "same on every rank");
           seen.add(domain);
         }
       }
@@ -36,7 +37,7 @@ class RankGroupCommDomainTest {
 
   @Test
   void otherBackendsNameTheStageAttempt() {
-    assertEquals("run-7-s3a1", RankGroup.commDomain("hccl", "run-7", 3, 1));
-    assertEquals("run-7-s3a2", RankGroup.commDomain("host", "run-7", 3, 2));
+    assertEquals("run-7-s3a1", RankGroup.commDomain(Backend.HCCL, "run-7", 3, 1));
+    assertEquals("run-7-s3a2", RankGroup.commDomain(Backend.HOST, "run-7", 3, 2));
   }
 }

@@ -1,5 +1,6 @@
 package io.npugather.examples;
 
+import io.npugather.Backend;
 import io.npugather.spark.AllGatherOptions;
 import java.time.Duration;
 import java.util.Locale;
@@ -18,7 +19,7 @@ final class FeatureShardingOptions {
   String output;
   /** Null: spark-submit's master when launched by it, else local[*]. */
   String master;
-  String backend = "host";
+  String backend = Backend.SPARK_DEFAULT.wireName();
   int ranks;
   Duration timeout = Duration.ofSeconds(120);
   boolean keep;
