@@ -1,5 +1,6 @@
 package io.npugather.spark;
 
+import io.npugather.Backend;
 import io.npugather.CommunicatorOptions.HostTransport;
 import io.npugather.spark.rendezvous.RendezvousService;
 import io.npugather.spark.rendezvous.RendezvousTicket;
@@ -83,7 +84,7 @@ final class RunSetup implements AutoCloseable {
    */
   String stageName() {
     String transport = operation == RankTask.Operation.ALL_GATHER
-        && options.backend().equals("host") && options.hostTransport() != HostTransport.AUTO
+        && options.backendType() == Backend.HOST && options.hostTransport() != HostTransport.AUTO
         ? " (" + options.hostTransport().toString().toLowerCase(Locale.ROOT) + ")"
         : "";
     return operation + ": " + rankSize + " ranks, backend " + options.backend() + transport;
