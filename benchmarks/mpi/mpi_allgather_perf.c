@@ -15,10 +15,9 @@
  * Run:   mpirun -np 2 ./mpi_allgather_perf [--min-bytes 64K] [--max-bytes 64M]
  *            [--iters 20] [--warmup 5] [--csv]
  */
-#include <mpi.h>
-
 #include <errno.h>
 #include <inttypes.h>
+#include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,8 +82,9 @@ static int parse_options(int argc, char** argv, int rank, options_t* o) {
     }
     if (strcmp(a, "--help") == 0) {
       if (rank == 0) {
-        printf("usage: mpirun -np N mpi_allgather_perf [--min-bytes SIZE] [--max-bytes SIZE]\n"
-               "       [--iters N] [--warmup N] [--csv]   (SIZE: bytes, K/M/G suffix)\n");
+        printf(
+            "usage: mpirun -np N mpi_allgather_perf [--min-bytes SIZE] [--max-bytes SIZE]\n"
+            "       [--iters N] [--warmup N] [--csv]   (SIZE: bytes, K/M/G suffix)\n");
       }
       return 1;
     }
@@ -125,13 +125,9 @@ static uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-static uint64_t pattern_base(int rank, int iter) {
-  return mix64(((uint64_t)rank << 32) ^ (uint64_t)iter);
-}
+static uint64_t pattern_base(int rank, int iter) { return mix64(((uint64_t)rank << 32) ^ (uint64_t)iter); }
 
-static inline uint64_t pattern_word(uint64_t base, uint64_t j) {
-  return base + j * 0xD1B54A32D192ED03ull;
-}
+static inline uint64_t pattern_word(uint64_t base, uint64_t j) { return base + j * 0xD1B54A32D192ED03ull; }
 
 static inline uint8_t pattern_byte(uint64_t base, uint64_t k) {
   return (uint8_t)(pattern_word(base, k / 8) >> (8 * (k % 8)));
@@ -223,13 +219,15 @@ int main(int argc, char** argv) {
     nl = strchr(version, ',');
     if (nl) *nl = '\0';
     printf("# mpi_allgather_perf: %s, ranks %d, MPI_Allgather on MPI_BYTE\n", version, size);
-    printf("# sizes %" PRIu64 "..%" PRIu64 " B/rank, iters %d, warmup %d; time = median over "
-           "iters of max over ranks\n", o.min_bytes, o.max_bytes, o.iters, o.warmup);
+    printf("# sizes %" PRIu64 "..%" PRIu64
+           " B/rank, iters %d, warmup %d; time = median over "
+           "iters of max over ranks\n",
+           o.min_bytes, o.max_bytes, o.iters, o.warmup);
     if (o.csv) {
       printf("size_bytes_per_rank,count,type,time_us,algbw_gbps,busbw_gbps,wrong\n");
     } else {
-      printf("%14s %12s %8s %12s %12s %12s %8s\n", "size(B/rank)", "count", "type", "time(us)",
-             "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+      printf("%14s %12s %8s %12s %12s %12s %8s\n", "size(B/rank)", "count", "type", "time(us)", "algbw(GB/s)",
+             "busbw(GB/s)", "#wrong");
     }
     fflush(stdout);
   }
@@ -256,8 +254,8 @@ int main(int argc, char** argv) {
       wrong += count_wrong(recv + (uint64_t)src * bytes, bytes, src, total - 1);
     }
     if (wrong != 0) {
-      fprintf(stderr, "mpi_allgather_perf: rank %d: %" PRIu64 " wrong bytes at %" PRIu64
-              " B/rank\n", rank, wrong, bytes);
+      fprintf(stderr, "mpi_allgather_perf: rank %d: %" PRIu64 " wrong bytes at %" PRIu64 " B/rank\n", rank, wrong,
+              bytes);
     }
     mine[o.iters] = (int64_t)wrong;
     MPI_Allgather(mine, o.iters + 1, MPI_INT64_T, all, o.iters + 1, MPI_INT64_T, MPI_COMM_WORLD);
@@ -275,11 +273,11 @@ int main(int argc, char** argv) {
     if (wrong_total != 0) any_wrong = 1;
     if (rank == 0) {
       if (o.csv) {
-        printf("%" PRIu64 ",%" PRIu64 ",uint8,%.2f,%.3f,%.3f,%" PRIu64 "\n", bytes, bytes, t_us,
-               algbw, busbw, wrong_total);
+        printf("%" PRIu64 ",%" PRIu64 ",uint8,%.2f,%.3f,%.3f,%" PRIu64 "\n", bytes, bytes, t_us, algbw, busbw,
+               wrong_total);
       } else {
-        printf("%14" PRIu64 " %12" PRIu64 " %8s %12.2f %12.3f %12.3f %8" PRIu64 "\n", bytes, bytes,
-               "uint8", t_us, algbw, busbw, wrong_total);
+        printf("%14" PRIu64 " %12" PRIu64 " %8s %12.2f %12.3f %12.3f %8" PRIu64 "\n", bytes, bytes, "uint8", t_us,
+               algbw, busbw, wrong_total);
       }
       fflush(stdout);
     }

@@ -17,8 +17,6 @@
 // the timed loop every byte of every rank's output is compared with the
 // pattern of the last iteration; wrong byte counts are summed across ranks.
 
-#include "npugather.h"
-
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -41,6 +39,7 @@
 #include <vector>
 
 #include "../../test/cpp/simulated_hosts.h"
+#include "npugather.h"
 
 namespace {
 
@@ -51,7 +50,7 @@ constexpr int kExitUsage = 2;
 struct Options {
   std::string backend = "host";
   int ranks = 2;
-  bool threads = false;  // --launch threads
+  bool threads = false;     // --launch threads
   bool bind_cores = false;  // --bind cores
   uint64_t min_bytes = 64ull << 10;
   uint64_t max_bytes = 64ull << 20;
@@ -60,7 +59,7 @@ struct Options {
   std::string transport = "auto";
   std::vector<uint32_t> flags = {0};  // one communicator per --transport entry, run in turn
   std::vector<std::string> flag_names = {"auto"};
-  int hosts = 0;                      // --hosts: simulated hosts, rank r on host r % hosts
+  int hosts = 0;  // --hosts: simulated hosts, rank r on host r % hosts
   int64_t timeout_ms = 60000;
   bool csv = false;
   npg_dtype_t dtype = NPG_UINT8;
@@ -80,9 +79,8 @@ struct DtypeName {
 };
 
 constexpr DtypeName kDtypes[] = {
-    {"int8", NPG_INT8},       {"uint8", NPG_UINT8},     {"int16", NPG_INT16},
-    {"float16", NPG_FLOAT16}, {"bfloat16", NPG_BFLOAT16}, {"int32", NPG_INT32},
-    {"float32", NPG_FLOAT32}, {"int64", NPG_INT64},
+    {"int8", NPG_INT8},         {"uint8", NPG_UINT8}, {"int16", NPG_INT16},     {"float16", NPG_FLOAT16},
+    {"bfloat16", NPG_BFLOAT16}, {"int32", NPG_INT32}, {"float32", NPG_FLOAT32}, {"int64", NPG_INT64},
 };
 
 void usage(FILE* out) {
@@ -121,10 +119,9 @@ void usage(FILE* out) {
                "Exit status: 0 ok, 1 wrong bytes or a failed call, 2 bad options.\n");
 }
 
-[[noreturn]] void bad_option(const std::string& option, const std::string& value,
-                             const char* allowed) {
-  std::fprintf(stderr, "allgather-perf: invalid value '%s' for %s: expected %s\n",
-               value.c_str(), option.c_str(), allowed);
+[[noreturn]] void bad_option(const std::string& option, const std::string& value, const char* allowed) {
+  std::fprintf(stderr, "allgather-perf: invalid value '%s' for %s: expected %s\n", value.c_str(), option.c_str(),
+               allowed);
   std::fprintf(stderr, "try 'allgather-perf --help'\n");
   std::exit(kExitUsage);
 }
@@ -186,10 +183,9 @@ Options parse_options(int argc, char** argv) {
       name = arg.substr(0, eq);
       value = arg.substr(eq + 1);
     }
-    static const char* kWithValue[] = {"--backend", "--ranks",     "--launch",    "--min-bytes",
-                                       "--max-bytes", "--iters",   "--warmup",    "--transport",
-                                       "--timeout-ms", "--dtype",  "--devices", "--bind",
-                                       "--hosts"};
+    static const char* kWithValue[] = {"--backend", "--ranks",  "--launch",    "--min-bytes",  "--max-bytes",
+                                       "--iters",   "--warmup", "--transport", "--timeout-ms", "--dtype",
+                                       "--devices", "--bind",   "--hosts"};
     bool known = false;
     for (const char* k : kWithValue) known = known || name == k;
     if (!known) {
@@ -327,19 +323,17 @@ Options parse_options(int argc, char** argv) {
     std::exit(kExitUsage);
   }
   if (o.min_bytes > o.max_bytes) {
-    std::fprintf(stderr, "allgather-perf: --min-bytes (%" PRIu64 ") exceeds --max-bytes (%" PRIu64
-                 ")\n", o.min_bytes, o.max_bytes);
+    std::fprintf(stderr, "allgather-perf: --min-bytes (%" PRIu64 ") exceeds --max-bytes (%" PRIu64 ")\n", o.min_bytes,
+                 o.max_bytes);
     std::exit(kExitUsage);
   }
   size_t width = npg_dtype_size(o.dtype);
   if (width == 0) {
-    std::fprintf(stderr, "allgather-perf: the library does not know --dtype %s\n",
-                 o.dtype_name.c_str());
+    std::fprintf(stderr, "allgather-perf: the library does not know --dtype %s\n", o.dtype_name.c_str());
     std::exit(kExitUsage);
   }
   if (o.min_bytes % width != 0) {
-    std::fprintf(stderr,
-                 "allgather-perf: --min-bytes %" PRIu64 " is not a multiple of the %s width (%zu)\n",
+    std::fprintf(stderr, "allgather-perf: --min-bytes %" PRIu64 " is not a multiple of the %s width (%zu)\n",
                  o.min_bytes, o.dtype_name.c_str(), width);
     std::exit(kExitUsage);
   }
@@ -361,9 +355,7 @@ uint64_t pattern_base(int rank, int iter) {
 
 // Word j of rank's input in iteration iter; byte k is byte k%8 (little end
 // first) of word k/8.
-inline uint64_t pattern_word(uint64_t base, uint64_t j) {
-  return base + j * 0xD1B54A32D192ED03ull;
-}
+inline uint64_t pattern_word(uint64_t base, uint64_t j) { return base + j * 0xD1B54A32D192ED03ull; }
 
 inline uint8_t pattern_byte(uint64_t base, uint64_t k) {
   return static_cast<uint8_t>(pattern_word(base, k / 8) >> (8 * (k % 8)));
@@ -440,24 +432,24 @@ void print_header(const Options& o, const std::string& transport) {
   if (o.csv) {
     std::printf("size_bytes_per_rank,count,type,time_us,algbw_gbps,busbw_gbps,wrong%s\n", several ? ",transport" : "");
   } else {
-    std::printf("%14s %12s %8s %12s %12s %12s %8s%s\n", "size(B/rank)", "count", "type", "time(us)",
-                "algbw(GB/s)", "busbw(GB/s)", "#wrong", several ? "  transport" : "");
+    std::printf("%14s %12s %8s %12s %12s %12s %8s%s\n", "size(B/rank)", "count", "type", "time(us)", "algbw(GB/s)",
+                "busbw(GB/s)", "#wrong", several ? "  transport" : "");
   }
   std::fflush(stdout);
 }
 
-void print_row(const Options& o, uint64_t bytes, uint64_t count, double time_us,
-               uint64_t wrong, const char* transport) {
+void print_row(const Options& o, uint64_t bytes, uint64_t count, double time_us, uint64_t wrong,
+               const char* transport) {
   double total = static_cast<double>(bytes) * o.ranks;
   double algbw = time_us > 0 ? total / (time_us * 1e3) : 0.0;  // bytes/ns == GB/s
   double busbw = algbw * (o.ranks - 1) / o.ranks;
   const std::string column = o.flags.size() > 1 ? std::string(o.csv ? "," : "  ") + transport : "";
   if (o.csv) {
-    std::printf("%" PRIu64 ",%" PRIu64 ",%s,%.2f,%.3f,%.3f,%" PRIu64 "%s\n", bytes, count,
-                o.dtype_name.c_str(), time_us, algbw, busbw, wrong, column.c_str());
+    std::printf("%" PRIu64 ",%" PRIu64 ",%s,%.2f,%.3f,%.3f,%" PRIu64 "%s\n", bytes, count, o.dtype_name.c_str(),
+                time_us, algbw, busbw, wrong, column.c_str());
   } else {
-    std::printf("%14" PRIu64 " %12" PRIu64 " %8s %12.2f %12.3f %12.3f %8" PRIu64 "%s\n", bytes,
-                count, o.dtype_name.c_str(), time_us, algbw, busbw, wrong, column.c_str());
+    std::printf("%14" PRIu64 " %12" PRIu64 " %8s %12.2f %12.3f %12.3f %8" PRIu64 "%s\n", bytes, count,
+                o.dtype_name.c_str(), time_us, algbw, busbw, wrong, column.c_str());
   }
   std::fflush(stdout);
 }
@@ -547,7 +539,7 @@ int run_rank(const Options& o, int rank, const RootInfos& infos, PeerAbort* peer
   std::vector<int64_t> all(static_cast<size_t>(o.iters + 1) * n);
   const int64_t token = rank;
   std::vector<int64_t> tokens(n);
-  int status = kExitOk;  // a failed call stops the sweep
+  int status = kExitOk;    // a failed call stops the sweep
   bool any_wrong = false;  // wrong bytes do not
 
   if (rank == 0) {
@@ -582,20 +574,17 @@ int run_rank(const Options& o, int rank, const RootInfos& infos, PeerAbort* peer
           break;
         }
         if (it >= o.warmup) {
-          mine[it - o.warmup] =
-              std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+          mine[it - o.warmup] = std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
         }
       }
       if (status != kExitOk) break;
 
       uint64_t wrong = 0;
       for (uint64_t src = 0; src < n; ++src) {
-        wrong += count_wrong(recv.data() + src * bytes, bytes, static_cast<int>(src),
-                             total_iters - 1);
+        wrong += count_wrong(recv.data() + src * bytes, bytes, static_cast<int>(src), total_iters - 1);
       }
       if (wrong != 0) {
-        rank_error(rank, "%" PRIu64 " wrong bytes in the output at %" PRIu64 " B/rank", wrong,
-                   bytes);
+        rank_error(rank, "%" PRIu64 " wrong bytes in the output at %" PRIu64 " B/rank", wrong, bytes);
       }
       mine[o.iters] = static_cast<int64_t>(wrong);
 
@@ -634,8 +623,7 @@ npg_result_t get_root_info(const Options& o, std::vector<uint8_t>* info, size_t*
   std::string bind;
   if (o.on_devices()) bind = "device:" + std::to_string(o.device_of(0));
   if (o.backend == "hccl") bind += ",timeout_ms:" + std::to_string(o.timeout_ms);
-  return npg_get_root_info(o.backend.c_str(), bind.empty() ? nullptr : bind.c_str(), info->data(), info->size(),
-                           size);
+  return npg_get_root_info(o.backend.c_str(), bind.empty() ? nullptr : bind.c_str(), info->data(), info->size(), size);
 }
 
 // One root info per --transport entry; none (after releasing any made) when one fails.
@@ -850,12 +838,12 @@ int launch_processes(const Options& o) {
     if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) continue;
     if (WIFSIGNALED(ws)) {
       if (!(terminated && WTERMSIG(ws) == SIGTERM)) {
-        std::fprintf(stderr, "allgather-perf: rank %d (pid %d) killed by signal %d\n", rank,
-                     static_cast<int>(pid), WTERMSIG(ws));
+        std::fprintf(stderr, "allgather-perf: rank %d (pid %d) killed by signal %d\n", rank, static_cast<int>(pid),
+                     WTERMSIG(ws));
       }
     } else {
-      std::fprintf(stderr, "allgather-perf: rank %d (pid %d) exited with status %d\n", rank,
-                   static_cast<int>(pid), WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+      std::fprintf(stderr, "allgather-perf: rank %d (pid %d) exited with status %d\n", rank, static_cast<int>(pid),
+                   WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
     }
     if (status == kExitOk) kill_at = std::chrono::steady_clock::now() + kGrace;
     status = kExitFailed;

@@ -133,9 +133,9 @@ void test_a_root_info_released_or_consumed_by_a_failed_root_init_leaves_no_liste
   CHECK_RC(npg_comm_init("host", 0, 2, 0, "", 7, -1, nullptr, 100, 0, next.data(), next.size(), &comm),
            NPG_INVALID_ARGUMENT);
   CHECK(open_fds() == before + 1);
-  CHECK_RC(npg_comm_init("host", 0, 2, 0, "", NPG_COMM_MULTI_THREAD, -1, nullptr, 100, 0, next.data(),
-                         next.size(), &comm),
-           NPG_TIMEOUT);
+  CHECK_RC(
+      npg_comm_init("host", 0, 2, 0, "", NPG_COMM_MULTI_THREAD, -1, nullptr, 100, 0, next.data(), next.size(), &comm),
+      NPG_TIMEOUT);
   CHECK(open_fds() == before);
   CHECK_RC(npg_release_root_info("host", nullptr, 0), NPG_INVALID_ARGUMENT);
   CHECK_RC(npg_release_root_info("host", info.data(), info.size() - 1), NPG_INVALID_ARGUMENT);
@@ -157,6 +157,4 @@ const TestCase kTests[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv);
-}
+int main(int argc, char** argv) { return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv); }

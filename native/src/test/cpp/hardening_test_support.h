@@ -26,23 +26,21 @@ struct TestFailure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline std::string where(const char* file, int line) {
-  return std::string(file) + ":" + std::to_string(line) + ": ";
-}
+inline std::string where(const char* file, int line) { return std::string(file) + ":" + std::to_string(line) + ": "; }
 
-#define CHECK(cond)                                                                           \
-  do {                                                                                        \
+#define CHECK(cond)                                                                                       \
+  do {                                                                                                    \
     if (!(cond)) throw hardening::TestFailure(hardening::where(__FILE__, __LINE__) + "CHECK(" #cond ")"); \
   } while (0)
 
-#define CHECK_RC(expr, expected)                                                                              \
-  do {                                                                                                        \
-    npg_result_t rc_ = (expr);                                                                                \
-    if (rc_ != (expected)) {                                                                                  \
-      throw hardening::TestFailure(hardening::where(__FILE__, __LINE__) + #expr " returned " +                \
-                                   npg_result_name(rc_) + ", expected " + npg_result_name(expected) +         \
-                                   " (last error: " + npg_last_error() + ")");                                \
-    }                                                                                                         \
+#define CHECK_RC(expr, expected)                                                                                      \
+  do {                                                                                                                \
+    npg_result_t rc_ = (expr);                                                                                        \
+    if (rc_ != (expected)) {                                                                                          \
+      throw hardening::TestFailure(hardening::where(__FILE__, __LINE__) + #expr " returned " + npg_result_name(rc_) + \
+                                   ", expected " + npg_result_name(expected) + " (last error: " + npg_last_error() +  \
+                                   ")");                                                                              \
+    }                                                                                                                 \
   } while (0)
 
 #define CHECK_OK(expr) CHECK_RC(expr, NPG_SUCCESS)

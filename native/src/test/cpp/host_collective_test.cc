@@ -37,19 +37,18 @@ struct TestFailure : std::runtime_error {
 
 std::string where(const char* file, int line) { return std::string(file) + ":" + std::to_string(line) + ": "; }
 
-#define CHECK(cond)                                                            \
-  do {                                                                         \
+#define CHECK(cond)                                                                 \
+  do {                                                                              \
     if (!(cond)) throw TestFailure(where(__FILE__, __LINE__) + "CHECK(" #cond ")"); \
   } while (0)
 
-#define CHECK_RC(expr, expected)                                                                        \
-  do {                                                                                                  \
-    npg_result_t rc_ = (expr);                                                                          \
-    if (rc_ != (expected)) {                                                                            \
-      throw TestFailure(where(__FILE__, __LINE__) + #expr " returned " + npg_result_name(rc_) +         \
-                        ", expected " + npg_result_name(expected) + " (last error: " + npg_last_error() + \
-                        ")");                                                                           \
-    }                                                                                                   \
+#define CHECK_RC(expr, expected)                                                                                \
+  do {                                                                                                          \
+    npg_result_t rc_ = (expr);                                                                                  \
+    if (rc_ != (expected)) {                                                                                    \
+      throw TestFailure(where(__FILE__, __LINE__) + #expr " returned " + npg_result_name(rc_) + ", expected " + \
+                        npg_result_name(expected) + " (last error: " + npg_last_error() + ")");                 \
+    }                                                                                                           \
   } while (0)
 
 #define CHECK_OK(expr) CHECK_RC(expr, NPG_SUCCESS)
@@ -58,9 +57,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // Runs fn(rank) on n threads; rethrows the first failure after all joined.
 void run_ranks(int n, const std::function<void(int)>& fn) {
@@ -90,11 +87,11 @@ std::vector<uint8_t> make_root_info(const char* bind = "127.0.0.1") {
   return info;
 }
 
-npg_comm_t init_rank(int rank, int n, const std::vector<uint8_t>& info, uint32_t flags = 0,
-                     int64_t timeout_ms = 20000, const char* domain = "test") {
+npg_comm_t init_rank(int rank, int n, const std::vector<uint8_t>& info, uint32_t flags = 0, int64_t timeout_ms = 20000,
+                     const char* domain = "test") {
   npg_comm_t comm = nullptr;
-  CHECK_OK(npg_comm_init("host", rank, n, 0, domain, NPG_COMM_MULTI_THREAD, -1, nullptr, timeout_ms, flags,
-                         info.data(), info.size(), &comm));
+  CHECK_OK(npg_comm_init("host", rank, n, 0, domain, NPG_COMM_MULTI_THREAD, -1, nullptr, timeout_ms, flags, info.data(),
+                         info.size(), &comm));
   CHECK(comm != nullptr);
   int32_t got = -1;
   CHECK_OK(npg_comm_rank(comm, &got));
@@ -164,8 +161,8 @@ Layout ragged_layout(int n, uint64_t max_count, uint64_t seed) {
 }
 
 // One rank's collective: fills, gathers, checks every byte including gap sentinels.
-void gather_and_verify(npg_comm_t comm, int rank, int n, const Layout& l, npg_dtype_t dtype, bool in_place,
-                       bool use_v, uint64_t seed) {
+void gather_and_verify(npg_comm_t comm, int rank, int n, const Layout& l, npg_dtype_t dtype, bool in_place, bool use_v,
+                       uint64_t seed) {
   const size_t w = npg_dtype_size(dtype);
   std::vector<uint8_t> recv(l.recv_elems * w + 1, kSentinel);
   std::vector<uint8_t> send(l.counts[rank] * w + 1);
@@ -214,12 +211,13 @@ void gather_segments_and_verify(npg_comm_t comm, int rank, int n, const Layout& 
   std::mt19937_64 rng(seed * 31 + static_cast<uint64_t>(rank));
   for (int i = 3; i < pieces; ++i) cuts.push_back(first + rng() % (len - first + 1));
   std::sort(cuts.begin(), cuts.end());
-  for (size_t i = 1; i < cuts.size(); ++i) segments.push_back({source.data() + 16 + cuts[i - 1], cuts[i] - cuts[i - 1]});
+  for (size_t i = 1; i < cuts.size(); ++i)
+    segments.push_back({source.data() + 16 + cuts[i - 1], cuts[i] - cuts[i - 1]});
   // The own block is not received, so its displacement is ignored (here it overlaps others).
   std::vector<uint64_t> displs = l.displs;
   displs[rank] = 0;
-  CHECK_OK(npg_all_gather_v_segments(comm, segments.data(), segments.size(), recv.data(), l.counts.data(),
-                                     displs.data()));
+  CHECK_OK(
+      npg_all_gather_v_segments(comm, segments.data(), segments.size(), recv.data(), l.counts.data(), displs.data()));
   std::vector<uint8_t> expect;
   for (int r = 0; r < n; ++r) {
     const uint8_t* got = recv.data() + l.displs[r];
@@ -327,8 +325,8 @@ std::vector<pid_t> fork_ranks(int n, ProcShared* shared, const std::function<int
           usleep(1000);
         }
         npg_comm_t comm = nullptr;
-        npg_result_t rc = npg_comm_init("host", r, n, 0, "proc", NPG_COMM_MULTI_PROCESS, -1, nullptr, timeout_ms,
-                                        flags, shared->info, shared->info_size, &comm);
+        npg_result_t rc = npg_comm_init("host", r, n, 0, "proc", NPG_COMM_MULTI_PROCESS, -1, nullptr, timeout_ms, flags,
+                                        shared->info, shared->info_size, &comm);
         if (rc != NPG_SUCCESS) {
           snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
           _exit(93);
@@ -525,19 +523,23 @@ void test_processes_gather_through_cross_memory_attach() {
   for (int n : {2, 3}) {
     ProcShared* shared = map_shared();
     Layout l = ragged_layout(n, 300000, 40 + n);
-    auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
-      for (int it = 0; it < 3; ++it) {
-        // A late rank: the others stop spinning and sleep until its post wakes them.
-        if (it == 1 && r == n - 1) usleep(30000);
-        gather_and_verify(comm, r, n, l, NPG_FLOAT16, it == 2, true, 500 + it);
-      }
-      return 0;
-    }, 0, 20000);
+    auto pids = fork_ranks(
+        n, shared,
+        [&](int r, npg_comm_t comm) {
+          for (int it = 0; it < 3; ++it) {
+            // A late rank: the others stop spinning and sleep until its post wakes them.
+            if (it == 1 && r == n - 1) usleep(30000);
+            gather_and_verify(comm, r, n, l, NPG_FLOAT16, it == 2, true, 500 + it);
+          }
+          return 0;
+        },
+        0, 20000);
     auto codes = wait_ranks(pids, 30000);
     std::string transport = shared->transport[0];
     std::string report = child_report(shared, codes);
     munmap(shared, sizeof(ProcShared));
-    for (int c : codes) if (c != 0) throw TestFailure("children failed:" + report);
+    for (int c : codes)
+      if (c != 0) throw TestFailure("children failed:" + report);
     // Where the kernel forbids CMA, staging is the documented fallback.
     std::string expected = cma_allowed_by_kernel() ? "cma" : "staging";
     if (transport != expected) {
@@ -555,37 +557,44 @@ void test_segmented_sends_deliver_every_block_and_leave_own_region_untouched() {
   unsetenv("NPUGATHER_STAGING_CHUNK_BYTES");
   ProcShared* shared = map_shared();
   Layout l = ragged_layout(3, 300000, 61);
-  auto pids = fork_ranks(3, shared, [&](int r, npg_comm_t comm) {
-    // 3 pieces travel in the slot; 9 and 200 in the peer's segment array, 200 over
-    // several process_vm_readv calls.
-    for (int pieces : {3, 9, 200}) gather_segments_and_verify(comm, r, 3, l, 700 + pieces, pieces);
-    return 0;
-  }, 0, 20000);
+  auto pids = fork_ranks(
+      3, shared,
+      [&](int r, npg_comm_t comm) {
+        // 3 pieces travel in the slot; 9 and 200 in the peer's segment array, 200 over
+        // several process_vm_readv calls.
+        for (int pieces : {3, 9, 200}) gather_segments_and_verify(comm, r, 3, l, 700 + pieces, pieces);
+        return 0;
+      },
+      0, 20000);
   auto codes = wait_ranks(pids, 30000);
   std::string report = child_report(shared, codes);
   munmap(shared, sizeof(ProcShared));
-  for (int c : codes) if (c != 0) throw TestFailure("children failed:" + report);
+  for (int c : codes)
+    if (c != 0) throw TestFailure("children failed:" + report);
 }
 
 void test_processes_forced_staging_gather_every_byte() {
   ProcShared* shared = map_shared();
   const int n = 2;
   Layout l = ragged_layout(n, 3 << 20, 77);
-  auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
-    gather_and_verify(comm, r, n, l, NPG_UINT8, false, true, 9);
-    return 0;
-  }, NPG_FLAG_FORCE_STAGING, 20000);
+  auto pids = fork_ranks(
+      n, shared,
+      [&](int r, npg_comm_t comm) {
+        gather_and_verify(comm, r, n, l, NPG_UINT8, false, true, 9);
+        return 0;
+      },
+      NPG_FLAG_FORCE_STAGING, 20000);
   auto codes = wait_ranks(pids, 30000);
   std::string transport = shared->transport[0];
   std::string report = child_report(shared, codes);
   munmap(shared, sizeof(ProcShared));
-  for (int c : codes) if (c != 0) throw TestFailure("children failed:" + report);
+  for (int c : codes)
+    if (c != 0) throw TestFailure("children failed:" + report);
   CHECK(transport == "staging");
 }
 
 // Rank `doubter` believes rank 0 sends `doubted` elements instead of 1000.
-void expect_mismatch_on_every_rank(uint32_t flags, const char* transport, int n, int doubter,
-                                   uint64_t doubted = 900) {
+void expect_mismatch_on_every_rank(uint32_t flags, const char* transport, int n, int doubter, uint64_t doubted = 900) {
   auto info = make_root_info();
   std::vector<std::string> verdicts(n);
   run_ranks(n, [&](int rank) {
@@ -601,8 +610,8 @@ void expect_mismatch_on_every_rank(uint32_t flags, const char* transport, int n,
       }
     }
     std::vector<uint8_t> send(l.counts[rank] * 4), recv(l.recv_elems * 4);
-    npg_result_t rc = npg_all_gather_v(comm, send.data(), l.counts[rank], recv.data(), l.counts.data(),
-                                       l.displs.data(), NPG_FLOAT32);
+    npg_result_t rc =
+        npg_all_gather_v(comm, send.data(), l.counts[rank], recv.data(), l.counts.data(), l.displs.data(), NPG_FLOAT32);
     CHECK_RC(rc, NPG_INVALID_USAGE);
     std::string error = npg_last_error();
     CHECK(contains(error, "ranks disagree on receive counts"));
@@ -641,8 +650,8 @@ void test_flat_tcp_picks_log_n_or_ring_by_size_and_delivers_every_byte() {
   for (int n : {4, 8}) {
     run_threads_case(n, NPG_FLAG_FORCE_TCP, equal_layout(n, 1000), NPG_UINT8, false, false, "tcp");
     run_threads_case(n, NPG_FLAG_FORCE_TCP, ragged_layout(n, 400000, 50 + n), NPG_UINT8, false, true, "tcp", 1);
-    run_threads_case(n, NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_RING, equal_layout(n, 1000), NPG_UINT8, false, false,
-                     "tcp", 1);
+    run_threads_case(n, NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_RING, equal_layout(n, 1000), NPG_UINT8, false, false, "tcp",
+                     1);
   }
   run_threads_segments_case(8, NPG_FLAG_FORCE_TCP, "tcp");
 }
@@ -685,8 +694,8 @@ void test_rank_that_never_joins_makes_init_time_out() {
   run_ranks(2, [&](int rank) {  // rank 2 of 3 never calls npg_comm_init
     npg_comm_t comm = nullptr;
     auto t0 = Clock::now();
-    npg_result_t rc = npg_comm_init("host", rank, 3, 0, "", 0, -1, nullptr, timeout, 0, info.data(), info.size(),
-                                    &comm);
+    npg_result_t rc =
+        npg_comm_init("host", rank, 3, 0, "", 0, -1, nullptr, timeout, 0, info.data(), info.size(), &comm);
     double ms = ms_since(t0);
     CHECK_RC(rc, NPG_TIMEOUT);
     CHECK(comm == nullptr);
@@ -699,19 +708,22 @@ void expect_killed_rank_fails_survivors(uint32_t flags) {
   const int n = 3;
   const int64_t timeout = 3000;
   ProcShared* shared = map_shared();
-  auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
-    if (r == 2) {
-      for (;;) pause();  // killed before it posts
-    }
-    while (shared->inited.load() < n) usleep(1000);
-    std::vector<uint8_t> send(1 << 20), recv((1 << 20) * n);
-    auto t0 = Clock::now();
-    npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
-    shared->elapsed_ms[r] = ms_since(t0);
-    shared->rc[r] = rc;
-    snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
-    return (rc == NPG_REMOTE_ERROR || rc == NPG_TIMEOUT) && shared->elapsed_ms[r] < 2 * timeout ? 0 : 1;
-  }, flags, timeout);
+  auto pids = fork_ranks(
+      n, shared,
+      [&](int r, npg_comm_t comm) {
+        if (r == 2) {
+          for (;;) pause();  // killed before it posts
+        }
+        while (shared->inited.load() < n) usleep(1000);
+        std::vector<uint8_t> send(1 << 20), recv((1 << 20) * n);
+        auto t0 = Clock::now();
+        npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
+        shared->elapsed_ms[r] = ms_since(t0);
+        shared->rc[r] = rc;
+        snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+        return (rc == NPG_REMOTE_ERROR || rc == NPG_TIMEOUT) && shared->elapsed_ms[r] < 2 * timeout ? 0 : 1;
+      },
+      flags, timeout);
   auto t0 = Clock::now();
   while (shared->inited.load() < n && ms_since(t0) < 20000) usleep(1000);
   usleep(200 * 1000);
@@ -766,7 +778,7 @@ void test_foreign_and_garbage_connections_during_init_are_dropped() {
   int wrong_secret = connect_root();
   std::vector<uint8_t> hello = {'N', 'P', 'G', 'F', 1, 0, 0, 0, 0, 0, 0, 0};
   std::vector<uint8_t> body = {1, 0, 0, 0};
-  body.insert(body.end(), info.begin() + 8, info.begin() + 24);  // the right id
+  body.insert(body.end(), info.begin() + 8, info.begin() + 24);                            // the right id
   for (int i = 0; i < 16; ++i) body.push_back(static_cast<uint8_t>(info[24 + i] ^ 0x5a));  // a wrong secret
   body.resize(body.size() + 100, 0);
   hello[8] = static_cast<uint8_t>(body.size());
@@ -835,8 +847,8 @@ void test_inconsistent_rank_size_fails_init_on_every_rank() {
   run_ranks(2, [&](int rank) {
     npg_comm_t comm = nullptr;
     int size = rank == 0 ? 2 : 3;
-    npg_result_t rc = npg_comm_init("host", rank, size, 0, "", 0, -1, nullptr, 5000, 0, info.data(), info.size(),
-                                    &comm);
+    npg_result_t rc =
+        npg_comm_init("host", rank, size, 0, "", 0, -1, nullptr, 5000, 0, info.data(), info.size(), &comm);
     CHECK_RC(rc, NPG_INVALID_USAGE);
     CHECK(contains(npg_last_error(), "rank_size"));
   });
@@ -882,10 +894,9 @@ void expect_local_rejection_reaches_every_rank(int n, uint32_t flags) {
     for (int r = 0; r < n; ++r) CHECK(recv[64 * r] == r && recv[64 * r + 63] == r);
     CHECK_OK(npg_comm_destroy(comm));
   });
-  const char* expected[3] = {
-      "rank 1 rejected its arguments: dtype 99 is not a known dtype; allowed values: 0 (int8)",
-      "rank 1 rejected its arguments: send_count 63 must equal recv_counts[1] = 64",
-      "rank 1 rejected its arguments: send_segments[0].address is NULL but its bytes is 64"};
+  const char* expected[3] = {"rank 1 rejected its arguments: dtype 99 is not a known dtype; allowed values: 0 (int8)",
+                             "rank 1 rejected its arguments: send_count 63 must equal recv_counts[1] = 64",
+                             "rank 1 rejected its arguments: send_segments[0].address is NULL but its bytes is 64"};
   for (int call = 0; call < 3; ++call) {
     for (int r = 0; r < n; ++r) {
       if (errors[call * n + r] != errors[call * n] || !contains(errors[call * n], expected[call]) ||
@@ -905,15 +916,18 @@ void test_a_rank_rejecting_its_arguments_fails_every_rank_at_once_with_the_same_
   const int n = 3;
   const int64_t timeout = 30000;
   ProcShared* shared = map_shared();
-  auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
-    std::vector<uint8_t> send(64), recv(64 * n);
-    auto t0 = Clock::now();
-    shared->rc[r] = npg_all_gather(comm, send.data(), recv.data(), 64,
-                                   r == 1 ? static_cast<npg_dtype_t>(99) : NPG_UINT8);
-    shared->elapsed_ms[r] = ms_since(t0);
-    snprintf(shared->error[r], sizeof(shared->error[r]), "%s", without_context(npg_last_error()).c_str());
-    return 0;
-  }, 0, timeout);
+  auto pids = fork_ranks(
+      n, shared,
+      [&](int r, npg_comm_t comm) {
+        std::vector<uint8_t> send(64), recv(64 * n);
+        auto t0 = Clock::now();
+        shared->rc[r] =
+            npg_all_gather(comm, send.data(), recv.data(), 64, r == 1 ? static_cast<npg_dtype_t>(99) : NPG_UINT8);
+        shared->elapsed_ms[r] = ms_since(t0);
+        snprintf(shared->error[r], sizeof(shared->error[r]), "%s", without_context(npg_last_error()).c_str());
+        return 0;
+      },
+      0, timeout);
   auto codes = wait_ranks(pids, 2.0 * timeout);
   std::string report = child_report(shared, codes);
   bool ok = true;
@@ -937,8 +951,8 @@ void test_rank_root_mismatch_fails_every_rank_at_once_with_the_same_error() {
   run_ranks(2, [&](int rank) {
     npg_comm_t comm = nullptr;
     auto t0 = Clock::now();
-    npg_result_t rc = npg_comm_init("host", rank, 2, rank, "", 0, -1, nullptr, timeout, 0, info.data(), info.size(),
-                                    &comm);
+    npg_result_t rc =
+        npg_comm_init("host", rank, 2, rank, "", 0, -1, nullptr, timeout, 0, info.data(), info.size(), &comm);
     CHECK_RC(rc, NPG_INVALID_USAGE);
     CHECK(ms_since(t0) < timeout / 3);
     std::lock_guard<std::mutex> lock(mutex);
@@ -994,19 +1008,22 @@ void test_an_abort_is_named_as_the_abort_on_every_other_rank() {
     const int n = 3;
     const int64_t timeout = 30000;
     ProcShared* shared = map_shared();
-    auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
-      while (shared->inited.load() < n) usleep(1000);
-      if (r == 1) {
-        usleep(200 * 1000);
-        return npg_comm_abort(comm) == NPG_SUCCESS ? 0 : 1;
-      }
-      std::vector<uint8_t> send(4096), recv(4096 * n);
-      auto t0 = Clock::now();
-      shared->rc[r] = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
-      shared->elapsed_ms[r] = ms_since(t0);
-      snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
-      return 0;
-    }, flags, timeout);
+    auto pids = fork_ranks(
+        n, shared,
+        [&](int r, npg_comm_t comm) {
+          while (shared->inited.load() < n) usleep(1000);
+          if (r == 1) {
+            usleep(200 * 1000);
+            return npg_comm_abort(comm) == NPG_SUCCESS ? 0 : 1;
+          }
+          std::vector<uint8_t> send(4096), recv(4096 * n);
+          auto t0 = Clock::now();
+          shared->rc[r] = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
+          shared->elapsed_ms[r] = ms_since(t0);
+          snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+          return 0;
+        },
+        flags, timeout);
     auto codes = wait_ranks(pids, 2.0 * timeout);
     std::string report = child_report(shared, codes);
     bool ok = true;
@@ -1015,7 +1032,8 @@ void test_an_abort_is_named_as_the_abort_on_every_other_rank() {
            without_context(shared->error[r]) == "rank 1 aborted its communicator";
     }
     munmap(shared, sizeof(ProcShared));
-    if (codes[0] != 0 || codes[1] != 0 || codes[2] != 0 || !ok) throw TestFailure("flags " + std::to_string(flags) + ":" + report);
+    if (codes[0] != 0 || codes[1] != 0 || codes[2] != 0 || !ok)
+      throw TestFailure("flags " + std::to_string(flags) + ":" + report);
   }
 }
 
@@ -1066,12 +1084,12 @@ void test_argument_errors_name_the_argument() {
   expect_arg_error(npg_advise_huge_pages(nullptr, 5), NPG_INVALID_ARGUMENT, "address is NULL but bytes is 5");
   CHECK_OK(npg_advise_huge_pages(nullptr, 0));
   CHECK_OK(npg_advise_huge_pages(buf.data(), buf.size()));  // under 4 MiB: left alone
-  expect_arg_error(npg_get_root_info("host", "not an address!", buf.data(), buf.size(), &size),
-                   NPG_INVALID_ARGUMENT, "bind_address");
+  expect_arg_error(npg_get_root_info("host", "not an address!", buf.data(), buf.size(), &size), NPG_INVALID_ARGUMENT,
+                   "bind_address");
   auto info = make_root_info();
   npg_comm_t comm = nullptr;
-  auto init = [&](const char* backend, int rank, int n, int root, const char* domain, int64_t timeout,
-                  const void* ri, size_t ri_size) {
+  auto init = [&](const char* backend, int rank, int n, int root, const char* domain, int64_t timeout, const void* ri,
+                  size_t ri_size) {
     return npg_comm_init(backend, rank, n, root, domain, 0, -1, nullptr, timeout, 0, ri, ri_size, &comm);
   };
   expect_arg_error(init("lccl", 0, 1, 0, "", 1000, info.data(), info.size()), NPG_INVALID_ARGUMENT,
@@ -1101,16 +1119,16 @@ void test_argument_errors_name_the_argument() {
   CHECK(comm == nullptr);
   comm = kept;
   std::vector<uint8_t> send(16), recv(16);
-  expect_arg_error(npg_all_gather(comm, send.data(), recv.data(), 4, static_cast<npg_dtype_t>(9)),
-                   NPG_INVALID_ARGUMENT, "dtype 9");
+  expect_arg_error(npg_all_gather(comm, send.data(), recv.data(), 4, static_cast<npg_dtype_t>(9)), NPG_INVALID_ARGUMENT,
+                   "dtype 9");
   expect_arg_error(npg_all_gather(comm, nullptr, recv.data(), 4, NPG_INT32), NPG_INVALID_ARGUMENT, "send is NULL");
   expect_arg_error(npg_all_gather(comm, send.data(), nullptr, 4, NPG_INT32), NPG_INVALID_ARGUMENT, "recv is NULL");
   expect_arg_error(npg_all_gather(comm, send.data(), recv.data(), UINT64_MAX / 2, NPG_INT32), NPG_INVALID_ARGUMENT,
                    "overflows");
   uint64_t counts[1] = {4};
   uint64_t displs[1] = {0};
-  expect_arg_error(npg_all_gather_v(comm, send.data(), 3, recv.data(), counts, displs, NPG_INT32),
-                   NPG_INVALID_ARGUMENT, "send_count 3");
+  expect_arg_error(npg_all_gather_v(comm, send.data(), 3, recv.data(), counts, displs, NPG_INT32), NPG_INVALID_ARGUMENT,
+                   "send_count 3");
   expect_arg_error(npg_all_gather_v(comm, send.data(), 4, recv.data(), nullptr, displs, NPG_INT32),
                    NPG_INVALID_ARGUMENT, "recv_counts");
   expect_arg_error(npg_all_gather(nullptr, send.data(), recv.data(), 4, NPG_INT32), NPG_INVALID_ARGUMENT,
@@ -1181,14 +1199,18 @@ void test_eager_and_direct_blocks_alternate_on_every_shared_memory_transport() {
   for (uint32_t flags : {0u, NPG_FLAG_FORCE_STAGING}) {
     const int n = 3;
     ProcShared* shared = map_shared();
-    auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
-      gather_eager_mix(comm, r, n, 4000 + flags);
-      return 0;
-    }, flags, 20000);
+    auto pids = fork_ranks(
+        n, shared,
+        [&](int r, npg_comm_t comm) {
+          gather_eager_mix(comm, r, n, 4000 + flags);
+          return 0;
+        },
+        flags, 20000);
     auto codes = wait_ranks(pids, 60000);
     std::string report = child_report(shared, codes);
     munmap(shared, sizeof(ProcShared));
-    for (int c : codes) if (c != 0) throw TestFailure("children failed (flags " + std::to_string(flags) + "):" + report);
+    for (int c : codes)
+      if (c != 0) throw TestFailure("children failed (flags " + std::to_string(flags) + "):" + report);
   }
 }
 
@@ -1198,19 +1220,24 @@ void test_ranks_with_different_eager_limits_gather_every_byte() {
   const int n = 3;
   ProcShared* mixed = map_shared();
   // The placement runs in each forked rank before its init, so each reads its own limit.
-  auto pids = fork_ranks(n, mixed, [&](int r, npg_comm_t comm) {
-    gather_eager_mix(comm, r, n, 5000);
-    return 0;
-  }, 0, 20000, [&](int r) {
-    if (r == 0) setenv("NPUGATHER_EAGER_BYTES", "0", 1);
-    if (r == 1) setenv("NPUGATHER_EAGER_BYTES", "1000000000", 1);
-    if (r == 2) setenv("NPUGATHER_EAGER_BYTES", "32768", 1);
-    return std::string("127.0.0.1");
-  });
+  auto pids = fork_ranks(
+      n, mixed,
+      [&](int r, npg_comm_t comm) {
+        gather_eager_mix(comm, r, n, 5000);
+        return 0;
+      },
+      0, 20000,
+      [&](int r) {
+        if (r == 0) setenv("NPUGATHER_EAGER_BYTES", "0", 1);
+        if (r == 1) setenv("NPUGATHER_EAGER_BYTES", "1000000000", 1);
+        if (r == 2) setenv("NPUGATHER_EAGER_BYTES", "32768", 1);
+        return std::string("127.0.0.1");
+      });
   auto codes = wait_ranks(pids, 60000);
   std::string report = child_report(mixed, codes);
   munmap(mixed, sizeof(ProcShared));
-  for (int c : codes) if (c != 0) throw TestFailure("children failed:" + report);
+  for (int c : codes)
+    if (c != 0) throw TestFailure("children failed:" + report);
 }
 
 // One rank's eager gathers until one fails: every successful one is checked byte for byte.
@@ -1227,7 +1254,8 @@ npg_result_t eager_gathers_until_failure(npg_comm_t comm, int rank, int n, doubl
   auto t0 = Clock::now();
   for (uint64_t seed = 1; ms_since(t0) < limit_ms; ++seed) {
     fill_pattern(send.data(), len, seed, rank);
-    npg_result_t rc = npg_all_gather_v(comm, send.data(), len, recv.data(), l.counts.data(), l.displs.data(), NPG_UINT8);
+    npg_result_t rc =
+        npg_all_gather_v(comm, send.data(), len, recv.data(), l.counts.data(), l.displs.data(), NPG_UINT8);
     if (rc != NPG_SUCCESS) {
       *error = npg_last_error();
       return rc;
@@ -1251,16 +1279,19 @@ void test_rank_killed_during_eager_gathers_fails_every_survivor() {
   EagerLimit limit("32768");
   for (uint32_t flags : {0u, NPG_FLAG_FORCE_STAGING}) {
     ProcShared* shared = map_shared();
-    auto pids = fork_ranks(n, shared, [&](int r, npg_comm_t comm) {
-      shared->started.fetch_add(1);
-      std::string error;
-      auto t0 = Clock::now();
-      npg_result_t rc = eager_gathers_until_failure(comm, r, n, 30000, &error);
-      shared->elapsed_ms[r] = ms_since(t0);
-      shared->rc[r] = rc;
-      snprintf(shared->error[r], sizeof(shared->error[r]), "%s", error.c_str());
-      return rc == NPG_REMOTE_ERROR ? 0 : 1;
-    }, flags, timeout);
+    auto pids = fork_ranks(
+        n, shared,
+        [&](int r, npg_comm_t comm) {
+          shared->started.fetch_add(1);
+          std::string error;
+          auto t0 = Clock::now();
+          npg_result_t rc = eager_gathers_until_failure(comm, r, n, 30000, &error);
+          shared->elapsed_ms[r] = ms_since(t0);
+          shared->rc[r] = rc;
+          snprintf(shared->error[r], sizeof(shared->error[r]), "%s", error.c_str());
+          return rc == NPG_REMOTE_ERROR ? 0 : 1;
+        },
+        flags, timeout);
     auto t0 = Clock::now();
     while (shared->started.load() < n && ms_since(t0) < 30000) usleep(1000);
     usleep(200 * 1000);
@@ -1339,8 +1370,7 @@ bool simulated_hosts_unavailable() {
 
 // Rank r runs on host r % hosts, so the ranks of one host are not consecutive.
 std::vector<pid_t> fork_on_hosts(const simulated::SimulatedHosts& net, int n, ProcShared* shared,
-                                 const std::function<int(int, npg_comm_t)>& body, uint32_t flags,
-                                 int64_t timeout_ms) {
+                                 const std::function<int(int, npg_comm_t)>& body, uint32_t flags, int64_t timeout_ms) {
   return fork_ranks(n, shared, body, flags, timeout_ms, [&net](int r) {
     net.enter(r % net.hosts());
     return net.address(0);
@@ -1360,16 +1390,20 @@ void expect_no_shm_of(const std::vector<pid_t>& pids) {
 void run_on_hosts(const simulated::SimulatedHosts& net, int n, uint32_t flags, const std::string& transport,
                   const std::function<void(int, npg_comm_t)>& body) {
   ProcShared* shared = map_shared();
-  auto pids = fork_on_hosts(net, n, shared, [&](int r, npg_comm_t comm) {
-    body(r, comm);
-    return 0;
-  }, flags, 20000);
+  auto pids = fork_on_hosts(
+      net, n, shared,
+      [&](int r, npg_comm_t comm) {
+        body(r, comm);
+        return 0;
+      },
+      flags, 20000);
   auto codes = wait_ranks(pids, 120000);
   std::string report = child_report(shared, codes);
   std::vector<std::string> transports;
   for (int r = 0; r < n; ++r) transports.push_back(shared->transport[r]);
   munmap(shared, sizeof(ProcShared));
-  for (int c : codes) if (c != 0) throw TestFailure("children failed:" + report);
+  for (int c : codes)
+    if (c != 0) throw TestFailure("children failed:" + report);
   for (int r = 0; r < n; ++r) {
     if (transports[r] != transport) {
       throw TestFailure("rank " + std::to_string(r) + " ran '" + transports[r] + "', expected '" + transport + "'");
@@ -1413,7 +1447,7 @@ void test_rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically() {
   const int n = 4;
   const Layout ragged = ragged_layout(n, (1 << 20) + 13, 91);
   for (const auto& c : std::vector<std::pair<uint32_t, std::string>>{{0u, "tcp-hier+threads"},
-                                                                      {NPG_FLAG_FORCE_STAGING, "tcp-hier+staging"}}) {
+                                                                     {NPG_FLAG_FORCE_STAGING, "tcp-hier+staging"}}) {
     ProcShared* shared = map_shared();
     std::vector<pid_t> pids;
     for (int h = 0; h < 2; ++h) {
@@ -1456,7 +1490,8 @@ void test_rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically() {
     std::vector<std::string> transports;
     for (int r = 0; r < n; ++r) transports.push_back(shared->transport[r]);
     munmap(shared, sizeof(ProcShared));
-    for (int code : codes) if (code != 0) throw TestFailure("host processes failed:" + report);
+    for (int code : codes)
+      if (code != 0) throw TestFailure("host processes failed:" + report);
     for (int r = 0; r < n; ++r) {
       if (transports[r] != c.second) throw TestFailure("rank " + std::to_string(r) + " ran '" + transports[r] + "'");
     }
@@ -1469,9 +1504,8 @@ void test_unequal_ranks_per_simulated_host_keep_the_flat_ring() {
   simulated::SimulatedHosts net(2);
   const int n = 3;  // ranks 0 and 2 on host 0, rank 1 on host 1
   const Layout l = ragged_layout(n, 200000, 81);
-  run_on_hosts(net, n, 0, "tcp", [&](int r, npg_comm_t comm) {
-    gather_and_verify(comm, r, n, l, NPG_UINT8, false, true, 800);
-  });
+  run_on_hosts(net, n, 0, "tcp",
+               [&](int r, npg_comm_t comm) { gather_and_verify(comm, r, n, l, NPG_UINT8, false, true, 800); });
 }
 
 void test_mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_rank() {
@@ -1485,8 +1519,8 @@ void test_mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_r
       Layout l = equal_layout(n, 1000);
       if (r == doubter) l.counts[0] = 900;
       std::vector<uint8_t> send(l.counts[r] * 4), recv(l.recv_elems * 4);
-      npg_result_t rc = npg_all_gather_v(comm, send.data(), l.counts[r], recv.data(), l.counts.data(),
-                                         l.displs.data(), NPG_FLOAT32);
+      npg_result_t rc =
+          npg_all_gather_v(comm, send.data(), l.counts[r], recv.data(), l.counts.data(), l.displs.data(), NPG_FLOAT32);
       CHECK_RC(rc, NPG_INVALID_USAGE);
       CHECK(contains(npg_last_error(), "ranks disagree on receive counts"));
       // The verdict is shared, so the communicator stays usable.
@@ -1502,44 +1536,47 @@ void test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor() {
   if (simulated_hosts_unavailable()) return;
   const int64_t timeout = 5000;
   for (int hosts : {2, 3}) {
-   for (uint32_t flags : {0u, NPG_FLAG_FORCE_LOG_N}) {
-    simulated::SimulatedHosts net(hosts);
-    const int n = 2 * hosts;
-    const int victim = n - 1;
-    ProcShared* shared = map_shared();
-    auto pids = fork_on_hosts(net, n, shared, [&](int r, npg_comm_t comm) {
-      std::vector<uint8_t> send(4 << 20, static_cast<uint8_t>(r)), recv(send.size() * n);
-      shared->started.fetch_add(1);
-      for (int i = 0; i < 1000; ++i) {
-        auto t0 = Clock::now();
-        npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
-        if (rc == NPG_SUCCESS) continue;
-        shared->elapsed_ms[r] = ms_since(t0);
-        shared->rc[r] = rc;
-        snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
-        return (rc == NPG_REMOTE_ERROR || rc == NPG_TIMEOUT) && shared->elapsed_ms[r] < 2 * timeout ? 0 : 1;
+    for (uint32_t flags : {0u, NPG_FLAG_FORCE_LOG_N}) {
+      simulated::SimulatedHosts net(hosts);
+      const int n = 2 * hosts;
+      const int victim = n - 1;
+      ProcShared* shared = map_shared();
+      auto pids = fork_on_hosts(
+          net, n, shared,
+          [&](int r, npg_comm_t comm) {
+            std::vector<uint8_t> send(4 << 20, static_cast<uint8_t>(r)), recv(send.size() * n);
+            shared->started.fetch_add(1);
+            for (int i = 0; i < 1000; ++i) {
+              auto t0 = Clock::now();
+              npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8);
+              if (rc == NPG_SUCCESS) continue;
+              shared->elapsed_ms[r] = ms_since(t0);
+              shared->rc[r] = rc;
+              snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+              return (rc == NPG_REMOTE_ERROR || rc == NPG_TIMEOUT) && shared->elapsed_ms[r] < 2 * timeout ? 0 : 1;
+            }
+            return 2;  // never failed: the kill came too late
+          },
+          flags, timeout);
+      auto t0 = Clock::now();
+      while (shared->started.load() < n && ms_since(t0) < 30000) usleep(1000);
+      usleep(300 * 1000);
+      kill(pids[victim], SIGKILL);
+      auto codes = wait_ranks(pids, 60000);
+      std::string report = child_report(shared, codes);
+      bool named = false;
+      for (int r = 0; r < victim; ++r) named = named || contains(shared->error[r], "rank " + std::to_string(victim));
+      std::string transport = shared->transport[0];
+      munmap(shared, sizeof(ProcShared));
+      CHECK(transport.rfind("tcp-hier+", 0) == 0);
+      for (int r = 0; r < victim; ++r) {
+        if (codes[r] != 0) throw TestFailure("unexpected outcome:" + report);
       }
-      return 2;  // never failed: the kill came too late
-    }, flags, timeout);
-    auto t0 = Clock::now();
-    while (shared->started.load() < n && ms_since(t0) < 30000) usleep(1000);
-    usleep(300 * 1000);
-    kill(pids[victim], SIGKILL);
-    auto codes = wait_ranks(pids, 60000);
-    std::string report = child_report(shared, codes);
-    bool named = false;
-    for (int r = 0; r < victim; ++r) named = named || contains(shared->error[r], "rank " + std::to_string(victim));
-    std::string transport = shared->transport[0];
-    munmap(shared, sizeof(ProcShared));
-    CHECK(transport.rfind("tcp-hier+", 0) == 0);
-    for (int r = 0; r < victim; ++r) {
-      if (codes[r] != 0) throw TestFailure("unexpected outcome:" + report);
+      if (codes[victim] != -SIGKILL) throw TestFailure("the victim was not killed:" + report);
+      if (!named) throw TestFailure("no survivor names rank " + std::to_string(victim) + ":" + report);
+      printf("  %d hosts, flags %u:%s\n", hosts, flags, report.c_str());
+      expect_no_shm_of(pids);
     }
-    if (codes[victim] != -SIGKILL) throw TestFailure("the victim was not killed:" + report);
-    if (!named) throw TestFailure("no survivor names rank " + std::to_string(victim) + ":" + report);
-    printf("  %d hosts, flags %u:%s\n", hosts, flags, report.c_str());
-    expect_no_shm_of(pids);
-   }
   }
 }
 
@@ -1599,7 +1636,8 @@ const TestCase kTests[] = {
     {"eager_and_direct_blocks_alternate_on_every_shared_memory_transport",
      test_eager_and_direct_blocks_alternate_on_every_shared_memory_transport},
     {"ranks_with_different_eager_limits_gather_every_byte", test_ranks_with_different_eager_limits_gather_every_byte},
-    {"rank_killed_during_eager_gathers_fails_every_survivor", test_rank_killed_during_eager_gathers_fails_every_survivor},
+    {"rank_killed_during_eager_gathers_fails_every_survivor",
+     test_rank_killed_during_eager_gathers_fails_every_survivor},
     {"abort_during_eager_gathers_ends_every_rank", test_abort_during_eager_gathers_ends_every_rank},
     {"successful_runs_leave_no_shared_memory_behind", test_successful_runs_leave_no_shared_memory_behind},
 };

@@ -198,6 +198,4 @@ const TestCase kTests[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv);
-}
+int main(int argc, char** argv) { return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv); }

@@ -46,15 +46,16 @@ void test_many_communicators_in_a_row_leak_no_fds_threads_mappings_or_memory() {
   const int kRounds = 300;
   for (int round = 0; round < kRounds; ++round) one_round(round);
   const Usage end = usage();
-  printf("  after %d communicators: fds %lld -> %lld, threads %lld -> %lld, mappings %lld -> %lld, resident %lld -> "
-         "%lld KiB\n",
-         kRounds, static_cast<long long>(start.fds), static_cast<long long>(end.fds),
-         static_cast<long long>(start.threads), static_cast<long long>(end.threads),
-         static_cast<long long>(start.mappings), static_cast<long long>(end.mappings),
-         static_cast<long long>(start.resident_kib), static_cast<long long>(end.resident_kib));
+  printf(
+      "  after %d communicators: fds %lld -> %lld, threads %lld -> %lld, mappings %lld -> %lld, resident %lld -> "
+      "%lld KiB\n",
+      kRounds, static_cast<long long>(start.fds), static_cast<long long>(end.fds),
+      static_cast<long long>(start.threads), static_cast<long long>(end.threads),
+      static_cast<long long>(start.mappings), static_cast<long long>(end.mappings),
+      static_cast<long long>(start.resident_kib), static_cast<long long>(end.resident_kib));
   CHECK(end.fds == start.fds);
   CHECK(end.threads == start.threads);
-  CHECK(end.mappings <= start.mappings + 2);          // the allocator may map an arena
+  CHECK(end.mappings <= start.mappings + 2);             // the allocator may map an arena
   CHECK(end.resident_kib <= start.resident_kib + 4096);  // noise of the allocator, not a leak per round
 }
 
@@ -65,6 +66,4 @@ const TestCase kTests[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv);
-}
+int main(int argc, char** argv) { return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv); }

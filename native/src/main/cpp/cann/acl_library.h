@@ -42,8 +42,8 @@ struct AclApi {
   // Optional (absent in old CANN): nullptr when missing.
   aclError (*aclrtSynchronizeStreamWithTimeout)(aclrtStream stream, int32_t timeout_ms);
   aclError (*aclrtDestroyStreamForce)(aclrtStream stream);  // discards pending tasks
-  aclError (*aclrtResetDeviceForce)(int32_t device_id);      // whatever the set count
-  const char* (*aclrtGetSocName)();                          // "Ascend910B1" and so on
+  aclError (*aclrtResetDeviceForce)(int32_t device_id);     // whatever the set count
+  const char* (*aclrtGetSocName)();                         // "Ascend910B1" and so on
   const char* (*aclGetRecentErrMsg)();
 
   std::string path;  // the file the symbols came from, for diagnostics

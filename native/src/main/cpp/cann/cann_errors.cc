@@ -5,24 +5,42 @@ namespace cann {
 
 const char* acl_error_name(aclError code) {
   switch (code) {
-    case 0: return "ACL_SUCCESS";
-    case 100000: return "ACL_ERROR_INVALID_PARAM";
-    case 100001: return "ACL_ERROR_UNINITIALIZE";
-    case 100002: return "ACL_ERROR_REPEAT_INITIALIZE";
-    case 100037: return "ACL_ERROR_REPEAT_FINALIZE";
-    case 200000: return "ACL_ERROR_BAD_ALLOC";
-    case 200002: return "ACL_ERROR_INVALID_DEVICE";
-    case 107000: return "ACL_ERROR_RT_PARAM_INVALID";
-    case 107001: return "ACL_ERROR_RT_INVALID_DEVICEID";
-    case 107002: return "ACL_ERROR_RT_CONTEXT_NULL";
-    case 107022: return "ACL_ERROR_RT_DEVICE_TASK_ABORT";
-    case 207001: return "ACL_ERROR_RT_MEMORY_ALLOCATION";
-    case 207004: return "ACL_ERROR_RT_NO_DEVICE";
-    case 507000: return "ACL_ERROR_RT_INTERNAL_ERROR";
-    case 507015: return "ACL_ERROR_RT_AICORE_EXCEPTION";
-    case 507046: return "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT";
-    case 507057: return "ACL_ERROR_RT_SUSPECT_REMOTE_ERROR";
-    case 507904: return "ACL_ERROR_RT_COMM_OP_RETRY_FAIL";
+    case 0:
+      return "ACL_SUCCESS";
+    case 100000:
+      return "ACL_ERROR_INVALID_PARAM";
+    case 100001:
+      return "ACL_ERROR_UNINITIALIZE";
+    case 100002:
+      return "ACL_ERROR_REPEAT_INITIALIZE";
+    case 100037:
+      return "ACL_ERROR_REPEAT_FINALIZE";
+    case 200000:
+      return "ACL_ERROR_BAD_ALLOC";
+    case 200002:
+      return "ACL_ERROR_INVALID_DEVICE";
+    case 107000:
+      return "ACL_ERROR_RT_PARAM_INVALID";
+    case 107001:
+      return "ACL_ERROR_RT_INVALID_DEVICEID";
+    case 107002:
+      return "ACL_ERROR_RT_CONTEXT_NULL";
+    case 107022:
+      return "ACL_ERROR_RT_DEVICE_TASK_ABORT";
+    case 207001:
+      return "ACL_ERROR_RT_MEMORY_ALLOCATION";
+    case 207004:
+      return "ACL_ERROR_RT_NO_DEVICE";
+    case 507000:
+      return "ACL_ERROR_RT_INTERNAL_ERROR";
+    case 507015:
+      return "ACL_ERROR_RT_AICORE_EXCEPTION";
+    case 507046:
+      return "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT";
+    case 507057:
+      return "ACL_ERROR_RT_SUSPECT_REMOTE_ERROR";
+    case 507904:
+      return "ACL_ERROR_RT_COMM_OP_RETRY_FAIL";
   }
   return "ACL_ERROR_UNKNOWN";
 }

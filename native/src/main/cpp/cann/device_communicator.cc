@@ -126,8 +126,8 @@ DeviceCommunicator::~DeviceCommunicator() {
 std::unique_ptr<DeviceCommunicator> DeviceCommunicator::create(const AclApi& api, const std::string& backend,
                                                                const CommConfig& config, const Connect& connect) {
   std::unique_ptr<DeviceCommunicator> comm(new DeviceCommunicator(api, backend, config));
-  comm->claim_ = DeviceClaim::acquire(config.device_id, backend,
-                                      "rank " + std::to_string(config.rank) + " of " + std::to_string(config.rank_size));
+  comm->claim_ = DeviceClaim::acquire(
+      config.device_id, backend, "rank " + std::to_string(config.rank) + " of " + std::to_string(config.rank_size));
   // On failure the destructor releases what exists.
   comm->bind_device();
   aclError rc = api.aclrtCreateStream(&comm->stream_);
@@ -160,8 +160,8 @@ void DeviceCommunicator::begin_call() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (aborted_.load()) throw_error(NPG_ABORTED, "the communicator was aborted");
   if (!broken_.empty()) {
-    throw_error(NPG_INVALID_USAGE, "communicator is unusable after an earlier failure (" + broken_ +
-                                       "); destroy it and create a new one");
+    throw_error(NPG_INVALID_USAGE,
+                "communicator is unusable after an earlier failure (" + broken_ + "); destroy it and create a new one");
   }
   if (!collectives_) throw_error(NPG_INVALID_USAGE, "communicator is closed");
   if (busy_) {
@@ -265,8 +265,7 @@ void DeviceCommunicator::run_collective(const char* op, Enqueue&& enqueue, std::
 // Every rank all-gathers a digest of its layout first, so ranks that disagree all fail
 // with NPG_INVALID_USAGE instead of corrupting memory or hanging inside the vendor library.
 // The digest carries the rank's server too, for the all-gather-v's topology rule.
-std::vector<uint64_t> DeviceCommunicator::check_same_layout(const uint64_t* counts_bytes,
-                                                            Clock::time_point deadline) {
+std::vector<uint64_t> DeviceCommunicator::check_same_layout(const uint64_t* counts_bytes, Clock::time_point deadline) {
   static const uint64_t server = server_hash();
   const uint64_t mine[3] = {layout_hash(counts_bytes, size_), static_cast<uint64_t>(size_), server};
   DeviceBuffer send(api_, sizeof(mine), where());
@@ -298,8 +297,8 @@ std::vector<uint64_t> DeviceCommunicator::check_same_layout(const uint64_t* coun
   return servers;
 }
 
-void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own,
-                                      void* recv, const uint64_t* counts_bytes, const uint64_t* displs_bytes) {
+void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
+                                      const uint64_t* counts_bytes, const uint64_t* displs_bytes) {
   begin_call();
   struct EndCall {
     DeviceCommunicator* self;

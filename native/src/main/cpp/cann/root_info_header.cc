@@ -35,17 +35,17 @@ void check_root_info_header(const RootInfoFormat& format, const void* data, size
     throw_error(NPG_INVALID_ARGUMENT, "root_info (" + std::to_string(size) + " bytes) is not a root info of backend " +
                                           backend + "; pass the bytes that npg_get_root_info(\"" + backend +
                                           "\") wrote on the root rank (a root info of another backend cannot be "
-                                          "used with backend " + backend + ")");
+                                          "used with backend " +
+                                          backend + ")");
   }
   const uint32_t version = read_u32(p + 8);
   const uint32_t payload = read_u32(p + 12);
   if (version != format.version || payload != format.payload_bytes || size != format.total_bytes) {
-    throw_error(NPG_INVALID_ARGUMENT, "root_info has version " + std::to_string(version) + ", payload " +
-                                          std::to_string(payload) + " bytes, size " + std::to_string(size) +
-                                          "; this library expects version " + std::to_string(format.version) + ", " +
-                                          std::to_string(format.payload_bytes) + " and " +
-                                          std::to_string(format.total_bytes) +
-                                          " (all ranks must run the same NpuGather version)");
+    throw_error(NPG_INVALID_ARGUMENT,
+                "root_info has version " + std::to_string(version) + ", payload " + std::to_string(payload) +
+                    " bytes, size " + std::to_string(size) + "; this library expects version " +
+                    std::to_string(format.version) + ", " + std::to_string(format.payload_bytes) + " and " +
+                    std::to_string(format.total_bytes) + " (all ranks must run the same NpuGather version)");
   }
 }
 

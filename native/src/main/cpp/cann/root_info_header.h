@@ -13,8 +13,8 @@ namespace cann {
 constexpr size_t kRootInfoHeaderBytes = 16;
 
 struct RootInfoFormat {
-  const char* backend;     // "hccl"
-  char magic[8];           // "NPGHCCL"
+  const char* backend;  // "hccl"
+  char magic[8];        // "NPGHCCL"
   uint32_t version;
   uint32_t payload_bytes;  // the vendor's bytes: 4108 for HCCL, 128 for LCAL
   size_t total_bytes;      // header, the backend's own fields and the payload

@@ -109,8 +109,9 @@ class HandleCall {
   Communicator& get() const {
     if (handle_ == nullptr) throw_error(NPG_INVALID_ARGUMENT, "comm is NULL");
     if (comm_ == nullptr) {
-      throw_error(NPG_INVALID_USAGE, "comm is not a live communicator: it was destroyed already or never "
-                                     "returned by npg_comm_init");
+      throw_error(NPG_INVALID_USAGE,
+                  "comm is not a live communicator: it was destroyed already or never "
+                  "returned by npg_comm_init");
     }
     return *comm_->impl;
   }
@@ -150,7 +151,10 @@ npg_result_t guarded(const char* op, const int64_t& rank, const int64_t& size, F
     text = "out of memory";
   } catch (const std::exception& e) {
     code = NPG_INTERNAL_ERROR;
-    try { text = std::string("unexpected exception: ") + e.what(); } catch (...) {}
+    try {
+      text = std::string("unexpected exception: ") + e.what();
+    } catch (...) {
+    }
   } catch (...) {
     code = NPG_INTERNAL_ERROR;
     text = "unexpected non-standard exception";
@@ -194,9 +198,8 @@ uint64_t to_bytes(uint64_t elements, size_t width, const char* name, int32_t r) 
 
 // Validates the gather layout and turns it into byte counts and displacements. The block
 // of skip_rank (if >= 0) is not received, so it needs no room in recv.
-void check_layout(const Communicator& c, void* recv, const uint64_t* counts, const uint64_t* displs,
-                  size_t width, int32_t skip_rank, std::vector<uint64_t>* counts_bytes,
-                  std::vector<uint64_t>* displs_bytes) {
+void check_layout(const Communicator& c, void* recv, const uint64_t* counts, const uint64_t* displs, size_t width,
+                  int32_t skip_rank, std::vector<uint64_t>* counts_bytes, std::vector<uint64_t>* displs_bytes) {
   const int32_t n = c.size();
   counts_bytes->resize(n);
   displs_bytes->resize(n);
@@ -221,8 +224,7 @@ void check_layout(const Communicator& c, void* recv, const uint64_t* counts, con
   std::vector<int32_t> order;
   for (int32_t r = 0; r < n; ++r)
     if ((*counts_bytes)[r] > 0 && r != skip_rank) order.push_back(r);
-  std::sort(order.begin(), order.end(),
-            [&](int32_t a, int32_t b) { return (*displs_bytes)[a] < (*displs_bytes)[b]; });
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return (*displs_bytes)[a] < (*displs_bytes)[b]; });
   for (size_t i = 1; i < order.size(); ++i) {
     int32_t a = order[i - 1];
     int32_t b = order[i];
@@ -277,8 +279,7 @@ Prepared prepare_from_buffer(const Communicator& c, const void* send, uint64_t s
   check_arg_lazily(send != nullptr || send_count == 0,
                    [&] { return "send is NULL but send_count is " + std::to_string(send_count); });
   const uint64_t bytes = p.counts_bytes[me];
-  check_send_region(c, reinterpret_cast<uintptr_t>(send), bytes, recv, p.counts_bytes, p.displs_bytes, true,
-                    "send");
+  check_send_region(c, reinterpret_cast<uintptr_t>(send), bytes, recv, p.counts_bytes, p.displs_bytes, true, "send");
   p.write_own =
       bytes != 0 && reinterpret_cast<uintptr_t>(send) != reinterpret_cast<uintptr_t>(recv) + p.displs_bytes[me];
   p.segments.push_back(npg_segment_t{send, bytes});
@@ -303,8 +304,7 @@ void collective(Communicator& c, void* recv, Prepare&& prepare) {
     }
     throw;  // peers could not be told: this rank's own error
   }
-  c.all_gather_v(p.segments.data(), p.segments.size(), p.write_own, recv, p.counts_bytes.data(),
-                 p.displs_bytes.data());
+  c.all_gather_v(p.segments.data(), p.segments.size(), p.write_own, recv, p.counts_bytes.data(), p.displs_bytes.data());
 }
 
 }  // namespace
@@ -317,14 +317,14 @@ using npg::HandleCall;
 
 extern "C" {
 
-npg_result_t npg_get_root_info(const char* backend, const char* bind_address, void* root_info,
-                               size_t capacity, size_t* root_info_size) {
+npg_result_t npg_get_root_info(const char* backend, const char* bind_address, void* root_info, size_t capacity,
+                               size_t* root_info_size) {
   return guarded("npg_get_root_info", -1, -1, [&] {
     check_arg(root_info != nullptr, "root_info is NULL");
     check_arg(root_info_size != nullptr, "root_info_size is NULL");
-    check_arg(capacity > 0 && capacity <= NPG_ROOT_INFO_MAX_BYTES,
-              "capacity " + std::to_string(capacity) + " is out of range [1, " +
-                  std::to_string(NPG_ROOT_INFO_MAX_BYTES) + "]");
+    check_arg(capacity > 0 && capacity <= NPG_ROOT_INFO_MAX_BYTES, "capacity " + std::to_string(capacity) +
+                                                                       " is out of range [1, " +
+                                                                       std::to_string(NPG_ROOT_INFO_MAX_BYTES) + "]");
     *root_info_size = 0;
     const npg::Backend& b = npg::find_backend(backend);
     *root_info_size = b.get_root_info(bind_address, root_info, capacity);
@@ -339,20 +339,19 @@ npg_result_t npg_release_root_info(const char* backend, const void* root_info, s
 }
 
 npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size, int32_t rank_root,
-                           const char* comm_domain, int32_t comm_mode, int32_t device_id,
-                           const char* rank_table_file, int64_t timeout_ms, uint32_t flags,
-                           const void* root_info, size_t root_info_size, npg_comm_t* comm) {
+                           const char* comm_domain, int32_t comm_mode, int32_t device_id, const char* rank_table_file,
+                           int64_t timeout_ms, uint32_t flags, const void* root_info, size_t root_info_size,
+                           npg_comm_t* comm) {
   return guarded("npg_comm_init", rank, rank_size, [&] {
     check_arg(comm != nullptr, "comm is NULL");
     *comm = nullptr;
-    check_arg(rank_size >= 1 && rank_size <= NPG_MAX_RANK_SIZE, "rank_size " + std::to_string(rank_size) +
-                                                                   " is out of range [1, " +
-                                                                   std::to_string(NPG_MAX_RANK_SIZE) + "]");
+    check_arg(
+        rank_size >= 1 && rank_size <= NPG_MAX_RANK_SIZE,
+        "rank_size " + std::to_string(rank_size) + " is out of range [1, " + std::to_string(NPG_MAX_RANK_SIZE) + "]");
     check_arg(rank >= 0 && rank < rank_size,
               "rank " + std::to_string(rank) + " is out of range [0, " + std::to_string(rank_size - 1) + "]");
-    check_arg(rank_root >= 0 && rank_root < rank_size, "rank_root " + std::to_string(rank_root) +
-                                                          " is out of range [0, " +
-                                                          std::to_string(rank_size - 1) + "]");
+    check_arg(rank_root >= 0 && rank_root < rank_size,
+              "rank_root " + std::to_string(rank_root) + " is out of range [0, " + std::to_string(rank_size - 1) + "]");
     size_t domain_len = comm_domain ? strnlen(comm_domain, npg::kMaxCommDomainChars + 1) : 0;
     check_arg(domain_len <= npg::kMaxCommDomainChars,
               "comm_domain is longer than " + std::to_string(npg::kMaxCommDomainChars) + " bytes (UTF-8)");
@@ -387,8 +386,7 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
   });
 }
 
-npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint64_t count,
-                            npg_dtype_t dtype) {
+npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint64_t count, npg_dtype_t dtype) {
   HandleCall call(comm);
   return guarded("npg_all_gather", call.rank, call.size, [&] {
     npg::Communicator& c = call.get();
@@ -407,8 +405,7 @@ npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint6
 }
 
 npg_result_t npg_all_gather_v(npg_comm_t comm, const void* send, uint64_t send_count, void* recv,
-                              const uint64_t* recv_counts, const uint64_t* recv_displs,
-                              npg_dtype_t dtype) {
+                              const uint64_t* recv_counts, const uint64_t* recv_displs, npg_dtype_t dtype) {
   HandleCall call(comm);
   return guarded("npg_all_gather_v", call.rank, call.size, [&] {
     npg::Communicator& c = call.get();
@@ -421,9 +418,8 @@ npg_result_t npg_all_gather_v(npg_comm_t comm, const void* send, uint64_t send_c
   });
 }
 
-npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* send_segments,
-                                       size_t segment_count, void* recv, const uint64_t* recv_counts,
-                                       const uint64_t* recv_displs) {
+npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* send_segments, size_t segment_count,
+                                       void* recv, const uint64_t* recv_counts, const uint64_t* recv_displs) {
   HandleCall call(comm);
   return guarded("npg_all_gather_v_segments", call.rank, call.size, [&] {
     npg::Communicator& c = call.get();
@@ -435,7 +431,7 @@ npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* sen
                std::to_string(NPG_MAX_SEGMENTS) + "]";
       });
       check_arg_lazily(send_segments != nullptr || segment_count == 0,
-                            [&] { return "send_segments is NULL but segment_count is " + std::to_string(segment_count); });
+                       [&] { return "send_segments is NULL but segment_count is " + std::to_string(segment_count); });
       npg::Prepared p;
       npg::check_layout(c, recv, recv_counts, recv_displs, 1, c.rank(), &p.counts_bytes, &p.displs_bytes);
       uint64_t total = 0;
@@ -446,7 +442,7 @@ npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* sen
                  std::to_string(seg.bytes);
         });
         check_arg_lazily(seg.bytes <= UINT64_MAX - total,
-                              [] { return std::string("sum of send_segments' bytes overflows 64-bit sizes"); });
+                         [] { return std::string("sum of send_segments' bytes overflows 64-bit sizes"); });
         total += seg.bytes;
         npg::check_send_region(c, reinterpret_cast<uintptr_t>(seg.address), seg.bytes, recv, p.counts_bytes,
                                p.displs_bytes, false, "send_segments", static_cast<int64_t>(i));
@@ -484,8 +480,9 @@ npg_result_t npg_comm_destroy(npg_comm_t comm) {
     int64_t others = 0;
     std::unique_ptr<npg_comm> owned = npg::live_handles().remove_if_idle(comm, &others);
     if (!owned) {
-      npg::throw_error(NPG_INVALID_USAGE, std::to_string(others) + " other call(s) on this communicator are "
-                                          "still running; call npg_comm_abort, let them return, then destroy it");
+      npg::throw_error(NPG_INVALID_USAGE, std::to_string(others) +
+                                              " other call(s) on this communicator are "
+                                              "still running; call npg_comm_abort, let them return, then destroy it");
     }
     owned->impl->close();  // on failure owned still frees the communicator
   });
@@ -547,14 +544,22 @@ size_t npg_dtype_size(npg_dtype_t dtype) {
 
 const char* npg_result_name(npg_result_t result) {
   switch (result) {
-    case NPG_SUCCESS: return "NPG_SUCCESS";
-    case NPG_INVALID_ARGUMENT: return "NPG_INVALID_ARGUMENT";
-    case NPG_INVALID_USAGE: return "NPG_INVALID_USAGE";
-    case NPG_SYSTEM_ERROR: return "NPG_SYSTEM_ERROR";
-    case NPG_REMOTE_ERROR: return "NPG_REMOTE_ERROR";
-    case NPG_TIMEOUT: return "NPG_TIMEOUT";
-    case NPG_ABORTED: return "NPG_ABORTED";
-    case NPG_INTERNAL_ERROR: return "NPG_INTERNAL_ERROR";
+    case NPG_SUCCESS:
+      return "NPG_SUCCESS";
+    case NPG_INVALID_ARGUMENT:
+      return "NPG_INVALID_ARGUMENT";
+    case NPG_INVALID_USAGE:
+      return "NPG_INVALID_USAGE";
+    case NPG_SYSTEM_ERROR:
+      return "NPG_SYSTEM_ERROR";
+    case NPG_REMOTE_ERROR:
+      return "NPG_REMOTE_ERROR";
+    case NPG_TIMEOUT:
+      return "NPG_TIMEOUT";
+    case NPG_ABORTED:
+      return "NPG_ABORTED";
+    case NPG_INTERNAL_ERROR:
+      return "NPG_INTERNAL_ERROR";
   }
   return "NPG_UNKNOWN_RESULT";
 }

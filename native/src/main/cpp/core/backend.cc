@@ -3,10 +3,10 @@
 #include <map>
 #include <mutex>
 
-#include "error.h"
 #include "../hccl/hccl_backend.h"
 #include "../host/host_backend.h"
 #include "../lccl/lccl_backend.h"
+#include "error.h"
 
 namespace npg {
 namespace {
@@ -19,9 +19,8 @@ struct BackendEntry {
   const char* name;
   BackendFactory factory;
 };
-constexpr BackendEntry kBackends[] = {{"hccl", &hccl::make_hccl_backend},
-                                      {"lccl", &lccl::make_lccl_backend},
-                                      {"host", &host::make_host_backend}};
+constexpr BackendEntry kBackends[] = {
+    {"hccl", &hccl::make_hccl_backend}, {"lccl", &lccl::make_lccl_backend}, {"host", &host::make_host_backend}};
 
 struct Registry {
   std::mutex mutex;

@@ -13,7 +13,7 @@ namespace npg {
 
 // The vendor library's own verdict behind an error (HcclResult, aclError, LCAL code).
 struct VendorError {
-  std::string library;    // "HCCL", "ACL", "LCAL"; empty: the error has no vendor part
+  std::string library;  // "HCCL", "ACL", "LCAL"; empty: the error has no vendor part
   int64_t code = 0;
   std::string code_name;  // "HCCL_E_TIMEOUT" and so on
   std::string message;    // the vendor's own text (HcclGetErrorString, aclGetRecentErrMsg), may be empty

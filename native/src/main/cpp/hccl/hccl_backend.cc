@@ -4,12 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
 #include "../cann/device_communicator.h"
 #include "../cann/root_info_header.h"
+#include "../core/error.h"
+#include "hccl_communicator.h"
 #include "hccl_errors.h"
 #include "hccl_library.h"
-#include "hccl_communicator.h"
 #include "hccl_timeouts.h"
 #include "rank_table.h"
 
@@ -21,8 +21,11 @@ namespace {
 // (two little-endian uint32 seconds: every rank must run with them), then HCCL's 4108 bytes.
 constexpr size_t kTimeoutsAt = cann::kRootInfoHeaderBytes;
 constexpr size_t kHcclInfoAt = kTimeoutsAt + 8;
-constexpr cann::RootInfoFormat kFormat = {"hccl", {'N', 'P', 'G', 'H', 'C', 'C', 'L', '\0'}, 2,
-                                          static_cast<uint32_t>(kHcclRootInfoBytes), kHcclInfoAt + kHcclRootInfoBytes};
+constexpr cann::RootInfoFormat kFormat = {"hccl",
+                                          {'N', 'P', 'G', 'H', 'C', 'C', 'L', '\0'},
+                                          2,
+                                          static_cast<uint32_t>(kHcclRootInfoBytes),
+                                          kHcclInfoAt + kHcclRootInfoBytes};
 
 struct RootEndpoint {
   HcclRootInfo info;

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "../core/error.h"
 #include "../cann/cann_errors.h"
+#include "../core/error.h"
 #include "hccl_errors.h"
 #include "hccl_timeouts.h"
 
@@ -45,8 +45,7 @@ class HcclCollectives final : public cann::DeviceCollectives {
   // HCCL_E_NOT_SUPPORT: HcclAllGatherV does not serve this communicator's topology.
   bool all_gather_v(void* send, uint64_t bytes, void* recv, const uint64_t* counts, const uint64_t* displs,
                     aclrtStream stream, const std::string& where) override {
-    HcclResult hr =
-        api_.HcclAllGatherV(send, bytes, recv, counts, displs, cann::kHcclDataTypeUint8, comm_, stream);
+    HcclResult hr = api_.HcclAllGatherV(send, bytes, recv, counts, displs, cann::kHcclDataTypeUint8, comm_, stream);
     if (hr == kHcclENotSupport) return false;
     if (hr != kHcclSuccess) throw_hccl_error(api_, "HcclAllGatherV", hr, where);
     return true;
@@ -99,9 +98,9 @@ std::unique_ptr<cann::DeviceCollectives> connect(const HcclApi& api, const cann:
   int64_t backoff_ms = kInitBackoffFirstMs;
   for (int attempts = 1;; ++attempts) {
     HcclComm created = nullptr;
-    HcclResult hr = by_table ? api.HcclCommInitClusterInfo(rank_table_path.c_str(), rank, &created)
-                             : api.HcclCommInitRootInfo(static_cast<uint32_t>(device.size()), root_info, rank,
-                                                        &created);
+    HcclResult hr = by_table
+                        ? api.HcclCommInitClusterInfo(rank_table_path.c_str(), rank, &created)
+                        : api.HcclCommInitRootInfo(static_cast<uint32_t>(device.size()), root_info, rank, &created);
     if (hr == kHcclSuccess) return std::unique_ptr<cann::DeviceCollectives>(new HcclCollectives(api, created));
     // Read once: CANN's recent-error text is consumed by reading it.
     const VendorError vendor = hccl_vendor_error(api, hr);
@@ -114,10 +113,11 @@ std::unique_ptr<cann::DeviceCollectives> connect(const HcclApi& api, const cann:
     if (!busy) throw_vendor_error(npg_code_of_hccl(hr), text, vendor);
     if (!by_table) {
       throw_vendor_error(npg_code_of_hccl(hr),
-                         text + "; not retried: HCCL consumed this root info at this first attempt (the root's "
-                                "topology detection is gone), so a retry needs a fresh root info from the root rank, "
-                                "a new rendezvous: the device may still be held by an earlier process; in Spark, "
-                                "npugather.retryable=true lets the stage attempt retry with a new round",
+                         text +
+                             "; not retried: HCCL consumed this root info at this first attempt (the root's "
+                             "topology detection is gone), so a retry needs a fresh root info from the root rank, "
+                             "a new rendezvous: the device may still be held by an earlier process; in Spark, "
+                             "npugather.retryable=true lets the stage attempt retry with a new round",
                          vendor);
     }
     const Clock::time_point now = Clock::now();

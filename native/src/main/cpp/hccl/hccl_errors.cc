@@ -6,14 +6,31 @@ namespace npg {
 namespace hccl {
 
 const char* hccl_result_name(HcclResult code) {
-  static const char* const kNames[] = {
-      "HCCL_SUCCESS",        "HCCL_E_PARA",           "HCCL_E_PTR",           "HCCL_E_MEMORY",
-      "HCCL_E_INTERNAL",     "HCCL_E_NOT_SUPPORT",    "HCCL_E_NOT_FOUND",     "HCCL_E_UNAVAIL",
-      "HCCL_E_SYSCALL",      "HCCL_E_TIMEOUT",        "HCCL_E_OPEN_FILE_FAILURE", "HCCL_E_TCP_CONNECT",
-      "HCCL_E_ROCE_CONNECT", "HCCL_E_TCP_TRANSFER",   "HCCL_E_ROCE_TRANSFER", "HCCL_E_RUNTIME",
-      "HCCL_E_DRV",          "HCCL_E_PROFILING",      "HCCL_E_CCE",           "HCCL_E_NETWORK",
-      "HCCL_E_AGAIN",        "HCCL_E_REMOTE",         "HCCL_E_SUSPENDING",    "HCCL_E_OPRETRY_FAIL",
-      "HCCL_E_OOM"};
+  static const char* const kNames[] = {"HCCL_SUCCESS",
+                                       "HCCL_E_PARA",
+                                       "HCCL_E_PTR",
+                                       "HCCL_E_MEMORY",
+                                       "HCCL_E_INTERNAL",
+                                       "HCCL_E_NOT_SUPPORT",
+                                       "HCCL_E_NOT_FOUND",
+                                       "HCCL_E_UNAVAIL",
+                                       "HCCL_E_SYSCALL",
+                                       "HCCL_E_TIMEOUT",
+                                       "HCCL_E_OPEN_FILE_FAILURE",
+                                       "HCCL_E_TCP_CONNECT",
+                                       "HCCL_E_ROCE_CONNECT",
+                                       "HCCL_E_TCP_TRANSFER",
+                                       "HCCL_E_ROCE_TRANSFER",
+                                       "HCCL_E_RUNTIME",
+                                       "HCCL_E_DRV",
+                                       "HCCL_E_PROFILING",
+                                       "HCCL_E_CCE",
+                                       "HCCL_E_NETWORK",
+                                       "HCCL_E_AGAIN",
+                                       "HCCL_E_REMOTE",
+                                       "HCCL_E_SUSPENDING",
+                                       "HCCL_E_OPRETRY_FAIL",
+                                       "HCCL_E_OOM"};
   if (code >= 0 && code < static_cast<int>(sizeof(kNames) / sizeof(kNames[0]))) return kNames[code];
   if (code == 1041) return "HCCL_E_IN_STATUS";
   return "HCCL_E_UNKNOWN";

@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "npugather.h"
 #include "../core/error.h"
 #include "hccl_library.h"
+#include "npugather.h"
 
 namespace npg {
 namespace hccl {

@@ -54,12 +54,11 @@ HcclApi* load() {
   resolve_hccl(&api, hccl.handle, &hcomm, "HcclGetErrorString", &api.HcclGetErrorString);
   const std::string where =
       hccl.path + (api.hcomm_path.empty() ? std::string(" (no libhcomm.so found)") : " or " + api.hcomm_path);
-  const char* missing =
-      cann::first_missing({{"HcclGetRootInfo", api.HcclGetRootInfo != nullptr},
-                           {"HcclCommInitRootInfo", api.HcclCommInitRootInfo != nullptr},
-                           {"HcclCommInitClusterInfo", api.HcclCommInitClusterInfo != nullptr},
-                           {"HcclCommDestroy", api.HcclCommDestroy != nullptr},
-                           {"HcclAllGather", api.HcclAllGather != nullptr}});
+  const char* missing = cann::first_missing({{"HcclGetRootInfo", api.HcclGetRootInfo != nullptr},
+                                             {"HcclCommInitRootInfo", api.HcclCommInitRootInfo != nullptr},
+                                             {"HcclCommInitClusterInfo", api.HcclCommInitClusterInfo != nullptr},
+                                             {"HcclCommDestroy", api.HcclCommDestroy != nullptr},
+                                             {"HcclAllGather", api.HcclAllGather != nullptr}});
   if (missing != nullptr) {
     if (hcomm != nullptr) dlclose(hcomm);
     dlclose(hccl.handle);

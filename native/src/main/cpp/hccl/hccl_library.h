@@ -30,8 +30,7 @@ struct HcclApi {
   const cann::AclApi* acl;
 
   HcclResult (*HcclGetRootInfo)(HcclRootInfo* root_info);
-  HcclResult (*HcclCommInitRootInfo)(uint32_t n_ranks, const HcclRootInfo* root_info, uint32_t rank,
-                                     HcclComm* comm);
+  HcclResult (*HcclCommInitRootInfo)(uint32_t n_ranks, const HcclRootInfo* root_info, uint32_t rank, HcclComm* comm);
   HcclResult (*HcclCommInitClusterInfo)(const char* rank_table_file, uint32_t rank, HcclComm* comm);
   HcclResult (*HcclCommDestroy)(HcclComm comm);
   HcclResult (*HcclAllGather)(void* send, void* recv, uint64_t send_count, int data_type, HcclComm comm,

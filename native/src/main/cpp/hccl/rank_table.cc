@@ -127,8 +127,8 @@ class Parser {
     if (c == '-' || (c >= '0' && c <= '9')) {
       v.kind = Json::kNumber;
       size_t start = pos_;
-      while (pos_ < s_.size() && (isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '-' ||
-                                  s_[pos_] == '+' || s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E'))
+      while (pos_ < s_.size() && (isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '-' || s_[pos_] == '+' ||
+                                  s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E'))
         ++pos_;
       v.text = s_.substr(start, pos_ - start);
       return v;
@@ -155,20 +155,37 @@ class Parser {
       if (pos_ >= s_.size()) break;
       char e = s_[pos_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u':
           if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
           out += '?';  // no field we read holds non-ASCII text
           pos_ += 4;
           break;
-        default: fail(std::string("unknown escape \\") + e);
+        default:
+          fail(std::string("unknown escape \\") + e);
       }
     }
     fail("unterminated string");
@@ -336,7 +353,8 @@ RankTableFile load_rank_table(const std::string& path, int32_t rank, int32_t ran
   std::unique_ptr<FILE, int (*)(FILE*)> file(fopen(resolved, "rb"), &fclose);
   if (!file) {
     int err = errno;
-    throw_error(NPG_INVALID_ARGUMENT, "rank_table_file " + std::string(resolved) + " cannot be read: " + errno_text(err));
+    throw_error(NPG_INVALID_ARGUMENT,
+                "rank_table_file " + std::string(resolved) + " cannot be read: " + errno_text(err));
   }
   std::string text;
   char buf[65536];

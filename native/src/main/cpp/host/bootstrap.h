@@ -85,9 +85,9 @@ class Bootstrap {
   Bootstrap() = default;
   HostRootInfo info_;
   int32_t root_rank_ = 0;
-  UniqueFd root_;                    // other ranks: the connection to the root
-  std::vector<UniqueFd> members_;    // root: connection of each rank (empty for itself)
-  std::vector<RankInfo> ranks_;      // root: every rank's hello
+  UniqueFd root_;                  // other ranks: the connection to the root
+  std::vector<UniqueFd> members_;  // root: connection of each rank (empty for itself)
+  std::vector<RankInfo> ranks_;    // root: every rank's hello
 };
 
 uint64_t domain_hash(const std::string& comm_domain);

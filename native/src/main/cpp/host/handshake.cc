@@ -28,9 +28,8 @@ const char* purpose_name(HandshakePurpose purpose) {
 }
 
 // role "connector" or "acceptor": the two MACs differ even over the same nonces.
-void handshake_mac(const HostRootInfo& info, const char* role, HandshakePurpose purpose,
-                   const uint8_t* server_nonce, const uint8_t* client_nonce, const std::vector<uint8_t>& payload,
-                   uint8_t out[kSha256Bytes]) {
+void handshake_mac(const HostRootInfo& info, const char* role, HandshakePurpose purpose, const uint8_t* server_nonce,
+                   const uint8_t* client_nonce, const std::vector<uint8_t>& payload, uint8_t out[kSha256Bytes]) {
   static const char kLabel[] = "npugather handshake v1";
   HmacSha256 mac(info.secret, kSecretBytes);
   const uint8_t purpose_byte = static_cast<uint8_t>(purpose);
@@ -77,9 +76,13 @@ int64_t steady_ms() {
 
 }  // namespace
 
-ClientHandshake::ClientHandshake(UniqueFd fd, const Endpoint& to, const HostRootInfo& info,
-                                 HandshakePurpose purpose, std::vector<uint8_t> payload, std::string peer)
-    : fd_(std::move(fd)), to_(to), info_(info), purpose_(purpose), payload_(std::move(payload)),
+ClientHandshake::ClientHandshake(UniqueFd fd, const Endpoint& to, const HostRootInfo& info, HandshakePurpose purpose,
+                                 std::vector<uint8_t> payload, std::string peer)
+    : fd_(std::move(fd)),
+      to_(to),
+      info_(info),
+      purpose_(purpose),
+      payload_(std::move(payload)),
       peer_(std::move(peer)) {}
 
 void ClientHandshake::restart(const Deadline& deadline) {
@@ -91,9 +94,8 @@ void ClientHandshake::restart(const Deadline& deadline) {
 void ClientHandshake::on_ready(const Deadline& deadline) {
   while (state_ != State::kDone) {
     const bool challenge = state_ == State::kAwaitChallenge;
-    FrameAssembler::Status status =
-        frame_.read_some(fd_.get(), challenge ? FrameType::kChallenge : FrameType::kProof,
-                         challenge ? kChallengeBytes : kSha256Bytes, true, peer_);
+    FrameAssembler::Status status = frame_.read_some(fd_.get(), challenge ? FrameType::kChallenge : FrameType::kProof,
+                                                     challenge ? kChallengeBytes : kSha256Bytes, true, peer_);
     if (status == FrameAssembler::Status::kIncomplete) return;
     if (status == FrameAssembler::Status::kClosed) {
       throw_error(NPG_REMOTE_ERROR, peer_ + " at " + to_.to_string() + " closed the connection during the handshake");
@@ -192,9 +194,7 @@ void Admission::drop(Pending& p, const std::string& why, bool invite_retry) {
   p.finished = true;
 }
 
-void Admission::reject(const AdmittedConnection& connection, const std::string& why) {
-  log_drop(connection.peer, why);
-}
+void Admission::reject(const AdmittedConnection& connection, const std::string& why) { log_drop(connection.peer, why); }
 
 std::vector<UniqueFd> Admission::take_admitted() {
   std::vector<UniqueFd> fds;
@@ -242,8 +242,7 @@ void Admission::accept_ready() {
       }
     }
     if (same >= kMaxPendingPerAddress) {
-      drop(*oldest_same, "more than " + std::to_string(kMaxPendingPerAddress) + " handshakes from one address",
-           true);
+      drop(*oldest_same, "more than " + std::to_string(kMaxPendingPerAddress) + " handshakes from one address", true);
     } else if (live >= kMaxPending) {
       drop(*oldest, "more than " + std::to_string(kMaxPending) + " handshakes at once", true);
     }

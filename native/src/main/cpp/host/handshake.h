@@ -73,8 +73,7 @@ struct AdmittedConnection {
 class Admission {
  public:
   // owner names the accepting rank in log lines, e.g. "root rank 0".
-  Admission(int listener, const HostRootInfo& info, HandshakePurpose purpose, size_t max_payload,
-            std::string owner);
+  Admission(int listener, const HostRootInfo& info, HandshakePurpose purpose, size_t max_payload, std::string owner);
   ~Admission();
   Admission(const Admission&) = delete;
   Admission& operator=(const Admission&) = delete;

@@ -158,21 +158,23 @@ HierTransport::Setup HierTransport::set_up(const RankTable& table, int32_t rank,
 }
 
 HierTransport::HierTransport(Setup setup, const RankTable& table, int32_t rank, TransportKind go, AbortSignal& abort)
-    : layout_(HostLayout::of(table.ranks)), host_(layout_.host_of[rank]),
-      local_(layout_.local_index[rank]), ring_(std::move(setup.ring)) {
+    : layout_(HostLayout::of(table.ranks)),
+      host_(layout_.host_of[rank]),
+      local_(layout_.local_index[rank]),
+      ring_(std::move(setup.ring)) {
   for (const auto& h : layout_.hosts) ring_ranks_.push_back(h[local_]);
   const auto& mine = layout_.hosts[host_];
   std::vector<int32_t> pids;
   for (int32_t r : mine) pids.push_back(table.ranks[r].pid);
   ShmTransport::Mode mode = go == TransportKind::kHierStaging ? ShmTransport::Mode::kStaging
-                            : same_process(table, mine)      ? ShmTransport::Mode::kThreads
-                                                             : ShmTransport::Mode::kCma;
+                            : same_process(table, mine)       ? ShmTransport::Mode::kThreads
+                                                              : ShmTransport::Mode::kCma;
   shm_.reset(new ShmTransport(std::move(setup.segment), mode, local_, static_cast<int32_t>(mine.size()),
                               table.staging_chunk, pids, abort));
   name_ = std::string("tcp-hier+") + shm_->name();
   // This host's ranks all run a ring at once: spinning would take the CPUs they need.
   ring_->set_poll_spin(static_cast<int>(mine.size()) > get_nprocs() ? TcpRing::kOversubscribedPollSpin
-                                                                     : TcpRing::kPollSpin);
+                                                                    : TcpRing::kPollSpin);
 }
 
 void HierTransport::rethrow_named(const Error& e, const std::vector<int32_t>& ranks, const std::string& where) const {
@@ -238,8 +240,8 @@ void HierTransport::all_gather_v(const GatherArgs& args, const Deadline& deadlin
     } catch (const Error& e) {
       if (e.code() != NPG_INVALID_USAGE) rethrow_named(e, mine, local_where);
       if (!ring_verdict.empty()) {
-        throw_error(NPG_INVALID_USAGE, "across hosts, in the ring of ranks " + rank_list(ring_ranks_) + ": " +
-                                           ring_verdict);
+        throw_error(NPG_INVALID_USAGE,
+                    "across hosts, in the ring of ranks " + rank_list(ring_ranks_) + ": " + ring_verdict);
       }
       throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: the ranks of this host (" + rank_list(mine) +
                                          ") or of one of the rings across hosts pass different recv_counts");

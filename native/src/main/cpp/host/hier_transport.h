@@ -43,8 +43,8 @@ class HierTransport final : public HostTransport {
   struct Setup {
     ShmSegment segment;
     std::unique_ptr<FlatTcp> ring;  // across hosts: the ring, and log-N for small outputs as on "tcp"
-    bool cma_ok = false;      // process_vm_readv reaches every peer on this host
-    bool interrupted = false;  // cancel_fd became readable first
+    bool cma_ok = false;            // process_vm_readv reaches every peer on this host
+    bool interrupted = false;       // cancel_fd became readable first
   };
 
   // The segment name of a host: "/npugather.<leaderPid>.<id>.<domain>-host<h>.<suffix>".

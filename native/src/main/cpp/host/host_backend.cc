@@ -1,7 +1,7 @@
 // Backend "host": the CPU collective of this library.
-#include <string.h>
-
 #include "host_backend.h"
+
+#include <string.h>
 
 #include "../core/backend.h"
 #include "../core/error.h"
@@ -16,8 +16,10 @@ class HostBackend final : public Backend {
  public:
   size_t get_root_info(const char* bind_address, void* out, size_t capacity) const override {
     if (capacity < kRootInfoBytes) {
-      throw_error(NPG_INVALID_ARGUMENT, "capacity " + std::to_string(capacity) + " is too small: the host root info "
-                                        "needs " + std::to_string(kRootInfoBytes) + " bytes");
+      throw_error(NPG_INVALID_ARGUMENT, "capacity " + std::to_string(capacity) +
+                                            " is too small: the host root info "
+                                            "needs " +
+                                            std::to_string(kRootInfoBytes) + " bytes");
     }
     HostRootInfo info = create_root_info(bind_address);
     info.serialize(static_cast<uint8_t*>(out));

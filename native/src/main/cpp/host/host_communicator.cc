@@ -27,9 +27,7 @@ constexpr int64_t kClaimConnectMs = 1000;
 class SelfTransport final : public HostTransport {
  public:
   const char* name() const override { return "self"; }
-  void all_gather_v(const GatherArgs& args, const Deadline&) override {
-    args.write_own_block();
-  }
+  void all_gather_v(const GatherArgs& args, const Deadline&) override { args.write_own_block(); }
   void on_abort() noexcept override {}
   void on_failure() noexcept override {}
   void close() override {}
@@ -54,9 +52,12 @@ TransportKind choose_transport(const std::vector<RankInfo>& ranks, uint32_t flag
 
 ShmTransport::Mode shm_mode(TransportKind kind) {
   switch (kind) {
-    case TransportKind::kThreads: return ShmTransport::Mode::kThreads;
-    case TransportKind::kCma: return ShmTransport::Mode::kCma;
-    default: return ShmTransport::Mode::kStaging;
+    case TransportKind::kThreads:
+      return ShmTransport::Mode::kThreads;
+    case TransportKind::kCma:
+      return ShmTransport::Mode::kCma;
+    default:
+      return ShmTransport::Mode::kStaging;
   }
 }
 
@@ -92,8 +93,9 @@ HostCommunicator::HostCommunicator(int32_t rank, int32_t size, int64_t timeout_m
 
 std::unique_ptr<HostCommunicator> HostCommunicator::create(const CommConfig& config) {
   if (!config.rank_table_file.empty()) {
-    throw_error(NPG_INVALID_USAGE, "rank_table_file is only supported by backend 'hccl'; backend 'host' joins "
-                                   "through root_info");
+    throw_error(NPG_INVALID_USAGE,
+                "rank_table_file is only supported by backend 'hccl'; backend 'host' joins "
+                "through root_info");
   }
   const HostRootInfo info = HostRootInfo::parse(config.root_info, config.root_info_size);
   std::unique_ptr<HostCommunicator> comm(new HostCommunicator(config.rank, config.rank_size, config.timeout_ms));
@@ -171,8 +173,8 @@ void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo
       table.shm_name = shm_segment_name(getpid(), info.id_hex(8), config.comm_domain);
       // Separate processes may fall back to staging after the probe, so their segment
       // reserves the staging area up front; tmpfs commits its pages only when touched.
-      size_t bytes = ShmTransport::segment_bytes(size_, table.transport != TransportKind::kThreads,
-                                                 table.staging_chunk);
+      size_t bytes =
+          ShmTransport::segment_bytes(size_, table.transport != TransportKind::kThreads, table.staging_chunk);
       segment = ShmSegment::create(table.shm_name, bytes);  // unlinked by its destructor on any failure
       ShmTransport::format(segment.data(), size_, table.staging_chunk);
     }
@@ -252,8 +254,8 @@ void HostCommunicator::join_as_member(const CommConfig& config, const HostRootIn
   bool interrupted = false;
   try {
     if (uses_shared_segment(table.transport)) {
-      size_t bytes = ShmTransport::segment_bytes(size_, table.transport != TransportKind::kThreads,
-                                                 table.staging_chunk);
+      size_t bytes =
+          ShmTransport::segment_bytes(size_, table.transport != TransportKind::kThreads, table.staging_chunk);
       segment = ShmSegment::open(table.shm_name, bytes);
       ShmTransport::check_format(segment.data(), size_, table.staging_chunk);
     }
@@ -265,8 +267,8 @@ void HostCommunicator::join_as_member(const CommConfig& config, const HostRootIn
       interrupted = ring == nullptr;
     }
     if (table.transport == TransportKind::kHier) {
-      hier = HierTransport::set_up(table, rank_, config.flags, ring_listener.get(), info, config.comm_domain,
-                                   deadline, boot.root_fd(), abort_);
+      hier = HierTransport::set_up(table, rank_, config.flags, ring_listener.get(), info, config.comm_domain, deadline,
+                                   boot.root_fd(), abort_);
       report.cma_ok = hier.cma_ok;
       interrupted = hier.interrupted;
     }
@@ -284,8 +286,8 @@ void HostCommunicator::join_as_member(const CommConfig& config, const HostRootIn
   install(kind, table, std::move(segment), std::move(ring), std::move(hier));
 }
 
-void HostCommunicator::all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own,
-                                    void* recv, const uint64_t* counts_bytes, const uint64_t* displs_bytes) {
+void HostCommunicator::all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
+                                    const uint64_t* counts_bytes, const uint64_t* displs_bytes) {
   run(segments, segment_count, write_own, recv, counts_bytes, displs_bytes, false);
 }
 
@@ -335,8 +337,8 @@ void HostCommunicator::run(const npg_segment_t* segments, size_t segment_count, 
                            const uint64_t* counts_bytes, const uint64_t* displs_bytes, bool rejecting) {
   if (abort_.triggered()) throw_aborted();
   if (!broken_.empty()) {
-    throw_error(NPG_INVALID_USAGE, "communicator is unusable after an earlier failure (" + broken_ +
-                                       "); destroy it and create a new one");
+    throw_error(NPG_INVALID_USAGE,
+                "communicator is unusable after an earlier failure (" + broken_ + "); destroy it and create a new one");
   }
   std::vector<uint64_t> rejections(size_, 0);
   GatherArgs args;

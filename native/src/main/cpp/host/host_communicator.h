@@ -46,7 +46,7 @@ class HostCommunicator final : public Communicator {
   void join_as_member(const CommConfig& config, const HostRootInfo& info, RankInfo self, const Deadline& deadline,
                       const Deadline& member_deadline);
   [[noreturn]] void join_claiming_root(const HostRootInfo& info, const RankInfo& self, const std::string& claim,
-                                      const Deadline& deadline);
+                                       const Deadline& deadline);
   // One collective; digest is kRejectedDigest for a rank that only reports a rejection.
   void run(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
            const uint64_t* counts_bytes, const uint64_t* displs_bytes, bool rejecting);
@@ -63,8 +63,8 @@ class HostCommunicator final : public Communicator {
   std::unique_ptr<HostTransport> transport_;
   uint64_t seq_ = 0;
   std::string rejection_;  // this rank's error text while it reports a rejection
-  std::string broken_;  // first non-recoverable failure; later calls refuse to run
-  uint64_t canary_ = 0;  // read by peers' cross-memory-attach probe during init
+  std::string broken_;     // first non-recoverable failure; later calls refuse to run
+  uint64_t canary_ = 0;    // read by peers' cross-memory-attach probe during init
 };
 
 }  // namespace host

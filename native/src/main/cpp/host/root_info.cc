@@ -56,13 +56,14 @@ HostRootInfo HostRootInfo::parse(const void* data, size_t len) {
   if (data == nullptr) throw_error(NPG_INVALID_ARGUMENT, "root_info is NULL");
   if (len != kRootInfoBytes) {
     throw_error(NPG_INVALID_ARGUMENT, "root_info_size " + std::to_string(len) +
-                                          " is not the size of a host root info (" +
-                                          std::to_string(kRootInfoBytes) + " bytes)");
+                                          " is not the size of a host root info (" + std::to_string(kRootInfoBytes) +
+                                          " bytes)");
   }
   const auto* p = static_cast<const uint8_t*>(data);
   if (memcmp(p, kRootInfoMagic, 4) != 0) {
-    throw_error(NPG_INVALID_ARGUMENT, "root_info is not a host root info (bad magic); was it made by "
-                                      "npg_get_root_info(\"host\", ...)?");
+    throw_error(NPG_INVALID_ARGUMENT,
+                "root_info is not a host root info (bad magic); was it made by "
+                "npg_get_root_info(\"host\", ...)?");
   }
   HostRootInfo info;
   try {

@@ -60,8 +60,8 @@ ShmSegment ShmSegment::open(const std::string& name, size_t size) {
   struct stat st;
   if (fstat(fd.get(), &st) != 0) throw_system_error("fstat of shared memory " + name, errno);
   if (static_cast<uint64_t>(st.st_size) < size) {
-    throw_error(NPG_REMOTE_ERROR, "shared memory " + name + " has " + std::to_string(st.st_size) +
-                                      " bytes, expected " + std::to_string(size));
+    throw_error(NPG_REMOTE_ERROR, "shared memory " + name + " has " + std::to_string(st.st_size) + " bytes, expected " +
+                                      std::to_string(size));
   }
   ShmSegment seg;
   seg.name_ = name;

@@ -58,7 +58,6 @@ constexpr long kBellSleepNs = 1000000;
 constexpr uint64_t kMaxEagerCapacity = 256ull << 10;
 constexpr uint64_t kEagerAreaBytes = 8ull << 20;  // all ranks' eager blocks, both parities
 
-
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
@@ -116,7 +115,7 @@ struct alignas(kLineBytes) ShmTransport::Slot {
   std::atomic<uint64_t> stage_posted;
   std::atomic<uint64_t> stage_done;
   std::atomic<uint64_t> reading;  // seq while copying from peers' send buffers, else 0
-  std::atomic<uint64_t> blame;  // 1 + the rank that made this one fail, 0 if none
+  std::atomic<uint64_t> blame;    // 1 + the rank that made this one fail, 0 if none
 };
 static_assert(sizeof(ShmTransport::Slot) == kLineBytes, "one slot per cache-line pair");
 
@@ -207,10 +206,16 @@ void ShmTransport::check_format(const uint8_t* base, int32_t size, uint64_t chun
 
 ShmTransport::ShmTransport(ShmSegment segment, Mode mode, int32_t rank, int32_t size, uint64_t chunk,
                            const std::vector<int32_t>& pids, AbortSignal& abort)
-    : segment_(std::move(segment)), mode_(mode), rank_(rank), size_(size), chunk_(chunk),
+    : segment_(std::move(segment)),
+      mode_(mode),
+      rank_(rank),
+      size_(size),
+      chunk_(chunk),
       eager_capacity_(eager_capacity(size)),
       eager_limit_(std::min(eager_bytes_from_env(mode == Mode::kThreads, size > online_cpus()), eager_capacity_)),
-      pids_(pids), pidfds_(size), abort_(abort),
+      pids_(pids),
+      pidfds_(size),
+      abort_(abort),
       spin_budget_(size > online_cpus() ? kOversubscribedSpinBudget : kSpinBudget),
       yield_budget_(size > online_cpus() ? kOversubscribedYieldBudget : kYieldBudget) {
   const int32_t self = static_cast<int32_t>(getpid());
@@ -222,9 +227,12 @@ ShmTransport::ShmTransport(ShmSegment segment, Mode mode, int32_t rank, int32_t 
 
 const char* ShmTransport::name() const {
   switch (mode_) {
-    case Mode::kThreads: return "threads";
-    case Mode::kCma: return "cma";
-    case Mode::kStaging: return "staging";
+    case Mode::kThreads:
+      return "threads";
+    case Mode::kCma:
+      return "cma";
+    case Mode::kStaging:
+      return "staging";
   }
   return "staging";
 }
@@ -245,7 +253,10 @@ uint8_t* ShmTransport::eager_block(int32_t r, uint64_t seq) const {
 }
 
 void ShmTransport::publish(std::atomic<uint64_t> Slot::*field, uint64_t value) {
-  const int phase = field == &Slot::posted_seq ? 0 : field == &Slot::done_seq ? 1 : field == &Slot::stage_posted ? 2 : 3;
+  const int phase = field == &Slot::posted_seq     ? 0
+                    : field == &Slot::done_seq     ? 1
+                    : field == &Slot::stage_posted ? 2
+                                                   : 3;
   // seq_cst on both sides: either a waiter sees the value, or the completing rank sees it sleeping.
   (slot(rank_).*field).store(value, std::memory_order_seq_cst);
   const uint64_t arrived = header().arrivals[phase].fetch_add(1, std::memory_order_seq_cst) + 1;
@@ -483,7 +494,8 @@ void ShmTransport::cma_read(int32_t peer, uint8_t* dst, const npg_segment_t* seg
       if (err == EINTR) continue;
       if (err == ESRCH) {
         slot(rank_).blame.store(static_cast<uint64_t>(peer) + 1, std::memory_order_relaxed);
-        throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(peer) + " exited (pid " + std::to_string(pids_[peer]) + ")");
+        throw_error(NPG_REMOTE_ERROR,
+                    "rank " + std::to_string(peer) + " exited (pid " + std::to_string(pids_[peer]) + ")");
       }
       if (err == EFAULT) {
         throw_error(NPG_REMOTE_ERROR, "rank " + std::to_string(peer) + "'s send buffer is not readable");
@@ -543,7 +555,8 @@ void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline
   // none does, the collective ends here: nothing of this rank is read after it returns
   // but its post, which stays intact until every peer has finished (Post).
   bool all_eager = true;
-  for (int32_t r = 0; r < size_ && all_eager; ++r) all_eager = post(r, args.seq).eager.load(std::memory_order_relaxed) != 0;
+  for (int32_t r = 0; r < size_ && all_eager; ++r)
+    all_eager = post(r, args.seq).eager.load(std::memory_order_relaxed) != 0;
   verify_layout(args);
   try {
     args.write_own_block();

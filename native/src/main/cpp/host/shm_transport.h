@@ -83,8 +83,7 @@ class ShmTransport final : public HostTransport {
   void sleep_on_bell(std::atomic<uint64_t> Slot::*field, uint64_t target);
   uint8_t* staging(int32_t r) const;
   // Returns once field of every peer >= target; throws on abort, deadline, peer failure or exit.
-  void wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t target, const Deadline& deadline,
-                  const char* phase);
+  void wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t target, const Deadline& deadline, const char* phase);
   void check_peers_alive(const std::vector<int32_t>& missing);
   // Throws when a peer has failed, aborted or timed out.
   void check_peer_status();

@@ -138,8 +138,8 @@ Endpoint parse_address(const std::string& text) {
   addrinfo* res = nullptr;
   int rc = getaddrinfo(text.c_str(), nullptr, &hints, &res);
   if (rc != 0 || res == nullptr) {
-    throw_error(NPG_INVALID_ARGUMENT, "bind_address '" + text + "' is not an IPv4/IPv6 address or resolvable host: " +
-                                          gai_strerror(rc));
+    throw_error(NPG_INVALID_ARGUMENT,
+                "bind_address '" + text + "' is not an IPv4/IPv6 address or resolvable host: " + gai_strerror(rc));
   }
   ep = from_sockaddr(res->ai_addr);
   ep.port = 0;
@@ -245,8 +245,8 @@ UniqueFd connect_with_retry(const Endpoint& to, const Deadline& deadline, const 
                  err == ENETUNREACH || err == EAGAIN;
     if (!retry) throw_system_error("connect to " + peer + " at " + to.to_string(), err);
     if (deadline.expired()) {
-      throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) + " ms connecting to " +
-                                   peer + " at " + to.to_string() + ": " + errno_text(err));
+      throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) + " ms connecting to " + peer +
+                                   " at " + to.to_string() + ": " + errno_text(err));
     }
     int64_t sleep_ms = std::min<int64_t>(backoff_ms, deadline.remaining_ms());
     std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
@@ -268,8 +268,7 @@ UniqueFd accept_one(int listen_fd, const Deadline& deadline, int cancel_fd, cons
   }
 }
 
-void send_all(int fd, const void* data, size_t len, const Deadline& deadline, int cancel_fd,
-              const std::string& peer) {
+void send_all(int fd, const void* data, size_t len, const Deadline& deadline, int cancel_fd, const std::string& peer) {
   auto* p = static_cast<const uint8_t*>(data);
   while (len > 0) {
     ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
@@ -286,7 +285,8 @@ void send_all(int fd, const void* data, size_t len, const Deadline& deadline, in
       }
       continue;
     }
-    if (n < 0 && is_connection_loss(err)) throw_error(NPG_REMOTE_ERROR, "connection to " + peer + " lost: " + errno_text(err));
+    if (n < 0 && is_connection_loss(err))
+      throw_error(NPG_REMOTE_ERROR, "connection to " + peer + " lost: " + errno_text(err));
     throw_system_error("send to " + peer, err);
   }
 }

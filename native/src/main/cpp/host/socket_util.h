@@ -76,8 +76,7 @@ UniqueFd accept_one(int listen_fd, const Deadline& deadline, int cancel_fd, cons
 
 // Exact-length I/O on a non-blocking socket. EOF/reset -> NPG_REMOTE_ERROR naming peer.
 // cancel_fd readable -> NPG_ABORTED.
-void send_all(int fd, const void* data, size_t len, const Deadline& deadline, int cancel_fd,
-              const std::string& peer);
+void send_all(int fd, const void* data, size_t len, const Deadline& deadline, int cancel_fd, const std::string& peer);
 void recv_all(int fd, void* data, size_t len, const Deadline& deadline, int cancel_fd, const std::string& peer);
 
 void set_nonblocking(int fd);

@@ -116,7 +116,8 @@ iovec receive_span(bool in_header, uint8_t* header, uint8_t* dst, uint64_t follo
 void judge_layout(const uint8_t* headers, const GatherArgs& args, int32_t size) {
   std::vector<BlockHeader> all;
   all.reserve(static_cast<size_t>(size));
-  for (int32_t r = 0; r < size; ++r) all.push_back(BlockHeader::decode(headers + static_cast<size_t>(r) * BlockHeader::kBytes));
+  for (int32_t r = 0; r < size; ++r)
+    all.push_back(BlockHeader::decode(headers + static_cast<size_t>(r) * BlockHeader::kBytes));
   const std::string rejected =
       rejection_verdict(args, size, [&](int32_t r) { return std::make_pair(all[r].digest, all[r].bytes); });
   if (!rejected.empty()) throw_error(NPG_INVALID_USAGE, rejected);
@@ -129,9 +130,8 @@ void judge_layout(const uint8_t* headers, const GatherArgs& args, int32_t size) 
   for (int32_t r = 0; r < size; ++r) {
     if (all[r].bytes != args.counts[r]) {
       throw_error(NPG_INVALID_USAGE, "ranks disagree on receive counts: rank " + std::to_string(r) + " sends " +
-                                         std::to_string(all[r].bytes) + " bytes but recv_counts[" +
-                                         std::to_string(r) + "] asks for " + std::to_string(args.counts[r]) +
-                                         " bytes");
+                                         std::to_string(all[r].bytes) + " bytes but recv_counts[" + std::to_string(r) +
+                                         "] asks for " + std::to_string(args.counts[r]) + " bytes");
     }
   }
 }

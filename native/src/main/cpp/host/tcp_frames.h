@@ -69,7 +69,7 @@ class SendStream {
     uint64_t ready;
   };
   std::vector<Piece> pieces_;
-  size_t index_ = 0;    // first piece not sent in full
+  size_t index_ = 0;     // first piece not sent in full
   uint64_t offset_ = 0;  // bytes of it sent
   uint64_t total_ = 0;
   uint64_t sent_ = 0;

@@ -17,7 +17,7 @@ namespace host {
 namespace {
 
 constexpr uint32_t kHeaderMagic = 0x3142504eu;  // "NPB1"
-constexpr size_t kLinkAuthBytes = 8;  // the connecting rank, the link (0 ring, 1 + step)
+constexpr size_t kLinkAuthBytes = 8;            // the connecting rank, the link (0 ring, 1 + step)
 
 // The ring (link 0: to rank+1, from rank-1) and log-N step k (link 1+k: to rank-2^k, from
 // rank+2^k). Every rank makes its links in the same order and admits early arrivals for
@@ -30,9 +30,7 @@ struct Links {
 
 Links connect_links(int32_t rank, int32_t size, int32_t links, int listener, const std::vector<Endpoint>& endpoints,
                     const HostRootInfo& info, const Deadline& deadline, int cancel_fd) {
-  auto target = [&](int32_t link) {
-    return link == 0 ? (rank + 1) % size : TcpBruck::send_peer(rank, size, link - 1);
-  };
+  auto target = [&](int32_t link) { return link == 0 ? (rank + 1) % size : TcpBruck::send_peer(rank, size, link - 1); };
   auto source = [&](int32_t link) {
     return link == 0 ? (rank + size - 1) % size : TcpBruck::recv_peer(rank, size, link - 1);
   };
@@ -52,9 +50,9 @@ Links connect_links(int32_t rank, int32_t size, int32_t links, int listener, con
     ClientHandshake client(connect_with_retry(at, deadline, rank_name(to) + "'s endpoint for " + link_name(link)), at,
                            info, HandshakePurpose::kRing, payload.data(), rank_name(to));
     while (!out.from[link]) {
-      AdmittedConnection c = admission.next(deadline, cancel_fd, &client,
-                                            "waiting for " + rank_name(source(link)) + " to connect for " +
-                                                link_name(link) + admission.drop_summary());
+      AdmittedConnection c = admission.next(
+          deadline, cancel_fd, &client,
+          "waiting for " + rank_name(source(link)) + " to connect for " + link_name(link) + admission.drop_summary());
       if (!c.fd) {
         out.interrupted = true;
         return out;
@@ -84,8 +82,7 @@ Links connect_links(int32_t rank, int32_t size, int32_t links, int listener, con
 
 }  // namespace
 
-TcpBruck::TcpBruck(int32_t rank, int32_t size, std::vector<UniqueFd> to, std::vector<UniqueFd> from,
-                   AbortSignal& abort)
+TcpBruck::TcpBruck(int32_t rank, int32_t size, std::vector<UniqueFd> to, std::vector<UniqueFd> from, AbortSignal& abort)
     : rank_(rank), size_(size), to_(std::move(to)), from_(std::move(from)), abort_(abort) {}
 
 int32_t TcpBruck::steps(int32_t size) {
@@ -110,8 +107,7 @@ void TcpBruck::exchange(const GatherArgs& args, bool with_data, std::vector<uint
   for (int32_t step = 0; step < steps(size_); ++step) run_step(args, step, headers, deadline);
 }
 
-void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_t>& headers,
-                        const Deadline& deadline) {
+void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_t>& headers, const Deadline& deadline) {
   const int32_t dist = 1 << step;
   const int32_t blocks = std::min(dist, size_ - dist);
   const int32_t to_rank = send_peer(rank_, size_, step);
@@ -246,8 +242,7 @@ std::unique_ptr<FlatTcp> FlatTcp::connect(int32_t rank, int32_t size, uint32_t f
   }
   Links links = connect_links(rank, size, 1 + TcpBruck::steps(size), listener, endpoints, info, deadline, cancel_fd);
   if (links.interrupted) return nullptr;
-  std::unique_ptr<TcpRing> ring =
-      TcpRing::adopt(rank, size, std::move(links.from[0]), std::move(links.to[0]), abort);
+  std::unique_ptr<TcpRing> ring = TcpRing::adopt(rank, size, std::move(links.from[0]), std::move(links.to[0]), abort);
   std::vector<UniqueFd> to(std::make_move_iterator(links.to.begin() + 1), std::make_move_iterator(links.to.end()));
   std::vector<UniqueFd> from(std::make_move_iterator(links.from.begin() + 1),
                              std::make_move_iterator(links.from.end()));

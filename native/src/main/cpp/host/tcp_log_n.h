@@ -26,7 +26,7 @@ class TcpBruck {
  public:
   TcpBruck(int32_t rank, int32_t size, std::vector<UniqueFd> to, std::vector<UniqueFd> from, AbortSignal& abort);
 
-  static int32_t steps(int32_t size);  // ceil(log2 size)
+  static int32_t steps(int32_t size);                                  // ceil(log2 size)
   static int32_t send_peer(int32_t rank, int32_t size, int32_t step);  // rank - 2^step
   static int32_t recv_peer(int32_t rank, int32_t size, int32_t step);  // rank + 2^step
 

@@ -16,7 +16,7 @@ namespace npg {
 namespace host {
 namespace {
 
-constexpr size_t kRingAuthBytes = 4;  // the connecting rank
+constexpr size_t kRingAuthBytes = 4;            // the connecting rank
 constexpr uint32_t kHeaderMagic = 0x3244504eu;  // "NPD2"
 constexpr size_t kHeaderBytes = BlockHeader::kBytes;
 
@@ -25,8 +25,7 @@ constexpr size_t kHeaderBytes = BlockHeader::kBytes;
 TcpRing::TcpRing(int32_t rank, int32_t size, UniqueFd left, UniqueFd right, AbortSignal& abort)
     : rank_(rank), size_(size), left_(std::move(left)), right_(std::move(right)), abort_(abort) {}
 
-std::unique_ptr<TcpRing> TcpRing::adopt(int32_t rank, int32_t size, UniqueFd left, UniqueFd right,
-                                        AbortSignal& abort) {
+std::unique_ptr<TcpRing> TcpRing::adopt(int32_t rank, int32_t size, UniqueFd left, UniqueFd right, AbortSignal& abort) {
   return std::unique_ptr<TcpRing>(new TcpRing(rank, size, std::move(left), std::move(right), abort));
 }
 
@@ -40,14 +39,14 @@ std::unique_ptr<TcpRing> TcpRing::connect(int32_t rank, int32_t size, int listen
   ByteWriter payload;
   payload.i32(rank);
   // Both handshakes run in one loop: every rank connects right before it accepts left.
-  ClientHandshake to_right(connect_with_retry(right, deadline, rank_name(right_rank) + "'s ring endpoint"), right,
-                           info, HandshakePurpose::kRing, payload.data(), rank_name(right_rank));
+  ClientHandshake to_right(connect_with_retry(right, deadline, rank_name(right_rank) + "'s ring endpoint"), right, info,
+                           HandshakePurpose::kRing, payload.data(), rank_name(right_rank));
   Admission from_left(listener, info, HandshakePurpose::kRing, kRingAuthBytes, rank_name(rank));
   UniqueFd left;
   while (!left) {
-    AdmittedConnection c = from_left.next(deadline, cancel_fd, &to_right,
-                                          "waiting for " + rank_name(left_rank) + " to connect to the ring" +
-                                              from_left.drop_summary());
+    AdmittedConnection c =
+        from_left.next(deadline, cancel_fd, &to_right,
+                       "waiting for " + rank_name(left_rank) + " to connect to the ring" + from_left.drop_summary());
     if (!c.fd) return nullptr;
     try {
       ByteReader r(c.payload);
@@ -80,10 +79,10 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
   // Receive state: unit i (1..N-1) carries block rank-i: its header, then its bytes.
   int32_t unit = 1;
   bool in_header = true;
-  uint64_t got = 0;           // bytes of the current header or data read
-  uint8_t* dst = nullptr;     // where the current data goes (scratch when refused)
+  uint64_t got = 0;        // bytes of the current header or data read
+  uint8_t* dst = nullptr;  // where the current data goes (scratch when refused)
   uint64_t following = 0;
-  size_t forward_piece = 0;   // send piece that forwards the current data, 0 if none
+  size_t forward_piece = 0;  // send piece that forwards the current data, 0 if none
   std::vector<uint8_t> scratch;
   uint8_t incoming[kHeaderBytes];
 
@@ -93,8 +92,8 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
     BlockHeader h = BlockHeader::decode(incoming);
     if (h.magic != kHeaderMagic || h.rank != block || h.seq != args.seq) {
       throw_error(NPG_REMOTE_ERROR, rank_name(left_rank) + " forwarded a malformed collective header for rank " +
-                                        std::to_string(block) + " (sequence " + std::to_string(h.seq) +
-                                        ", expected " + std::to_string(args.seq) + ")");
+                                        std::to_string(block) + " (sequence " + std::to_string(h.seq) + ", expected " +
+                                        std::to_string(args.seq) + ")");
     }
     memcpy(header_of(block), incoming, kHeaderBytes);
     following = h.following;

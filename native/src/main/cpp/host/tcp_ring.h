@@ -28,8 +28,7 @@ class TcpRing final : public HostTransport {
 
   // A ring over connections made elsewhere (left from rank-1, right to rank+1), already
   // authenticated the same way.
-  static std::unique_ptr<TcpRing> adopt(int32_t rank, int32_t size, UniqueFd left, UniqueFd right,
-                                        AbortSignal& abort);
+  static std::unique_ptr<TcpRing> adopt(int32_t rank, int32_t size, UniqueFd left, UniqueFd right, AbortSignal& abort);
 
   // Before blocking in poll the ring polls without sleeping for this long: a neighbour's
   // next bytes usually arrive within it, and a sleeping rank's wake-up on a busy host costs

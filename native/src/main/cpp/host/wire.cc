@@ -108,8 +108,8 @@ uint32_t check_frame_header(const uint8_t header[kFrameHeaderBytes], FrameType e
   }
   size_t limit = is_error ? kMaxErrorFrameBytes : is_retry ? 0 : max_len;
   if (len > limit) {
-    throw_error(NPG_REMOTE_ERROR, peer + " sent a frame of " + std::to_string(len) + " bytes (limit " +
-                                      std::to_string(limit) + ")");
+    throw_error(NPG_REMOTE_ERROR,
+                peer + " sent a frame of " + std::to_string(len) + " bytes (limit " + std::to_string(limit) + ")");
   }
   *type = static_cast<FrameType>(raw_type);
   return len;
@@ -123,8 +123,8 @@ void throw_error_frame(const std::vector<uint8_t>& body) {
   throw_error(static_cast<npg_result_t>(code), text);
 }
 
-std::vector<uint8_t> recv_frame(int fd, FrameType expected, size_t max_len, const Deadline& deadline,
-                                int cancel_fd, const std::string& peer) {
+std::vector<uint8_t> recv_frame(int fd, FrameType expected, size_t max_len, const Deadline& deadline, int cancel_fd,
+                                const std::string& peer) {
   uint8_t header[kFrameHeaderBytes];
   recv_all(fd, header, sizeof(header), deadline, cancel_fd, peer);
   FrameType type;

@@ -72,8 +72,8 @@ void send_frame(int fd, FrameType type, const std::vector<uint8_t>& body, const 
 // Reads one frame of the expected type with a body of at most max_len bytes. An error
 // frame is rethrown as npg::Error with its code and "<peer> reported: <text>". Any other
 // type, a bad magic or an oversized length -> NPG_REMOTE_ERROR; nothing past max_len is read.
-std::vector<uint8_t> recv_frame(int fd, FrameType expected, size_t max_len, const Deadline& deadline,
-                                int cancel_fd, const std::string& peer);
+std::vector<uint8_t> recv_frame(int fd, FrameType expected, size_t max_len, const Deadline& deadline, int cancel_fd,
+                                const std::string& peer);
 
 std::vector<uint8_t> encode_error(uint32_t code, const std::string& text);
 

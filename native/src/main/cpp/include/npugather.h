@@ -46,12 +46,14 @@ typedef enum {
 typedef enum { NPG_COMM_MULTI_PROCESS = 0, NPG_COMM_MULTI_THREAD = 1 } npg_comm_mode_t;
 
 /* Flags for npg_comm_init (host backend). */
-#define NPG_FLAG_FORCE_TCP 0x1u     /* use the flat TCP ring even when all ranks share a host, and across
-                                       hosts instead of the hierarchical "tcp-hier" */
-#define NPG_FLAG_FORCE_STAGING 0x2u /* shared memory (one host, or within each host of "tcp-hier"): copy
-                                       through a staging area, no cross-memory attach */
-#define NPG_FLAG_FORCE_RING 0x4u    /* flat TCP: the ring at every size, never the log-N algorithm */
-#define NPG_FLAG_FORCE_LOG_N 0x8u   /* flat TCP: the log-N (Bruck) algorithm at every size ("tcp-log-n") */
+#define NPG_FLAG_FORCE_TCP                                                   \
+  0x1u /* use the flat TCP ring even when all ranks share a host, and across \
+          hosts instead of the hierarchical "tcp-hier" */
+#define NPG_FLAG_FORCE_STAGING                                                                         \
+  0x2u                            /* shared memory (one host, or within each host of "tcp-hier"): copy \
+                                     through a staging area, no cross-memory attach */
+#define NPG_FLAG_FORCE_RING 0x4u  /* flat TCP: the ring at every size, never the log-N algorithm */
+#define NPG_FLAG_FORCE_LOG_N 0x8u /* flat TCP: the log-N (Bruck) algorithm at every size ("tcp-log-n") */
 
 /* Most ranks one communicator may have, checked before anything is sized by rank_size. */
 #define NPG_MAX_RANK_SIZE 65536
@@ -72,8 +74,8 @@ typedef struct npg_comm* npg_comm_t;
  * bind_address may be "device:N", the device HcclGetRootInfo runs on. For "lccl" it may be
  * "device:N", "domain:ID" or "device:N,domain:ID" (LcalGetUniqueId's device and domain).
  */
-npg_result_t npg_get_root_info(const char* backend, const char* bind_address, void* root_info,
-                               size_t capacity, size_t* root_info_size);
+npg_result_t npg_get_root_info(const char* backend, const char* bind_address, void* root_info, size_t capacity,
+                               size_t* root_info_size);
 
 /*
  * Releases what npg_get_root_info keeps open for root_info in this process (the host
@@ -89,9 +91,9 @@ npg_result_t npg_release_root_info(const char* backend, const void* root_info, s
  * the uid every rank thread passes in multi-thread mode).
  */
 npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size, int32_t rank_root,
-                           const char* comm_domain, int32_t comm_mode, int32_t device_id,
-                           const char* rank_table_file, int64_t timeout_ms, uint32_t flags,
-                           const void* root_info, size_t root_info_size, npg_comm_t* comm);
+                           const char* comm_domain, int32_t comm_mode, int32_t device_id, const char* rank_table_file,
+                           int64_t timeout_ms, uint32_t flags, const void* root_info, size_t root_info_size,
+                           npg_comm_t* comm);
 
 /*
  * Argument errors in the three all-gathers. With backend host and more than one rank, a rank
@@ -116,8 +118,7 @@ npg_result_t npg_comm_init(const char* backend, int32_t rank, int32_t rank_size,
  * npg_advise_huge_pages, so that a freshly allocated buffer is faulted in 2 MiB at a time as
  * the peers' bytes arrive.
  */
-npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint64_t count,
-                            npg_dtype_t dtype);
+npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint64_t count, npg_dtype_t dtype);
 
 /*
  * recv_counts[r] elements of rank r land at element offset recv_displs[r]. Every
@@ -126,8 +127,7 @@ npg_result_t npg_all_gather(npg_comm_t comm, const void* send, void* recv, uint6
  * (blocks must not overlap). In place when send == recv + recv_displs[rank] * width.
  */
 npg_result_t npg_all_gather_v(npg_comm_t comm, const void* send, uint64_t send_count, void* recv,
-                              const uint64_t* recv_counts, const uint64_t* recv_displs,
-                              npg_dtype_t dtype);
+                              const uint64_t* recv_counts, const uint64_t* recv_displs, npg_dtype_t dtype);
 
 /* One piece of a rank's block: the block is the concatenation of its segments. */
 typedef struct {
@@ -145,9 +145,8 @@ typedef struct {
  * (recv_displs[rank] is ignored), because the caller serves it from its input buffers.
  * Counts and displacements are in bytes; recv_counts is the same on every rank.
  */
-npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* send_segments,
-                                       size_t segment_count, void* recv, const uint64_t* recv_counts,
-                                       const uint64_t* recv_displs);
+npg_result_t npg_all_gather_v_segments(npg_comm_t comm, const npg_segment_t* send_segments, size_t segment_count,
+                                       void* recv, const uint64_t* recv_counts, const uint64_t* recv_displs);
 
 /*
  * For a binding whose own checks rejected this rank's arguments to the all-gather its peers

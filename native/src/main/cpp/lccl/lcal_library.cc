@@ -60,22 +60,32 @@ const LcalApi& lcal_api() { return cann::load_once<LcalApi>(load); }
 
 const char* lcal_result_name(int code) {
   switch (code) {
-    case 0: return "LCAL_SUCCESS";
-    case -1: return "LCAL_ERROR_NOT_INITIALIZED";
-    case -2: return "LCAL_ERROR_MKIRT";
-    case -3: return "LCAL_ERROR_PARA_CHECK_FAIL";
-    case -4: return "LCAL_ERROR_INTERNAL";
-    case -5: return "LCAL_ERROR_TIMEOUT";
-    case -6: return "LCAL_ERROR_OUT_OF_MEMORY";
-    case -7: return "LCAL_ERROR_NOT_FOUND";
+    case 0:
+      return "LCAL_SUCCESS";
+    case -1:
+      return "LCAL_ERROR_NOT_INITIALIZED";
+    case -2:
+      return "LCAL_ERROR_MKIRT";
+    case -3:
+      return "LCAL_ERROR_PARA_CHECK_FAIL";
+    case -4:
+      return "LCAL_ERROR_INTERNAL";
+    case -5:
+      return "LCAL_ERROR_TIMEOUT";
+    case -6:
+      return "LCAL_ERROR_OUT_OF_MEMORY";
+    case -7:
+      return "LCAL_ERROR_NOT_FOUND";
   }
   return "LCAL_ERROR_UNKNOWN";
 }
 
 npg_result_t npg_code_of_lcal(int code) {
   switch (code) {
-    case -3: return NPG_INVALID_ARGUMENT;
-    case -5: return NPG_TIMEOUT;
+    case -3:
+      return NPG_INVALID_ARGUMENT;
+    case -5:
+      return NPG_TIMEOUT;
   }
   return NPG_SYSTEM_ERROR;
 }

@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include "npugather.h"
 #include "../cann/acl_library.h"
 #include "../core/error.h"
+#include "npugather.h"
 
 namespace npg {
 namespace lccl {
@@ -20,7 +20,7 @@ using cann::aclrtStream;
 using LcalCommPtr = void*;
 constexpr int kLcalSuccess = 0;
 constexpr int kLcalMaxRankSize = 128;
-constexpr int kLcalMinBufferMb = 200;  // LCAL_COMM_BUFFER_SIZE
+constexpr int kLcalMinBufferMb = 200;    // LCAL_COMM_BUFFER_SIZE
 constexpr int kLcalMaxBufferMb = 65536;  // an NPU's memory (Java's AllGatherParam.MAX_LCCL_BUFFER_MB)
 constexpr int kLcalMaxCommDomain = 65535;
 // The HcclDataType the all-gathers move bytes as. ATB registers LCCL's AllGather kernels for
@@ -32,14 +32,13 @@ struct LcalApi {
   const cann::AclApi* acl;
 
   int (*LcalCommInitThread)(int rank, int rank_size, const char* uid, LcalCommPtr* comm);
-  int (*LcclAllGather)(void* send, void* recv, int64_t send_count, int data_type, LcalCommPtr comm,
-                       aclrtStream stream);
+  int (*LcclAllGather)(void* send, void* recv, int64_t send_count, int data_type, LcalCommPtr comm, aclrtStream stream);
   int (*LcclCommDestroy)(LcalCommPtr comm);
   int (*LcalCommInitRankWithDomain)(int comm_domain, int rank_size, int rank, LcalCommPtr* comm);
   // Optional (newer ATB): nullptr when missing; then only the default buffer size works,
   // through LcalCommInitRankWithDomain.
-  int (*LcalCommInitRankWithCustDomainSize)(int comm_domain, int buffer_mb, int rank_size, int rank,
-                                            LcalCommPtr* comm, bool auto_magic);
+  int (*LcalCommInitRankWithCustDomainSize)(int comm_domain, int buffer_mb, int rank_size, int rank, LcalCommPtr* comm,
+                                            bool auto_magic);
 
   std::string path;  // the file the symbols came from, for diagnostics
 };

@@ -34,8 +34,11 @@ constexpr size_t kDomainBytes = 4;  // little-endian
 constexpr size_t kNonceAt = cann::kRootInfoHeaderBytes;
 constexpr size_t kBootIdAt = kNonceAt + kNonceBytes;
 constexpr size_t kDomainAt = kBootIdAt + kBootIdBytes;
-constexpr cann::RootInfoFormat kFormat = {"lccl", {'N', 'P', 'G', 'L', 'C', 'C', 'L', '\0'}, 2,
-                                          static_cast<uint32_t>(kDomainBytes), kDomainAt + kDomainBytes};
+constexpr cann::RootInfoFormat kFormat = {"lccl",
+                                          {'N', 'P', 'G', 'L', 'C', 'C', 'L', '\0'},
+                                          2,
+                                          static_cast<uint32_t>(kDomainBytes),
+                                          kDomainAt + kDomainBytes};
 // The domains a root picks at random when bind_address names none: 10067 + ID stays a valid
 // port. Two concurrent jobs of one host share a domain with probability 1/55000.
 constexpr int kRootDomainMin = 1;
@@ -94,10 +97,13 @@ LcclInit parse_domain(const std::string& domain) {
   LcclInit init;
   init.kind = LcclInit::Kind::kDomain;
   const std::string id = domain.substr(0, colon);
-  init.domain = parse_int(id, 0, kLcalMaxCommDomain, "comm_domain \"" + domain + "\" (ID \"" + id + "\") is not valid for backend lccl", allowed);
+  init.domain = parse_int(id, 0, kLcalMaxCommDomain,
+                          "comm_domain \"" + domain + "\" (ID \"" + id + "\") is not valid for backend lccl", allowed);
   if (colon != std::string::npos) {
     const std::string mb = domain.substr(colon + 1);
-    init.buffer_mb = parse_int(mb, kLcalMinBufferMb, kLcalMaxBufferMb, "comm_domain \"" + domain + "\" (SIZE_MB \"" + mb + "\") is not valid for backend lccl", allowed);
+    init.buffer_mb =
+        parse_int(mb, kLcalMinBufferMb, kLcalMaxBufferMb,
+                  "comm_domain \"" + domain + "\" (SIZE_MB \"" + mb + "\") is not valid for backend lccl", allowed);
   }
   return init;
 }
@@ -114,9 +120,12 @@ void parse_bind(const char* bind_address, std::string* device, int* domain) {
     if (token.compare(0, 7, "device:") == 0) {
       *device = token.substr(7);
     } else if (token.compare(0, 7, "domain:") == 0) {
-      *domain = parse_int(token.substr(7), 0, kLcalMaxCommDomain, "bind_address \"" + bind + "\" has domain \"" + token.substr(7) + "\"", "an integer in [0, " + std::to_string(kLcalMaxCommDomain) + "]");
+      *domain = parse_int(token.substr(7), 0, kLcalMaxCommDomain,
+                          "bind_address \"" + bind + "\" has domain \"" + token.substr(7) + "\"",
+                          "an integer in [0, " + std::to_string(kLcalMaxCommDomain) + "]");
     } else {
-      throw_error(NPG_INVALID_ARGUMENT, "bind_address \"" + bind + "\" is not valid for backend lccl: pass NULL, \"\", "
+      throw_error(NPG_INVALID_ARGUMENT, "bind_address \"" + bind +
+                                            "\" is not valid for backend lccl: pass NULL, \"\", "
                                             "\"device:N\", \"domain:ID\" or \"device:N,domain:ID\" (LCCL's "
                                             "bootstrap listens on 127.0.0.1, port 10067 + ID)");
     }
@@ -202,8 +211,9 @@ class LcclBackend final : public Backend {
       } else if (has_root) {
         init.uid = "npugather-" + hex(root.nonce, kNonceBytes);
       } else {
-        throw_error(NPG_INVALID_ARGUMENT, "backend lccl in multi-thread mode needs a comm_domain (LCCL's uid, "
-                                          "the same on every rank thread) or the root's root_info");
+        throw_error(NPG_INVALID_ARGUMENT,
+                    "backend lccl in multi-thread mode needs a comm_domain (LCCL's uid, "
+                    "the same on every rank thread) or the root's root_info");
       }
     } else if (!config.comm_domain.empty()) {
       init = parse_domain(config.comm_domain);
@@ -211,8 +221,9 @@ class LcclBackend final : public Backend {
       init.kind = LcclInit::Kind::kDomain;
       init.domain = root.domain;
     } else {
-      throw_error(NPG_INVALID_ARGUMENT, "root_info is NULL and comm_domain is \"\"; backend lccl in multi-process "
-                                        "mode needs the root's root_info or a comm_domain \"ID\" or \"ID:SIZE_MB\"");
+      throw_error(NPG_INVALID_ARGUMENT,
+                  "root_info is NULL and comm_domain is \"\"; backend lccl in multi-process "
+                  "mode needs the root's root_info or a comm_domain \"ID\" or \"ID:SIZE_MB\"");
     }
     return create_lccl_communicator(config, init);
   }

@@ -46,8 +46,10 @@ std::unique_ptr<cann::DeviceCollectives> connect(const LcalApi& api, const cann:
         rc = api.LcalCommInitRankWithDomain(init.domain, n, rank, &comm);
       } else {
         throw_error(NPG_INVALID_USAGE, "comm_domain \"" + std::to_string(init.domain) + ":" +
-                                           std::to_string(init.buffer_mb) + "\" needs LcalCommInitRankWithCustDomainSize, "
-                                           "which " + api.path + " lacks (older ATB): use a buffer of " +
+                                           std::to_string(init.buffer_mb) +
+                                           "\" needs LcalCommInitRankWithCustDomainSize, "
+                                           "which " +
+                                           api.path + " lacks (older ATB): use a buffer of " +
                                            std::to_string(kLcalMinBufferMb) + " MB or a newer ATB");
       }
       break;
@@ -68,9 +70,8 @@ std::unique_ptr<cann::DeviceCollectives> connect(const LcalApi& api, const cann:
 
 std::unique_ptr<cann::DeviceCommunicator> create_lccl_communicator(const CommConfig& config, const LcclInit& init) {
   const LcalApi& api = lcal_api();
-  return cann::DeviceCommunicator::create(*api.acl, "lccl", config, [&](const cann::DeviceCommunicator& device) {
-    return connect(api, device, init);
-  });
+  return cann::DeviceCommunicator::create(
+      *api.acl, "lccl", config, [&](const cann::DeviceCommunicator& device) { return connect(api, device, init); });
 }
 
 }  // namespace lccl

@@ -17,7 +17,7 @@ namespace lccl {
 struct LcclInit {
   enum class Kind { kDomain, kThread };
   Kind kind = Kind::kDomain;
-  int domain = 0;   // kDomain: LcalCommInitRankWithCustDomainSize(domain, buffer_mb, ...)
+  int domain = 0;  // kDomain: LcalCommInitRankWithCustDomainSize(domain, buffer_mb, ...)
   int buffer_mb = kLcalMinBufferMb;
   std::string uid;  // kThread: LcalCommInitThread's uid, the same on every rank thread
 };

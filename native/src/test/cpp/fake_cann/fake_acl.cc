@@ -196,8 +196,9 @@ FAKE_CANN_EXPORT int aclrtDestroyStream(void* stream) {
   {
     std::lock_guard<std::mutex> lock(s->mutex);
     if (!s->queue.empty() || s->running) {
-      return fail(kAclErrorRtInternal, "aclrtDestroyStream: the stream has pending tasks (synchronize it first, or "
-                                       "aclrtDestroyStreamForce)");
+      return fail(kAclErrorRtInternal,
+                  "aclrtDestroyStream: the stream has pending tasks (synchronize it first, or "
+                  "aclrtDestroyStreamForce)");
     }
   }
   destroy_stream(s);
@@ -271,11 +272,20 @@ FAKE_CANN_EXPORT int aclrtMemcpy(void* dst, size_t dest_max, const void* src, si
   const bool src_dev = is_device_range(src, count);
   bool ok = true;
   switch (kind) {
-    case 0: ok = !dst_dev && !src_dev; break;  // host to host
-    case 1: ok = dst_dev && !src_dev; break;   // host to device
-    case 2: ok = !dst_dev && src_dev; break;   // device to host
-    case 3: ok = dst_dev && src_dev; break;    // device to device
-    default: ok = false;
+    case 0:
+      ok = !dst_dev && !src_dev;
+      break;  // host to host
+    case 1:
+      ok = dst_dev && !src_dev;
+      break;  // host to device
+    case 2:
+      ok = !dst_dev && src_dev;
+      break;  // device to host
+    case 3:
+      ok = dst_dev && src_dev;
+      break;  // device to device
+    default:
+      ok = false;
   }
   if (!ok) return fail(kAclErrorInvalidParam, "aclrtMemcpy: pointers do not match kind " + std::to_string(kind));
   memmove(dst, src, count);

@@ -75,11 +75,28 @@ inline int64_t connect_timeout_ms() {
 
 inline int width_of(int dtype) {
   switch (dtype) {
-    case 0: case 7: case 14: case 15: case 16: case 17: return 1;
-    case 1: case 3: case 8: case 11: return 2;
-    case 2: case 4: case 9: return 4;
-    case 5: case 6: case 10: return 8;
-    case 12: return 16;
+    case 0:
+    case 7:
+    case 14:
+    case 15:
+    case 16:
+    case 17:
+      return 1;
+    case 1:
+    case 3:
+    case 8:
+    case 11:
+      return 2;
+    case 2:
+    case 4:
+    case 9:
+      return 4;
+    case 5:
+    case 6:
+    case 10:
+      return 8;
+    case 12:
+      return 16;
   }
   return 0;
 }
@@ -138,8 +155,10 @@ inline int wait_for_peers(const Comm& c, const std::atomic<bool>& cancelled, Pre
     if (cancelled.load() || c.cancelled.load()) return kAclErrorRtDeviceTaskAbort;
     if (c.ctl->failed.load() != 0) return kAclErrorRtSuspectRemoteError;
     if (spins % 1000 == 999 && peer_dead(c)) return kAclErrorRtSuspectRemoteError;
-    if (spins < 100) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (spins < 100)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
 
@@ -163,7 +182,8 @@ inline int rendezvous(const Vendor& v, const std::string& name, uint32_t n, uint
   int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0) return v.internal;
   struct stat st;
-  if (fstat(fd, &st) != 0 || (st.st_size < static_cast<off_t>(sizeof(Control)) && ftruncate(fd, sizeof(Control)) != 0)) {
+  if (fstat(fd, &st) != 0 ||
+      (st.st_size < static_cast<off_t>(sizeof(Control)) && ftruncate(fd, sizeof(Control)) != 0)) {
     ::close(fd);
     return v.internal;
   }
@@ -240,7 +260,7 @@ inline int injected_init_failure(const Vendor& v, const std::string& name, uint3
 // Copies this rank's block out and every rank's block in; place(r, src, bytes) stores rank r's block.
 template <typename Place>
 inline int gather_task(const std::shared_ptr<Comm>& c, uint64_t gen, const uint8_t* send, uint64_t bytes,
-                const std::atomic<bool>& cancelled, Place place) {
+                       const std::atomic<bool>& cancelled, Place place) {
   if (env("NPUGATHER_FAKE_CANN_HANG") == "allgather") {
     while (!cancelled.load() && !c->cancelled.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return kAclErrorRtDeviceTaskAbort;

@@ -14,8 +14,8 @@ namespace {
 
 constexpr char kRootMagic[] = "NPGFAKEHCCL1";
 constexpr size_t kRootInfoBytes = 4108;
-constexpr Vendor kHccl = {"simulated HCCL", kHcclSuccess, kHcclEPara, kHcclEPtr, kHcclEInternal, kHcclETimeout,
-                          kHcclERuntime};
+constexpr Vendor kHccl = {"simulated HCCL", kHcclSuccess,  kHcclEPara,   kHcclEPtr,
+                          kHcclEInternal,   kHcclETimeout, kHcclERuntime};
 
 std::atomic<int> g_all_gather_v_calls{0};
 std::atomic<int> g_all_gather_v_refusals{0};
@@ -86,8 +86,9 @@ FAKE_CANN_EXPORT int HcclCommInitRootInfo(uint32_t n, const void* root_info, uin
     if (++(*attempts)[name + "#" + std::to_string(rank)] > 1) {
       lock.unlock();
       std::this_thread::sleep_for(std::chrono::milliseconds(connect_timeout_ms()));
-      set_recent_error("simulated HCCL: the root's topology detection of this root info was erased after the "
-                       "first HcclCommInitRootInfo attempt: timed out waiting for it");
+      set_recent_error(
+          "simulated HCCL: the root's topology detection of this root info was erased after the "
+          "first HcclCommInitRootInfo attempt: timed out waiting for it");
       return kHcclETimeout;
     }
   }
@@ -146,8 +147,10 @@ FAKE_CANN_EXPORT int HcclAllGatherV(void* send, uint64_t send_count, void* recv,
     set_recent_error("simulated HCCL: HcclAllGatherV is not supported in this topology");
     return kHcclENotSupport;
   }
-  std::vector<uint64_t> counts(static_cast<const uint64_t*>(recv_counts), static_cast<const uint64_t*>(recv_counts) + c->n);
-  std::vector<uint64_t> displs(static_cast<const uint64_t*>(recv_displs), static_cast<const uint64_t*>(recv_displs) + c->n);
+  std::vector<uint64_t> counts(static_cast<const uint64_t*>(recv_counts),
+                               static_cast<const uint64_t*>(recv_counts) + c->n);
+  std::vector<uint64_t> displs(static_cast<const uint64_t*>(recv_displs),
+                               static_cast<const uint64_t*>(recv_displs) + c->n);
   if (send_count != counts[c->rank]) return kHcclEPara;
   if (send_count > 0 && !is_device_range(send, send_count * w)) return kHcclEPtr;
   for (int r = 0; r < c->n; ++r)

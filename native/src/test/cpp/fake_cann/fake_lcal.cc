@@ -32,7 +32,7 @@ constexpr int kLcalErrorTimeout = -5;
 constexpr int kLcalMinBufferMb = 200;
 constexpr int kLcalDefaultPort = 10067;
 constexpr size_t kNameBytes = 96;
-constexpr Vendor kLcal = {"simulated LCAL", kLcalSuccess, kLcalErrorParaCheckFail, kLcalErrorParaCheckFail,
+constexpr Vendor kLcal = {"simulated LCAL",   kLcalSuccess,      kLcalErrorParaCheckFail, kLcalErrorParaCheckFail,
                           kLcalErrorInternal, kLcalErrorTimeout, kLcalErrorMkirt};
 
 struct UniqueId {
@@ -46,7 +46,14 @@ int lcal_fail(int code, const std::string& text) {
 
 bool registered_all_gather_type(int dtype) {
   switch (dtype) {
-    case 0: case 1: case 2: case 3: case 4: case 5: case 11: return true;  // INT8 INT16 INT32 FP16 FP32 INT64 BFP16
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+    case 5:
+    case 11:
+      return true;  // INT8 INT16 INT32 FP16 FP32 INT64 BFP16
   }
   return false;
 }
@@ -204,8 +211,7 @@ FAKE_CANN_EXPORT int LcalCommInitThread(int rank, int rank_size, const char* uid
   int rc = check_init(rank_size, rank, comm);
   if (rc != kLcalSuccess) return rc;
   char name[96];
-  snprintf(name, sizeof(name), "/npgfake-%d-lcalthr-%016zx", static_cast<int>(getpid()),
-           std::hash<std::string>()(uid));
+  snprintf(name, sizeof(name), "/npgfake-%d-lcalthr-%016zx", static_cast<int>(getpid()), std::hash<std::string>()(uid));
   int injected = injected_init_failure(kLcal, name, static_cast<uint32_t>(rank));
   if (injected != kLcalSuccess) return injected;
   return rendezvous(kLcal, name, static_cast<uint32_t>(rank_size), static_cast<uint32_t>(rank), comm);

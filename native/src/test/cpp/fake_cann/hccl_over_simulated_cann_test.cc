@@ -75,8 +75,7 @@ int timeout_rank_main(int rank, int n, const std::string& file, bool expect_refu
     std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
     size_t size = 0;
     if (rank == 0) {
-      EXPECT_RC(npg_get_root_info("hccl", "device:0,timeout_ms:200000", info.data(), info.size(), &size),
-                NPG_SUCCESS);
+      EXPECT_RC(npg_get_root_info("hccl", "device:0,timeout_ms:200000", info.data(), info.size(), &size), NPG_SUCCESS);
       std::ofstream(file + ".partial", std::ios::binary).write(reinterpret_cast<const char*>(info.data()), size);
       EXPECT(rename((file + ".partial").c_str(), file.c_str()) == 0);
     } else {
@@ -139,8 +138,8 @@ void test_every_rank_runs_with_the_hccl_timeouts_of_the_root() {
       self[n] = '\0';
       std::vector<const char*> args;
       if (emulator != nullptr && *emulator != '\0') args.push_back(emulator);
-      for (const char* a : {static_cast<const char*>(self), "timeout-rank", kinds[i], "2", file.c_str(),
-                            i == 2 ? "refused" : "joins"})
+      for (const char* a :
+           {static_cast<const char*>(self), "timeout-rank", kinds[i], "2", file.c_str(), i == 2 ? "refused" : "joins"})
         args.push_back(a);
       args.push_back(nullptr);
       execve(args[0], const_cast<char**>(args.data()), envp.data());
@@ -213,9 +212,9 @@ void test_ragged_gathers_are_right_in_every_topology() {
     bool refused;  // ... after HCCL refused it once per rank
   };
   const Case cases[] = {
-      {"Ascend910B1", "", 3, true, false},        {"Ascend910B2", "0,0,1,1", 4, true, false},
-      {"Ascend910B1", "0,0,1", 3, false, true},   {"Ascend910_9391", "", 2, true, false},
-      {"Ascend910_9391", "0,1", 2, false, true},  {"Ascend910A", "", 2, false, false},
+      {"Ascend910B1", "", 3, true, false},       {"Ascend910B2", "0,0,1,1", 4, true, false},
+      {"Ascend910B1", "0,0,1", 3, false, true},  {"Ascend910_9391", "", 2, true, false},
+      {"Ascend910_9391", "0,1", 2, false, true}, {"Ascend910A", "", 2, false, false},
   };
   auto counter = [](const char* name) { return fake_symbol<int (*)()>("libhccl.so", name)(); };
   for (const Case& c : cases) {
@@ -258,8 +257,9 @@ void test_segmented_sends_deliver_every_block() {
         at += len;
       }
       std::vector<uint8_t> recv(l.total, kUntouched);
-      EXPECT_RC(npg_all_gather_v_segments(comm, segs.data(), segs.size(), recv.data(), l.counts.data(), l.displs.data()),
-                NPG_SUCCESS);
+      EXPECT_RC(
+          npg_all_gather_v_segments(comm, segs.data(), segs.size(), recv.data(), l.counts.data(), l.displs.data()),
+          NPG_SUCCESS);
       std::vector<uint8_t> expected(l.total, kUntouched);
       for (int p = 0; p < n; ++p)
         if (p != r) fill(expected.data() + l.displs[p], l.counts[p], pieces, p);
@@ -337,13 +337,11 @@ void test_rank_that_never_joins_makes_init_time_out() {
   auto info = hccl_root_info();
   on_threads(2, [&](int r) {  // ranks 0 and 1 of 3; rank 2 never comes
     npg_comm_t comm = nullptr;
-    EXPECT(npg_comm_init("hccl", r, 3, 0, "", 0, r, nullptr, 2000, 0, info.data(), info.size(), &comm) ==
-           NPG_TIMEOUT);
+    EXPECT(npg_comm_init("hccl", r, 3, 0, "", 0, r, nullptr, 2000, 0, info.data(), info.size(), &comm) == NPG_TIMEOUT);
     expect_text(npg_last_error(), {"HcclCommInitRootInfo", "HCCL_E_TIMEOUT (9)"});
   });
   expect_nothing_leaked();
 }
-
 
 void test_ranks_that_disagree_on_counts_all_get_invalid_usage_and_can_go_on() {
   const int n = 3;
@@ -353,8 +351,8 @@ void test_ranks_that_disagree_on_counts_all_get_invalid_usage_and_can_go_on() {
     Layout l = equal_blocks(n, 100);
     if (r == 2) l.counts[0] = 99;  // rank 2 expects less from rank 0
     std::vector<uint8_t> send(100), recv(300);
-    npg_result_t rc = npg_all_gather_v(comm, send.data(), l.counts[r], recv.data(), l.counts.data(), l.displs.data(),
-                                       NPG_UINT8);
+    npg_result_t rc =
+        npg_all_gather_v(comm, send.data(), l.counts[r], recv.data(), l.counts.data(), l.displs.data(), NPG_UINT8);
     EXPECT(rc == NPG_INVALID_USAGE);
     expect_text(npg_last_error(), {"ranks disagree on recv_counts", "npg_all_gather_v(rank " + std::to_string(r)});
     gather_checked(comm, r, n, equal_blocks(n, 100), NPG_UINT8, true, 5);
@@ -477,8 +475,8 @@ void test_rank_whose_collective_fails_makes_every_peer_fail_with_remote_error() 
       expect_vendor("HCCL", 4, "HCCL_E_INTERNAL", 1);
     } else {
       EXPECT(rc == NPG_REMOTE_ERROR);
-      expect_text(npg_last_error(), {"ACL_ERROR_RT_SUSPECT_REMOTE_ERROR (507057)", "HcclAllGather",
-                                     "rank " + std::to_string(r)});
+      expect_text(npg_last_error(),
+                  {"ACL_ERROR_RT_SUSPECT_REMOTE_ERROR (507057)", "HcclAllGather", "rank " + std::to_string(r)});
       expect_vendor("ACL", 507057, "ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", r,
                     has_vendor_text() ? "simulated CANN: a task on the stream failed" : "");
       if (r == 0) show("peer of the failed rank");
@@ -632,8 +630,7 @@ void test_device_that_stays_busy_fails_rank_table_init_within_the_timeout() {
   auto t0 = Clock::now();
   on_threads(2, [&](int r) {
     npg_comm_t comm = nullptr;
-    EXPECT(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 1500, 0, nullptr, 0, &comm) ==
-           NPG_TIMEOUT);
+    EXPECT(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 1500, 0, nullptr, 0, &comm) == NPG_TIMEOUT);
     expect_text(npg_last_error(), {"HCCL_E_UNAVAIL (7)", "attempts", "rank " + std::to_string(r)});
     expect_vendor("HCCL", 7, "HCCL_E_UNAVAIL", r);
   });
@@ -726,11 +723,11 @@ void test_missing_cann_gives_an_actionable_message() {
   std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
   size_t size = 0;
   EXPECT(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
-  expect_text(npg_last_error(),
-              {"cannot load libascendcl.so", dir + "/libascendcl.so (NPUGATHER_CANN_LIB_DIR): no such file",
-               "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so",
-               "/usr/local/Ascend/cann/lib64/libascendcl.so", "source /usr/local/Ascend/ascend-toolkit/set_env.sh",
-               "ASCEND_HOME_PATH"});
+  expect_text(
+      npg_last_error(),
+      {"cannot load libascendcl.so", dir + "/libascendcl.so (NPUGATHER_CANN_LIB_DIR): no such file",
+       "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so", "/usr/local/Ascend/cann/lib64/libascendcl.so",
+       "source /usr/local/Ascend/ascend-toolkit/set_env.sh", "ASCEND_HOME_PATH"});
   show("no CANN");
   npg_comm_t comm = nullptr;
   std::vector<uint8_t> fake(4132, 0);  // header, timeouts, HCCL's bytes
@@ -772,8 +769,8 @@ const Test kTests[] = {
     {"timeouts_are_mapped_onto_hccl_environment", test_timeouts_are_mapped_onto_hccl_environment, "full minimal split"},
     {"every_rank_runs_with_the_hccl_timeouts_of_the_root", test_every_rank_runs_with_the_hccl_timeouts_of_the_root,
      "full"},
-    {"all_gather_delivers_every_byte_for_2_3_4_thread_ranks", test_all_gather_delivers_every_byte_for_2_3_4_thread_ranks,
-     "full minimal split"},
+    {"all_gather_delivers_every_byte_for_2_3_4_thread_ranks",
+     test_all_gather_delivers_every_byte_for_2_3_4_thread_ranks, "full minimal split"},
     {"all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks",
      test_all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks, "full minimal split"},
     {"ragged_gathers_are_right_in_every_topology", test_ragged_gathers_are_right_in_every_topology, "full"},
@@ -790,7 +787,8 @@ const Test kTests[] = {
      test_injected_init_failure_is_a_named_system_error_on_every_rank, "full minimal split"},
     {"rank_whose_first_init_fails_needs_a_fresh_root_info", test_rank_whose_first_init_fails_needs_a_fresh_root_info,
      "full"},
-    {"busy_device_at_rank_table_init_is_retried_until_it_frees_up", test_busy_device_at_rank_table_init_is_retried_until_it_frees_up, "full"},
+    {"busy_device_at_rank_table_init_is_retried_until_it_frees_up",
+     test_busy_device_at_rank_table_init_is_retried_until_it_frees_up, "full"},
     {"device_held_by_an_earlier_hccp_process_at_rank_table_init_is_retried",
      test_device_held_by_an_earlier_hccp_process_at_rank_table_init_is_retried, "full"},
     {"device_that_stays_busy_fails_rank_table_init_within_the_timeout",

@@ -78,7 +78,8 @@ void test_segmented_sends_deliver_every_block() {
     std::vector<uint8_t> mine(l.counts[r]);
     fill(mine.data(), mine.size(), 9, r);
     std::vector<npg_segment_t> segs;
-    for (uint64_t at = 0; at < mine.size(); at += 1000) segs.push_back({mine.data() + at, std::min<uint64_t>(1000, mine.size() - at)});
+    for (uint64_t at = 0; at < mine.size(); at += 1000)
+      segs.push_back({mine.data() + at, std::min<uint64_t>(1000, mine.size() - at)});
     std::vector<uint8_t> recv(l.total, kUntouched);
     EXPECT_RC(npg_all_gather_v_segments(comm, segs.data(), segs.size(), recv.data(), l.counts.data(), l.displs.data()),
               NPG_SUCCESS);
@@ -193,14 +194,15 @@ void test_process_ranks_gather_through_an_id_and_size_domain() {
 
 void test_invalid_comm_domains_are_refused_with_the_rule() {
   const std::pair<std::string, std::string> cases[] = {
-      {"7:199", "(SIZE_MB \"199\")"}, {"65536", "(ID \"65536\")"}, {"job-1", "(ID \"job-1\")"},
-      {"3:", "(SIZE_MB \"\")"},       {"-1:400", "(ID \"-1\")"}, {"1:999999999", "(SIZE_MB \"999999999\")"},
+      {"7:199", "(SIZE_MB \"199\")"},    {"65536", "(ID \"65536\")"}, {"job-1", "(ID \"job-1\")"},
+      {"3:", "(SIZE_MB \"\")"},          {"-1:400", "(ID \"-1\")"},   {"1:999999999", "(SIZE_MB \"999999999\")"},
       {"1:65537", "(SIZE_MB \"65537\")"}};
   for (const auto& c : cases) {
     npg_comm_t comm = nullptr;
     EXPECT(npg_comm_init("lccl", 0, 2, 0, c.first.c_str(), NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, nullptr, 0,
                          &comm) == NPG_INVALID_ARGUMENT);
-    expect_text(npg_last_error(), {"comm_domain \"" + c.first + "\"", c.second, "SIZE_MB in [200, 65536]", "[0, 65535]"});
+    expect_text(npg_last_error(),
+                {"comm_domain \"" + c.first + "\"", c.second, "SIZE_MB in [200, 65536]", "[0, 65535]"});
     expect_no_vendor();
   }
   show("bad domain");
@@ -216,8 +218,8 @@ void test_ranks_on_another_node_and_rank_tables_are_refused() {
   auto foreign = info;
   memcpy(foreign.data() + 32, "00000000-another-host-boot-id-0000000", 37);  // the root's boot id
   npg_comm_t comm = nullptr;
-  EXPECT(npg_comm_init("lccl", 1, 2, 0, "", NPG_COMM_MULTI_PROCESS, 1, nullptr, 1000, 0, foreign.data(),
-                       foreign.size(), &comm) == NPG_INVALID_USAGE);
+  EXPECT(npg_comm_init("lccl", 1, 2, 0, "", NPG_COMM_MULTI_PROCESS, 1, nullptr, 1000, 0, foreign.data(), foreign.size(),
+                       &comm) == NPG_INVALID_USAGE);
   expect_text(npg_last_error(), {"backend lccl runs on one node only", "rank 1", "use backend hccl"});
   show("another node");
   EXPECT(npg_comm_init("lccl", 0, 2, 0, "", NPG_COMM_MULTI_PROCESS, 0, "/tmp/ranks.json", 1000, 0, info.data(),
@@ -340,8 +342,8 @@ const Test kTests[] = {
     {"invalid_comm_domains_are_refused_with_the_rule", test_invalid_comm_domains_are_refused_with_the_rule, "full"},
     {"ranks_on_another_node_and_rank_tables_are_refused", test_ranks_on_another_node_and_rank_tables_are_refused,
      "full"},
-    {"injected_init_failure_is_a_vendor_error_on_every_rank", test_injected_init_failure_is_a_vendor_error_on_every_rank,
-     "full"},
+    {"injected_init_failure_is_a_vendor_error_on_every_rank",
+     test_injected_init_failure_is_a_vendor_error_on_every_rank, "full"},
     {"rank_whose_collective_fails_makes_every_peer_fail", test_rank_whose_collective_fails_makes_every_peer_fail,
      "full"},
     {"collective_that_never_completes_times_out_and_abort_ends_it",

@@ -5,12 +5,12 @@
 #define NPUGATHER_TEST_SIMULATED_CANN_TEST_SUPPORT_H_
 
 #include <dirent.h>
-#include <sys/wait.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -33,19 +33,19 @@ struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-#define EXPECT(cond)                                                                                   \
-  do {                                                                                                 \
+#define EXPECT(cond)                                                                                 \
+  do {                                                                                               \
     if (!(cond)) throw Failure(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " #cond); \
   } while (0)
 
-#define EXPECT_RC(expr, expected)                                                                              \
-  do {                                                                                                         \
-    npg_result_t got_ = (expr);                                                                                \
-    if (got_ != (expected)) {                                                                                  \
-      throw Failure(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " #expr " gave " +             \
+#define EXPECT_RC(expr, expected)                                                                                 \
+  do {                                                                                                            \
+    npg_result_t got_ = (expr);                                                                                   \
+    if (got_ != (expected)) {                                                                                     \
+      throw Failure(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " #expr " gave " +                \
                     npg_result_name(got_) + ", expected " + npg_result_name(expected) + " (" + npg_last_error() + \
-                    ")");                                                                                      \
-    }                                                                                                          \
+                    ")");                                                                                         \
+    }                                                                                                             \
   } while (0)
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
@@ -62,8 +62,8 @@ std::string g_suite;
 // The vendor part of the calling thread's last error.
 void expect_vendor(const std::string& library, int64_t code, const std::string& code_name, int32_t rank,
                    const std::string& message_part = "") {
-  const std::string got = std::string(npg_last_vendor_library()) + " " + std::to_string(npg_last_vendor_code()) +
-                          " " + npg_last_vendor_code_name() + " rank " + std::to_string(npg_last_vendor_rank());
+  const std::string got = std::string(npg_last_vendor_library()) + " " + std::to_string(npg_last_vendor_code()) + " " +
+                          npg_last_vendor_code_name() + " rank " + std::to_string(npg_last_vendor_rank());
   const std::string want = library + " " + std::to_string(code) + " " + code_name + " rank " + std::to_string(rank);
   if (got != want) throw Failure("vendor error is \"" + got + "\", expected \"" + want + "\"");
   if (!message_part.empty()) expect_text(npg_last_vendor_message(), {message_part});
@@ -156,8 +156,8 @@ void gather_checked(npg_comm_t comm, int rank, int n, const Layout& l, npg_dtype
   for (int r = 0; r < n; ++r) fill(expected.data() + l.displs[r] * w, l.counts[r] * w, seed, r);
   for (size_t i = 0; i < recv.size(); ++i) {
     if (recv[i] != expected[i]) {
-      throw Failure("rank " + std::to_string(rank) + ": byte " + std::to_string(i) + " is " +
-                    std::to_string(recv[i]) + ", expected " + std::to_string(expected[i]));
+      throw Failure("rank " + std::to_string(rank) + ": byte " + std::to_string(i) + " is " + std::to_string(recv[i]) +
+                    ", expected " + std::to_string(expected[i]));
     }
   }
 }
@@ -217,8 +217,10 @@ struct ScopedEnv {
     setenv(n, value.c_str(), 1);
   }
   ~ScopedEnv() {
-    if (had) setenv(name.c_str(), previous.c_str(), 1);
-    else unsetenv(name.c_str());
+    if (had)
+      setenv(name.c_str(), previous.c_str(), 1);
+    else
+      unsetenv(name.c_str());
   }
 };
 

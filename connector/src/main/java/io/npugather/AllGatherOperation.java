@@ -8,9 +8,9 @@ import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 
 /**
- * The all-gather operator: every rank passes a tensor x of the same shape {@code [d0, ..., dn]}
- * (1 to 7 dims) and dtype; every rank receives {@code [rankSize, d0, ..., dn]}, the inputs
- * stacked in rank order.
+ * The all-gather operator: every rank passes a tensor x of the same shape {@code [d0, ..., dn]} (1
+ * to 7 dims) and dtype; every rank receives {@code [rankSize, d0, ..., dn]}, the inputs stacked in
+ * rank order.
  *
  * <p>Before any data moves, the ranks exchange their shapes and dtypes, so a mismatch is the same
  * clear error on every rank rather than a hang or a corrupt result.
@@ -34,15 +34,21 @@ public final class AllGatherOperation {
 
   /** The output shape for input shape {@code x}: {@code [rankSize] + x}. */
   public long[] inferShape(long[] x) {
-    return inferShape(x,
-        param.communicator() != null ? param.communicator().rankSize() : param.rankSize());
+    return inferShape(
+        x, param.communicator() != null ? param.communicator().rankSize() : param.rankSize());
   }
 
   private static long[] inferShape(long[] x, int rankSize) {
     Objects.requireNonNull(x, "x shape");
     if (x.length < 1 || x.length > MAX_INPUT_DIMS) {
-      throw new IllegalArgumentException("x: " + x.length + " dims " + Arrays.toString(x)
-          + "; allowed: 1 to " + MAX_INPUT_DIMS + " dims");
+      throw new IllegalArgumentException(
+          "x: "
+              + x.length
+              + " dims "
+              + Arrays.toString(x)
+              + "; allowed: 1 to "
+              + MAX_INPUT_DIMS
+              + " dims");
     }
     long[] out = new long[x.length + 1];
     out[0] = rankSize;
@@ -54,8 +60,9 @@ public final class AllGatherOperation {
   public Tensor execute(Tensor x, BufferAllocator allocator) {
     Communicator communicator = param.communicator();
     if (communicator == null) {
-      throw new IllegalStateException("AllGatherParam.communicator is not set; "
-          + "pass a Communicator to execute(Communicator, Tensor, BufferAllocator)");
+      throw new IllegalStateException(
+          "AllGatherParam.communicator is not set; "
+              + "pass a Communicator to execute(Communicator, Tensor, BufferAllocator)");
     }
     return execute(communicator, x, allocator);
   }
@@ -64,10 +71,10 @@ public final class AllGatherOperation {
    * Gathers {@code x} from every rank of {@code communicator} into a new tensor allocated from
    * {@code allocator}, which the caller owns (and closes). The communicator stays open.
    *
-   * <p>A rank whose input is rejected here (x null, closed or of 0 or 8 dims, a rank or rankSize
-   * in the param that the communicator does not have, an output it cannot allocate) still takes
-   * part in the exchange of descriptors and flags the rejection, so every rank fails at once with
-   * the same {@link ResultCode#INVALID_USAGE} error naming that rank and its input. Only a null
+   * <p>A rank whose input is rejected here (x null, closed or of 0 or 8 dims, a rank or rankSize in
+   * the param that the communicator does not have, an output it cannot allocate) still takes part
+   * in the exchange of descriptors and flags the rejection, so every rank fails at once with the
+   * same {@link ResultCode#INVALID_USAGE} error naming that rank and its input. Only a null
    * communicator or allocator, or a closed communicator, fails this rank alone: nothing can be
    * exchanged without them.
    */
@@ -76,11 +83,11 @@ public final class AllGatherOperation {
     Objects.requireNonNull(allocator, "allocator");
     Descriptor mine = Descriptor.of(x);
     int rankSize = communicator.rankSize();
-    if (mine.rejection == Rejection.NONE && param.rankSize() != 0
-        && param.rankSize() != rankSize) {
+    if (mine.rejection == Rejection.NONE && param.rankSize() != 0 && param.rankSize() != rankSize) {
       mine = mine.rejected(Rejection.RANK_SIZE, param.rankSize());
     }
-    if (mine.rejection == Rejection.NONE && param.rank() != 0
+    if (mine.rejection == Rejection.NONE
+        && param.rank() != 0
         && param.rank() != communicator.rank()) {
       mine = mine.rejected(Rejection.RANK, param.rank());
     }
@@ -110,11 +117,14 @@ public final class AllGatherOperation {
 
   /**
    * All ranks exchange their descriptors; a rejection or any difference fails every rank with the
-   * same error. {@code localCause}, the exception behind this rank's own rejection, is attached
-   * on this rank only.
+   * same error. {@code localCause}, the exception behind this rank's own rejection, is attached on
+   * this rank only.
    */
-  private static void checkSameInputOnEveryRank(Communicator communicator, Descriptor mine,
-      BufferAllocator allocator, RuntimeException localCause) {
+  private static void checkSameInputOnEveryRank(
+      Communicator communicator,
+      Descriptor mine,
+      BufferAllocator allocator,
+      RuntimeException localCause) {
     int rankSize = communicator.rankSize();
     List<Descriptor> all = new ArrayList<>(rankSize);
     try (ArrowBuf send = allocator.buffer(Descriptor.BYTES);
@@ -130,8 +140,12 @@ public final class AllGatherOperation {
       }
       // The peers could not be told; this rank still reports its own rejection.
       int rank = communicator.rank();
-      NpuGatherException own = new NpuGatherException(ResultCode.INVALID_USAGE,
-          "AllGatherOperation", rank, mine.rejectionText(rank, rankSize));
+      NpuGatherException own =
+          new NpuGatherException(
+              ResultCode.INVALID_USAGE,
+              "AllGatherOperation",
+              rank,
+              mine.rejectionText(rank, rankSize));
       own.addSuppressed(e);
       if (localCause != null) {
         own.addSuppressed(localCause);
@@ -153,12 +167,15 @@ public final class AllGatherOperation {
     if (!rejections.isEmpty()) {
       text = String.join("; ", rejections) + "; every rank fails: none gathered anything";
     } else if (!same) {
-      text = "ranks passed different inputs (" + String.join(", ", inputs)
-          + "); all ranks must pass the same shape and dtype";
+      text =
+          "ranks passed different inputs ("
+              + String.join(", ", inputs)
+              + "); all ranks must pass the same shape and dtype";
     }
     if (text != null) {
-      NpuGatherException e = new NpuGatherException(ResultCode.INVALID_USAGE,
-          "AllGatherOperation", communicator.rank(), text);
+      NpuGatherException e =
+          new NpuGatherException(
+              ResultCode.INVALID_USAGE, "AllGatherOperation", communicator.rank(), text);
       if (localCause != null) {
         e.initCause(localCause);
       }
@@ -168,7 +185,14 @@ public final class AllGatherOperation {
 
   /** Why a rank rejected its own input; the codes travel in the descriptor. */
   private enum Rejection {
-    NONE, X_NULL, X_CLOSED, DIMS, RANK_SIZE, RANK, OUTPUT, UNKNOWN;
+    NONE,
+    X_NULL,
+    X_CLOSED,
+    DIMS,
+    RANK_SIZE,
+    RANK,
+    OUTPUT,
+    UNKNOWN;
 
     static Rejection fromCode(int code) {
       return code >= 0 && code < UNKNOWN.ordinal() ? values()[code] : UNKNOWN;
@@ -217,7 +241,10 @@ public final class AllGatherOperation {
       for (int i = 0; i < dims; i++) {
         shape[i] = buf.getLong(base + 24 + 8L * i);
       }
-      return new Descriptor(buf.getInt(base), shape, Rejection.fromCode(buf.getInt(base + 8)),
+      return new Descriptor(
+          buf.getInt(base),
+          shape,
+          Rejection.fromCode(buf.getInt(base + 8)),
           buf.getLong(base + 16));
     }
 
@@ -238,16 +265,43 @@ public final class AllGatherOperation {
         case NONE -> "rank " + rank + " accepted its input " + input();
         case X_NULL -> input + "x is null; allowed: a tensor of 1 to " + MAX_INPUT_DIMS + " dims";
         case X_CLOSED -> input + "x = " + input() + " is closed; allowed: an open tensor";
-        case DIMS -> input + "x = " + input() + " has " + value + " dims; allowed: 1 to "
-            + MAX_INPUT_DIMS + " dims";
-        case RANK_SIZE -> param + "rankSize = " + value + " but the communicator has " + rankSize
-            + " ranks; allowed: 0 or " + rankSize;
-        case RANK -> param + "rank = " + value + " but it is rank " + rank
-            + " of the communicator; allowed: 0 or " + rank;
-        case OUTPUT -> input + "x = " + input() + ": its output " + input().replace("[", "[" + value
-            + ", ") + " could not be allocated (beyond its allocator's limit or 64-bit sizes)";
-        case UNKNOWN -> "rank " + rank + " rejected its input for a reason this library version"
-            + " does not know";
+        case DIMS ->
+            input
+                + "x = "
+                + input()
+                + " has "
+                + value
+                + " dims; allowed: 1 to "
+                + MAX_INPUT_DIMS
+                + " dims";
+        case RANK_SIZE ->
+            param
+                + "rankSize = "
+                + value
+                + " but the communicator has "
+                + rankSize
+                + " ranks; allowed: 0 or "
+                + rankSize;
+        case RANK ->
+            param
+                + "rank = "
+                + value
+                + " but it is rank "
+                + rank
+                + " of the communicator; allowed: 0 or "
+                + rank;
+        case OUTPUT ->
+            input
+                + "x = "
+                + input()
+                + ": its output "
+                + input().replace("[", "[" + value + ", ")
+                + " could not be allocated (beyond its allocator's limit or 64-bit sizes)";
+        case UNKNOWN ->
+            "rank "
+                + rank
+                + " rejected its input for a reason this library version"
+                + " does not know";
       };
     }
   }

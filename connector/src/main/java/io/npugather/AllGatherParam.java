@@ -14,8 +14,8 @@ import java.util.stream.Collectors;
  * The parameters of the all-gather operation, field for field those of the vendor's {@code
  * AllGatherParam}, with the same defaults. Immutable; build with {@link #builder()}.
  *
- * <p>{@link #validate()} checks every rule of the contract and names the field, the value and
- * what is allowed. It runs before any communication starts.
+ * <p>{@link #validate()} checks every rule of the contract and names the field, the value and what
+ * is allowed. It runs before any communication starts.
  */
 public final class AllGatherParam {
   /** The names of the backends this library knows ({@link Backend#names()}). */
@@ -136,8 +136,8 @@ public final class AllGatherParam {
     if (communicator != null) {
       // The spec skips the rank checks for a caller's communicator; we check it agrees instead.
       if (rankSize != 0 && rankSize != communicator.rankSize()) {
-        throw invalid("rankSize", rankSize, "0 or the communicator's rank size "
-            + communicator.rankSize());
+        throw invalid(
+            "rankSize", rankSize, "0 or the communicator's rank size " + communicator.rankSize());
       }
       if (rank != 0 && rank != communicator.rank()) {
         throw invalid("rank", rank, "0 or the communicator's rank " + communicator.rank());
@@ -158,11 +158,15 @@ public final class AllGatherParam {
     }
     int domainBytes = commDomain.getBytes(StandardCharsets.UTF_8).length;
     if (domainBytes > MAX_COMM_DOMAIN_LENGTH) {
-      throw invalid("commDomain", "of " + domainBytes + " UTF-8 bytes",
+      throw invalid(
+          "commDomain",
+          "of " + domainBytes + " UTF-8 bytes",
           "at most " + MAX_COMM_DOMAIN_LENGTH + " UTF-8 bytes");
     }
     if (commDomain.indexOf('\0') >= 0) {
-      throw invalid("commDomain", "with a NUL character at index " + commDomain.indexOf('\0'),
+      throw invalid(
+          "commDomain",
+          "with a NUL character at index " + commDomain.indexOf('\0'),
           "no NUL characters (the native library would cut the name there)");
     }
     if (type.numberedDomain() && commMode == CommMode.COMM_MULTI_PROCESS && !commDomain.isEmpty()) {
@@ -173,8 +177,14 @@ public final class AllGatherParam {
     }
     if (!rankTableFile.isEmpty()) {
       if (!type.acceptsRankTableFile()) {
-        throw invalid("rankTableFile", "'" + rankTableFile + "'", "only with backend "
-            + backendsWith(Backend::acceptsRankTableFile) + " (backend is '" + backend + "')");
+        throw invalid(
+            "rankTableFile",
+            "'" + rankTableFile + "'",
+            "only with backend "
+                + backendsWith(Backend::acceptsRankTableFile)
+                + " (backend is '"
+                + backend
+                + "')");
       }
       if (!Files.isRegularFile(Path.of(rankTableFile))) {
         throw invalid("rankTableFile", "'" + rankTableFile + "'", "an existing file");
@@ -185,24 +195,32 @@ public final class AllGatherParam {
 
   private void validateNumberedDomain(Backend type) {
     Matcher m = LCCL_DOMAIN.matcher(commDomain);
-    String allowed = "\"ID\" or \"ID:SIZE_MB\" with ID in 0..65535 and SIZE_MB in "
-        + MIN_LCCL_BUFFER_MB + ".." + MAX_LCCL_BUFFER_MB + " (backend " + type
-        + ", COMM_MULTI_PROCESS)";
+    String allowed =
+        "\"ID\" or \"ID:SIZE_MB\" with ID in 0..65535 and SIZE_MB in "
+            + MIN_LCCL_BUFFER_MB
+            + ".."
+            + MAX_LCCL_BUFFER_MB
+            + " (backend "
+            + type
+            + ", COMM_MULTI_PROCESS)";
     if (!m.matches()) {
       throw invalid("commDomain", "'" + commDomain + "'", allowed);
     }
     if (Long.parseLong(m.group(1)) > 65535) {
       throw invalid("commDomain", "'" + commDomain + "' (ID " + m.group(1) + ")", allowed);
     }
-    if (m.group(2) != null && (Long.parseLong(m.group(2)) < MIN_LCCL_BUFFER_MB
-        || Long.parseLong(m.group(2)) > MAX_LCCL_BUFFER_MB)) {
+    if (m.group(2) != null
+        && (Long.parseLong(m.group(2)) < MIN_LCCL_BUFFER_MB
+            || Long.parseLong(m.group(2)) > MAX_LCCL_BUFFER_MB)) {
       throw invalid("commDomain", "'" + commDomain + "' (SIZE_MB " + m.group(2) + ")", allowed);
     }
   }
 
   /** The backends with a property, as "'hccl'" or "'hccl' or 'lccl'". */
   private static String backendsWith(Predicate<Backend> property) {
-    return Arrays.stream(Backend.values()).filter(property).map(b -> "'" + b + "'")
+    return Arrays.stream(Backend.values())
+        .filter(property)
+        .map(b -> "'" + b + "'")
         .collect(Collectors.joining(" or "));
   }
 
@@ -213,9 +231,23 @@ public final class AllGatherParam {
 
   @Override
   public String toString() {
-    return "AllGatherParam{rank=" + rank + ", rankSize=" + rankSize + ", rankRoot=" + rankRoot
-        + ", backend=" + backend + ", communicator=" + (communicator != null) + ", commMode="
-        + commMode + ", rankTableFile='" + rankTableFile + "', commDomain='" + commDomain + "'}";
+    return "AllGatherParam{rank="
+        + rank
+        + ", rankSize="
+        + rankSize
+        + ", rankRoot="
+        + rankRoot
+        + ", backend="
+        + backend
+        + ", communicator="
+        + (communicator != null)
+        + ", commMode="
+        + commMode
+        + ", rankTableFile='"
+        + rankTableFile
+        + "', commDomain='"
+        + commDomain
+        + "'}";
   }
 
   /** Builder with the spec's defaults. */

@@ -8,22 +8,26 @@ import java.util.Set;
 
 /**
  * A communication backend: its name, as options, the C ABI and {@link RootInfo}'s text write it,
- * and the properties the library branches on: it asks a backend what it does, never compares
- * names. The native core keeps the same names in its registry ({@code core/backend.cc}), in the
- * same order; a test compares the two lists. A new backend is a constant here, a folder of the
- * native core and its entry in that registry.
+ * and the properties the library branches on: it asks a backend what it does, never compares names.
+ * The native core keeps the same names in its registry ({@code core/backend.cc}), in the same
+ * order; a test compares the two lists. A new backend is a constant here, a folder of the native
+ * core and its entry in that registry.
  *
  * <p>Two defaults, for two kinds of caller. The operator ({@link AllGatherParam}) defaults to
  * {@link #OPERATOR_DEFAULT}, {@code hccl}: the vendor's AllGatherOperation contract gives its
- * {@code backend} field that default, and code written against the contract relies on it. The
- * Spark layer ({@code allGatherOnNpu}, {@code spark.npugather.backend}) defaults to {@link
- * #SPARK_DEFAULT}, {@code host}: a call without options must run on any Spark cluster, and a
- * device backend is refused before the job starts where the tasks have no NPU.
+ * {@code backend} field that default, and code written against the contract relies on it. The Spark
+ * layer ({@code allGatherOnNpu}, {@code spark.npugather.backend}) defaults to {@link
+ * #SPARK_DEFAULT}, {@code host}: a call without options must run on any Spark cluster, and a device
+ * backend is refused before the job starts where the tasks have no NPU.
  */
 public enum Backend {
   /** HCCL, the vendor's collective library: NPUs on one node or many. */
-  HCCL("hccl", List.of("hccl"),
-      Trait.NEEDS_DEVICE, Trait.TIMEOUT_AT_ROOT_INFO, Trait.RANK_TABLE_FILE),
+  HCCL(
+      "hccl",
+      List.of("hccl"),
+      Trait.NEEDS_DEVICE,
+      Trait.TIMEOUT_AT_ROOT_INFO,
+      Trait.RANK_TABLE_FILE),
   /** LCCL (the vendor's LCAL library): the NPUs of one node. */
   LCCL("lccl", List.of("lccl"), Trait.NEEDS_DEVICE, Trait.SINGLE_NODE, Trait.NUMBERED_DOMAIN),
   /** The CPU collective: shared memory between ranks of one host, TCP across hosts. */
@@ -43,8 +47,7 @@ public enum Backend {
     NUMBERED_DOMAIN
   }
 
-  private static final List<String> NAMES =
-      Arrays.stream(values()).map(Backend::wireName).toList();
+  private static final List<String> NAMES = Arrays.stream(values()).map(Backend::wireName).toList();
 
   private final String wireName;
   private final List<String> transports;
@@ -68,8 +71,11 @@ public enum Backend {
    *     [hccl, lccl, host]"
    */
   public static Backend parse(String parameter, String value) {
-    return forName(value).orElseThrow(() -> new IllegalArgumentException(
-        parameter + " = '" + value + "' is invalid; allowed: " + allowed()));
+    return forName(value)
+        .orElseThrow(
+            () ->
+                new IllegalArgumentException(
+                    parameter + " = '" + value + "' is invalid; allowed: " + allowed()));
   }
 
   /** Every backend's name, in declaration order: {@code [hccl, lccl, host]}. */

@@ -3,7 +3,10 @@ package io.npugather;
 import java.util.Arrays;
 import java.util.Locale;
 
-/** The element types of the operator's contract (spec: float16, float32, int8, int16, int32, int64, bfloat16). */
+/**
+ * The element types of the operator's contract (spec: float16, float32, int8, int16, int32, int64,
+ * bfloat16).
+ */
 public enum DType {
   FLOAT16("float16", 2, 3),
   FLOAT32("float32", 4, 4),
@@ -46,7 +49,9 @@ public enum DType {
       }
     }
     throw new IllegalArgumentException(
-        "dtype: '" + name + "' is not supported; allowed: "
+        "dtype: '"
+            + name
+            + "' is not supported; allowed: "
             + Arrays.stream(values()).map(DType::specName).toList());
   }
 

@@ -9,9 +9,9 @@ import org.apache.arrow.memory.BufferAllocator;
  * ({@link DType#FLOAT16}) and bfloat16 ({@link DType#BFLOAT16}), as raw bits in a {@code short}.
  *
  * <p>Narrowing rounds to nearest, ties to even, as IEEE 754 does: for float16 with gradual
- * underflow to subnormals (magnitudes at or below 2^-25 become a signed zero), overflow to
- * infinity (magnitudes from 65520 up), and infinities and NaNs kept (a NaN stays a NaN, quiet,
- * with the top bits of its payload). Widening is exact.
+ * underflow to subnormals (magnitudes at or below 2^-25 become a signed zero), overflow to infinity
+ * (magnitudes from 65520 up), and infinities and NaNs kept (a NaN stays a NaN, quiet, with the top
+ * bits of its payload). Widening is exact.
  */
 public final class HalfFloats {
   private static final int FLOAT_SIGN = 0x8000_0000;
@@ -175,8 +175,8 @@ public final class HalfFloats {
 
   private static void requireFloatType(DType dtype) {
     if (dtype != DType.FLOAT16 && dtype != DType.BFLOAT16 && dtype != DType.FLOAT32) {
-      throw new IllegalArgumentException("dtype " + dtype
-          + " is not a float type; allowed: float16, bfloat16, float32");
+      throw new IllegalArgumentException(
+          "dtype " + dtype + " is not a float type; allowed: float16, bfloat16, float32");
     }
   }
 }

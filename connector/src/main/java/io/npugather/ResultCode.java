@@ -33,8 +33,8 @@ public enum ResultCode {
   }
 
   /**
-   * The code for an {@code npg_result_t} value; a value this class does not know (a native
-   * library from another version) is {@link #INTERNAL_ERROR}.
+   * The code for an {@code npg_result_t} value; a value this class does not know (a native library
+   * from another version) is {@link #INTERNAL_ERROR}.
    */
   static ResultCode fromNative(int code) {
     for (ResultCode c : values()) {

@@ -8,8 +8,8 @@ import org.apache.arrow.memory.BufferAllocator;
 /**
  * A dense, row-major (ND) tensor in off-heap memory owned by an Arrow {@link BufferAllocator}.
  *
- * <p>The tensor owns one reference to its buffer and releases it in {@link #close()}; closing
- * twice is an error. Element {@code (i0, ..., in)} sits at byte offset {@code flatIndex *
+ * <p>The tensor owns one reference to its buffer and releases it in {@link #close()}; closing twice
+ * is an error. Element {@code (i0, ..., in)} sits at byte offset {@code flatIndex *
  * dtype.byteWidth()}, little-endian as Arrow stores it.
  */
 public final class Tensor implements AutoCloseable {
@@ -37,16 +37,22 @@ public final class Tensor implements AutoCloseable {
   }
 
   /**
-   * Wraps {@code buffer} (which must hold at least the tensor's bytes) and takes over one
-   * reference to it: the tensor's {@link #close()} releases it.
+   * Wraps {@code buffer} (which must hold at least the tensor's bytes) and takes over one reference
+   * to it: the tensor's {@link #close()} releases it.
    */
   public static Tensor wrap(ArrowBuf buffer, DType dtype, long... shape) {
     Objects.requireNonNull(buffer, "buffer");
     long bytes = byteSize(dtype, shape);
     if (buffer.capacity() < bytes) {
-      throw new IllegalArgumentException("buffer: capacity " + buffer.capacity()
-          + " bytes is less than the " + bytes + " bytes of a " + dtype + Arrays.toString(shape)
-          + " tensor");
+      throw new IllegalArgumentException(
+          "buffer: capacity "
+              + buffer.capacity()
+              + " bytes is less than the "
+              + bytes
+              + " bytes of a "
+              + dtype
+              + Arrays.toString(shape)
+              + " tensor");
     }
     return new Tensor(dtype, shape.clone(), buffer);
   }
@@ -56,19 +62,31 @@ public final class Tensor implements AutoCloseable {
     Objects.requireNonNull(dtype, "dtype");
     Objects.requireNonNull(shape, "shape");
     if (shape.length > MAX_DIMS) {
-      throw new IllegalArgumentException("shape: " + shape.length + " dims " + Arrays.toString(shape)
-          + "; allowed: at most " + MAX_DIMS);
+      throw new IllegalArgumentException(
+          "shape: "
+              + shape.length
+              + " dims "
+              + Arrays.toString(shape)
+              + "; allowed: at most "
+              + MAX_DIMS);
     }
     long elements = 1;
     for (int i = 0; i < shape.length; i++) {
       if (shape[i] < 0) {
-        throw new IllegalArgumentException("shape[" + i + "] = " + shape[i] + " in "
-            + Arrays.toString(shape) + "; allowed: >= 0");
+        throw new IllegalArgumentException(
+            "shape[" + i + "] = " + shape[i] + " in " + Arrays.toString(shape) + "; allowed: >= 0");
       }
       if (shape[i] != 0 && elements > Long.MAX_VALUE / shape[i] / dtype.byteWidth()) {
-        throw new IllegalArgumentException("shape " + Arrays.toString(shape) + " of " + dtype
-            + ": its size in bytes overflows 64 bits at shape[" + i + "]; allowed: at most "
-            + Long.MAX_VALUE + " bytes");
+        throw new IllegalArgumentException(
+            "shape "
+                + Arrays.toString(shape)
+                + " of "
+                + dtype
+                + ": its size in bytes overflows 64 bits at shape["
+                + i
+                + "]; allowed: at most "
+                + Long.MAX_VALUE
+                + " bytes");
       }
       elements *= shape[i];
     }

@@ -14,8 +14,15 @@ public class VendorException extends NpuGatherException {
   private final String vendorCodeName;
   private final String vendorMessage;
 
-  public VendorException(ResultCode code, String operation, int rank, String message,
-      String library, long vendorCode, String vendorCodeName, String vendorMessage) {
+  public VendorException(
+      ResultCode code,
+      String operation,
+      int rank,
+      String message,
+      String library,
+      long vendorCode,
+      String vendorCodeName,
+      String vendorMessage) {
     super(code, operation, rank, message);
     this.library = library;
     this.vendorCode = vendorCode;

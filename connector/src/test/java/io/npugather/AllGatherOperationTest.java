@@ -38,23 +38,29 @@ class AllGatherOperationTest {
   @Test
   void specExampleGivesTheExactOutputOnBothRanks() throws Exception {
     int[][] inputs = {{16, 56, 5, 96}, {-7, -91, -75, 38}};
-    List<int[]> outputs = Ranks.values(Ranks.run(Ranks.hostParam(2), OPTIONS, (rank, comm) -> {
-      AllGatherOperation op = new AllGatherOperation(
-          Ranks.hostParam(2).rank(rank).communicator(comm).build());
-      try (Tensor x = Tensor.allocate(allocator, DType.INT32, 2, 2)) {
-        for (int i = 0; i < 4; i++) {
-          x.buffer().setInt(4L * i, inputs[rank][i]);
-        }
-        try (Tensor out = op.execute(x, allocator)) {
-          assertArrayEquals(new long[] {2, 2, 2}, out.shape());
-          int[] values = new int[8];
-          for (int i = 0; i < 8; i++) {
-            values[i] = out.buffer().getInt(4L * i);
-          }
-          return values;
-        }
-      }
-    }));
+    List<int[]> outputs =
+        Ranks.values(
+            Ranks.run(
+                Ranks.hostParam(2),
+                OPTIONS,
+                (rank, comm) -> {
+                  AllGatherOperation op =
+                      new AllGatherOperation(
+                          Ranks.hostParam(2).rank(rank).communicator(comm).build());
+                  try (Tensor x = Tensor.allocate(allocator, DType.INT32, 2, 2)) {
+                    for (int i = 0; i < 4; i++) {
+                      x.buffer().setInt(4L * i, inputs[rank][i]);
+                    }
+                    try (Tensor out = op.execute(x, allocator)) {
+                      assertArrayEquals(new long[] {2, 2, 2}, out.shape());
+                      int[] values = new int[8];
+                      for (int i = 0; i < 8; i++) {
+                        values[i] = out.buffer().getInt(4L * i);
+                      }
+                      return values;
+                    }
+                  }
+                }));
     int[] expected = {16, 56, 5, 96, -7, -91, -75, 38};
     for (int[] output : outputs) {
       assertArrayEquals(expected, output);
@@ -90,8 +96,10 @@ class AllGatherOperationTest {
   @Test
   void eightDimInputIsRejectedBeforeAnyCommunication() {
     AllGatherOperation op = new AllGatherOperation(Ranks.hostParam(2).build());
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> op.inferShape(new long[] {1, 1, 1, 1, 1, 1, 1, 1}));
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> op.inferShape(new long[] {1, 1, 1, 1, 1, 1, 1, 1}));
     assertTrue(e.getMessage().contains("1 to 7 dims"), e.getMessage());
     assertThrows(IllegalArgumentException.class, () -> op.inferShape(new long[0]));
   }
@@ -104,27 +112,37 @@ class AllGatherOperationTest {
 
   @Test
   void mismatchedShapesFailEveryRankWithTheSameClearError() throws Exception {
-    var outcomes = Ranks.run(Ranks.hostParam(3), OPTIONS, (rank, comm) -> {
-      long[] shape = rank == 2 ? new long[] {4, 3} : new long[] {4, 2};
-      try (Tensor x = Tensor.allocate(allocator, DType.FLOAT32, shape)) {
-        new AllGatherOperation(Ranks.hostParam(3).rank(rank).build())
-            .execute(comm, x, allocator).close();
-        return "no error";
-      }
-    });
+    var outcomes =
+        Ranks.run(
+            Ranks.hostParam(3),
+            OPTIONS,
+            (rank, comm) -> {
+              long[] shape = rank == 2 ? new long[] {4, 3} : new long[] {4, 2};
+              try (Tensor x = Tensor.allocate(allocator, DType.FLOAT32, shape)) {
+                new AllGatherOperation(Ranks.hostParam(3).rank(rank).build())
+                    .execute(comm, x, allocator)
+                    .close();
+                return "no error";
+              }
+            });
     assertSameInvalidUsageOnEveryRank(outcomes, "rank 2: float32[4, 3]");
   }
 
   @Test
   void mismatchedDtypesFailEveryRankWithTheSameClearError() throws Exception {
-    var outcomes = Ranks.run(Ranks.hostParam(2), OPTIONS, (rank, comm) -> {
-      DType dtype = rank == 0 ? DType.INT32 : DType.FLOAT32;
-      try (Tensor x = Tensor.allocate(allocator, dtype, 8)) {
-        new AllGatherOperation(Ranks.hostParam(2).rank(rank).build())
-            .execute(comm, x, allocator).close();
-        return "no error";
-      }
-    });
+    var outcomes =
+        Ranks.run(
+            Ranks.hostParam(2),
+            OPTIONS,
+            (rank, comm) -> {
+              DType dtype = rank == 0 ? DType.INT32 : DType.FLOAT32;
+              try (Tensor x = Tensor.allocate(allocator, dtype, 8)) {
+                new AllGatherOperation(Ranks.hostParam(2).rank(rank).build())
+                    .execute(comm, x, allocator)
+                    .close();
+                return "no error";
+              }
+            });
     assertSameInvalidUsageOnEveryRank(outcomes, "rank 0: int32[8], rank 1: float32[8]");
   }
 
@@ -134,34 +152,43 @@ class AllGatherOperationTest {
 
   /**
    * Runs 3 ranks where rank 1 passes {@code bad} and the others int32[2, 2]; returns the one
-   * message every rank failed with, after checking it is the same INVALID_USAGE everywhere and
-   * came well before the timeout.
+   * message every rank failed with, after checking it is the same INVALID_USAGE everywhere and came
+   * well before the timeout.
    */
-  private String rankOneRejects(AllGatherParam.Builder paramOfRankOne, long[] bad,
-      boolean closeFirst) throws Exception {
+  private String rankOneRejects(
+      AllGatherParam.Builder paramOfRankOne, long[] bad, boolean closeFirst) throws Exception {
     long start = System.nanoTime();
-    var outcomes = Ranks.run(Ranks.hostParam(3), LONG_TIMEOUT, (rank, comm) -> {
-      long[] shape = rank == 1 ? bad : new long[] {2, 2};
-      AllGatherParam.Builder param = rank == 1 ? paramOfRankOne : Ranks.hostParam(3);
-      Tensor x = shape == null ? null : Tensor.allocate(allocator, DType.INT32, shape);
-      try {
-        if (closeFirst && rank == 1) {
-          x.close();
-        }
-        new AllGatherOperation(param.rank(rank).build()).execute(comm, x, allocator).close();
-        return "no error";
-      } finally {
-        if (x != null && x.isOpen()) {
-          x.close();
-        }
-      }
-    });
+    var outcomes =
+        Ranks.run(
+            Ranks.hostParam(3),
+            LONG_TIMEOUT,
+            (rank, comm) -> {
+              long[] shape = rank == 1 ? bad : new long[] {2, 2};
+              AllGatherParam.Builder param = rank == 1 ? paramOfRankOne : Ranks.hostParam(3);
+              Tensor x = shape == null ? null : Tensor.allocate(allocator, DType.INT32, shape);
+              try {
+                if (closeFirst && rank == 1) {
+                  x.close();
+                }
+                new AllGatherOperation(param.rank(rank).build())
+                    .execute(comm, x, allocator)
+                    .close();
+                return "no error";
+              } finally {
+                if (x != null && x.isOpen()) {
+                  x.close();
+                }
+              }
+            });
     long ms = (System.nanoTime() - start) / 1_000_000;
     assertTrue(ms < 30_000, "the failure took " + ms + " ms of a 60 s timeout");
     String first = null;
     for (Ranks.Outcome<String> outcome : outcomes) {
-      NpuGatherException e = assertInstanceOf(NpuGatherException.class, outcome.error(),
-          "rank " + outcome.rank() + " gave " + outcome.value());
+      NpuGatherException e =
+          assertInstanceOf(
+              NpuGatherException.class,
+              outcome.error(),
+              "rank " + outcome.rank() + " gave " + outcome.value());
       assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
       assertEquals(outcome.rank(), e.rank());
       if (first == null) {
@@ -182,8 +209,8 @@ class AllGatherOperationTest {
   @Test
   void aRankWhoseInputHasEightDimsFailsEveryRankAtOnceWithTheSameError() throws Exception {
     String message = rankOneRejects(Ranks.hostParam(3), new long[] {1, 1, 1, 1, 1, 1, 1, 2}, false);
-    assertTrue(message.contains("x = int32[1, 1, 1, 1, 1, 1, 1, 2] has 8 dims; allowed: 1 to 7"),
-        message);
+    assertTrue(
+        message.contains("x = int32[1, 1, 1, 1, 1, 1, 1, 2] has 8 dims; allowed: 1 to 7"), message);
   }
 
   @Test
@@ -199,59 +226,82 @@ class AllGatherOperationTest {
   }
 
   @Test
-  void aRankWhoseParamNamesAnotherRankSizeFailsEveryRankAtOnceWithTheSameError()
-      throws Exception {
+  void aRankWhoseParamNamesAnotherRankSizeFailsEveryRankAtOnceWithTheSameError() throws Exception {
     String message = rankOneRejects(Ranks.hostParam(4), new long[] {2, 2}, false);
-    assertTrue(message.contains("rank 1 rejected its AllGatherParam: rankSize = 4 but the "
-        + "communicator has 3 ranks; allowed: 0 or 3"), message);
+    assertTrue(
+        message.contains(
+            "rank 1 rejected its AllGatherParam: rankSize = 4 but the "
+                + "communicator has 3 ranks; allowed: 0 or 3"),
+        message);
   }
 
   @Test
-  void aRankWhoseOutputCannotBeAllocatedFailsEveryRankAtOnceWithTheSameError()
-      throws Exception {
+  void aRankWhoseOutputCannotBeAllocatedFailsEveryRankAtOnceWithTheSameError() throws Exception {
     long start = System.nanoTime();
-    var outcomes = Ranks.run(Ranks.hostParam(2), LONG_TIMEOUT, (rank, comm) -> {
-      // Rank 1's allocator holds its input but not the 2 x 4 KiB output.
-      try (BufferAllocator small = allocator.newChildAllocator("rank" + rank, 0,
-              rank == 1 ? 4096 + 1024 : Long.MAX_VALUE);
-          Tensor x = Tensor.allocate(small, DType.INT8, 4096)) {
-        new AllGatherOperation(Ranks.hostParam(2).rank(rank).build())
-            .execute(comm, x, small).close();
-        return "no error";
-      }
-    });
+    var outcomes =
+        Ranks.run(
+            Ranks.hostParam(2),
+            LONG_TIMEOUT,
+            (rank, comm) -> {
+              // Rank 1's allocator holds its input but not the 2 x 4 KiB output.
+              try (BufferAllocator small =
+                      allocator.newChildAllocator(
+                          "rank" + rank, 0, rank == 1 ? 4096 + 1024 : Long.MAX_VALUE);
+                  Tensor x = Tensor.allocate(small, DType.INT8, 4096)) {
+                new AllGatherOperation(Ranks.hostParam(2).rank(rank).build())
+                    .execute(comm, x, small)
+                    .close();
+                return "no error";
+              }
+            });
     assertTrue((System.nanoTime() - start) / 1_000_000 < 30_000, "waited for the timeout");
     String first = null;
     for (Ranks.Outcome<String> outcome : outcomes) {
-      NpuGatherException e = assertInstanceOf(NpuGatherException.class, outcome.error(),
-          "rank " + outcome.rank() + " gave " + outcome.value());
+      NpuGatherException e =
+          assertInstanceOf(
+              NpuGatherException.class,
+              outcome.error(),
+              "rank " + outcome.rank() + " gave " + outcome.value());
       assertEquals(ResultCode.INVALID_USAGE, e.code());
       first = first == null ? e.getMessage() : first;
       assertEquals(first, e.getMessage());
     }
-    assertTrue(first.contains("rank 1 rejected its input: x = int8[4096]: its output "
-        + "int8[2, 4096] could not be allocated"), first);
-    assertInstanceOf(org.apache.arrow.memory.OutOfMemoryException.class,
-        outcomes.get(1).error().getCause(), "rank 1 keeps its own cause");
+    assertTrue(
+        first.contains(
+            "rank 1 rejected its input: x = int8[4096]: its output "
+                + "int8[2, 4096] could not be allocated"),
+        first);
+    assertInstanceOf(
+        org.apache.arrow.memory.OutOfMemoryException.class,
+        outcomes.get(1).error().getCause(),
+        "rank 1 keeps its own cause");
   }
 
   @Test
   void theCommunicatorStaysUsableAfterARankRejectedItsInput() throws Exception {
-    List<String> results = Ranks.values(Ranks.run(Ranks.hostParam(2), LONG_TIMEOUT,
-        (rank, comm) -> {
-          AllGatherOperation op = new AllGatherOperation(Ranks.hostParam(2).rank(rank).build());
-          try (Tensor bad = Tensor.allocate(allocator, DType.INT32, rank == 0 ? new long[0]
-                  : new long[] {3});
-              Tensor good = Tensor.allocate(allocator, DType.INT32, 3)) {
-            NpuGatherException e = assertThrows(NpuGatherException.class,
-                () -> op.execute(comm, bad, allocator));
-            assertTrue(e.getMessage().contains("rank 0 rejected its input"), e.getMessage());
-            good.buffer().setInt(0, 10 + rank);
-            try (Tensor out = op.execute(comm, good, allocator)) {
-              return out.buffer().getInt(0) + "," + out.buffer().getInt(12);
-            }
-          }
-        }));
+    List<String> results =
+        Ranks.values(
+            Ranks.run(
+                Ranks.hostParam(2),
+                LONG_TIMEOUT,
+                (rank, comm) -> {
+                  AllGatherOperation op =
+                      new AllGatherOperation(Ranks.hostParam(2).rank(rank).build());
+                  try (Tensor bad =
+                          Tensor.allocate(
+                              allocator, DType.INT32, rank == 0 ? new long[0] : new long[] {3});
+                      Tensor good = Tensor.allocate(allocator, DType.INT32, 3)) {
+                    NpuGatherException e =
+                        assertThrows(
+                            NpuGatherException.class, () -> op.execute(comm, bad, allocator));
+                    assertTrue(
+                        e.getMessage().contains("rank 0 rejected its input"), e.getMessage());
+                    good.buffer().setInt(0, 10 + rank);
+                    try (Tensor out = op.execute(comm, good, allocator)) {
+                      return out.buffer().getInt(0) + "," + out.buffer().getInt(12);
+                    }
+                  }
+                }));
     assertEquals(List.of("10,11", "10,11"), results);
   }
 
@@ -259,8 +309,11 @@ class AllGatherOperationTest {
       List<Ranks.Outcome<String>> outcomes, String detail) {
     String first = null;
     for (Ranks.Outcome<String> outcome : outcomes) {
-      NpuGatherException e = assertInstanceOf(NpuGatherException.class, outcome.error(),
-          "rank " + outcome.rank() + " gave " + outcome.value());
+      NpuGatherException e =
+          assertInstanceOf(
+              NpuGatherException.class,
+              outcome.error(),
+              "rank " + outcome.rank() + " gave " + outcome.value());
       assertEquals(ResultCode.INVALID_USAGE, e.code());
       assertTrue(e.getMessage().contains(detail), e.getMessage());
       assertTrue(e.getMessage().contains("same shape and dtype"), e.getMessage());
@@ -277,28 +330,33 @@ class AllGatherOperationTest {
     long[] expectedShape = new long[shape.length + 1];
     expectedShape[0] = rankSize;
     System.arraycopy(shape, 0, expectedShape, 1, shape.length);
-    List<Long> mismatches = Ranks.values(Ranks.run(Ranks.hostParam(rankSize), OPTIONS,
-        (rank, comm) -> {
-          try (Tensor x = Tensor.allocate(allocator, dtype, shape)) {
-            int bytes = (int) x.byteSize();
-            TestData.fill(x.buffer(), 0, TestData.bytes(seed, rank, bytes));
-            AllGatherOperation op = new AllGatherOperation(
-                Ranks.hostParam(rankSize).rank(rank).build());
-            try (Tensor out = op.execute(comm, x, allocator)) {
-              assertArrayEquals(expectedShape, out.shape());
-              assertEquals(dtype, out.dtype());
-              long wrong = 0;
-              for (int r = 0; r < rankSize; r++) {
-                long at = TestData.firstMismatch(out.buffer(), (long) r * bytes,
-                    TestData.bytes(seed, r, bytes));
-                if (at >= 0) {
-                  wrong++;
-                }
-              }
-              return wrong;
-            }
-          }
-        }));
+    List<Long> mismatches =
+        Ranks.values(
+            Ranks.run(
+                Ranks.hostParam(rankSize),
+                OPTIONS,
+                (rank, comm) -> {
+                  try (Tensor x = Tensor.allocate(allocator, dtype, shape)) {
+                    int bytes = (int) x.byteSize();
+                    TestData.fill(x.buffer(), 0, TestData.bytes(seed, rank, bytes));
+                    AllGatherOperation op =
+                        new AllGatherOperation(Ranks.hostParam(rankSize).rank(rank).build());
+                    try (Tensor out = op.execute(comm, x, allocator)) {
+                      assertArrayEquals(expectedShape, out.shape());
+                      assertEquals(dtype, out.dtype());
+                      long wrong = 0;
+                      for (int r = 0; r < rankSize; r++) {
+                        long at =
+                            TestData.firstMismatch(
+                                out.buffer(), (long) r * bytes, TestData.bytes(seed, r, bytes));
+                        if (at >= 0) {
+                          wrong++;
+                        }
+                      }
+                      return wrong;
+                    }
+                  }
+                }));
     for (int r = 0; r < rankSize; r++) {
       assertEquals(0L, mismatches.get(r), "rank " + r + ": blocks with wrong bytes");
     }

@@ -66,8 +66,9 @@ class AllGatherParamTest {
   @Test
   void unknownBackendIsRejectedListingTheAllowedOnes() {
     assertRejected(valid().backend("nccl"), "backend", "'nccl'");
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> valid().backend("gloo").build().validate());
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class, () -> valid().backend("gloo").build().validate());
     assertTrue(e.getMessage().contains("[hccl, lccl, host]"), e.getMessage());
   }
 
@@ -100,7 +101,9 @@ class AllGatherParamTest {
   void rankTableFileIsOnlyForHccl(@TempDir Path dir) throws Exception {
     Path table = Files.writeString(dir.resolve("rank_table.json"), "{}");
     valid().backend("hccl").rankTableFile(table.toString()).build().validate();
-    assertRejected(valid().backend("host").rankTableFile(table.toString()), "rankTableFile",
+    assertRejected(
+        valid().backend("host").rankTableFile(table.toString()),
+        "rankTableFile",
         "only with backend 'hccl'");
   }
 

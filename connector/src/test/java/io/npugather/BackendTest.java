@@ -22,7 +22,8 @@ class BackendTest {
       String error = NativeCore.npg_last_error().getString();
       // A known backend may refuse the byte as a root info; only "is unknown" names the backend.
       return rc == ResultCode.INVALID_ARGUMENT.nativeCode() && error.contains("is unknown")
-          ? error : "";
+          ? error
+          : "";
     }
   }
 
@@ -53,13 +54,14 @@ class BackendTest {
 
   @Test
   void anUnknownNameIsRejectedNamingTheParameterTheValueAndTheAllowedNames() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Backend.parse("AllGatherParam.backend", "nccl"));
-    assertEquals("AllGatherParam.backend = 'nccl' is invalid; allowed: one of [hccl, lccl, host]",
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class, () -> Backend.parse("AllGatherParam.backend", "nccl"));
+    assertEquals(
+        "AllGatherParam.backend = 'nccl' is invalid; allowed: one of [hccl, lccl, host]",
         e.getMessage());
     e = assertThrows(IllegalArgumentException.class, () -> Backend.parse("backend", null));
-    assertEquals("backend = 'null' is invalid; allowed: one of [hccl, lccl, host]",
-        e.getMessage());
+    assertEquals("backend = 'null' is invalid; allowed: one of [hccl, lccl, host]", e.getMessage());
   }
 
   @Test

@@ -46,8 +46,9 @@ class CommunicatorTest {
   }
 
   /** Rank r sends sizes[r] bytes; blocks are laid out with a gap before each. */
-  private List<String> gatherRagged(int rankSize, HostTransport transport, long[] sizes,
-      boolean inPlace, long seed) throws Exception {
+  private List<String> gatherRagged(
+      int rankSize, HostTransport transport, long[] sizes, boolean inPlace, long seed)
+      throws Exception {
     long[] displs = new long[rankSize];
     long end = 0;
     for (int r = 0; r < rankSize; r++) {
@@ -55,35 +56,50 @@ class CommunicatorTest {
       end = displs[r] + sizes[r];
     }
     long total = end;
-    return Ranks.values(Ranks.run(Ranks.hostParam(rankSize), options(transport), (rank, comm) -> {
-      byte[] mine = TestData.bytes(seed, rank, (int) sizes[rank]);
-      try (ArrowBuf send = allocator.buffer(Math.max(1, sizes[rank]));
-          ArrowBuf recv = allocator.buffer(Math.max(1, total))) {
-        recv.setZero(0, recv.capacity());
-        if (inPlace) {
-          TestData.fill(recv, displs[rank], mine);
-          comm.allGatherVInPlace(recv, sizes, displs);
-        } else {
-          TestData.fill(send, 0, mine);
-          comm.allGatherV(send, recv, sizes, displs);
-        }
-        for (int r = 0; r < rankSize; r++) {
-          long at = TestData.firstMismatch(recv, displs[r], TestData.bytes(seed, r, (int) sizes[r]));
-          assertEquals(-1, at, "rank " + rank + ": block of rank " + r + " differs at " + at);
-          for (long gap = displs[r] - 3; gap < displs[r]; gap++) {
-            assertEquals(0, recv.getByte(gap), "rank " + rank + ": gap byte " + gap + " written");
-          }
-        }
-        return comm.transport();
-      }
-    }));
+    return Ranks.values(
+        Ranks.run(
+            Ranks.hostParam(rankSize),
+            options(transport),
+            (rank, comm) -> {
+              byte[] mine = TestData.bytes(seed, rank, (int) sizes[rank]);
+              try (ArrowBuf send = allocator.buffer(Math.max(1, sizes[rank]));
+                  ArrowBuf recv = allocator.buffer(Math.max(1, total))) {
+                recv.setZero(0, recv.capacity());
+                if (inPlace) {
+                  TestData.fill(recv, displs[rank], mine);
+                  comm.allGatherVInPlace(recv, sizes, displs);
+                } else {
+                  TestData.fill(send, 0, mine);
+                  comm.allGatherV(send, recv, sizes, displs);
+                }
+                for (int r = 0; r < rankSize; r++) {
+                  long at =
+                      TestData.firstMismatch(
+                          recv, displs[r], TestData.bytes(seed, r, (int) sizes[r]));
+                  assertEquals(
+                      -1, at, "rank " + rank + ": block of rank " + r + " differs at " + at);
+                  for (long gap = displs[r] - 3; gap < displs[r]; gap++) {
+                    assertEquals(
+                        0, recv.getByte(gap), "rank " + rank + ": gap byte " + gap + " written");
+                  }
+                }
+                return comm.transport();
+              }
+            }));
   }
 
   @ParameterizedTest(name = "{0} ranks over {1}, in place {2}")
   @CsvSource({
-      "2, AUTO, false", "3, AUTO, true", "4, AUTO, false", "8, AUTO, true",
-      "2, TCP, false", "3, TCP, true", "4, TCP, false",
-      "2, STAGING, false", "3, STAGING, true"})
+    "2, AUTO, false",
+    "3, AUTO, true",
+    "4, AUTO, false",
+    "8, AUTO, true",
+    "2, TCP, false",
+    "3, TCP, true",
+    "4, TCP, false",
+    "2, STAGING, false",
+    "3, STAGING, true"
+  })
   void raggedBlocksIncludingEmptyOnesLandAtTheirDisplacements(
       int rankSize, HostTransport transport, boolean inPlace) throws Exception {
     long[] sizes = new long[rankSize];
@@ -91,11 +107,12 @@ class CommunicatorTest {
       sizes[r] = r == 1 ? 0 : 1000L * (r + 1) * (r + 1) + r;
     }
     List<String> transports = gatherRagged(rankSize, transport, sizes, inPlace, 42 + rankSize);
-    String expected = switch (transport) {
-      case AUTO -> "threads";
-      case TCP -> "tcp";
-      case STAGING -> "staging";
-    };
+    String expected =
+        switch (transport) {
+          case AUTO -> "threads";
+          case TCP -> "tcp";
+          case STAGING -> "staging";
+        };
     for (String used : transports) {
       assertEquals(expected, used);
     }
@@ -120,33 +137,43 @@ class CommunicatorTest {
     for (int r = 0; r < rankSize; r++) {
       sizes[r] = 7000L * (r + 1) + 3;
     }
-    Ranks.values(Ranks.run(Ranks.hostParam(rankSize), options(transport), (rank, comm) -> {
-      // Each rank's own block is left out of its receive layout.
-      long[] displs = new long[rankSize];
-      long end = 0;
-      for (int r = 0; r < rankSize; r++) {
-        displs[r] = r == rank ? 0 : end;
-        end += r == rank ? 0 : sizes[r];
-      }
-      byte[] mine = TestData.bytes(31, rank, (int) sizes[rank]);
-      int head = 100;
-      try (ArrowBuf first = allocator.buffer(head);
-          ArrowBuf second = allocator.buffer(sizes[rank] - head);
-          ArrowBuf recv = end == 0 ? null : allocator.buffer(end)) {
-        first.setBytes(0, mine, 0, head);
-        second.setBytes(0, mine, head, mine.length - head);
-        comm.allGatherVSegments(
-            new long[] {first.memoryAddress(), second.memoryAddress()},
-            new long[] {head, sizes[rank] - head}, recv, sizes, displs);
-        for (int r = 0; r < rankSize; r++) {
-          if (r != rank) {
-            assertEquals(-1, TestData.firstMismatch(recv, displs[r],
-                TestData.bytes(31, r, (int) sizes[r])), "rank " + rank + ": block of rank " + r);
-          }
-        }
-      }
-      return null;
-    }));
+    Ranks.values(
+        Ranks.run(
+            Ranks.hostParam(rankSize),
+            options(transport),
+            (rank, comm) -> {
+              // Each rank's own block is left out of its receive layout.
+              long[] displs = new long[rankSize];
+              long end = 0;
+              for (int r = 0; r < rankSize; r++) {
+                displs[r] = r == rank ? 0 : end;
+                end += r == rank ? 0 : sizes[r];
+              }
+              byte[] mine = TestData.bytes(31, rank, (int) sizes[rank]);
+              int head = 100;
+              try (ArrowBuf first = allocator.buffer(head);
+                  ArrowBuf second = allocator.buffer(sizes[rank] - head);
+                  ArrowBuf recv = end == 0 ? null : allocator.buffer(end)) {
+                first.setBytes(0, mine, 0, head);
+                second.setBytes(0, mine, head, mine.length - head);
+                comm.allGatherVSegments(
+                    new long[] {first.memoryAddress(), second.memoryAddress()},
+                    new long[] {head, sizes[rank] - head},
+                    recv,
+                    sizes,
+                    displs);
+                for (int r = 0; r < rankSize; r++) {
+                  if (r != rank) {
+                    assertEquals(
+                        -1,
+                        TestData.firstMismatch(
+                            recv, displs[r], TestData.bytes(31, r, (int) sizes[r])),
+                        "rank " + rank + ": block of rank " + r);
+                  }
+                }
+              }
+              return null;
+            }));
   }
 
   @Test
@@ -159,30 +186,44 @@ class CommunicatorTest {
   void equalSizedAllGatherInPlaceKeepsOwnSlot() throws Exception {
     int rankSize = 3;
     int bytes = 4 * 1000;
-    Ranks.values(Ranks.run(Ranks.hostParam(rankSize), options(HostTransport.AUTO), (rank, comm) -> {
-      try (ArrowBuf recv = allocator.buffer((long) bytes * rankSize)) {
-        TestData.fill(recv, (long) rank * bytes, TestData.bytes(5, rank, bytes));
-        comm.allGatherInPlace(recv, bytes / 4, DType.FLOAT32);
-        for (int r = 0; r < rankSize; r++) {
-          assertEquals(-1, TestData.firstMismatch(recv, (long) r * bytes, TestData.bytes(5, r, bytes)));
-        }
-        return null;
-      }
-    }));
+    Ranks.values(
+        Ranks.run(
+            Ranks.hostParam(rankSize),
+            options(HostTransport.AUTO),
+            (rank, comm) -> {
+              try (ArrowBuf recv = allocator.buffer((long) bytes * rankSize)) {
+                TestData.fill(recv, (long) rank * bytes, TestData.bytes(5, rank, bytes));
+                comm.allGatherInPlace(recv, bytes / 4, DType.FLOAT32);
+                for (int r = 0; r < rankSize; r++) {
+                  assertEquals(
+                      -1,
+                      TestData.firstMismatch(recv, (long) r * bytes, TestData.bytes(5, r, bytes)));
+                }
+                return null;
+              }
+            }));
   }
 
   @Test
   void ranksDisagreeingOnCountsAllGetInvalidUsage() throws Exception {
-    var outcomes = Ranks.run(Ranks.hostParam(2), options(HostTransport.AUTO), (rank, comm) -> {
-      long[] sizes = rank == 0 ? new long[] {8, 8} : new long[] {8, 16};
-      try (ArrowBuf send = allocator.buffer(16); ArrowBuf recv = allocator.buffer(32)) {
-        comm.allGatherV(send, recv, sizes, new long[] {0, 8});
-        return "no error";
-      }
-    });
+    var outcomes =
+        Ranks.run(
+            Ranks.hostParam(2),
+            options(HostTransport.AUTO),
+            (rank, comm) -> {
+              long[] sizes = rank == 0 ? new long[] {8, 8} : new long[] {8, 16};
+              try (ArrowBuf send = allocator.buffer(16);
+                  ArrowBuf recv = allocator.buffer(32)) {
+                comm.allGatherV(send, recv, sizes, new long[] {0, 8});
+                return "no error";
+              }
+            });
     for (var outcome : outcomes) {
-      NpuGatherException e = assertInstanceOf(NpuGatherException.class, outcome.error(),
-          "rank " + outcome.rank() + " returned " + outcome.value());
+      NpuGatherException e =
+          assertInstanceOf(
+              NpuGatherException.class,
+              outcome.error(),
+              "rank " + outcome.rank() + " returned " + outcome.value());
       assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
     }
   }
@@ -193,28 +234,36 @@ class CommunicatorTest {
   }
 
   /**
-   * Rank 0's arguments fail its own checks while rank 1 passes good ones: both fail with the
-   * same INVALID_USAGE (after each rank's "operation(rank r/n): " context), long before the 60 s
+   * Rank 0's arguments fail its own checks while rank 1 passes good ones: both fail with the same
+   * INVALID_USAGE (after each rank's "operation(rank r/n): " context), long before the 60 s
    * timeout, and the communicator still gathers afterwards. Returns the shared text.
    */
   private String rankZeroRejects(Call call) throws Exception {
     CommunicatorOptions options =
         CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(60));
     long start = System.nanoTime();
-    List<String> texts = Ranks.values(Ranks.run(Ranks.hostParam(2), options, (rank, comm) -> {
-      try (ArrowBuf send = allocator.buffer(64); ArrowBuf recv = allocator.buffer(128);
-          ArrowBuf small = allocator.buffer(64)) {
-        NpuGatherException e = assertThrows(NpuGatherException.class,
-            () -> call.run(comm, send, recv, small, rank == 0));
-        assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
-        send.setInt(0, 40 + rank);
-        comm.allGather(send, recv, 16, DType.INT32);
-        assertEquals(40, recv.getInt(0));
-        assertEquals(41, recv.getInt(64));
-        String message = e.getMessage();
-        return message.substring(message.indexOf("): ") + 3);
-      }
-    }));
+    List<String> texts =
+        Ranks.values(
+            Ranks.run(
+                Ranks.hostParam(2),
+                options,
+                (rank, comm) -> {
+                  try (ArrowBuf send = allocator.buffer(64);
+                      ArrowBuf recv = allocator.buffer(128);
+                      ArrowBuf small = allocator.buffer(64)) {
+                    NpuGatherException e =
+                        assertThrows(
+                            NpuGatherException.class,
+                            () -> call.run(comm, send, recv, small, rank == 0));
+                    assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
+                    send.setInt(0, 40 + rank);
+                    comm.allGather(send, recv, 16, DType.INT32);
+                    assertEquals(40, recv.getInt(0));
+                    assertEquals(41, recv.getInt(64));
+                    String message = e.getMessage();
+                    return message.substring(message.indexOf("): ") + 3);
+                  }
+                }));
     long ms = (System.nanoTime() - start) / 1_000_000;
     assertTrue(ms < 30_000, "the ranks failed after " + ms + " ms of a 60 s timeout");
     assertEquals(texts.get(0), texts.get(1));
@@ -225,43 +274,85 @@ class CommunicatorTest {
   @Test
   void dataPathArgumentErrorsNameRankArgumentValueAndWhatIsAllowedOnEveryRankAtOnce()
       throws Exception {
-    String small = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
-        comm.allGather(send, bad ? tooSmall : recv, 16, DType.INT32));
-    assertTrue(small.contains("allGather(rank 0/2): recv has a capacity of 64 bytes; allowed: "
-        + "at least 128 bytes"), small);
-    String huge = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
-        comm.allGather(send, recv, bad ? Long.MAX_VALUE / 4 : 16, DType.INT32));
-    assertTrue(huge.contains("allGather(rank 0/2): count = " + Long.MAX_VALUE / 4
-        + " int32 elements; allowed: 0 to " + Long.MAX_VALUE / 8), huge);
-    String negative = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
-        comm.allGatherInPlace(recv, bad ? -1 : 16, DType.INT32));
-    assertTrue(negative.contains("allGatherInPlace(rank 0/2): count = -1 int32 elements; "
-        + "allowed: 0 to"), negative);
-    String nullRecv = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
-        comm.allGather(send, bad ? null : recv, 16, DType.INT32));
+    String small =
+        rankZeroRejects(
+            (comm, send, recv, tooSmall, bad) ->
+                comm.allGather(send, bad ? tooSmall : recv, 16, DType.INT32));
+    assertTrue(
+        small.contains(
+            "allGather(rank 0/2): recv has a capacity of 64 bytes; allowed: "
+                + "at least 128 bytes"),
+        small);
+    String huge =
+        rankZeroRejects(
+            (comm, send, recv, tooSmall, bad) ->
+                comm.allGather(send, recv, bad ? Long.MAX_VALUE / 4 : 16, DType.INT32));
+    assertTrue(
+        huge.contains(
+            "allGather(rank 0/2): count = "
+                + Long.MAX_VALUE / 4
+                + " int32 elements; allowed: 0 to "
+                + Long.MAX_VALUE / 8),
+        huge);
+    String negative =
+        rankZeroRejects(
+            (comm, send, recv, tooSmall, bad) ->
+                comm.allGatherInPlace(recv, bad ? -1 : 16, DType.INT32));
+    assertTrue(
+        negative.contains(
+            "allGatherInPlace(rank 0/2): count = -1 int32 elements; " + "allowed: 0 to"),
+        negative);
+    String nullRecv =
+        rankZeroRejects(
+            (comm, send, recv, tooSmall, bad) ->
+                comm.allGather(send, bad ? null : recv, 16, DType.INT32));
     assertTrue(nullRecv.contains("allGather(rank 0/2): recv is null"), nullRecv);
-    String layout = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
-        comm.allGatherV(send, recv, new long[] {8, 8}, new long[] {0, bad ? Long.MAX_VALUE : 8}));
-    assertTrue(layout.contains("allGatherV(rank 0/2): recvBytes[1] = 8, recvDispls[1] = "
-        + Long.MAX_VALUE + "; allowed: both >= 0 and their sum at most"), layout);
-    String entries = rankZeroRejects((comm, send, recv, tooSmall, bad) ->
-        comm.allGatherV(send, recv, bad ? new long[] {8} : new long[] {8, 8},
-            bad ? new long[] {0} : new long[] {0, 8}));
-    assertTrue(entries.contains("allGatherV(rank 0/2): recvBytes has 1 and recvDispls 1 "
-        + "entries; allowed: rankSize (2) each"), entries);
+    String layout =
+        rankZeroRejects(
+            (comm, send, recv, tooSmall, bad) ->
+                comm.allGatherV(
+                    send, recv, new long[] {8, 8}, new long[] {0, bad ? Long.MAX_VALUE : 8}));
+    assertTrue(
+        layout.contains(
+            "allGatherV(rank 0/2): recvBytes[1] = 8, recvDispls[1] = "
+                + Long.MAX_VALUE
+                + "; allowed: both >= 0 and their sum at most"),
+        layout);
+    String entries =
+        rankZeroRejects(
+            (comm, send, recv, tooSmall, bad) ->
+                comm.allGatherV(
+                    send,
+                    recv,
+                    bad ? new long[] {8} : new long[] {8, 8},
+                    bad ? new long[] {0} : new long[] {0, 8}));
+    assertTrue(
+        entries.contains(
+            "allGatherV(rank 0/2): recvBytes has 1 and recvDispls 1 "
+                + "entries; allowed: rankSize (2) each"),
+        entries);
   }
 
   @Test
   void aSingleRankArgumentErrorIsThrownAtOnceAsItself() throws Exception {
-    Ranks.values(Ranks.run(Ranks.hostParam(1), options(HostTransport.AUTO), (rank, comm) -> {
-      try (ArrowBuf send = allocator.buffer(64); ArrowBuf recv = allocator.buffer(32)) {
-        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-            () -> comm.allGather(send, recv, 64, DType.INT8));
-        assertEquals("allGather(rank 0/1): recv has a capacity of 32 bytes; allowed: at least "
-            + "64 bytes (bytes [0, 64) are used)", e.getMessage());
-      }
-      return null;
-    }));
+    Ranks.values(
+        Ranks.run(
+            Ranks.hostParam(1),
+            options(HostTransport.AUTO),
+            (rank, comm) -> {
+              try (ArrowBuf send = allocator.buffer(64);
+                  ArrowBuf recv = allocator.buffer(32)) {
+                IllegalArgumentException e =
+                    assertThrows(
+                        IllegalArgumentException.class,
+                        () -> comm.allGather(send, recv, 64, DType.INT8));
+                assertEquals(
+                    "allGather(rank 0/1): recv has a capacity of 32 bytes; allowed: at least "
+                        + "64 bytes (bytes [0, 64) are used)",
+                    e.getMessage());
+              }
+              return null;
+            }));
   }
 
   @Test
@@ -272,15 +363,19 @@ class CommunicatorTest {
         CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(60));
     RootInfo rootInfo = Communicator.createRootInfo("host", options);
     AllGatherParam.Builder template = Ranks.hostParam(2);
-    List<AllGatherParam> params = List.of(template.rank(0).rankRoot(0).build(),
-        template.rank(1).rankRoot(1).build());
+    List<AllGatherParam> params =
+        List.of(template.rank(0).rankRoot(0).build(), template.rank(1).rankRoot(1).build());
     ExecutorService pool = Executors.newFixedThreadPool(2);
     long start = System.nanoTime();
     try {
       List<Future<NpuGatherException>> futures = new ArrayList<>();
       for (AllGatherParam param : params) {
-        futures.add(pool.submit(() -> assertThrows(NpuGatherException.class,
-            () -> Communicator.create(param, rootInfo, options))));
+        futures.add(
+            pool.submit(
+                () ->
+                    assertThrows(
+                        NpuGatherException.class,
+                        () -> Communicator.create(param, rootInfo, options))));
       }
       List<String> texts = new ArrayList<>();
       for (Future<NpuGatherException> future : futures) {
@@ -291,8 +386,13 @@ class CommunicatorTest {
       long ms = (System.nanoTime() - start) / 1_000_000;
       assertTrue(ms < 30_000, "the ranks failed after " + ms + " ms of a 60 s timeout");
       assertEquals(texts.get(0), texts.get(1));
-      assertTrue(texts.get(0).matches("rank ([01]) \\(pid \\d+\\) passed rank_root \\1 but root rank "
-          + "([01]) passed rank_root \\2"), texts.get(0));
+      assertTrue(
+          texts
+              .get(0)
+              .matches(
+                  "rank ([01]) \\(pid \\d+\\) passed rank_root \\1 but root rank "
+                      + "([01]) passed rank_root \\2"),
+          texts.get(0));
     } finally {
       pool.shutdownNow();
     }
@@ -300,10 +400,11 @@ class CommunicatorTest {
 
   @Test
   void createRootInfoWithANullBackendNamesTheArgument() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Communicator.createRootInfo(null, CommunicatorOptions.defaults()));
-    assertEquals("backend = 'null' is invalid; allowed: one of [hccl, lccl, host]",
-        e.getMessage());
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> Communicator.createRootInfo(null, CommunicatorOptions.defaults()));
+    assertEquals("backend = 'null' is invalid; allowed: one of [hccl, lccl, host]", e.getMessage());
   }
 
   @Test
@@ -318,19 +419,21 @@ class CommunicatorTest {
       List<Future<Throwable>> results = new ArrayList<>();
       for (int rank = 0; rank < 2; rank++) {
         AllGatherParam p = param.rank(rank).build();
-        results.add(pool.submit(() -> {
-          try (Communicator c = Communicator.create(p, rootInfo, options)) {
-            return null;
-          } catch (Throwable t) {
-            return t;
-          }
-        }));
+        results.add(
+            pool.submit(
+                () -> {
+                  try (Communicator c = Communicator.create(p, rootInfo, options)) {
+                    return null;
+                  } catch (Throwable t) {
+                    return t;
+                  }
+                }));
       }
       for (Future<Throwable> result : results) {
         Throwable error = result.get(30, TimeUnit.SECONDS);
         NpuGatherException e = assertInstanceOf(NpuGatherException.class, error);
-        assertTrue(e.code() == ResultCode.TIMEOUT || e.code() == ResultCode.REMOTE_ERROR,
-            e.getMessage());
+        assertTrue(
+            e.code() == ResultCode.TIMEOUT || e.code() == ResultCode.REMOTE_ERROR, e.getMessage());
       }
       long elapsedMs = (System.nanoTime() - start) / 1_000_000;
       assertTrue(elapsedMs < 2 * timeout.toMillis() + 1000, "took " + elapsedMs + " ms");
@@ -344,31 +447,39 @@ class CommunicatorTest {
     // Rank 1 joins but never calls the collective, so rank 0 blocks until aborted.
     CountDownLatch joined = new CountDownLatch(2);
     CountDownLatch finished = new CountDownLatch(1);
-    var outcomes = Ranks.run(Ranks.hostParam(2), options(HostTransport.AUTO), (rank, comm) -> {
-      joined.countDown();
-      if (rank == 1) {
-        finished.await(60, TimeUnit.SECONDS);
-        return "idle";
-      }
-      joined.await();
-      Thread aborter = new Thread(() -> {
-        sleepQuietly(300);
-        comm.abort();
-      });
-      aborter.start();
-      long start = System.nanoTime();
-      try (ArrowBuf send = allocator.buffer(64); ArrowBuf recv = allocator.buffer(128)) {
-        NpuGatherException e = assertThrows(NpuGatherException.class,
-            () -> comm.allGather(send, recv, 64, DType.INT8));
-        long ms = (System.nanoTime() - start) / 1_000_000;
-        assertEquals(ResultCode.ABORTED, e.code(), e.getMessage());
-        assertTrue(ms < 2000, "abort took " + ms + " ms");
-        return "aborted after " + ms + " ms";
-      } finally {
-        aborter.join();
-        finished.countDown();
-      }
-    });
+    var outcomes =
+        Ranks.run(
+            Ranks.hostParam(2),
+            options(HostTransport.AUTO),
+            (rank, comm) -> {
+              joined.countDown();
+              if (rank == 1) {
+                finished.await(60, TimeUnit.SECONDS);
+                return "idle";
+              }
+              joined.await();
+              Thread aborter =
+                  new Thread(
+                      () -> {
+                        sleepQuietly(300);
+                        comm.abort();
+                      });
+              aborter.start();
+              long start = System.nanoTime();
+              try (ArrowBuf send = allocator.buffer(64);
+                  ArrowBuf recv = allocator.buffer(128)) {
+                NpuGatherException e =
+                    assertThrows(
+                        NpuGatherException.class, () -> comm.allGather(send, recv, 64, DType.INT8));
+                long ms = (System.nanoTime() - start) / 1_000_000;
+                assertEquals(ResultCode.ABORTED, e.code(), e.getMessage());
+                assertTrue(ms < 2000, "abort took " + ms + " ms");
+                return "aborted after " + ms + " ms";
+              } finally {
+                aborter.join();
+                finished.countDown();
+              }
+            });
     assertTrue(outcomes.get(0).get().startsWith("aborted"));
     assertEquals("idle", outcomes.get(1).get());
   }
@@ -376,8 +487,8 @@ class CommunicatorTest {
   @Test
   void closingTwiceIsAnError() throws Exception {
     RootInfo rootInfo = Communicator.createRootInfo("host", CommunicatorOptions.defaults());
-    Communicator comm = Communicator.create(
-        Ranks.hostParam(1).build(), rootInfo, CommunicatorOptions.defaults());
+    Communicator comm =
+        Communicator.create(Ranks.hostParam(1).build(), rootInfo, CommunicatorOptions.defaults());
     comm.close();
     assertThrows(IllegalStateException.class, comm::close);
     try (ArrowBuf buf = allocator.buffer(8)) {
@@ -388,25 +499,32 @@ class CommunicatorTest {
   @Test
   void rootInfoOfAnotherBackendIsRejected() {
     RootInfo rootInfo = RootInfo.of("hccl", new byte[] {1, 2, 3});
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Communicator.create(Ranks.hostParam(1).build(), rootInfo,
-            CommunicatorOptions.defaults()));
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () ->
+                Communicator.create(
+                    Ranks.hostParam(1).build(), rootInfo, CommunicatorOptions.defaults()));
     assertTrue(e.getMessage().contains("hccl"), e.getMessage());
   }
 
   @Test
   void garbageRootInfoIsANativeInvalidArgument() {
     RootInfo rootInfo = RootInfo.of("host", new byte[] {1, 2, 3});
-    NpuGatherException e = assertThrows(NpuGatherException.class,
-        () -> Communicator.create(Ranks.hostParam(1).build(), rootInfo,
-            CommunicatorOptions.defaults()));
+    NpuGatherException e =
+        assertThrows(
+            NpuGatherException.class,
+            () ->
+                Communicator.create(
+                    Ranks.hostParam(1).build(), rootInfo, CommunicatorOptions.defaults()));
     assertEquals(ResultCode.INVALID_ARGUMENT, e.code(), e.getMessage());
   }
 
   @Test
   void closingARootInfoReleasesTheRootsListener() throws Exception {
-    RootInfo rootInfo = Communicator.createRootInfo("host",
-        CommunicatorOptions.defaults().withBindAddress("127.0.0.1"));
+    RootInfo rootInfo =
+        Communicator.createRootInfo(
+            "host", CommunicatorOptions.defaults().withBindAddress("127.0.0.1"));
     // Host root info: magic(4) version(4) id(16) secret(16) family(2) port(2, little endian).
     byte[] bytes = rootInfo.toBytes();
     int port = (bytes[42] & 0xff) | (bytes[43] & 0xff) << 8;
@@ -415,18 +533,24 @@ class CommunicatorTest {
     }
     rootInfo.close();
     assertThrows(ConnectException.class, () -> new Socket("127.0.0.1", port).close());
-    rootInfo.close();  // idempotent
-    RootInfo.of("host", bytes).close();  // a copy, nothing left to release
+    rootInfo.close(); // idempotent
+    RootInfo.of("host", bytes).close(); // a copy, nothing left to release
   }
 
   @Test
   void aRootsCreateRejectedInJavaStillReleasesItsRootInfo() throws Exception {
-    RootInfo rootInfo = Communicator.createRootInfo("host",
-        CommunicatorOptions.defaults().withBindAddress("127.0.0.1"));
+    RootInfo rootInfo =
+        Communicator.createRootInfo(
+            "host", CommunicatorOptions.defaults().withBindAddress("127.0.0.1"));
     byte[] bytes = rootInfo.toBytes();
     int port = (bytes[42] & 0xff) | (bytes[43] & 0xff) << 8;
-    assertThrows(IllegalArgumentException.class, () -> Communicator.create(
-        Ranks.hostParam(1).commDomain("a\0b").build(), rootInfo, CommunicatorOptions.defaults()));
+    assertThrows(
+        IllegalArgumentException.class,
+        () ->
+            Communicator.create(
+                Ranks.hostParam(1).commDomain("a\0b").build(),
+                rootInfo,
+                CommunicatorOptions.defaults()));
     assertThrows(ConnectException.class, () -> new Socket("127.0.0.1", port).close());
   }
 

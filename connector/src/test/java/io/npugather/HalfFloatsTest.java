@@ -21,12 +21,16 @@ class HalfFloatsTest {
   }
 
   private static void assertF16(int expected, float value) {
-    assertEquals(Integer.toHexString(expected), Integer.toHexString(f16(value)),
+    assertEquals(
+        Integer.toHexString(expected),
+        Integer.toHexString(f16(value)),
         "float16 of " + value + " (" + Float.toHexString(value) + ")");
   }
 
   private static void assertBf16(int expected, float value) {
-    assertEquals(Integer.toHexString(expected), Integer.toHexString(bf16(value)),
+    assertEquals(
+        Integer.toHexString(expected),
+        Integer.toHexString(bf16(value)),
         "bfloat16 of " + value + " (" + Float.toHexString(value) + ")");
   }
 
@@ -74,12 +78,13 @@ class HalfFloatsTest {
 
   @Test
   void float16NaNsStayNaNs() {
-    for (int bits : new int[] {0x7fc00000, 0x7f800001, 0xff800001, 0x7fbfffff, 0xffc00000,
-        0x7f802000}) {
+    for (int bits :
+        new int[] {0x7fc00000, 0x7f800001, 0xff800001, 0x7fbfffff, 0xffc00000, 0x7f802000}) {
       float nan = Float.intBitsToFloat(bits);
       int half = f16(nan);
       assertEquals(0x7c00, half & 0x7c00, Integer.toHexString(bits));
-      assertTrue((half & 0x03ff) != 0, Integer.toHexString(bits) + " -> " + Integer.toHexString(half));
+      assertTrue(
+          (half & 0x03ff) != 0, Integer.toHexString(bits) + " -> " + Integer.toHexString(half));
       assertEquals((bits >>> 31) << 15, half & 0x8000, "sign of " + Integer.toHexString(bits));
       assertTrue(Float.isNaN(HalfFloats.float16BitsToFloat((short) half)));
     }
@@ -92,7 +97,8 @@ class HalfFloatsTest {
     assertEquals(0x1p-24f, HalfFloats.float16BitsToFloat((short) 0x0001));
     assertEquals(0x1p-14f - 0x1p-24f, HalfFloats.float16BitsToFloat((short) 0x03ff));
     assertEquals(-2.0f, HalfFloats.float16BitsToFloat((short) 0xc000));
-    assertEquals(Float.floatToRawIntBits(-0.0f),
+    assertEquals(
+        Float.floatToRawIntBits(-0.0f),
         Float.floatToRawIntBits(HalfFloats.float16BitsToFloat((short) 0x8000)));
     assertEquals(Float.POSITIVE_INFINITY, HalfFloats.float16BitsToFloat((short) 0x7c00));
     assertEquals(Float.NEGATIVE_INFINITY, HalfFloats.float16BitsToFloat((short) 0xfc00));
@@ -112,7 +118,9 @@ class HalfFloatsTest {
           continue; // NaN payloads are quietened
         }
       } else {
-        assertEquals(0, exactHalf(bits).compareTo(new BigDecimal(value)),
+        assertEquals(
+            0,
+            exactHalf(bits).compareTo(new BigDecimal(value)),
             "value of " + Integer.toHexString(bits) + ": " + value);
       }
       assertEquals(bits, f16(value), "round trip of " + Integer.toHexString(bits));
@@ -120,8 +128,8 @@ class HalfFloatsTest {
   }
 
   /**
-   * Between every two neighbouring finite halves of one sign: the midpoint (exact in float) goes
-   * to the one with an even significand, anything strictly nearer to one of them goes to it.
+   * Between every two neighbouring finite halves of one sign: the midpoint (exact in float) goes to
+   * the one with an even significand, anything strictly nearer to one of them goes to it.
    */
   @Test
   void float16RoundsToNearestEvenBetweenEveryPairOfNeighbours() {
@@ -129,8 +137,10 @@ class HalfFloatsTest {
       for (int low = 0; low < 0x7c00; low++) {
         int high = low + 1; // 0x7c00 (infinity) for the last: the overflow threshold
         float a = HalfFloats.float16BitsToFloat((short) (sign | low));
-        float b = high == 0x7c00 ? (sign == 0 ? 65536.0f : -65536.0f)
-            : HalfFloats.float16BitsToFloat((short) (sign | high));
+        float b =
+            high == 0x7c00
+                ? (sign == 0 ? 65536.0f : -65536.0f)
+                : HalfFloats.float16BitsToFloat((short) (sign | high));
         float mid = (a + b) / 2; // exact: a and b have at most 11 significant bits
         int even = (low & 1) == 0 ? low : high;
         assertEquals(sign | even, f16(mid), "midpoint of " + Integer.toHexString(sign | low));
@@ -187,9 +197,11 @@ class HalfFloatsTest {
   private static BigDecimal exactHalf(int bits) {
     int exponent = (bits >>> 10) & 0x1f;
     int significand = bits & 0x3ff;
-    BigDecimal magnitude = exponent == 0
-        ? new BigDecimal(significand).multiply(new BigDecimal(Math.scalb(1.0, -24)))
-        : new BigDecimal(1024 + significand).multiply(new BigDecimal(Math.scalb(1.0, exponent - 25)));
+    BigDecimal magnitude =
+        exponent == 0
+            ? new BigDecimal(significand).multiply(new BigDecimal(Math.scalb(1.0, -24)))
+            : new BigDecimal(1024 + significand)
+                .multiply(new BigDecimal(Math.scalb(1.0, exponent - 25)));
     return (bits & 0x8000) != 0 ? magnitude.negate() : magnitude;
   }
 
@@ -234,7 +246,8 @@ class HalfFloatsTest {
       if ((bits & 0x7f80) != 0x7f80 && (bits & 0x7fff) != 0x7f7f) {
         int tie = (bits << 16) | 0x8000;
         int even = (bits & 1) == 0 ? bits : bits + 1;
-        assertEquals(even, bf16(Float.intBitsToFloat(tie)), "tie above " + Integer.toHexString(bits));
+        assertEquals(
+            even, bf16(Float.intBitsToFloat(tie)), "tie above " + Integer.toHexString(bits));
         assertEquals(bits, bf16(Float.intBitsToFloat(tie - 1)));
         assertEquals(bits + 1, bf16(Float.intBitsToFloat(tie + 1)));
       }
@@ -253,11 +266,13 @@ class HalfFloatsTest {
             Tensor wide = HalfFloats.toFloat32(half, allocator)) {
           assertEquals(DType.FLOAT16, half.dtype());
           assertEquals(DType.FLOAT32, wide.dtype());
-          assertEquals(java.util.Arrays.toString(new long[] {2, 3}),
+          assertEquals(
+              java.util.Arrays.toString(new long[] {2, 3}),
               java.util.Arrays.toString(wide.shape()));
           for (int i = 0; i < values.length; i++) {
             assertEquals(f16(values[i]), half.buffer().getShort(2L * i) & 0xffff);
-            assertEquals(HalfFloats.float16BitsToFloat(HalfFloats.floatToFloat16Bits(values[i])),
+            assertEquals(
+                HalfFloats.float16BitsToFloat(HalfFloats.floatToFloat16Bits(values[i])),
                 wide.buffer().getFloat(4L * i));
           }
         }
@@ -265,7 +280,8 @@ class HalfFloatsTest {
             Tensor wide = HalfFloats.toFloat32(bf, allocator)) {
           for (int i = 0; i < values.length; i++) {
             assertEquals(bf16(values[i]), bf.buffer().getShort(2L * i) & 0xffff);
-            assertEquals(HalfFloats.bfloat16BitsToFloat(HalfFloats.floatToBFloat16Bits(values[i])),
+            assertEquals(
+                HalfFloats.bfloat16BitsToFloat(HalfFloats.floatToBFloat16Bits(values[i])),
                 wide.buffer().getFloat(4L * i));
           }
         }
@@ -277,7 +293,8 @@ class HalfFloatsTest {
       }
       try (Tensor ints = Tensor.allocate(allocator, DType.INT32, 2)) {
         assertThrows(IllegalArgumentException.class, () -> HalfFloats.toFloat32(ints, allocator));
-        assertThrows(IllegalArgumentException.class,
+        assertThrows(
+            IllegalArgumentException.class,
             () -> HalfFloats.fromFloat32(ints, DType.FLOAT16, allocator));
       }
       assertEquals(0, allocator.getAllocatedMemory());

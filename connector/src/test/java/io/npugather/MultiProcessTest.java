@@ -33,19 +33,22 @@ class MultiProcessTest {
 
     Rank(Process process) {
       this.process = process;
-      this.reader = new Thread(() -> {
-        try (BufferedReader in = new BufferedReader(
-            new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
-          for (String line = in.readLine(); line != null; line = in.readLine()) {
-            synchronized (lines) {
-              lines.add(line);
-              lines.notifyAll();
-            }
-          }
-        } catch (IOException ignored) {
-          // The process ended.
-        }
-      });
+      this.reader =
+          new Thread(
+              () -> {
+                try (BufferedReader in =
+                    new BufferedReader(
+                        new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
+                  for (String line = in.readLine(); line != null; line = in.readLine()) {
+                    synchronized (lines) {
+                      lines.add(line);
+                      lines.notifyAll();
+                    }
+                  }
+                } catch (IOException ignored) {
+                  // The process ended.
+                }
+              });
       reader.start();
     }
 
@@ -70,16 +73,34 @@ class MultiProcessTest {
     }
   }
 
-  private Rank launch(int rank, int rankSize, String domain, String transport, int bytes,
-      long timeoutMs, String mode) throws IOException {
+  private Rank launch(
+      int rank,
+      int rankSize,
+      String domain,
+      String transport,
+      int bytes,
+      long timeoutMs,
+      String mode)
+      throws IOException {
     List<String> command = new ArrayList<>();
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     command.addAll(Arrays.asList(System.getProperty("npugather.test.jvmOpens", "").split(" ")));
     command.removeIf(String::isEmpty);
-    command.addAll(List.of("-Xmx256m", "-cp", System.getProperty("java.class.path"),
-        RankProcess.class.getName(), folder.toString(), Integer.toString(rank),
-        Integer.toString(rankSize), domain, transport, Integer.toString(bytes), "99",
-        Long.toString(timeoutMs), mode));
+    command.addAll(
+        List.of(
+            "-Xmx256m",
+            "-cp",
+            System.getProperty("java.class.path"),
+            RankProcess.class.getName(),
+            folder.toString(),
+            Integer.toString(rank),
+            Integer.toString(rankSize),
+            domain,
+            transport,
+            Integer.toString(bytes),
+            "99",
+            Long.toString(timeoutMs),
+            mode));
     ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
     return new Rank(builder.start());
   }
@@ -140,12 +161,17 @@ class MultiProcessTest {
       long joinedAt = System.nanoTime();
       List<String> failures = new ArrayList<>();
       for (Rank rank : ranks) {
-        assertTrue(rank.process.waitFor(timeoutMs / 2, TimeUnit.MILLISECONDS),
+        assertTrue(
+            rank.process.waitFor(timeoutMs / 2, TimeUnit.MILLISECONDS),
             "a rank waited for the timeout: " + rank.output());
         rank.reader.join();
         assertEquals(1, rank.process.exitValue(), rank.output());
-        failures.add(rank.output().lines().filter(l -> l.startsWith("FAILED")).findFirst()
-            .orElseThrow(() -> new AssertionError(rank.output())));
+        failures.add(
+            rank.output()
+                .lines()
+                .filter(l -> l.startsWith("FAILED"))
+                .findFirst()
+                .orElseThrow(() -> new AssertionError(rank.output())));
       }
       long ms = (System.nanoTime() - joinedAt) / 1_000_000;
       assertTrue(ms < timeoutMs / 2, "the ranks failed after " + ms + " ms");
@@ -153,8 +179,10 @@ class MultiProcessTest {
         assertEquals(failures.get(0), failure);
       }
       assertTrue(failures.get(0).startsWith("FAILED INVALID_USAGE "), failures.get(0));
-      assertTrue(failures.get(0).contains(
-          "rank 1 rejected its input: x = int32[] has 0 dims; allowed: 1 to 7 dims"),
+      assertTrue(
+          failures
+              .get(0)
+              .contains("rank 1 rejected its input: x = int32[] has 0 dims; allowed: 1 to 7 dims"),
           failures.get(0));
       assertEquals(List.of(), shmObjectsOf(domain));
     } finally {
@@ -174,7 +202,8 @@ class MultiProcessTest {
       assertTrue(survivor.awaitLine("READY", 60_000), survivor.output());
       long killedAt = System.nanoTime();
       victim.process.destroyForcibly(); // SIGKILL
-      assertTrue(survivor.process.waitFor(2 * timeoutMs + 5_000, TimeUnit.MILLISECONDS),
+      assertTrue(
+          survivor.process.waitFor(2 * timeoutMs + 5_000, TimeUnit.MILLISECONDS),
           "survivor still blocked");
       long ms = (System.nanoTime() - killedAt) / 1_000_000;
       survivor.reader.join();

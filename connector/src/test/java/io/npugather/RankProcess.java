@@ -11,13 +11,13 @@ import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.memory.RootAllocator;
 
 /**
- * One rank as its own JVM, for the multi-process tests. The root rank publishes its root info as
- * a file in the rendezvous folder; the others wait for it.
+ * One rank as its own JVM, for the multi-process tests. The root rank publishes its root info as a
+ * file in the rendezvous folder; the others wait for it.
  *
  * <p>Arguments: folder rank rankSize commDomain transport bytesPerRank seed timeoutMs mode, where
- * mode is {@code gather} (gather random data and check every byte), {@code stall} (join, say
- * READY, then never enter the collective) or {@code operator-reject} (the operator on int32[2, 2],
- * except that rank 1 passes int32[] with 0 dims). Prints {@code OK <transport>} or {@code FAILED <code>
+ * mode is {@code gather} (gather random data and check every byte), {@code stall} (join, say READY,
+ * then never enter the collective) or {@code operator-reject} (the operator on int32[2, 2], except
+ * that rank 1 passes int32[] with 0 dims). Prints {@code OK <transport>} or {@code FAILED <code>
  * <message>} and exits 0 or 1.
  */
 public final class RankProcess {
@@ -36,8 +36,13 @@ public final class RankProcess {
 
     CommunicatorOptions options =
         CommunicatorOptions.defaults().withTimeout(timeout).withHostTransport(transport);
-    AllGatherParam param = AllGatherParam.builder().backend("host").rank(rank)
-        .rankSize(rankSize).commDomain(domain).build();
+    AllGatherParam param =
+        AllGatherParam.builder()
+            .backend("host")
+            .rank(rank)
+            .rankSize(rankSize)
+            .commDomain(domain)
+            .build();
     try (BufferAllocator allocator = new RootAllocator()) {
       RootInfo rootInfo = rank == 0 ? publish(folder, options) : await(folder, timeout);
       try (Communicator comm = Communicator.create(param, rootInfo, options)) {
@@ -47,8 +52,9 @@ public final class RankProcess {
           Thread.sleep(Long.MAX_VALUE);
         }
         if (mode.equals("operator-reject")) {
-          try (Tensor x = Tensor.allocate(allocator, DType.INT32,
-                  rank == 1 ? new long[0] : new long[] {2, 2});
+          try (Tensor x =
+                  Tensor.allocate(
+                      allocator, DType.INT32, rank == 1 ? new long[0] : new long[] {2, 2});
               Tensor out = new AllGatherOperation(param).execute(comm, x, allocator)) {
             System.out.println("OK gathered " + out);
           }
@@ -59,7 +65,8 @@ public final class RankProcess {
           TestData.fill(send, 0, TestData.bytes(seed, rank, bytes));
           comm.allGather(send, recv, bytes, DType.INT8);
           for (int r = 0; r < rankSize; r++) {
-            long at = TestData.firstMismatch(recv, (long) r * bytes, TestData.bytes(seed, r, bytes));
+            long at =
+                TestData.firstMismatch(recv, (long) r * bytes, TestData.bytes(seed, r, bytes));
             if (at >= 0) {
               System.out.println("FAILED WRONG_BYTES block of rank " + r + " differs at " + at);
               System.exit(1);
@@ -87,7 +94,10 @@ public final class RankProcess {
     long deadline = System.nanoTime() + timeout.toNanos();
     while (!Files.exists(file)) {
       if (System.nanoTime() > deadline) {
-        throw new NpuGatherException(ResultCode.TIMEOUT, "await root info", -1,
+        throw new NpuGatherException(
+            ResultCode.TIMEOUT,
+            "await root info",
+            -1,
             "no root info in " + folder + " after " + timeout);
       }
       Thread.sleep(10);

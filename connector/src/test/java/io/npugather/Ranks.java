@@ -48,24 +48,27 @@ final class Ranks {
       List<Future<T>> futures = new ArrayList<>();
       for (int r = 0; r < rankSize; r++) {
         int rank = r;
-        futures.add(pool.submit(() -> {
-          if (rank == template.rankRoot()) {
-            try {
-              rootInfo.complete(Communicator.createRootInfo(template.backend(), options));
-            } catch (RuntimeException e) {
-              rootInfo.completeExceptionally(e);
-              throw e;
-            }
-          }
-          RootInfo info = rootInfo.get(options.timeout().toMillis(), TimeUnit.MILLISECONDS);
-          try (Communicator communicator =
-              Communicator.create(template.toBuilder().rank(rank).build(), info, options)) {
-            return body.run(rank, communicator);
-          }
-        }));
+        futures.add(
+            pool.submit(
+                () -> {
+                  if (rank == template.rankRoot()) {
+                    try {
+                      rootInfo.complete(Communicator.createRootInfo(template.backend(), options));
+                    } catch (RuntimeException e) {
+                      rootInfo.completeExceptionally(e);
+                      throw e;
+                    }
+                  }
+                  RootInfo info = rootInfo.get(options.timeout().toMillis(), TimeUnit.MILLISECONDS);
+                  try (Communicator communicator =
+                      Communicator.create(template.toBuilder().rank(rank).build(), info, options)) {
+                    return body.run(rank, communicator);
+                  }
+                }));
       }
-      long deadline = System.nanoTime() + options.timeout().multipliedBy(3)
-          .plus(Duration.ofSeconds(30)).toNanos();
+      long deadline =
+          System.nanoTime()
+              + options.timeout().multipliedBy(3).plus(Duration.ofSeconds(30)).toNanos();
       List<Outcome<T>> outcomes = new ArrayList<>();
       for (int r = 0; r < rankSize; r++) {
         try {

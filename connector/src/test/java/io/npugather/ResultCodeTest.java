@@ -14,8 +14,9 @@ import org.junit.jupiter.api.Test;
 
 /** ResultCode against the C header's npg_result_t: same names, same values, both ways. */
 class ResultCodeTest {
-  private static final Path HEADER = Path.of(System.getProperty("user.dir"))
-      .resolveSibling("native/src/main/cpp/include/npugather.h");
+  private static final Path HEADER =
+      Path.of(System.getProperty("user.dir"))
+          .resolveSibling("native/src/main/cpp/include/npugather.h");
 
   /** npg_result_t's constants as the header declares them, without the NPG_ prefix. */
   private static Map<String, Integer> nativeResults() throws IOException {
@@ -35,11 +36,12 @@ class ResultCodeTest {
   void everyNativeResultMapsToTheCodeOfTheSameNameAndBack() throws IOException {
     Map<String, Integer> natives = nativeResults();
     assertEquals(ResultCode.values().length, natives.size(), "npg_result_t has " + natives);
-    natives.forEach((name, value) -> {
-      ResultCode code = ResultCode.fromNative(value);
-      assertEquals(name, code.name(), "npg_result_t value " + value);
-      assertEquals(value, code.nativeCode(), name);
-    });
+    natives.forEach(
+        (name, value) -> {
+          ResultCode code = ResultCode.fromNative(value);
+          assertEquals(name, code.name(), "npg_result_t value " + value);
+          assertEquals(value, code.nativeCode(), name);
+        });
   }
 
   @Test

@@ -10,12 +10,16 @@ import org.junit.jupiter.api.Test;
 class TensorShapeTest {
   @Test
   void aShapeWhoseByteSizeOverflowsNamesTheShapeAndTheDim() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> Tensor.byteSize(DType.FLOAT32, new long[] {1L << 40, 1L << 40}));
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> Tensor.byteSize(DType.FLOAT32, new long[] {1L << 40, 1L << 40}));
     assertTrue(e.getMessage().contains("[1099511627776, 1099511627776]"), e.getMessage());
     assertTrue(e.getMessage().contains("shape[1]"), e.getMessage());
-    IllegalArgumentException width = assertThrows(IllegalArgumentException.class,
-        () -> Tensor.byteSize(DType.INT64, new long[] {1L << 61}));
+    IllegalArgumentException width =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> Tensor.byteSize(DType.INT64, new long[] {1L << 61}));
     assertTrue(width.getMessage().contains("shape[0]"), width.getMessage());
   }
 

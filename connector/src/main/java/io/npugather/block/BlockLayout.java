@@ -44,8 +44,10 @@ public final class BlockLayout {
    * @param rowCount rows in the block
    * @param nodeLengths per Arrow field node (VectorLoader order): its value count
    * @param nodeNullCounts per Arrow field node: its null count
-   * @param bufferLengths per Arrow buffer (VectorLoader order): its length in bytes, without padding
-   * @param variadicBufferCounts per view-type vector (none for Spark's mapping): its data buffer count
+   * @param bufferLengths per Arrow buffer (VectorLoader order): its length in bytes, without
+   *     padding
+   * @param variadicBufferCounts per view-type vector (none for Spark's mapping): its data buffer
+   *     count
    */
   public BlockLayout(
       long schemaFingerprint,

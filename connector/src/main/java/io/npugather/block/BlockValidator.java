@@ -11,11 +11,11 @@ import org.apache.arrow.vector.types.pojo.Field;
 import org.apache.arrow.vector.types.pojo.Schema;
 
 /**
- * Cheap consistency checks of a received block against its layout before vectors are built over
- * it: every buffer is long enough for its node's value count, offsets buffers have their
- * {@code length + 1} entries with first and last offsets inside the data or child they index. Reads
- * two offsets per variable-width vector, nothing per row. Catches a wrong displacement or a
- * truncated block with a clear error instead of reads past the block.
+ * Cheap consistency checks of a received block against its layout before vectors are built over it:
+ * every buffer is long enough for its node's value count, offsets buffers have their {@code length
+ * + 1} entries with first and last offsets inside the data or child they index. Reads two offsets
+ * per variable-width vector, nothing per row. Catches a wrong displacement or a truncated block
+ * with a clear error instead of reads past the block.
  */
 final class BlockValidator {
   private final BlockLayout layout;
@@ -38,7 +38,8 @@ final class BlockValidator {
    * Checks rank {@code rank}'s block at {@code displ} of {@code recv} (null if it is empty), as
    * received by {@code ownRank}.
    *
-   * @throws NpuGatherException ({@link ResultCode#REMOTE_ERROR}: the sender's) if it is inconsistent
+   * @throws NpuGatherException ({@link ResultCode#REMOTE_ERROR}: the sender's) if it is
+   *     inconsistent
    */
   static void check(
       Schema schema, BlockLayout layout, ArrowBuf recv, long displ, int rank, int ownRank) {
@@ -88,8 +89,7 @@ final class BlockValidator {
           }
           break;
         case DATA:
-          long needed =
-              hasOffsets ? last : (length * b.getTypeBitWidth() + 7) / 8;
+          long needed = hasOffsets ? last : (length * b.getTypeBitWidth() + 7) / 8;
           if (len < needed) {
             fail(path, "data buffer of " + len + " bytes, " + needed + " needed");
           }
@@ -112,7 +112,10 @@ final class BlockValidator {
   }
 
   private void fail(String path, String what) {
-    throw new NpuGatherException(ResultCode.REMOTE_ERROR, ReceivedBlocks.OPERATION, ownRank,
+    throw new NpuGatherException(
+        ResultCode.REMOTE_ERROR,
+        ReceivedBlocks.OPERATION,
+        ownRank,
         "block of rank " + rank + " is inconsistent with its layout: column " + path + " " + what);
   }
 }

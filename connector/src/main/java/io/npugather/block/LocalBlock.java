@@ -16,8 +16,8 @@ import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
  * <p>The segments ({@link #segmentAddresses()}, {@link #segmentLengths()}) point straight at the
  * vectors' buffers (no copy); their concatenation is the block {@link #layout()} describes. A
  * buffer whose length is not a multiple of 8 is padded with zeros: inside its own allocation when
- * it has the room (the usual case: one segment per buffer), else by a padding segment pointing at
- * a small zeroed buffer. Addresses stay valid until {@link #close()}. Not thread-safe.
+ * it has the room (the usual case: one segment per buffer), else by a padding segment pointing at a
+ * small zeroed buffer. Addresses stay valid until {@link #close()}. Not thread-safe.
  */
 public final class LocalBlock implements AutoCloseable {
   private final VectorSchemaRoot root;

@@ -3,8 +3,8 @@ package io.npugather.block;
 import java.util.List;
 
 /**
- * Where every rank's block lands in one receive buffer of an all-gather-v: the exclusive prefix
- * sum of the blocks' sizes, every entry a multiple of 8. A rank whose block is served from its own
+ * Where every rank's block lands in one receive buffer of an all-gather-v: the exclusive prefix sum
+ * of the blocks' sizes, every entry a multiple of 8. A rank whose block is served from its own
  * vectors ({@code skippedRank}) takes no room; its displacement is 0.
  */
 public final class ReceiveDisplacements {

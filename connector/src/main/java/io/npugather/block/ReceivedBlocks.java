@@ -21,10 +21,10 @@ import org.apache.arrow.vector.types.pojo.Schema;
  * Arrow's {@link VectorLoader}, after every layout has been checked against this rank's own.
  *
  * <p>Whose fault a failed check is: layouts written with another schema are the caller's ({@link
- * ResultCode#INVALID_USAGE}: every rank must produce the same schema); a layout that does not
- * match the schema's structure, or a block inconsistent with its layout, is the sending peer's
- * ({@link ResultCode#REMOTE_ERROR}). Both are an {@link NpuGatherException} naming the ranks and
- * the values. Arguments of this rank's own that do not fit together are an {@link
+ * ResultCode#INVALID_USAGE}: every rank must produce the same schema); a layout that does not match
+ * the schema's structure, or a block inconsistent with its layout, is the sending peer's ({@link
+ * ResultCode#REMOTE_ERROR}). Both are an {@link NpuGatherException} naming the ranks and the
+ * values. Arguments of this rank's own that do not fit together are an {@link
  * IllegalArgumentException} or an {@link IllegalStateException}.
  */
 public final class ReceivedBlocks {
@@ -61,8 +61,7 @@ public final class ReceivedBlocks {
       throw new IllegalArgumentException("layouts is empty: there must be one per rank");
     }
     if (ownRank < 0 || ownRank >= ranks) {
-      throw new IllegalArgumentException(
-          "ownRank " + ownRank + " is outside [0, " + ranks + ")");
+      throw new IllegalArgumentException("ownRank " + ownRank + " is outside [0, " + ranks + ")");
     }
     if (displs.length != ranks && displs.length != ranks + 1) {
       throw new IllegalArgumentException(
@@ -110,7 +109,10 @@ public final class ReceivedBlocks {
     for (int r = 0; r < layouts.size(); r++) {
       BlockLayout l = layouts.get(r);
       if (l.schemaFingerprint() != fp) {
-        throw new NpuGatherException(ResultCode.INVALID_USAGE, OPERATION, ownRank,
+        throw new NpuGatherException(
+            ResultCode.INVALID_USAGE,
+            OPERATION,
+            ownRank,
             "schema mismatch: rank "
                 + r
                 + " wrote its partition with schema fingerprint "
@@ -125,7 +127,10 @@ public final class ReceivedBlocks {
       }
       if (l.nodeCount() != expectedNodes
           || (expectedBuffers >= 0 && l.bufferCount() != expectedBuffers)) {
-        throw new NpuGatherException(ResultCode.REMOTE_ERROR, OPERATION, ownRank,
+        throw new NpuGatherException(
+            ResultCode.REMOTE_ERROR,
+            OPERATION,
+            ownRank,
             "layout of rank "
                 + r
                 + " has "
@@ -138,12 +143,18 @@ public final class ReceivedBlocks {
                 + expectedBuffers);
       }
       if (l.rowCount() > Integer.MAX_VALUE) {
-        throw new NpuGatherException(ResultCode.REMOTE_ERROR, OPERATION, ownRank,
+        throw new NpuGatherException(
+            ResultCode.REMOTE_ERROR,
+            OPERATION,
+            ownRank,
             "rank " + r + " has " + l.rowCount() + " rows, more than one Arrow batch can hold");
       }
       for (int node : topLevelNodes) {
         if (l.nodeLength(node) != l.rowCount()) {
-          throw new NpuGatherException(ResultCode.REMOTE_ERROR, OPERATION, ownRank,
+          throw new NpuGatherException(
+              ResultCode.REMOTE_ERROR,
+              OPERATION,
+              ownRank,
               "layout of rank "
                   + r
                   + ": a column has "

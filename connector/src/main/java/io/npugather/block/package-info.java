@@ -1,6 +1,6 @@
 /**
- * One rank's Arrow block on the wire, with no engine in it: what a rank sends, how a receiver
- * finds and checks it, and the vectors rebuilt over it. Knows Arrow and bytes, not Spark.
+ * One rank's Arrow block on the wire, with no engine in it: what a rank sends, how a receiver finds
+ * and checks it, and the vectors rebuilt over it. Knows Arrow and bytes, not Spark.
  *
  * <h2>Sending side</h2>
  *

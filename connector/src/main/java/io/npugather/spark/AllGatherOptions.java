@@ -15,10 +15,10 @@ import org.apache.spark.network.util.JavaUtils;
 /**
  * Options of {@code allGatherOnNpu}. Immutable; every {@code with...} returns a copy.
  *
- * <p>The same options as a map use the keys of {@link #KEYS} ({@code npugather.backend}, ...),
- * with or without the {@code npugather.} prefix; Spark conf entries {@code spark.npugather.*}
- * set session-wide defaults ({@link #fromConf(Map)}, {@link NpuGatherConf}). Errors name a key as
- * it was written.
+ * <p>The same options as a map use the keys of {@link #KEYS} ({@code npugather.backend}, ...), with
+ * or without the {@code npugather.} prefix; Spark conf entries {@code spark.npugather.*} set
+ * session-wide defaults ({@link #fromConf(Map)}, {@link NpuGatherConf}). Errors name a key as it
+ * was written.
  */
 public final class AllGatherOptions implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -32,15 +32,29 @@ public final class AllGatherOptions implements Serializable {
   public static final String RESOURCE_NAME = "npugather.resourceName";
   public static final String RETRYABLE = "npugather.retryable";
   public static final String HOST_TRANSPORT = "npugather.hostTransport";
-  /** Testing aid: "RANK" or "RANK:ATTEMPT" makes that rank fail in that stage attempt (default 0). */
+
+  /**
+   * Testing aid: "RANK" or "RANK:ATTEMPT" makes that rank fail in that stage attempt (default 0).
+   */
   public static final String INJECT_FAILURE = "npugather.test.injectFailure";
 
   /** Every key, in the order the docs list them. */
-  public static final List<String> KEYS = List.of(BACKEND, RANK_SIZE, RANK_ROOT, COMM_DOMAIN,
-      TIMEOUT, SOURCE_RANK_COLUMN, RESOURCE_NAME, RETRYABLE, HOST_TRANSPORT, INJECT_FAILURE);
+  public static final List<String> KEYS =
+      List.of(
+          BACKEND,
+          RANK_SIZE,
+          RANK_ROOT,
+          COMM_DOMAIN,
+          TIMEOUT,
+          SOURCE_RANK_COLUMN,
+          RESOURCE_NAME,
+          RETRYABLE,
+          HOST_TRANSPORT,
+          INJECT_FAILURE);
 
   /** Prefix of the Spark conf entries that set defaults. */
   public static final String CONF_PREFIX = "spark.";
+
   /** Prefix of the keys of {@link #KEYS}, which a map of options may leave out. */
   public static final String KEY_PREFIX = "npugather.";
 
@@ -55,9 +69,17 @@ public final class AllGatherOptions implements Serializable {
   private final HostTransport hostTransport;
   private final String injectFailure;
 
-  private AllGatherOptions(Backend backend, int rankSize, int rankRoot, String commDomain,
-      Duration timeout, String sourceRankColumn, String resourceName, boolean retryable,
-      HostTransport hostTransport, String injectFailure) {
+  private AllGatherOptions(
+      Backend backend,
+      int rankSize,
+      int rankRoot,
+      String commDomain,
+      Duration timeout,
+      String sourceRankColumn,
+      String resourceName,
+      boolean retryable,
+      HostTransport hostTransport,
+      String injectFailure) {
     this.backend = backend;
     this.rankSize = rankSize;
     this.rankRoot = rankRoot;
@@ -71,20 +93,29 @@ public final class AllGatherOptions implements Serializable {
   }
 
   /**
-   * Backend host ({@link Backend#SPARK_DEFAULT}: runs on any cluster), one rank per partition,
-   * root rank 0, a fresh domain per run, timeout 120 s, column {@code source_rank}, resource
-   * {@code npu}, not retryable, transport chosen automatically.
+   * Backend host ({@link Backend#SPARK_DEFAULT}: runs on any cluster), one rank per partition, root
+   * rank 0, a fresh domain per run, timeout 120 s, column {@code source_rank}, resource {@code
+   * npu}, not retryable, transport chosen automatically.
    */
   public static AllGatherOptions defaults() {
-    return new AllGatherOptions(Backend.SPARK_DEFAULT, 0, 0, "", Duration.ofSeconds(120),
-        "source_rank", "npu", false, HostTransport.AUTO, "");
+    return new AllGatherOptions(
+        Backend.SPARK_DEFAULT,
+        0,
+        0,
+        "",
+        Duration.ofSeconds(120),
+        "source_rank",
+        "npu",
+        false,
+        HostTransport.AUTO,
+        "");
   }
 
   /**
    * Defaults overridden by the {@code spark.npugather.*} entries of a Spark conf.
    *
-   * @throws IllegalArgumentException naming the entry as written: a {@code spark.npugather.*}
-   *     key that is no setting (with the nearest one), or a value that is not allowed
+   * @throws IllegalArgumentException naming the entry as written: a {@code spark.npugather.*} key
+   *     that is no setting (with the nearest one), or a value that is not allowed
    */
   public static AllGatherOptions fromConf(Map<String, String> conf) {
     NpuGatherConf.requireKnownKeys(conf);
@@ -99,8 +130,8 @@ public final class AllGatherOptions implements Serializable {
   }
 
   /**
-   * A copy with the given entries applied. Keys are those of {@link #KEYS}, with or without
-   * their {@code npugather.} prefix, or as Spark conf keys ({@code spark.npugather.backend}).
+   * A copy with the given entries applied. Keys are those of {@link #KEYS}, with or without their
+   * {@code npugather.} prefix, or as Spark conf keys ({@code spark.npugather.backend}).
    *
    * @throws IllegalArgumentException naming the key as written: an unknown key (with the nearest
    *     one), or a value that is not allowed
@@ -114,13 +145,14 @@ public final class AllGatherOptions implements Serializable {
   }
 
   /**
-   * The key of {@link #KEYS} that {@code written} names ({@code backend}, {@code
-   * npugather.backend} or {@code spark.npugather.backend}), or null.
+   * The key of {@link #KEYS} that {@code written} names ({@code backend}, {@code npugather.backend}
+   * or {@code spark.npugather.backend}), or null.
    */
   static String optionKey(String written) {
-    String key = written.startsWith(CONF_PREFIX + KEY_PREFIX)
-        ? written.substring(CONF_PREFIX.length())
-        : written.startsWith(KEY_PREFIX) ? written : KEY_PREFIX + written;
+    String key =
+        written.startsWith(CONF_PREFIX + KEY_PREFIX)
+            ? written.substring(CONF_PREFIX.length())
+            : written.startsWith(KEY_PREFIX) ? written : KEY_PREFIX + written;
     return KEYS.contains(key) ? key : null;
   }
 
@@ -148,12 +180,19 @@ public final class AllGatherOptions implements Serializable {
 
   /** An unknown key, answered with the nearest known one in the form it was written in. */
   private static IllegalArgumentException unknownKey(String written) {
-    String prefix = written.startsWith(CONF_PREFIX + KEY_PREFIX) ? CONF_PREFIX + KEY_PREFIX
-        : written.startsWith(KEY_PREFIX) ? KEY_PREFIX : "";
-    List<String> allowed = KEYS.stream()
-        .map(key -> prefix + key.substring(KEY_PREFIX.length())).toList();
-    return new IllegalArgumentException("option '" + written + "' is unknown; did you mean '"
-        + NpuGatherConf.nearest(written, allowed) + "'? allowed: " + String.join(", ", allowed));
+    String prefix =
+        written.startsWith(CONF_PREFIX + KEY_PREFIX)
+            ? CONF_PREFIX + KEY_PREFIX
+            : written.startsWith(KEY_PREFIX) ? KEY_PREFIX : "";
+    List<String> allowed =
+        KEYS.stream().map(key -> prefix + key.substring(KEY_PREFIX.length())).toList();
+    return new IllegalArgumentException(
+        "option '"
+            + written
+            + "' is unknown; did you mean '"
+            + NpuGatherConf.nearest(written, allowed)
+            + "'? allowed: "
+            + String.join(", ", allowed));
   }
 
   /** The backend named {@code backend}: "host", "hccl" or "lccl". */
@@ -162,14 +201,23 @@ public final class AllGatherOptions implements Serializable {
   }
 
   private AllGatherOptions withBackend(String backend, String key) {
-    return withBackend(Backend.forName(backend)
-        .orElseThrow(() -> invalid(key, backend, Backend.allowed())));
+    return withBackend(
+        Backend.forName(backend).orElseThrow(() -> invalid(key, backend, Backend.allowed())));
   }
 
   public AllGatherOptions withBackend(Backend backend) {
     Objects.requireNonNull(backend, BACKEND);
-    return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
-        sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
+    return new AllGatherOptions(
+        backend,
+        rankSize,
+        rankRoot,
+        commDomain,
+        timeout,
+        sourceRankColumn,
+        resourceName,
+        retryable,
+        hostTransport,
+        injectFailure);
   }
 
   /** 0: one rank per partition of the input; otherwise the input is repartitioned first. */
@@ -181,8 +229,17 @@ public final class AllGatherOptions implements Serializable {
     if (rankSize < 0) {
       throw invalid(key, rankSize, "0 (one rank per partition) or a positive count");
     }
-    return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
-        sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
+    return new AllGatherOptions(
+        backend,
+        rankSize,
+        rankRoot,
+        commDomain,
+        timeout,
+        sourceRankColumn,
+        resourceName,
+        retryable,
+        hostTransport,
+        injectFailure);
   }
 
   public AllGatherOptions withRankRoot(int rankRoot) {
@@ -193,8 +250,17 @@ public final class AllGatherOptions implements Serializable {
     if (rankRoot < 0) {
       throw invalid(key, rankRoot, "0 <= rankRoot < rankSize");
     }
-    return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
-        sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
+    return new AllGatherOptions(
+        backend,
+        rankSize,
+        rankRoot,
+        commDomain,
+        timeout,
+        sourceRankColumn,
+        resourceName,
+        retryable,
+        hostTransport,
+        injectFailure);
   }
 
   /** "" (default): a fresh domain for every run, so concurrent jobs never collide. */
@@ -205,11 +271,24 @@ public final class AllGatherOptions implements Serializable {
   private AllGatherOptions withCommDomain(String commDomain, String key) {
     Objects.requireNonNull(commDomain, key);
     if (commDomain.length() > AllGatherParam.MAX_COMM_DOMAIN_LENGTH - 32) {
-      throw invalid(key, "of length " + commDomain.length(), "at most "
-          + (AllGatherParam.MAX_COMM_DOMAIN_LENGTH - 32) + " characters (a run suffix is added)");
+      throw invalid(
+          key,
+          "of length " + commDomain.length(),
+          "at most "
+              + (AllGatherParam.MAX_COMM_DOMAIN_LENGTH - 32)
+              + " characters (a run suffix is added)");
     }
-    return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
-        sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
+    return new AllGatherOptions(
+        backend,
+        rankSize,
+        rankRoot,
+        commDomain,
+        timeout,
+        sourceRankColumn,
+        resourceName,
+        retryable,
+        hostTransport,
+        injectFailure);
   }
 
   /** Bounds every wait: the rendezvous, communicator set-up and the collective. */
@@ -222,8 +301,17 @@ public final class AllGatherOptions implements Serializable {
     if (timeout.isZero() || timeout.isNegative()) {
       throw invalid(key, timeout, "a positive duration");
     }
-    return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
-        sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
+    return new AllGatherOptions(
+        backend,
+        rankSize,
+        rankRoot,
+        commDomain,
+        timeout,
+        sourceRankColumn,
+        resourceName,
+        retryable,
+        hostTransport,
+        injectFailure);
   }
 
   public AllGatherOptions withSourceRankColumn(String sourceRankColumn) {
@@ -234,8 +322,17 @@ public final class AllGatherOptions implements Serializable {
     if (sourceRankColumn == null || sourceRankColumn.isBlank()) {
       throw invalid(key, "'" + sourceRankColumn + "'", "a non-blank column name");
     }
-    return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
-        sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
+    return new AllGatherOptions(
+        backend,
+        rankSize,
+        rankRoot,
+        commDomain,
+        timeout,
+        sourceRankColumn,
+        resourceName,
+        retryable,
+        hostTransport,
+        injectFailure);
   }
 
   /** The Spark resource (e.g. {@code npu}) whose address is the rank's device id. */
@@ -247,8 +344,17 @@ public final class AllGatherOptions implements Serializable {
     if (resourceName == null || resourceName.isBlank()) {
       throw invalid(key, "'" + resourceName + "'", "a Spark resource name");
     }
-    return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
-        sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
+    return new AllGatherOptions(
+        backend,
+        rankSize,
+        rankRoot,
+        commDomain,
+        timeout,
+        sourceRankColumn,
+        resourceName,
+        retryable,
+        hostTransport,
+        injectFailure);
   }
 
   /**
@@ -256,14 +362,32 @@ public final class AllGatherOptions implements Serializable {
    * shuffle-map stage that Spark retries whole when a rank fails. Costs one copy of the output.
    */
   public AllGatherOptions withRetryable(boolean retryable) {
-    return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
-        sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
+    return new AllGatherOptions(
+        backend,
+        rankSize,
+        rankRoot,
+        commDomain,
+        timeout,
+        sourceRankColumn,
+        resourceName,
+        retryable,
+        hostTransport,
+        injectFailure);
   }
 
   public AllGatherOptions withHostTransport(HostTransport hostTransport) {
     Objects.requireNonNull(hostTransport, HOST_TRANSPORT);
-    return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
-        sourceRankColumn, resourceName, retryable, hostTransport, injectFailure);
+    return new AllGatherOptions(
+        backend,
+        rankSize,
+        rankRoot,
+        commDomain,
+        timeout,
+        sourceRankColumn,
+        resourceName,
+        retryable,
+        hostTransport,
+        injectFailure);
   }
 
   /** Testing aid, see {@link #INJECT_FAILURE}. */
@@ -276,8 +400,17 @@ public final class AllGatherOptions implements Serializable {
     if (!spec.isEmpty() && !spec.matches("\\d+(:\\d+)?")) {
       throw invalid(key, "'" + spec + "'", "\"\", \"RANK\" or \"RANK:ATTEMPT\"");
     }
-    return new AllGatherOptions(backend, rankSize, rankRoot, commDomain, timeout,
-        sourceRankColumn, resourceName, retryable, hostTransport, spec);
+    return new AllGatherOptions(
+        backend,
+        rankSize,
+        rankRoot,
+        commDomain,
+        timeout,
+        sourceRankColumn,
+        resourceName,
+        retryable,
+        hostTransport,
+        spec);
   }
 
   /** The backend's name ({@link Backend#wireName()}). */
@@ -387,8 +520,8 @@ public final class AllGatherOptions implements Serializable {
     return text.append('}').toString();
   }
 
-  private static void appendIfChanged(StringBuilder text, String name, Object value,
-      Object defaultValue) {
+  private static void appendIfChanged(
+      StringBuilder text, String name, Object value, Object defaultValue) {
     if (!value.equals(defaultValue)) {
       text.append(", ").append(name).append('=').append(value);
     }

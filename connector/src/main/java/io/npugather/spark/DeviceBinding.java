@@ -19,6 +19,7 @@ final class DeviceBinding implements Serializable {
   private static final long serialVersionUID = 1L;
 
   private final String resourceName;
+
   /** Rank r's device on a local master; null when the task's resources decide. */
   private final List<String> rankAddresses;
 
@@ -71,13 +72,18 @@ final class DeviceBinding implements Serializable {
     } catch (NumberFormatException e) {
       // reported below
     }
-    throw new IllegalStateException("Spark resource '" + resourceName + "' gave address '"
-        + address + "'; a device id (an integer >= 0) is needed");
+    throw new IllegalStateException(
+        "Spark resource '"
+            + resourceName
+            + "' gave address '"
+            + address
+            + "'; a device id (an integer >= 0) is needed");
   }
 
   @Override
   public String toString() {
-    return rankAddresses == null ? "task resource '" + resourceName + "'"
+    return rankAddresses == null
+        ? "task resource '" + resourceName + "'"
         : "driver's '" + resourceName + "' addresses by rank " + rankAddresses;
   }
 }

@@ -4,17 +4,16 @@ import io.npugather.Backend;
 import java.io.Serializable;
 import java.util.Collections;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.execution.metric.SQLMetrics;
 
 /**
- * Per-run figures as Spark SQL metrics, summed over the ranks: the gather's plan node shows them
- * in the SQL tab of the Spark UI (timings with their min, median and max over the ranks), and
- * {@link NpuGather#lastMetrics} gives them to the caller. Which transport the ranks used is a
- * count of ranks per transport.
+ * Per-run figures as Spark SQL metrics, summed over the ranks: the gather's plan node shows them in
+ * the SQL tab of the Spark UI (timings with their min, median and max over the ranks), and {@link
+ * NpuGather#lastMetrics} gives them to the caller. Which transport the ranks used is a count of
+ * ranks per transport.
  */
 public final class GatherMetrics implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -42,18 +41,24 @@ public final class GatherMetrics implements Serializable {
     outputBytes = add("outputBytes", SQLMetrics.createSizeMetric(sc, "output size", -1L));
     bytesSent = add("bytesSent", SQLMetrics.createSizeMetric(sc, "bytes sent", -1L));
     bytesReceived = add("bytesReceived", SQLMetrics.createSizeMetric(sc, "bytes received", -1L));
-    ownPartitionBytes = add("ownPartitionBytes",
-        SQLMetrics.createSizeMetric(sc, "off-heap memory of the own partition", -1L));
-    peakOffHeapBytes = add("peakOffHeapBytes",
-        SQLMetrics.createSizeMetric(sc, "peak off-heap memory", -1L));
-    conversionNanos = add("conversionTime",
-        SQLMetrics.createNanoTimingMetric(sc, "time converting to Arrow", -1L));
-    rendezvousNanos = add("rendezvousTime",
-        SQLMetrics.createNanoTimingMetric(sc, "time in rendezvous", -1L));
-    slowestRankWaitNanos = add("slowestRankWait",
-        SQLMetrics.createNanoTimingMetric(sc, "wait for the slowest rank", -1L));
-    collectiveNanos = add("collectiveTime",
-        SQLMetrics.createNanoTimingMetric(sc, "time in collective", -1L));
+    ownPartitionBytes =
+        add(
+            "ownPartitionBytes",
+            SQLMetrics.createSizeMetric(sc, "off-heap memory of the own partition", -1L));
+    peakOffHeapBytes =
+        add("peakOffHeapBytes", SQLMetrics.createSizeMetric(sc, "peak off-heap memory", -1L));
+    conversionNanos =
+        add(
+            "conversionTime",
+            SQLMetrics.createNanoTimingMetric(sc, "time converting to Arrow", -1L));
+    rendezvousNanos =
+        add("rendezvousTime", SQLMetrics.createNanoTimingMetric(sc, "time in rendezvous", -1L));
+    slowestRankWaitNanos =
+        add(
+            "slowestRankWait",
+            SQLMetrics.createNanoTimingMetric(sc, "wait for the slowest rank", -1L));
+    collectiveNanos =
+        add("collectiveTime", SQLMetrics.createNanoTimingMetric(sc, "time in collective", -1L));
     for (String transport : Backend.parse("backend", backend).transports()) {
       add(transportKey(transport), SQLMetrics.createMetric(sc, "ranks over " + transport));
     }
@@ -90,8 +95,8 @@ public final class GatherMetrics implements Serializable {
     peakOffHeapBytes.add(peakOffHeap);
   }
 
-  void addTask(long sent, long received, long rows, long conversion, long rendezvous,
-      long collective) {
+  void addTask(
+      long sent, long received, long rows, long conversion, long rendezvous, long collective) {
     bytesSent.add(sent);
     bytesReceived.add(received);
     outputRows.add(rows);
@@ -187,21 +192,31 @@ public final class GatherMetrics implements Serializable {
    */
   public Map<String, Long> transports() {
     Map<String, Long> used = new LinkedHashMap<>();
-    metrics.forEach((key, metric) -> {
-      if (key.startsWith(transportKey("")) && valueOf(metric) > 0) {
-        used.put(key.substring(transportKey("").length()), valueOf(metric));
-      }
-    });
+    metrics.forEach(
+        (key, metric) -> {
+          if (key.startsWith(transportKey("")) && valueOf(metric) > 0) {
+            used.put(key.substring(transportKey("").length()), valueOf(metric));
+          }
+        });
     return used;
   }
 
   @Override
   public String toString() {
-    return String.format("%ssent %d B, received %d B, %d rows; conversion %.1f ms, rendezvous %.1f"
-        + " ms (waiting for the slowest rank %.1f ms), collective %.1f ms over %s; own partitions"
-        + " %d B, peak off-heap %d B (summed over ranks)",
-        input.isEmpty() ? "" : input + " input; ", bytesSent(), bytesReceived(), rowsGathered(),
-        conversionNanos() / 1e6, rendezvousNanos() / 1e6, slowestRankWaitNanos() / 1e6,
-        collectiveNanos() / 1e6, transports(), ownPartitionBytes(), peakOffHeapBytes());
+    return String.format(
+        "%ssent %d B, received %d B, %d rows; conversion %.1f ms, rendezvous %.1f"
+            + " ms (waiting for the slowest rank %.1f ms), collective %.1f ms over %s; own partitions"
+            + " %d B, peak off-heap %d B (summed over ranks)",
+        input.isEmpty() ? "" : input + " input; ",
+        bytesSent(),
+        bytesReceived(),
+        rowsGathered(),
+        conversionNanos() / 1e6,
+        rendezvousNanos() / 1e6,
+        slowestRankWaitNanos() / 1e6,
+        collectiveNanos() / 1e6,
+        transports(),
+        ownPartitionBytes(),
+        peakOffHeapBytes());
   }
 }

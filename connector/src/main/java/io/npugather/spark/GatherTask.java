@@ -28,8 +28,8 @@ import org.slf4j.LoggerFactory;
  * GatheredOutput}.
  *
  * <p>Everything the task allocates comes from one child allocator. On success it belongs to the
- * output, which the executor keeps for later stages ({@code io.npugather.spark.output}); on
- * failure it is released when the task completes.
+ * output, which the executor keeps for later stages ({@code io.npugather.spark.output}); on failure
+ * it is released when the task completes.
  */
 public final class GatherTask implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -56,12 +56,13 @@ public final class GatherTask implements Serializable {
   }
 
   /**
-   * Gathers a partition of a DataFrame cached in Spark's default format, read from the cached
-   * bytes ({@code columns}: each field's buffer index in a cached batch).
+   * Gathers a partition of a DataFrame cached in Spark's default format, read from the cached bytes
+   * ({@code columns}: each field's buffer index in a cached batch).
    */
   public GatheredOutput runOnCachedBatches(Iterator<CachedBatch> batches, int[] columns) {
-    return run(allocator ->
-        PartitionWriter.fromCachedBatches(batches, columns, schema, timeZoneId, allocator));
+    return run(
+        allocator ->
+            PartitionWriter.fromCachedBatches(batches, columns, schema, timeZoneId, allocator));
   }
 
   private interface Conversion {
@@ -104,11 +105,11 @@ public final class GatherTask implements Serializable {
       long received = placement.totalBytes();
       ArrowBuf recv = received == 0 ? null : me.allocator().buffer(received);
       try {
-        communicator.allGatherVSegments(own.segmentAddresses(), own.segmentLengths(), recv,
-            counts, displs);
+        communicator.allGatherVSegments(
+            own.segmentAddresses(), own.segmentLengths(), recv, counts, displs);
         me.closeGroup();
-        resources.gathered = GatheredPartitions.wrap(recv, layouts, displs, rank, own, schema,
-            me.allocator());
+        resources.gathered =
+            GatheredPartitions.wrap(recv, layouts, displs, rank, own, schema, me.allocator());
       } finally {
         if (recv != null) {
           recv.close(); // the gathered partitions hold their own reference
@@ -118,12 +119,19 @@ public final class GatherTask implements Serializable {
       long rows = resources.gathered.totalRows();
       long sent = counts[rank] * (rankSize - 1);
       me.collectiveDone(sent, received, rows);
-      ranks.metrics().addRankData(own.layout().rowCount(), counts[rank],
-          Arrays.stream(counts).sum());
+      ranks
+          .metrics()
+          .addRankData(own.layout().rowCount(), counts[rank], Arrays.stream(counts).sum());
       // The batches handed out below are slices: no allocation after this point.
       ranks.metrics().addMemory(ownBytes, me.allocator().getPeakMemoryAllocation());
-      LOG.info("{}: gathered {} rows over {}{}, {} bytes received, {} sent; {}", me.where(), rows,
-          transport, device < 0 ? "" : " (device " + device + ")", received, sent,
+      LOG.info(
+          "{}: gathered {} rows over {}{}, {} bytes received, {} sent; {}",
+          me.where(),
+          rows,
+          transport,
+          device < 0 ? "" : " (device " + device + ")",
+          received,
+          sent,
           me.timings());
       return resources.handOver();
     } catch (RuntimeException | Error e) {
@@ -133,8 +141,8 @@ public final class GatherTask implements Serializable {
   }
 
   /**
-   * What the task owns beyond its {@link RankTask.Rank}; released once, when the task completes:
-   * on success the output has the allocator, and closes unless the executor keeps it.
+   * What the task owns beyond its {@link RankTask.Rank}; released once, when the task completes: on
+   * success the output has the allocator, and closes unless the executor keeps it.
    */
   private static final class TaskResources {
     final RankTask.Rank me;
@@ -153,9 +161,10 @@ public final class GatherTask implements Serializable {
     }
 
     synchronized void close() {
-      Throwable first = output != null
-          ? me.release(null, output::closeUnlessKept) // kept once the stage's writer took it
-          : me.release(null, gathered, own);
+      Throwable first =
+          output != null
+              ? me.release(null, output::closeUnlessKept) // kept once the stage's writer took it
+              : me.release(null, gathered, own);
       if (first != null) {
         LOG.warn("allGatherOnNpu: releasing task resources failed", first);
       }

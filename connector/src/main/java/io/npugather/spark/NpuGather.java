@@ -16,19 +16,18 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code allGatherOnNpu}: every partition of a DataFrame, on every rank.
  *
  * <p>A barrier stage runs one task per partition (rank = partition id, rankSize = number of
- * partitions). The result has one partition per rank; partition r holds every input row, ordered
- * by source rank and then by the original order within each source partition, after an {@code
- * int} column naming the source rank ({@code source_rank} unless configured). Works with {@code
+ * partitions). The result has one partition per rank; partition r holds every input row, ordered by
+ * source rank and then by the original order within each source partition, after an {@code int}
+ * column naming the source rank ({@code source_rank} unless configured). Works with {@code
  * df.transform(NpuGather::allGatherOnNpu)}; from Scala, {@code import
- * io.npugather.spark.implicits._} gives {@code df.allGatherOnNpu()}, and on a {@code Dataset[T]}
- * a {@code Dataset[T]}. With {@code spark.sql.extensions=io.npugather.spark.NpuGatherExtensions}
- * every session plans the gather from its start; without it, the first call sets the session
- * up.
+ * io.npugather.spark.implicits._} gives {@code df.allGatherOnNpu()}, and on a {@code Dataset[T]} a
+ * {@code Dataset[T]}. With {@code spark.sql.extensions=io.npugather.spark.NpuGatherExtensions}
+ * every session plans the gather from its start; without it, the first call sets the session up.
  *
  * <p>{@code onRanks}: the tensor API inside barrier tasks, for model-parallel code. Every rank
  * turns its partition into a tensor, the ranks all-gather it with {@link
- * io.npugather.AllGatherOperation}, and a {@link RankFunction} runs on each rank with the
- * gathered tensor; the driver gets the functions' results in rank order.
+ * io.npugather.AllGatherOperation}, and a {@link RankFunction} runs on each rank with the gathered
+ * tensor; the driver gets the functions' results in rank order.
  */
 public final class NpuGather {
   private static final AtomicReference<GatherMetrics> LAST_RUN = new AtomicReference<>();
@@ -38,22 +37,25 @@ public final class NpuGather {
   /** With the session's defaults ({@code spark.npugather.*} conf entries). */
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df) {
     Objects.requireNonNull(df, "df");
-    return allGatherOnNpu(df, AllGatherOptions.fromConf(
-        CollectionConverters.asJava(df.sparkSession().conf().getAll())));
+    return allGatherOnNpu(
+        df,
+        AllGatherOptions.fromConf(CollectionConverters.asJava(df.sparkSession().conf().getAll())));
   }
 
   /** With options given as {@code npugather.*} keys over the session's defaults. */
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df, Map<String, String> options) {
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(options, "options");
-    return allGatherOnNpu(df, AllGatherOptions.fromConf(
-        CollectionConverters.asJava(df.sparkSession().conf().getAll())).with(options));
+    return allGatherOnNpu(
+        df,
+        AllGatherOptions.fromConf(CollectionConverters.asJava(df.sparkSession().conf().getAll()))
+            .with(options));
   }
 
   /**
    * With explicit options. When {@code options.rankSize()} is set and differs from the number of
-   * partitions, the input is repartitioned (round-robin) to that many partitions first; the
-   * order within a source rank is then the repartitioned order.
+   * partitions, the input is repartitioned (round-robin) to that many partitions first; the order
+   * within a source rank is then the repartitioned order.
    */
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df, AllGatherOptions options) {
     Objects.requireNonNull(df, "df");
@@ -68,8 +70,8 @@ public final class NpuGather {
     org.apache.spark.sql.classic.Dataset<Row> classic =
         (org.apache.spark.sql.classic.Dataset<Row>) input;
     NpuGatherPlanning.install(classic.sparkSession());
-    return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(classic.sparkSession(),
-        NpuGatherPlanning.node(classic.logicalPlan(), options));
+    return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(
+        classic.sparkSession(), NpuGatherPlanning.node(classic.logicalPlan(), options));
   }
 
   /**
@@ -78,56 +80,65 @@ public final class NpuGather {
    */
   public static <T> List<T> onRanks(Dataset<Row> df, List<String> columns, RankFunction<T> fn) {
     Objects.requireNonNull(df, "df");
-    return onRanks(df, columns, AllGatherOptions.fromConf(
-        CollectionConverters.asJava(df.sparkSession().conf().getAll())), DType.FLOAT32, fn);
+    return onRanks(
+        df,
+        columns,
+        AllGatherOptions.fromConf(CollectionConverters.asJava(df.sparkSession().conf().getAll())),
+        DType.FLOAT32,
+        fn);
   }
 
   /**
-   * Runs {@code fn} on every rank (one barrier task per partition: rank = partition id, rankSize
-   * = number of partitions) with the all-gather of the ranks' tensors, and returns the results
+   * Runs {@code fn} on every rank (one barrier task per partition: rank = partition id, rankSize =
+   * number of partitions) with the all-gather of the ranks' tensors, and returns the results
    * indexed by rank. An action: it runs a Spark job and blocks until it ends.
    *
    * <p>On rank r, {@code x} = float32 {@code [rows, features]} is partition r's rows of {@code
    * columns}: either numeric columns (float, double, int, bigint, smallint, tinyint; converted to
-   * float32, one feature per column, in the order given) or one {@code array<float>} column
-   * (one feature per element; every row the same length, else the rank fails naming the row and
-   * the lengths). Nulls are an error. Every rank must have the same shape, so every partition the
-   * same number of rows: otherwise every rank fails with the same error listing each rank's
-   * shape. The ranks all-gather x with {@link io.npugather.AllGatherOperation}, and {@code
-   * fn.apply(r, gathered)} runs with {@code gathered} = {@code [rankSize, rows, features]}, rank
-   * the x of rank q at index q.
+   * float32, one feature per column, in the order given) or one {@code array<float>} column (one
+   * feature per element; every row the same length, else the rank fails naming the row and the
+   * lengths). Nulls are an error. Every rank must have the same shape, so every partition the same
+   * number of rows: otherwise every rank fails with the same error listing each rank's shape. The
+   * ranks all-gather x with {@link io.npugather.AllGatherOperation}, and {@code fn.apply(r,
+   * gathered)} runs with {@code gathered} = {@code [rankSize, rows, features]}, rank the x of rank
+   * q at index q.
    *
-   * <p>{@code wireDtype} float16 or bfloat16 halves the bytes moved: each rank rounds its x to
-   * that dtype (to nearest, ties to even; see {@link io.npugather.HalfFloats}) before the
-   * collective, and {@code gathered} is then in that dtype ({@link
-   * io.npugather.HalfFloats#toFloat32} widens it back). float32 sends x unchanged.
+   * <p>{@code wireDtype} float16 or bfloat16 halves the bytes moved: each rank rounds its x to that
+   * dtype (to nearest, ties to even; see {@link io.npugather.HalfFloats}) before the collective,
+   * and {@code gathered} is then in that dtype ({@link io.npugather.HalfFloats#toFloat32} widens it
+   * back). float32 sends x unchanged.
    *
-   * <p>Memory: each task allocates from one child allocator ({@link GatherMemory}) and releases
-   * all of it, {@code gathered} included, before it ends. When {@code options.rankSize()} is set
-   * and differs from the number of partitions, the input is repartitioned (round-robin) first.
-   * A rank that fails fails the job: Spark throws its {@code SparkException}, whose cause is the
-   * rank's error.
+   * <p>Memory: each task allocates from one child allocator ({@link GatherMemory}) and releases all
+   * of it, {@code gathered} included, before it ends. When {@code options.rankSize()} is set and
+   * differs from the number of partitions, the input is repartitioned (round-robin) first. A rank
+   * that fails fails the job: Spark throws its {@code SparkException}, whose cause is the rank's
+   * error.
    *
    * @param columns the columns forming x, at least one
-   * @param options backend, timeout, root rank, ... ({@code sourceRankColumn} and
-   *     {@code retryable} do not apply)
+   * @param options backend, timeout, root rank, ... ({@code sourceRankColumn} and {@code retryable}
+   *     do not apply)
    * @param wireDtype float32, float16 or bfloat16
    * @param fn runs on every rank; its results must be Serializable (or null)
    * @return the results, element r from rank r (unmodifiable)
-   * @throws IllegalArgumentException when a column is missing or of another type, or the wire
-   *     dtype is not a float type
+   * @throws IllegalArgumentException when a column is missing or of another type, or the wire dtype
+   *     is not a float type
    */
   @SuppressWarnings("unchecked")
-  public static <T> List<T> onRanks(Dataset<Row> df, List<String> columns,
-      AllGatherOptions options, DType wireDtype, RankFunction<T> fn) {
+  public static <T> List<T> onRanks(
+      Dataset<Row> df,
+      List<String> columns,
+      AllGatherOptions options,
+      DType wireDtype,
+      RankFunction<T> fn) {
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(columns, "columns");
     Objects.requireNonNull(options, "options");
     Objects.requireNonNull(wireDtype, "wireDtype");
     Objects.requireNonNull(fn, "fn");
     if (columns.isEmpty()) {
-      throw new IllegalArgumentException("onRanks: columns is empty; allowed: numeric columns"
-          + " (float, double, int, bigint, smallint, tinyint) or one array<float> column");
+      throw new IllegalArgumentException(
+          "onRanks: columns is empty; allowed: numeric columns"
+              + " (float, double, int, bigint, smallint, tinyint) or one array<float> column");
     }
     OnRanksTask.checkWireDtype(wireDtype);
     GatherMemory.checkConf(df.sparkSession().sparkContext().getConf());
@@ -140,9 +151,10 @@ public final class NpuGather {
     if (options.rankSize() > 0 && options.rankSize() != input.rdd().getNumPartitions()) {
       input = input.repartition(options.rankSize());
     }
-    List<Object> results = OnRanksStage.collect(
-        (org.apache.spark.sql.classic.Dataset<Row>) input, wireDtype,
-        (RankFunction<Object>) (RankFunction<?>) fn, options);
+    List<Object> results =
+        OnRanksStage.collect(
+            (org.apache.spark.sql.classic.Dataset<Row>) input, wireDtype,
+            (RankFunction<Object>) (RankFunction<?>) fn, options);
     return (List<T>) results;
   }
 

@@ -34,63 +34,101 @@ public final class NpuGatherConf {
    * check} throws an {@link IllegalArgumentException} naming the key, the value and what is
    * allowed.
    */
-  public record Setting(String key, String defaultValue, String doc, Scope scope,
-      Consumer<String> check) {}
+  public record Setting(
+      String key, String defaultValue, String doc, Scope scope, Consumer<String> check) {}
 
   /** Every setting, in the order the docs list them. */
-  public static final List<Setting> SETTINGS = List.of(
-      option(AllGatherOptions.BACKEND, Backend.SPARK_DEFAULT.wireName(),
-          "host (CPU collective), hccl or lccl (Ascend NPUs)."),
-      option(AllGatherOptions.RANK_SIZE, "0",
-          "0: one rank per input partition; N: repartition the input to N partitions first."),
-      option(AllGatherOptions.RANK_ROOT, "0",
-          "The rank that creates the communicator's root info; 0 <= rankRoot < rankSize."),
-      option(AllGatherOptions.COMM_DOMAIN, "",
-          "Communication domain name; a unique suffix is added for every run so concurrent jobs"
-              + " never collide."),
-      option(AllGatherOptions.TIMEOUT, "120s",
-          "Bounds every wait: rendezvous, communicator set-up, the collective (500ms, 30s, 5m,"
-              + " ...)."),
-      option(AllGatherOptions.SOURCE_RANK_COLUMN, "source_rank",
-          "Name of the source-rank column of the result; must not collide with an input column."),
-      option(AllGatherOptions.RESOURCE_NAME, "npu",
-          "The Spark resource that holds the devices: the first address of the task's resource"
-              + " on a cluster, the driver's address r for rank r on a local master."),
-      option(AllGatherOptions.RETRYABLE, "false",
-          "true lets Spark run a failed gather again; false fails the job at the first failed"
-              + " attempt."),
-      option(AllGatherOptions.HOST_TRANSPORT, "auto",
-          "Backend host: auto (shared memory on one host, TCP across hosts), tcp or staging."),
-      option(AllGatherOptions.INJECT_FAILURE, "",
-          "Testing aid: RANK or RANK:ATTEMPT makes that rank fail in that stage attempt."),
-      new Setting(GatheredOutputs.RELEASE_DELAY, GatheredOutputs.DEFAULT_RELEASE_DELAY,
-          "How long a gather's output is kept after the last job that read it ended, so that"
-              + " later actions read it without gathering again.",
-          Scope.SESSION, GatheredOutputs::releaseDelayMs),
-      new Setting(GatherMemory.CACHE_BYTES, GatherMemory.DEFAULT_CACHE_BYTES,
-          "The most memory of large buffers (4 MiB and more) an executor keeps idle for the next"
-              + " gathers; 0 keeps none. Count it in spark.executor.memoryOverhead.",
-          Scope.APPLICATION,
-          value -> GatherMemory.checkSetting(GatherMemory.CACHE_BYTES, value)),
-      new Setting(GatherMemory.CACHE_IDLE_TIMEOUT, GatherMemory.DEFAULT_CACHE_IDLE_TIMEOUT,
-          "How long such memory is kept once no task uses it.", Scope.APPLICATION,
-          value -> GatherMemory.checkSetting(GatherMemory.CACHE_IDLE_TIMEOUT, value)),
-      new Setting(GatherMemory.MAX_GATHER_BYTES, null,
-          "The most bytes one task may receive in a gather. Default: the JVM's direct memory"
-              + " limit and, on an executor, no more than its off-heap budget"
-              + " (spark.executor.memoryOverhead, plus spark.memory.offHeap.size when enabled).",
-          Scope.APPLICATION, value -> GatherMemory.checkSetting(GatherMemory.MAX_GATHER_BYTES, value)),
-      new Setting(ClusterCheck.EXECUTOR_WAIT_CONF, ClusterCheck.DEFAULT_EXECUTOR_WAIT,
-          "How long the driver waits, on a cluster master, for executors to register before"
-              + " deciding that the cluster has too few task slots for the ranks.",
-          Scope.APPLICATION, ClusterCheck::checkExecutorWait));
+  public static final List<Setting> SETTINGS =
+      List.of(
+          option(
+              AllGatherOptions.BACKEND,
+              Backend.SPARK_DEFAULT.wireName(),
+              "host (CPU collective), hccl or lccl (Ascend NPUs)."),
+          option(
+              AllGatherOptions.RANK_SIZE,
+              "0",
+              "0: one rank per input partition; N: repartition the input to N partitions first."),
+          option(
+              AllGatherOptions.RANK_ROOT,
+              "0",
+              "The rank that creates the communicator's root info; 0 <= rankRoot < rankSize."),
+          option(
+              AllGatherOptions.COMM_DOMAIN,
+              "",
+              "Communication domain name; a unique suffix is added for every run so concurrent jobs"
+                  + " never collide."),
+          option(
+              AllGatherOptions.TIMEOUT,
+              "120s",
+              "Bounds every wait: rendezvous, communicator set-up, the collective (500ms, 30s, 5m,"
+                  + " ...)."),
+          option(
+              AllGatherOptions.SOURCE_RANK_COLUMN,
+              "source_rank",
+              "Name of the source-rank column of the result; must not collide with an input column."),
+          option(
+              AllGatherOptions.RESOURCE_NAME,
+              "npu",
+              "The Spark resource that holds the devices: the first address of the task's resource"
+                  + " on a cluster, the driver's address r for rank r on a local master."),
+          option(
+              AllGatherOptions.RETRYABLE,
+              "false",
+              "true lets Spark run a failed gather again; false fails the job at the first failed"
+                  + " attempt."),
+          option(
+              AllGatherOptions.HOST_TRANSPORT,
+              "auto",
+              "Backend host: auto (shared memory on one host, TCP across hosts), tcp or staging."),
+          option(
+              AllGatherOptions.INJECT_FAILURE,
+              "",
+              "Testing aid: RANK or RANK:ATTEMPT makes that rank fail in that stage attempt."),
+          new Setting(
+              GatheredOutputs.RELEASE_DELAY,
+              GatheredOutputs.DEFAULT_RELEASE_DELAY,
+              "How long a gather's output is kept after the last job that read it ended, so that"
+                  + " later actions read it without gathering again.",
+              Scope.SESSION,
+              GatheredOutputs::releaseDelayMs),
+          new Setting(
+              GatherMemory.CACHE_BYTES,
+              GatherMemory.DEFAULT_CACHE_BYTES,
+              "The most memory of large buffers (4 MiB and more) an executor keeps idle for the next"
+                  + " gathers; 0 keeps none. Count it in spark.executor.memoryOverhead.",
+              Scope.APPLICATION,
+              value -> GatherMemory.checkSetting(GatherMemory.CACHE_BYTES, value)),
+          new Setting(
+              GatherMemory.CACHE_IDLE_TIMEOUT,
+              GatherMemory.DEFAULT_CACHE_IDLE_TIMEOUT,
+              "How long such memory is kept once no task uses it.",
+              Scope.APPLICATION,
+              value -> GatherMemory.checkSetting(GatherMemory.CACHE_IDLE_TIMEOUT, value)),
+          new Setting(
+              GatherMemory.MAX_GATHER_BYTES,
+              null,
+              "The most bytes one task may receive in a gather. Default: the JVM's direct memory"
+                  + " limit and, on an executor, no more than its off-heap budget"
+                  + " (spark.executor.memoryOverhead, plus spark.memory.offHeap.size when enabled).",
+              Scope.APPLICATION,
+              value -> GatherMemory.checkSetting(GatherMemory.MAX_GATHER_BYTES, value)),
+          new Setting(
+              ClusterCheck.EXECUTOR_WAIT_CONF,
+              ClusterCheck.DEFAULT_EXECUTOR_WAIT,
+              "How long the driver waits, on a cluster master, for executors to register before"
+                  + " deciding that the cluster has too few task slots for the ranks.",
+              Scope.APPLICATION,
+              ClusterCheck::checkExecutorWait));
 
   private NpuGatherConf() {}
 
   private static Setting option(String key, String defaultValue, String doc) {
     String confKey = AllGatherOptions.CONF_PREFIX + key;
-    return new Setting(confKey, defaultValue, "Default of the option " + key + " of"
-        + " allGatherOnNpu and onRanks: " + doc, Scope.SESSION,
+    return new Setting(
+        confKey,
+        defaultValue,
+        "Default of the option " + key + " of" + " allGatherOnNpu and onRanks: " + doc,
+        Scope.SESSION,
         value -> AllGatherOptions.defaults().with(Map.of(confKey, value)));
   }
 
@@ -109,8 +147,13 @@ public final class NpuGatherConf {
     List<String> keys = keys();
     for (String key : conf.keySet()) {
       if (key.startsWith(PREFIX) && !keys.contains(key)) {
-        throw new IllegalArgumentException(key + " is not a setting of NpuGather; did you mean "
-            + nearest(key, keys) + "? (SET -v lists every " + PREFIX + "* setting)");
+        throw new IllegalArgumentException(
+            key
+                + " is not a setting of NpuGather; did you mean "
+                + nearest(key, keys)
+                + "? (SET -v lists every "
+                + PREFIX
+                + "* setting)");
       }
     }
   }
@@ -120,8 +163,10 @@ public final class NpuGatherConf {
     String best = null;
     int bestDistance = Integer.MAX_VALUE;
     for (String candidate : candidates) {
-      int distance = editDistance(written.toLowerCase(java.util.Locale.ROOT),
-          candidate.toLowerCase(java.util.Locale.ROOT));
+      int distance =
+          editDistance(
+              written.toLowerCase(java.util.Locale.ROOT),
+              candidate.toLowerCase(java.util.Locale.ROOT));
       if (distance < bestDistance) {
         best = candidate;
         bestDistance = distance;

@@ -54,10 +54,9 @@ final class OnRanksTask<T> implements Serializable {
 
   /** The dtypes a run may send: float32, or float32 narrowed to float16 or bfloat16. */
   static DType checkWireDtype(DType wireDtype) {
-    if (wireDtype != DType.FLOAT32 && wireDtype != DType.FLOAT16
-        && wireDtype != DType.BFLOAT16) {
-      throw new IllegalArgumentException("wire dtype " + wireDtype
-          + " is not supported; allowed: float32, float16, bfloat16");
+    if (wireDtype != DType.FLOAT32 && wireDtype != DType.FLOAT16 && wireDtype != DType.BFLOAT16) {
+      throw new IllegalArgumentException(
+          "wire dtype " + wireDtype + " is not supported; allowed: float32, float16, bfloat16");
     }
     return wireDtype;
   }
@@ -69,21 +68,31 @@ final class OnRanksTask<T> implements Serializable {
   static StructType checkInput(StructType schema) {
     StructField[] fields = schema.fields();
     if (fields.length == 0) {
-      throw new IllegalArgumentException("onRanks: no columns selected; allowed: numeric columns"
-          + " (float, double, int, long, short, byte) or one array<float> column");
+      throw new IllegalArgumentException(
+          "onRanks: no columns selected; allowed: numeric columns"
+              + " (float, double, int, long, short, byte) or one array<float> column");
     }
     for (StructField field : fields) {
       DataType type = field.dataType();
       if (isFloatArray(type)) {
         if (fields.length != 1) {
-          throw new IllegalArgumentException("onRanks: column '" + field.name() + "' is "
-              + type.simpleString() + ", which must be the only selected column (got "
-              + fields.length + " columns)");
+          throw new IllegalArgumentException(
+              "onRanks: column '"
+                  + field.name()
+                  + "' is "
+                  + type.simpleString()
+                  + ", which must be the only selected column (got "
+                  + fields.length
+                  + " columns)");
         }
       } else if (!isNumeric(type)) {
-        throw new IllegalArgumentException("onRanks: column '" + field.name() + "' is "
-            + type.simpleString() + "; allowed: float, double, int, bigint, smallint, tinyint,"
-            + " or a single array<float> column");
+        throw new IllegalArgumentException(
+            "onRanks: column '"
+                + field.name()
+                + "' is "
+                + type.simpleString()
+                + "; allowed: float, double, int, bigint, smallint, tinyint,"
+                + " or a single array<float> column");
       }
     }
     return schema;
@@ -94,8 +103,12 @@ final class OnRanksTask<T> implements Serializable {
   }
 
   private static boolean isNumeric(DataType type) {
-    return type instanceof FloatType || type instanceof DoubleType || type instanceof IntegerType
-        || type instanceof LongType || type instanceof ShortType || type instanceof ByteType;
+    return type instanceof FloatType
+        || type instanceof DoubleType
+        || type instanceof IntegerType
+        || type instanceof LongType
+        || type instanceof ShortType
+        || type instanceof ByteType;
   }
 
   /** Runs this rank; the iterator holds the function's single result. */
@@ -121,8 +134,14 @@ final class OnRanksTask<T> implements Serializable {
       me.rendezvousDone();
       Communicator communicator = me.connect();
       AllGatherOptions options = ranks.options();
-      AllGatherParam param = AllGatherParam.builder().backend(options.backend()).rank(rank)
-          .rankSize(rankSize).rankRoot(options.rankRoot()).communicator(communicator).build();
+      AllGatherParam param =
+          AllGatherParam.builder()
+              .backend(options.backend())
+              .rank(rank)
+              .rankSize(rankSize)
+              .rankRoot(options.rankRoot())
+              .communicator(communicator)
+              .build();
       try {
         gathered = new AllGatherOperation(param).execute(communicator, x, allocator);
       } catch (NpuGatherException e) {
@@ -131,10 +150,11 @@ final class OnRanksTask<T> implements Serializable {
           // own input, e.g. an output beyond its memory): no abort, which would blur the peers'
           // errors.
           me.closeGroup();
-          String hint = e.getMessage().contains("ranks passed different inputs")
-              ? ". onRanks needs the same number of rows (and features) in every partition:"
-                  + " repartition the input so that every rank holds an equal share"
-              : "";
+          String hint =
+              e.getMessage().contains("ranks passed different inputs")
+                  ? ". onRanks needs the same number of rows (and features) in every partition:"
+                      + " repartition the input so that every rank holds an equal share"
+                  : "";
           throw new IllegalStateException(where + ": " + e.getMessage() + hint, e);
         }
         throw e;
@@ -163,15 +183,18 @@ final class OnRanksTask<T> implements Serializable {
     } finally {
       Throwable first = me.release(failure, gathered, x);
       if (failure == null && first != null) {
-        throw new IllegalStateException(where + ": releasing the task's memory failed (did the"
-            + " rank function close the gathered tensor, or keep a reference to it?)", first);
+        throw new IllegalStateException(
+            where
+                + ": releasing the task's memory failed (did the"
+                + " rank function close the gathered tensor, or keep a reference to it?)",
+            first);
       }
     }
   }
 
   /** The partition as float32 {@code [rows, features]}, from {@code allocator}. */
-  private Tensor readPartition(Iterator<InternalRow> rows, BufferAllocator allocator,
-      String where) {
+  private Tensor readPartition(
+      Iterator<InternalRow> rows, BufferAllocator allocator, String where) {
     FloatRows out = new FloatRows(allocator);
     try {
       if (isFloatArray(schema.fields()[0].dataType())) {
@@ -200,17 +223,25 @@ final class OnRanksTask<T> implements Serializable {
       out.ensure(features);
       for (int j = 0; j < features; j++) {
         if (r.isNullAt(j)) {
-          throw new IllegalArgumentException(where + ": column '" + fields[j].name() + "' is null"
-              + " in row " + row + " of this partition; onRanks needs a value in every row");
+          throw new IllegalArgumentException(
+              where
+                  + ": column '"
+                  + fields[j].name()
+                  + "' is null"
+                  + " in row "
+                  + row
+                  + " of this partition; onRanks needs a value in every row");
         }
-        out.put(j, switch (types[j]) {
-          case FLOAT -> r.getFloat(j);
-          case DOUBLE -> (float) r.getDouble(j);
-          case INT -> (float) r.getInt(j);
-          case LONG -> (float) r.getLong(j);
-          case SHORT -> r.getShort(j);
-          default -> r.getByte(j);
-        });
+        out.put(
+            j,
+            switch (types[j]) {
+              case FLOAT -> r.getFloat(j);
+              case DOUBLE -> (float) r.getDouble(j);
+              case INT -> (float) r.getInt(j);
+              case LONG -> (float) r.getLong(j);
+              case SHORT -> r.getShort(j);
+              default -> r.getByte(j);
+            });
       }
       out.endRow();
       row++;
@@ -223,24 +254,45 @@ final class OnRanksTask<T> implements Serializable {
     while (rows.hasNext()) {
       InternalRow r = rows.next();
       if (r.isNullAt(0)) {
-        throw new IllegalArgumentException(where + ": column '" + column + "' is null in row "
-            + row + " of this partition; onRanks needs an array in every row");
+        throw new IllegalArgumentException(
+            where
+                + ": column '"
+                + column
+                + "' is null in row "
+                + row
+                + " of this partition; onRanks needs an array in every row");
       }
       ArrayData values = r.getArray(0);
       int length = values.numElements();
       if (row == 0) {
         out.features = length;
       } else if (length != out.features) {
-        throw new IllegalArgumentException(where + ": column '" + column + "' has "
-            + length + " elements in row " + row + " of this partition but " + out.features
-            + " in row 0; every row of an array<float> column must have the same length");
+        throw new IllegalArgumentException(
+            where
+                + ": column '"
+                + column
+                + "' has "
+                + length
+                + " elements in row "
+                + row
+                + " of this partition but "
+                + out.features
+                + " in row 0; every row of an array<float> column must have the same length");
       }
       out.ensure(length);
       for (int j = 0; j < length; j++) {
         if (values.isNullAt(j)) {
-          throw new IllegalArgumentException(where + ": column '" + column + "' has a null"
-              + " element at index " + j + " in row " + row + " of this partition; onRanks"
-              + " needs a value in every element");
+          throw new IllegalArgumentException(
+              where
+                  + ": column '"
+                  + column
+                  + "' has a null"
+                  + " element at index "
+                  + j
+                  + " in row "
+                  + row
+                  + " of this partition; onRanks"
+                  + " needs a value in every element");
         }
         out.put(j, values.getFloat(j));
       }

@@ -11,15 +11,21 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 
 /**
- * What one rank contributes to the rendezvous round: the root info (root rank only), where it
- * runs (host, device), the most bytes it may receive in a gather and where that limit comes from
- * ({@link GatherMemory#receiveLimit}), and a payload of the caller's (for {@code allGatherOnNpu},
- * the partition's layout; empty for {@code onRanks}). Every rank decodes the same table.
+ * What one rank contributes to the rendezvous round: the root info (root rank only), where it runs
+ * (host, device), the most bytes it may receive in a gather and where that limit comes from ({@link
+ * GatherMemory#receiveLimit}), and a payload of the caller's (for {@code allGatherOnNpu}, the
+ * partition's layout; empty for {@code onRanks}). Every rank decodes the same table.
  */
-record RankEntry(String host, int deviceId, long receiveLimit, String receiveLimitSource, byte[] rootInfo,
+record RankEntry(
+    String host,
+    int deviceId,
+    long receiveLimit,
+    String receiveLimitSource,
+    byte[] rootInfo,
     byte[] payload) {
   private static final int VERSION = 2;
   private static final int MAX_FIELD_BYTES = 1 << 20;
+
   /** The operation the table's checks report in their exceptions. */
   static final String OPERATION = "rendezvous";
 
@@ -52,9 +58,17 @@ record RankEntry(String host, int deviceId, long receiveLimit, String receiveLim
     try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(bytes))) {
       int version = in.readUnsignedByte();
       if (version != VERSION) {
-        throw new NpuGatherException(ResultCode.INVALID_USAGE, OPERATION, reader, "rank " + rank
-            + " sent a rendezvous entry of version " + version + "; this rank speaks version " + VERSION
-            + " (are all executors running the same NpuGather jar?)");
+        throw new NpuGatherException(
+            ResultCode.INVALID_USAGE,
+            OPERATION,
+            reader,
+            "rank "
+                + rank
+                + " sent a rendezvous entry of version "
+                + version
+                + "; this rank speaks version "
+                + VERSION
+                + " (are all executors running the same NpuGather jar?)");
       }
       String host = in.readUTF();
       int deviceId = in.readInt();
@@ -71,10 +85,13 @@ record RankEntry(String host, int deviceId, long receiveLimit, String receiveLim
     }
   }
 
-  private static byte[] readField(DataInputStream in, int reader, int rank, String name) throws IOException {
+  private static byte[] readField(DataInputStream in, int reader, int rank, String name)
+      throws IOException {
     int length = in.readInt();
     if (length < 0 || length > MAX_FIELD_BYTES) {
-      throw malformed(reader, "rank " + rank + "'s rendezvous entry has a " + name + " of " + length + " bytes",
+      throw malformed(
+          reader,
+          "rank " + rank + "'s rendezvous entry has a " + name + " of " + length + " bytes",
           null);
     }
     byte[] field = new byte[length];
@@ -83,7 +100,8 @@ record RankEntry(String host, int deviceId, long receiveLimit, String receiveLim
   }
 
   private static NpuGatherException malformed(int reader, String message, Throwable cause) {
-    NpuGatherException e = new NpuGatherException(ResultCode.REMOTE_ERROR, OPERATION, reader, message);
+    NpuGatherException e =
+        new NpuGatherException(ResultCode.REMOTE_ERROR, OPERATION, reader, message);
     if (cause != null) {
       e.initCause(cause);
     }

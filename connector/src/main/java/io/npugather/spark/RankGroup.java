@@ -18,24 +18,24 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
-import java.util.Map;
 import java.util.UUID;
 import org.apache.spark.BarrierTaskContext;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The ranks of one barrier stage joined into a communicator, seen from one rank (one barrier
- * task): one rendezvous round through the driver, then the communicator.
+ * The ranks of one barrier stage joined into a communicator, seen from one rank (one barrier task):
+ * one rendezvous round through the driver, then the communicator.
  *
  * <p>{@link #meet} runs the round: the root rank creates the root info, every rank sends a {@link
- * RankEntry} (host, device, root info, the caller's payload) and receives all of them; two ranks
- * on one device of one host fail every rank. {@link #connect} then creates the communicator in the
+ * RankEntry} (host, device, root info, the caller's payload) and receives all of them; two ranks on
+ * one device of one host fail every rank. {@link #connect} then creates the communicator in the
  * run's domain and starts a watchdog that aborts a blocked collective when Spark kills the task.
  * {@link #close()} stops the watchdog and closes the communicator.
  */
 final class RankGroup implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(RankGroup.class);
+
   /** Largest LCCL domain id the connector uses: 10067 + 55000 is still a port. */
   static final int MAX_LCCL_DOMAIN_ID = 55_000;
 
@@ -47,8 +47,12 @@ final class RankGroup implements AutoCloseable {
   private Communicator communicator;
   private Thread watchdog;
 
-  private RankGroup(BarrierTaskContext context, AllGatherOptions options,
-      CommunicatorOptions commOptions, List<RankEntry> entries, long exchangeNanos) {
+  private RankGroup(
+      BarrierTaskContext context,
+      AllGatherOptions options,
+      CommunicatorOptions commOptions,
+      List<RankEntry> entries,
+      long exchangeNanos) {
     this.context = context;
     this.options = options;
     this.commOptions = commOptions;
@@ -57,33 +61,47 @@ final class RankGroup implements AutoCloseable {
   }
 
   /**
-   * The rendezvous round of this task's stage attempt: every rank's entry, identical on every
-   * rank. Rank = partition id, rankSize = the ticket's; the rank's device as {@code devices}
-   * says.
+   * The rendezvous round of this task's stage attempt: every rank's entry, identical on every rank.
+   * Rank = partition id, rankSize = the ticket's; the rank's device as {@code devices} says.
    *
    * @throws NpuGatherException {@link ResultCode#INVALID_USAGE} when two ranks were given the same
-   *     device of one host, or an entry of another version; {@link ResultCode#REMOTE_ERROR} when
-   *     an entry is malformed
+   *     device of one host, or an entry of another version; {@link ResultCode#REMOTE_ERROR} when an
+   *     entry is malformed
    * @throws io.npugather.spark.rendezvous.RendezvousException when the round fails
    */
-  static RankGroup meet(BarrierTaskContext context, AllGatherOptions options,
-      DeviceBinding devices, RendezvousTicket ticket, byte[] payload) {
+  static RankGroup meet(
+      BarrierTaskContext context,
+      AllGatherOptions options,
+      DeviceBinding devices,
+      RendezvousTicket ticket,
+      byte[] payload) {
     int rank = context.partitionId();
     int rankSize = ticket.rankSize();
-    CommunicatorOptions commOptions = CommunicatorOptions.defaults()
-        .withTimeout(options.timeout()).withHostTransport(options.hostTransport())
-        .withDeviceId(devices.deviceId(context));
-    RootInfo created = rank == options.rankRoot()
-        ? Communicator.createRootInfo(options.backend(), commOptions) : null;
+    CommunicatorOptions commOptions =
+        CommunicatorOptions.defaults()
+            .withTimeout(options.timeout())
+            .withHostTransport(options.hostTransport())
+            .withDeviceId(devices.deviceId(context));
+    RootInfo created =
+        rank == options.rankRoot()
+            ? Communicator.createRootInfo(options.backend(), commOptions)
+            : null;
     try {
       byte[] rootInfo = created == null ? new byte[0] : created.toBytes();
       GatherMemory.ReceiveLimit limit = GatherMemory.receiveLimit();
-      RankEntry mine = new RankEntry(hostName(), commOptions.deviceId(), limit.bytes(), limit.source(),
-          rootInfo, payload);
+      RankEntry mine =
+          new RankEntry(
+              hostName(), commOptions.deviceId(), limit.bytes(), limit.source(), rootInfo, payload);
       long sent = System.nanoTime();
-      List<byte[]> table = RendezvousClient.exchange(ticket, context.stageId(),
-          context.stageAttemptNumber(), rank, mine.toBytes(), options.timeout(),
-          context::isInterrupted);
+      List<byte[]> table =
+          RendezvousClient.exchange(
+              ticket,
+              context.stageId(),
+              context.stageAttemptNumber(),
+              rank,
+              mine.toBytes(),
+              options.timeout(),
+              context::isInterrupted);
       long exchangeNanos = System.nanoTime() - sent;
       List<RankEntry> entries = new ArrayList<>(rankSize);
       for (int r = 0; r < rankSize; r++) {
@@ -92,12 +110,18 @@ final class RankGroup implements AutoCloseable {
       String sharedDevice = sharedDevice(entries, options);
       if (sharedDevice != null) {
         // Spark reports one failed task of a barrier stage; every rank's verdict goes to its log.
-        LOG.error("rank {}/{} (stage {}.{}): {}", rank, rankSize, context.stageId(),
-            context.stageAttemptNumber(), sharedDevice);
-        throw new NpuGatherException(ResultCode.INVALID_USAGE, RankEntry.OPERATION, rank, sharedDevice);
+        LOG.error(
+            "rank {}/{} (stage {}.{}): {}",
+            rank,
+            rankSize,
+            context.stageId(),
+            context.stageAttemptNumber(),
+            sharedDevice);
+        throw new NpuGatherException(
+            ResultCode.INVALID_USAGE, RankEntry.OPERATION, rank, sharedDevice);
       }
-      return new RankGroup(context, options, commOptions, Collections.unmodifiableList(entries),
-          exchangeNanos);
+      return new RankGroup(
+          context, options, commOptions, Collections.unmodifiableList(entries), exchangeNanos);
     } catch (RuntimeException | Error e) {
       // The communicator will not be created: the root's listener must not stay parked.
       if (created != null) {
@@ -120,8 +144,8 @@ final class RankGroup implements AutoCloseable {
   }
 
   /**
-   * Time from sending this rank's entry to receiving the table: the service answers when the
-   * last rank arrives, so this is how long the rank waited for the slowest one.
+   * Time from sending this rank's entry to receiving the table: the service answers when the last
+   * rank arrives, so this is how long the rank waited for the slowest one.
    */
   long exchangeNanos() {
     return exchangeNanos;
@@ -133,8 +157,8 @@ final class RankGroup implements AutoCloseable {
   }
 
   /**
-   * Creates this rank's communicator in the domain of this stage attempt ({@link #commDomain}, so
-   * a retried stage never meets its failed attempt) and starts the kill watchdog.
+   * Creates this rank's communicator in the domain of this stage attempt ({@link #commDomain}, so a
+   * retried stage never meets its failed attempt) and starts the kill watchdog.
    */
   Communicator connect(String runDomain) {
     synchronized (this) {
@@ -142,11 +166,20 @@ final class RankGroup implements AutoCloseable {
         throw new IllegalStateException("rank " + rank() + " is already connected");
       }
     }
-    AllGatherParam param = AllGatherParam.builder().backend(options.backend()).rank(rank())
-        .rankSize(rankSize()).rankRoot(options.rankRoot()).commMode(CommMode.COMM_MULTI_PROCESS)
-        .commDomain(commDomain(options.backendType(), runDomain, context.stageId(),
-            context.stageAttemptNumber()))
-        .build();
+    AllGatherParam param =
+        AllGatherParam.builder()
+            .backend(options.backend())
+            .rank(rank())
+            .rankSize(rankSize())
+            .rankRoot(options.rankRoot())
+            .commMode(CommMode.COMM_MULTI_PROCESS)
+            .commDomain(
+                commDomain(
+                    options.backendType(),
+                    runDomain,
+                    context.stageId(),
+                    context.stageAttemptNumber()))
+            .build();
     RootInfo root = RootInfo.of(options.backend(), entries.get(options.rankRoot()).rootInfo());
     Communicator created = Communicator.create(param, root, commOptions);
     synchronized (this) {
@@ -157,18 +190,19 @@ final class RankGroup implements AutoCloseable {
   }
 
   /**
-   * The commDomain of one stage attempt of a run: {@code runDomain + "-s<stage>a<attempt>"}; for
-   * a backend with a {@link Backend#numberedDomain()} (lccl), whose multi-process domain must be
-   * "ID:SIZE_MB" and whose bootstrap listens on port 10067 + ID of the host, {@code "ID:200"}
-   * with ID hashed from that name into [0, {@value #MAX_LCCL_DOMAIN_ID}] (10067 + ID stays a
-   * valid port), so concurrent jobs and attempts on one host get their own port.
+   * The commDomain of one stage attempt of a run: {@code runDomain + "-s<stage>a<attempt>"}; for a
+   * backend with a {@link Backend#numberedDomain()} (lccl), whose multi-process domain must be
+   * "ID:SIZE_MB" and whose bootstrap listens on port 10067 + ID of the host, {@code "ID:200"} with
+   * ID hashed from that name into [0, {@value #MAX_LCCL_DOMAIN_ID}] (10067 + ID stays a valid
+   * port), so concurrent jobs and attempts on one host get their own port.
    */
   static String commDomain(Backend backend, String runDomain, int stage, int attempt) {
     String name = runDomain + "-s" + stage + "a" + attempt;
     if (!backend.numberedDomain()) {
       return name;
     }
-    long hash = UUID.nameUUIDFromBytes(name.getBytes(StandardCharsets.UTF_8)).getMostSignificantBits();
+    long hash =
+        UUID.nameUUIDFromBytes(name.getBytes(StandardCharsets.UTF_8)).getMostSignificantBits();
     long id = Math.floorMod(hash, MAX_LCCL_DOMAIN_ID + 1L);
     return id + ":" + AllGatherParam.MIN_LCCL_BUFFER_MB;
   }
@@ -180,19 +214,22 @@ final class RankGroup implements AutoCloseable {
 
   /** A killed task (job cancelled, stage failed) aborts a blocked collective at once. */
   private void watchForKill(Communicator watched) {
-    watchdog = new Thread(() -> {
-      try {
-        while (watched.isOpen()) {
-          if (context.isInterrupted()) {
-            watched.abort();
-            return;
-          }
-          Thread.sleep(50);
-        }
-      } catch (InterruptedException | IllegalStateException e) {
-        // Stopped, or the communicator closed in between: nothing to abort.
-      }
-    }, "npugather-kill-watch-" + context.partitionId());
+    watchdog =
+        new Thread(
+            () -> {
+              try {
+                while (watched.isOpen()) {
+                  if (context.isInterrupted()) {
+                    watched.abort();
+                    return;
+                  }
+                  Thread.sleep(50);
+                }
+              } catch (InterruptedException | IllegalStateException e) {
+                // Stopped, or the communicator closed in between: nothing to abort.
+              }
+            },
+            "npugather-kill-watch-" + context.partitionId());
     watchdog.setDaemon(true);
     watchdog.start();
   }
@@ -221,8 +258,8 @@ final class RankGroup implements AutoCloseable {
 
   /**
    * Checks, before any buffer is allocated, that every rank can receive the blocks of the others
-   * ({@code blockBytes[r]}: rank r's block) within its limit; every rank runs the same check on
-   * the same table, so all fail together with the same error.
+   * ({@code blockBytes[r]}: rank r's block) within its limit; every rank runs the same check on the
+   * same table, so all fail together with the same error.
    *
    * @throws NpuGatherException {@link ResultCode#INVALID_USAGE} naming the rank, the bytes it
    *     needs, its limit and the settings
@@ -231,7 +268,10 @@ final class RankGroup implements AutoCloseable {
     checkReceiveFits(rank(), entries, blockBytes);
   }
 
-  /** {@link #checkReceiveFits(long[])} of the table {@code entries}, as rank {@code reporter} runs it. */
+  /**
+   * {@link #checkReceiveFits(long[])} of the table {@code entries}, as rank {@code reporter} runs
+   * it.
+   */
   static void checkReceiveFits(int reporter, List<RankEntry> entries, long[] blockBytes) {
     long total = 0;
     for (long b : blockBytes) {
@@ -241,12 +281,27 @@ final class RankGroup implements AutoCloseable {
       long needed = total - BlockLayout.align8(blockBytes[r]);
       RankEntry e = entries.get(r);
       if (needed > e.receiveLimit()) {
-        throw new NpuGatherException(ResultCode.INVALID_USAGE, RankEntry.OPERATION, reporter, "rank " + r
-            + " (on " + e.host() + ") would receive " + needed
-            + " bytes (" + mebibytes(needed) + ") in this gather, more than its limit of "
-            + e.receiveLimit() + " bytes (" + mebibytes(e.receiveLimit()) + ") from "
-            + e.receiveLimitSource() + "; raise that setting or set " + GatherMemory.MAX_GATHER_BYTES
-            + " (or gather fewer rows or columns)");
+        throw new NpuGatherException(
+            ResultCode.INVALID_USAGE,
+            RankEntry.OPERATION,
+            reporter,
+            "rank "
+                + r
+                + " (on "
+                + e.host()
+                + ") would receive "
+                + needed
+                + " bytes ("
+                + mebibytes(needed)
+                + ") in this gather, more than its limit of "
+                + e.receiveLimit()
+                + " bytes ("
+                + mebibytes(e.receiveLimit())
+                + ") from "
+                + e.receiveLimitSource()
+                + "; raise that setting or set "
+                + GatherMemory.MAX_GATHER_BYTES
+                + " (or gather fewer rows or columns)");
       }
     }
   }
@@ -265,11 +320,20 @@ final class RankGroup implements AutoCloseable {
         RankEntry x = entries.get(a);
         RankEntry y = entries.get(b);
         if (x.deviceId() >= 0 && x.deviceId() == y.deviceId() && x.host().equals(y.host())) {
-          return "ranks " + a + " and " + b + " were both given device "
-              + x.deviceId() + " of host " + x.host() + " (Spark resource '"
-              + options.resourceName() + "'); only one communicating process per device is"
+          return "ranks "
+              + a
+              + " and "
+              + b
+              + " were both given device "
+              + x.deviceId()
+              + " of host "
+              + x.host()
+              + " (Spark resource '"
+              + options.resourceName()
+              + "'); only one communicating process per device is"
               + " allowed: give every task its own device (spark.task.resource."
-              + options.resourceName() + ".amount=1 and enough devices per executor)";
+              + options.resourceName()
+              + ".amount=1 and enough devices per executor)";
         }
       }
     }

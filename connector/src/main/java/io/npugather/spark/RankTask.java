@@ -43,8 +43,13 @@ final class RankTask implements Serializable {
   private final String runDomain;
   private final GatherMetrics metrics;
 
-  RankTask(Operation operation, AllGatherOptions options, DeviceBinding devices,
-      RendezvousTicket ticket, String runDomain, GatherMetrics metrics) {
+  RankTask(
+      Operation operation,
+      AllGatherOptions options,
+      DeviceBinding devices,
+      RendezvousTicket ticket,
+      String runDomain,
+      GatherMetrics metrics) {
     this.operation = operation;
     this.options = options;
     this.devices = devices;
@@ -62,14 +67,15 @@ final class RankTask implements Serializable {
   }
 
   /**
-   * Begins this task's rank (rank = partition id) with a child allocator of {@link
-   * GatherMemory}'s root; the caller releases it with {@link Rank#release}.
+   * Begins this task's rank (rank = partition id) with a child allocator of {@link GatherMemory}'s
+   * root; the caller releases it with {@link Rank#release}.
    */
   Rank start() {
     BarrierTaskContext context = BarrierTaskContext.get();
     int rank = context.partitionId();
-    BufferAllocator allocator = GatherMemory.newTaskAllocator(
-        operation.allocatorPrefix + rank + "-task-" + context.taskAttemptId());
+    BufferAllocator allocator =
+        GatherMemory.newTaskAllocator(
+            operation.allocatorPrefix + rank + "-task-" + context.taskAttemptId());
     return new Rank(context, rank, context.stageId(), context.stageAttemptNumber(), allocator);
   }
 
@@ -92,13 +98,26 @@ final class RankTask implements Serializable {
     private RankGroup group;
 
     /** {@code context} may be null where no rendezvous round is run. */
-    Rank(BarrierTaskContext context, int rank, int stageId, int stageAttempt,
+    Rank(
+        BarrierTaskContext context,
+        int rank,
+        int stageId,
+        int stageAttempt,
         BufferAllocator allocator) {
       this.context = context;
       this.rank = rank;
       this.stageAttempt = stageAttempt;
-      this.where = operation + " rank " + rank + "/" + ticket.rankSize() + " (stage " + stageId
-          + "." + stageAttempt + ")";
+      this.where =
+          operation
+              + " rank "
+              + rank
+              + "/"
+              + ticket.rankSize()
+              + " (stage "
+              + stageId
+              + "."
+              + stageAttempt
+              + ")";
       this.allocator = allocator;
     }
 
@@ -155,22 +174,25 @@ final class RankTask implements Serializable {
     /** As a rank that dies in the collective: its peers see it fail at once. */
     void failIfInjected() {
       if (options.failureInjectedFor(rank, stageAttempt)) {
-        throw new IllegalStateException(where + ": failure injected by "
-            + AllGatherOptions.INJECT_FAILURE);
+        throw new IllegalStateException(
+            where + ": failure injected by " + AllGatherOptions.INJECT_FAILURE);
       }
     }
 
     /** Ends the collective phase and records the task's figures with the three phases' times. */
     void collectiveDone(long sent, long received, long rows) {
       gathered = System.nanoTime();
-      metrics.addTask(sent, received, rows, converted - started, met - converted,
-          gathered - met);
+      metrics.addTask(sent, received, rows, converted - started, met - converted, gathered - met);
     }
 
     /** "conversion 12 ms, rendezvous 3 ms, collective 40 ms", once the collective is done. */
     String timings() {
-      return "conversion " + (converted - started) / 1_000_000 + " ms, rendezvous "
-          + (met - converted) / 1_000_000 + " ms, collective " + (gathered - met) / 1_000_000
+      return "conversion "
+          + (converted - started) / 1_000_000
+          + " ms, rendezvous "
+          + (met - converted) / 1_000_000
+          + " ms, collective "
+          + (gathered - met) / 1_000_000
           + " ms";
     }
 

@@ -40,8 +40,13 @@ final class RunSetup implements AutoCloseable {
   private final RendezvousTicket ticket;
   private final RankTask ranks;
 
-  private RunSetup(RankTask.Operation operation, int rankSize, AllGatherOptions options,
-      RendezvousService service, RendezvousTicket ticket, RankTask ranks) {
+  private RunSetup(
+      RankTask.Operation operation,
+      int rankSize,
+      AllGatherOptions options,
+      RendezvousService service,
+      RendezvousTicket ticket,
+      RankTask ranks) {
     this.operation = operation;
     this.rankSize = rankSize;
     this.options = options;
@@ -51,25 +56,41 @@ final class RunSetup implements AutoCloseable {
   }
 
   /**
-   * Checks a run of rankSize ranks before anything is launched (rankRoot in range, enough
-   * barrier slots, no dynamic allocation, a device for every rank where the backend needs one),
-   * registers it with the driver's rendezvous service and makes it the last run's {@code
-   * metrics} ({@link NpuGather#lastMetrics}).
+   * Checks a run of rankSize ranks before anything is launched (rankRoot in range, enough barrier
+   * slots, no dynamic allocation, a device for every rank where the backend needs one), registers
+   * it with the driver's rendezvous service and makes it the last run's {@code metrics} ({@link
+   * NpuGather#lastMetrics}).
    */
-  static RunSetup prepare(SparkContext sc, RankTask.Operation operation, int rankSize,
-      AllGatherOptions options, GatherMetrics metrics) {
+  static RunSetup prepare(
+      SparkContext sc,
+      RankTask.Operation operation,
+      int rankSize,
+      AllGatherOptions options,
+      GatherMetrics metrics) {
     if (options.rankRoot() >= rankSize) {
-      throw new IllegalArgumentException(AllGatherOptions.RANK_ROOT + " = " + options.rankRoot()
-          + " is invalid; allowed: 0 <= rankRoot < rankSize (" + rankSize + ")");
+      throw new IllegalArgumentException(
+          AllGatherOptions.RANK_ROOT
+              + " = "
+              + options.rankRoot()
+              + " is invalid; allowed: 0 <= rankRoot < rankSize ("
+              + rankSize
+              + ")");
     }
     ClusterCheck.requireBarrierSlots(sc, rankSize);
     DeviceBinding devices = ClusterCheck.requireDevices(sc, options, rankSize);
     RendezvousService service = RendezvousService.getOrStart(sc);
     RendezvousTicket ticket = service.register(rankSize, options.timeout());
     NpuGather.recordRun(metrics);
-    String domain = (options.commDomain().isEmpty() ? "npg" : options.commDomain()) + "-"
-        + UUID.randomUUID().toString().substring(0, 8);
-    return new RunSetup(operation, rankSize, options, service, ticket,
+    String domain =
+        (options.commDomain().isEmpty() ? "npg" : options.commDomain())
+            + "-"
+            + UUID.randomUUID().toString().substring(0, 8);
+    return new RunSetup(
+        operation,
+        rankSize,
+        options,
+        service,
+        ticket,
         new RankTask(operation, options, devices, ticket, domain, metrics));
   }
 
@@ -83,10 +104,12 @@ final class RunSetup implements AutoCloseable {
    * "onRanks: 4 ranks, backend host".
    */
   String stageName() {
-    String transport = operation == RankTask.Operation.ALL_GATHER
-        && options.backendType() == Backend.HOST && options.hostTransport() != HostTransport.AUTO
-        ? " (" + options.hostTransport().toString().toLowerCase(Locale.ROOT) + ")"
-        : "";
+    String transport =
+        operation == RankTask.Operation.ALL_GATHER
+                && options.backendType() == Backend.HOST
+                && options.hostTransport() != HostTransport.AUTO
+            ? " (" + options.hostTransport().toString().toLowerCase(Locale.ROOT) + ")"
+            : "";
     return operation + ": " + rankSize + " ranks, backend " + options.backend() + transport;
   }
 
@@ -108,21 +131,22 @@ final class RunSetup implements AutoCloseable {
 
   /**
    * {@code rows} itself, or, when its stage cannot run in barrier mode, its rows moved unchanged
-   * through an identity shuffle (partition r to partition r, order kept) so that the barrier
-   * stage starts after it.
+   * through an identity shuffle (partition r to partition r, order kept) so that the barrier stage
+   * starts after it.
    */
   static RDD<InternalRow> barrierReady(RDD<InternalRow> rows, int numFields) {
     if (!breaksBarrierStage(rows)) {
       return rows;
     }
-    LOG.info("allGatherOnNpu: the input's stage contains a union or partition pruning, which "
-        + "Spark does not run in barrier mode; adding an identity shuffle before the gather");
+    LOG.info(
+        "allGatherOnNpu: the input's stage contains a union or partition pruning, which "
+            + "Spark does not run in barrier mode; adding an identity shuffle before the gather");
     return identityShuffle(rows, numFields);
   }
 
   /**
-   * True when the stage that computes {@code rdd} contains an RDD that Spark refuses in a
-   * barrier stage (a union, or partition pruning): those need a stage boundary before the run.
+   * True when the stage that computes {@code rdd} contains an RDD that Spark refuses in a barrier
+   * stage (a union, or partition pruning): those need a stage boundary before the run.
    */
   static boolean breaksBarrierStage(RDD<?> rdd) {
     if (rdd instanceof UnionRDD<?> || rdd instanceof PartitionPruningRDD<?>) {
@@ -140,20 +164,25 @@ final class RunSetup implements AutoCloseable {
   static RDD<InternalRow> identityShuffle(RDD<InternalRow> rows, int numFields) {
     ClassTag<Integer> keyTag = ClassTag$.MODULE$.apply(Integer.class);
     ClassTag<InternalRow> rowTag = ClassTag$.MODULE$.apply(InternalRow.class);
-    JavaRDD<Tuple2<Integer, InternalRow>> keyed = rows.toJavaRDD().mapPartitionsWithIndex(
-        (rank, it) -> new Iterator<Tuple2<Integer, InternalRow>>() {
-          @Override
-          public boolean hasNext() {
-            return it.hasNext();
-          }
+    JavaRDD<Tuple2<Integer, InternalRow>> keyed =
+        rows.toJavaRDD()
+            .mapPartitionsWithIndex(
+                (rank, it) ->
+                    new Iterator<Tuple2<Integer, InternalRow>>() {
+                      @Override
+                      public boolean hasNext() {
+                        return it.hasNext();
+                      }
 
-          @Override
-          public Tuple2<Integer, InternalRow> next() {
-            return new Tuple2<>(rank, it.next().copy());
-          }
-        }, false);
-    ShuffledRDD<Integer, InternalRow, InternalRow> shuffled = new ShuffledRDD<>(keyed.rdd(),
-        new RankPartitioner(rows.getNumPartitions()), keyTag, rowTag, rowTag);
+                      @Override
+                      public Tuple2<Integer, InternalRow> next() {
+                        return new Tuple2<>(rank, it.next().copy());
+                      }
+                    },
+                false);
+    ShuffledRDD<Integer, InternalRow, InternalRow> shuffled =
+        new ShuffledRDD<>(
+            keyed.rdd(), new RankPartitioner(rows.getNumPartitions()), keyTag, rowTag, rowTag);
     shuffled.setSerializer(new UnsafeRowSerializer(numFields, null));
     return shuffled.toJavaRDD().map(Tuple2::_2).rdd();
   }

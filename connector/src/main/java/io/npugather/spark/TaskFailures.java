@@ -13,10 +13,10 @@ import scala.Option;
 
 /**
  * The driver's record of the connector's exceptions that failed recent tasks. A failed barrier
- * stage aborts its job with the failure's text only, so a caller that sees just the job's
- * {@code SparkException} (the Python package) looks the exception itself up here, by stage and
- * partition (= rank). Task-end events reach listeners asynchronously, hence the bounded wait of
- * {@link #failureOf}.
+ * stage aborts its job with the failure's text only, so a caller that sees just the job's {@code
+ * SparkException} (the Python package) looks the exception itself up here, by stage and partition
+ * (= rank). Task-end events reach listeners asynchronously, hence the bounded wait of {@link
+ * #failureOf}.
  */
 public final class TaskFailures extends SparkListener {
   /** Failures kept; older ones are dropped. */
@@ -24,25 +24,28 @@ public final class TaskFailures extends SparkListener {
 
   private static final Map<SparkContext, TaskFailures> INSTALLED = new WeakHashMap<>();
 
-  private final Map<String, Throwable> recent = new LinkedHashMap<>(16, 0.75f, false) {
-    private static final long serialVersionUID = 1L;
+  private final Map<String, Throwable> recent =
+      new LinkedHashMap<>(16, 0.75f, false) {
+        private static final long serialVersionUID = 1L;
 
-    @Override
-    protected boolean removeEldestEntry(Map.Entry<String, Throwable> eldest) {
-      return size() > CAPACITY;
-    }
-  };
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Throwable> eldest) {
+          return size() > CAPACITY;
+        }
+      };
 
   private TaskFailures() {}
 
   /** The listener of {@code sc}, added on first use. */
   public static TaskFailures installOn(SparkContext sc) {
     synchronized (INSTALLED) {
-      return INSTALLED.computeIfAbsent(sc, context -> {
-        TaskFailures listener = new TaskFailures();
-        context.addSparkListener(listener);
-        return listener;
-      });
+      return INSTALLED.computeIfAbsent(
+          sc,
+          context -> {
+            TaskFailures listener = new TaskFailures();
+            context.addSparkListener(listener);
+            return listener;
+          });
     }
   }
 
@@ -61,8 +64,8 @@ public final class TaskFailures extends SparkListener {
   }
 
   /**
-   * The exception that failed the task of {@code partition} in stage {@code stageId}, waiting up
-   * to {@code waitMillis} for its event; null when there is none.
+   * The exception that failed the task of {@code partition} in stage {@code stageId}, waiting up to
+   * {@code waitMillis} for its event; null when there is none.
    */
   public Throwable failureOf(int stageId, int partition, long waitMillis)
       throws InterruptedException {

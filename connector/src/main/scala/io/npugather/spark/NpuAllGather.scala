@@ -14,18 +14,23 @@ import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, Unsaf
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project, UnaryNode}
 import org.apache.spark.sql.catalyst.plans.physical.{Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.columnar.CachedBatch
-import org.apache.spark.sql.execution.{ColumnarToRowExec, RowToColumnarTransition, SparkPlan,
-  SparkStrategy, UnaryExecNode, WholeStageCodegenExec}
+import org.apache.spark.sql.execution.{
+  ColumnarToRowExec,
+  RowToColumnarTransition,
+  SparkPlan,
+  SparkStrategy,
+  UnaryExecNode,
+  WholeStageCodegenExec
+}
 import org.apache.spark.sql.execution.adaptive.TableCacheQueryStageExec
 import org.apache.spark.sql.execution.columnar.{DefaultCachedBatchSerializer, InMemoryTableScanExec}
 import org.apache.spark.sql.execution.metric.SQLMetric
 import org.apache.spark.sql.vectorized.ColumnarBatch
 
-/**
- * Logical node of allGatherOnNpu: every output partition holds every input row, rank-major.
- * `sourceRank` is a placeholder column of `child` ([[NpuGatherPlanning.node]]) that the gather
- * fills; it comes first in the output.
- */
+/** Logical node of allGatherOnNpu: every output partition holds every input row, rank-major.
+  * `sourceRank` is a placeholder column of `child` ([[NpuGatherPlanning.node]]) that the gather
+  * fills; it comes first in the output.
+  */
 case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child: LogicalPlan)
     extends UnaryNode {
   override def output: Seq[Attribute] = NpuAllGather.output(sourceRank, input.output)
@@ -43,6 +48,7 @@ case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child:
 }
 
 object NpuAllGather {
+
   /** The gather's output, in the logical and the physical plan: the source rank, then the rows. */
   def output(sourceRank: Attribute, rows: Seq[Attribute]): Seq[Attribute] = sourceRank +: rows
 }
@@ -51,19 +57,18 @@ object NpuAllGather {
 object NpuAllGatherStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
     case g: NpuAllGather => NpuAllGatherExec(g.sourceRank, g.options, planLater(g.input)) :: Nil
-    case _ => Nil
+    case _               => Nil
   }
 }
 
-/**
- * The gather: a barrier stage with one task per input partition (rank = partition id), each
- * gathering every partition, ending at a stage boundary of its own ([[GatheredRDD]]): later
- * stages read the gathered partitions in place, in the executors that hold them. Columnar out
- * (Arrow vectors over the receive buffer, no copy); rows out as well when every column is of a
- * fixed-width type or an array of one (written straight from the buffers by [[GatheredRows]], so
- * Spark adds no ColumnarToRow). The gather runs once per execution of this node's RDD, which is
- * made once: every action on the same plan reads the same gather while it is kept.
- */
+/** The gather: a barrier stage with one task per input partition (rank = partition id), each
+  * gathering every partition, ending at a stage boundary of its own ([[GatheredRDD]]): later stages
+  * read the gathered partitions in place, in the executors that hold them. Columnar out (Arrow
+  * vectors over the receive buffer, no copy); rows out as well when every column is of a
+  * fixed-width type or an array of one (written straight from the buffers by [[GatheredRows]], so
+  * Spark adds no ColumnarToRow). The gather runs once per execution of this node's RDD, which is
+  * made once: every action on the same plan reads the same gather while it is kept.
+  */
 case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, child: SparkPlan)
     extends UnaryExecNode {
   override def output: Seq[Attribute] = NpuAllGather.output(sourceRank, child.output)
@@ -86,10 +91,9 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
 
   override lazy val metrics: Map[String, SQLMetric] = ListMap(gatherMetrics.byKey.asScala.toSeq: _*)
 
-  /**
-   * The figures add up over every run of the node's RDD, which later actions reuse (reading the
-   * kept output, or gathering again once it is released); Spark's UI shows each action's own.
-   */
+  /** The figures add up over every run of the node's RDD, which later actions reuse (reading the
+    * kept output, or gathering again once it is released); Spark's UI shows each action's own.
+    */
   override def resetMetrics(): Unit = children.foreach(_.resetMetrics())
 
   @transient private lazy val gathered: RDD[ColumnarBatch] = gather()
@@ -115,7 +119,7 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     val source = NpuAllGatherExec.columnarSource(child)
     val input = NpuAllGatherExec.cachedBatches(source) match {
       case Some((cached, columns)) => CachedInput(cached, columns)
-      case None =>
+      case None                    =>
         val batches = if (source.supportsColumnar) source.executeColumnar() else null
         if (batches != null && !RunSetup.breaksBarrierStage(batches)) {
           BatchInput(batches)
@@ -134,16 +138,25 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
       RunSetup.prepare(sc, RankTask.Operation.ALL_GATHER, rankSize, options, gatherMetrics)
     val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, run.ranks())
     val releaseDelayMs = GatheredOutputs.releaseDelayMs(
-      conf.getConfString(GatheredOutputs.RELEASE_DELAY, GatheredOutputs.DEFAULT_RELEASE_DELAY))
+      conf.getConfString(GatheredOutputs.RELEASE_DELAY, GatheredOutputs.DEFAULT_RELEASE_DELAY)
+    )
     // The barrier stage is named after its RDD's call site.
     val gathered = CallSites.withShortForm(sc, run.stageName()) {
       val ranks: RDD[(Int, GatheredOutput)] = input match {
-        case CachedInput(cached, columns) => cached.barrier().mapPartitions(it =>
-          NpuAllGatherExec.keyedByRank(task.runOnCachedBatches(it.asJava, columns)))
-        case BatchInput(batches) => batches.barrier().mapPartitions(it =>
-          NpuAllGatherExec.keyedByRank(task.runOnBatches(it.asJava)))
-        case RowInput(rows) => rows.barrier().mapPartitions(it =>
-          NpuAllGatherExec.keyedByRank(task.runOnRows(it.asJava)))
+        case CachedInput(cached, columns) =>
+          cached
+            .barrier()
+            .mapPartitions(it =>
+              NpuAllGatherExec.keyedByRank(task.runOnCachedBatches(it.asJava, columns))
+            )
+        case BatchInput(batches) =>
+          batches
+            .barrier()
+            .mapPartitions(it => NpuAllGatherExec.keyedByRank(task.runOnBatches(it.asJava)))
+        case RowInput(rows) =>
+          rows
+            .barrier()
+            .mapPartitions(it => NpuAllGatherExec.keyedByRank(task.runOnRows(it.asJava)))
       }
       new GatheredRDD(ranks, rankSize, options.retryable, releaseDelayMs)
     }
@@ -158,11 +171,10 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
   override def simpleString(maxFields: Int): String =
     s"$nodeName $sourceRank, ${options.toString.stripPrefix("AllGatherOptions{").stripSuffix("}")}"
 
-  /**
-   * The gather reads its input in the form it is offered (rows, batches, cached bytes), so a
-   * transition Spark puts under it would not run: it is left out of the plan, and `explain()`
-   * shows what runs.
-   */
+  /** The gather reads its input in the form it is offered (rows, batches, cached bytes), so a
+    * transition Spark puts under it would not run: it is left out of the plan, and `explain()`
+    * shows what runs.
+    */
   override protected def withNewChildInternal(newChild: SparkPlan): NpuAllGatherExec =
     copy(child = NpuAllGatherExec.columnarSource(newChild))
 }
@@ -188,49 +200,48 @@ private[spark] case class RowInput(rdd: RDD[InternalRow]) extends GatherInput {
 }
 
 object NpuAllGatherExec {
+
   /** A rank's output as the barrier RDD's one record: (rank, output). */
   private def keyedByRank(output: GatheredOutput): Iterator[(Int, GatheredOutput)] =
     Iterator.single((output.rank, output))
 
-  /**
-   * The row plan under `plan` when `plan` only turns its rows into batches: Spark puts a
-   * RowToColumnar under every columnar node whose child is row-based, and that detour (rows
-   * into Spark's on-heap vectors, then into Arrow) costs more than writing the rows into Arrow.
-   */
+  /** The row plan under `plan` when `plan` only turns its rows into batches: Spark puts a
+    * RowToColumnar under every columnar node whose child is row-based, and that detour (rows into
+    * Spark's on-heap vectors, then into Arrow) costs more than writing the rows into Arrow.
+    */
   def rowSource(plan: SparkPlan): SparkPlan = plan match {
     case r: RowToColumnarTransition => r.child
-    case _ => plan
+    case _                          => plan
   }
 
   /** The row plan of `plan`: [[rowSource]], turned into rows if it offers batches only. */
   def rowsOf(plan: SparkPlan): SparkPlan = rowSource(plan) match {
     case p if p.supportsColumnar && !p.supportsRowBased => ColumnarToRowExec(p)
-    case p => p
+    case p                                              => p
   }
 
-  /**
-   * The columnar plan under `plan` when `plan` only turns it into rows (a ColumnarToRow over a
-   * columnar-only child, such as a vectorized Parquet scan, possibly under a RowToColumnar);
-   * else `plan` without a RowToColumnar.
-   */
+  /** The columnar plan under `plan` when `plan` only turns it into rows (a ColumnarToRow over a
+    * columnar-only child, such as a vectorized Parquet scan, possibly under a RowToColumnar); else
+    * `plan` without a RowToColumnar.
+    */
   def columnarSource(plan: SparkPlan): SparkPlan = rowSource(plan) match {
-    case w: WholeStageCodegenExec => w.child match {
-      case c: ColumnarToRowExec => c.child
-      case _ => w
-    }
+    case w: WholeStageCodegenExec =>
+      w.child match {
+        case c: ColumnarToRowExec => c.child
+        case _                    => w
+      }
     case c: ColumnarToRowExec => c.child
-    case p => p
+    case p                    => p
   }
 
-  /**
-   * The cached batches of `plan` and each output column's buffer index in them, when `plan`
-   * scans a whole in-memory relation stored in Spark's default format with columns that
-   * [[PartitionWriter.fromCachedBatches]] reads.
-   */
+  /** The cached batches of `plan` and each output column's buffer index in them, when `plan` scans
+    * a whole in-memory relation stored in Spark's default format with columns that
+    * [[PartitionWriter.fromCachedBatches]] reads.
+    */
   def cachedBatches(plan: SparkPlan): Option[(RDD[CachedBatch], Array[Int])] = {
     val scan = plan match {
       case s: TableCacheQueryStageExec => s.plan
-      case p => p
+      case p                           => p
     }
     scan match {
       case s: InMemoryTableScanExec
@@ -253,7 +264,7 @@ private[spark] class RankPartitioner(ranks: Int) extends Partitioner {
   override def getPartition(key: Any): Int = key.asInstanceOf[Int]
   override def equals(other: Any): Boolean = other match {
     case p: RankPartitioner => p.numPartitions == numPartitions
-    case _ => false
+    case _                  => false
   }
   override def hashCode(): Int = numPartitions
 }

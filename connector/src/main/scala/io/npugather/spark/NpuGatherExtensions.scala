@@ -3,13 +3,12 @@ package io.npugather.spark
 import org.apache.spark.npugather.NpuGatherSqlConf
 import org.apache.spark.sql.SparkSessionExtensions
 
-/**
- * The connector as a Spark SQL extension, for `spark-defaults.conf` or `--conf`:
- * `spark.sql.extensions=io.npugather.spark.NpuGatherExtensions`. Every session of the
- * application then plans `allGatherOnNpu` from its start and lists the `spark.npugather.*`
- * settings in `SET -v`; on the driver it records the ranks' exceptions ([[TaskFailures]]).
- * Without it, the first `allGatherOnNpu` of a session does the same.
- */
+/** The connector as a Spark SQL extension, for `spark-defaults.conf` or `--conf`:
+  * `spark.sql.extensions=io.npugather.spark.NpuGatherExtensions`. Every session of the application
+  * then plans `allGatherOnNpu` from its start and lists the `spark.npugather.*` settings in
+  * `SET -v`; on the driver it records the ranks' exceptions ([[TaskFailures]]). Without it, the
+  * first `allGatherOnNpu` of a session does the same.
+  */
 class NpuGatherExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
     NpuGatherSqlConf.register()

@@ -12,21 +12,19 @@ import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
 /** Builds the allGatherOnNpu logical plan and teaches the session to plan it. */
 object NpuGatherPlanning extends Logging {
 
-  /**
-   * The gather over `input`, which must already have one partition per rank. The source-rank
-   * column enters the plan as a placeholder alias in a projection under the gather (the gather
-   * fills it), so Spark's analyzer renews it like any alias when a plan holds the same gather
-   * twice (a self-join).
-   */
+  /** The gather over `input`, which must already have one partition per rank. The source-rank
+    * column enters the plan as a placeholder alias in a projection under the gather (the gather
+    * fills it), so Spark's analyzer renews it like any alias when a plan holds the same gather
+    * twice (a self-join).
+    */
   def node(input: LogicalPlan, options: AllGatherOptions): LogicalPlan = {
     val placeholder = Alias(Literal(0), options.sourceRankColumn)()
     NpuAllGather(placeholder.toAttribute, options, Project(input.output :+ placeholder, input))
   }
 
-  /**
-   * What [[NpuGatherExtensions]] installs, for a session started without it: the planner
-   * strategy (unless the session has it) and the driver side.
-   */
+  /** What [[NpuGatherExtensions]] installs, for a session started without it: the planner strategy
+    * (unless the session has it) and the driver side.
+    */
   def install(session: SparkSession): Unit = session.synchronized {
     installDriverSide(session.sparkContext)
     if (!session.sessionState.planner.strategies.contains(NpuAllGatherStrategy)) {
@@ -35,11 +33,10 @@ object NpuGatherPlanning extends Logging {
     }
   }
 
-  /**
-   * The settings in Spark's SQL conf and the driver's record of the ranks' exceptions; warns
-   * about `spark.npugather.*` keys of the application's conf that are no setting (a gather
-   * refuses them).
-   */
+  /** The settings in Spark's SQL conf and the driver's record of the ranks' exceptions; warns about
+    * `spark.npugather.*` keys of the application's conf that are no setting (a gather refuses
+    * them).
+    */
   def installDriverSide(sc: SparkContext): Unit = {
     NpuGatherSqlConf.register()
     TaskFailures.installOn(sc)

@@ -8,28 +8,35 @@ import org.apache.spark.npugather.CallSites
 import org.apache.spark.sql.Row
 import org.apache.spark.sql.classic.{Dataset => ClassicDataset}
 
-/**
- * The driver side of [[NpuGather.onRanks]]: one barrier stage over the selected columns (one task
- * per partition, rank = partition id), each task running an [[OnRanksTask]]; the ranks' results
- * are collected in rank order.
- */
+/** The driver side of [[NpuGather.onRanks]]: one barrier stage over the selected columns (one task
+  * per partition, rank = partition id), each task running an [[OnRanksTask]]; the ranks' results
+  * are collected in rank order.
+  */
 private[spark] object OnRanksStage extends Logging {
   def collect(
       input: ClassicDataset[Row],
       wireDtype: DType,
       fn: RankFunction[AnyRef],
-      options: AllGatherOptions): java.util.List[AnyRef] = {
+      options: AllGatherOptions
+  ): java.util.List[AnyRef] = {
     val schema = OnRanksTask.checkInput(input.schema)
     OnRanksTask.checkWireDtype(wireDtype)
     val sc = input.sparkSession.sparkContext
     val rows = RunSetup.barrierReady(input.queryExecution.toRdd, schema.length)
     val rankSize = rows.getNumPartitions
     if (rankSize < 1) {
-      throw new IllegalArgumentException("onRanks: the input has no partitions; one rank per " +
-        "partition needs at least one")
+      throw new IllegalArgumentException(
+        "onRanks: the input has no partitions; one rank per " +
+          "partition needs at least one"
+      )
     }
-    val run = RunSetup.prepare(sc, RankTask.Operation.ON_RANKS, rankSize, options,
-      new GatherMetrics(sc, options.backend))
+    val run = RunSetup.prepare(
+      sc,
+      RankTask.Operation.ON_RANKS,
+      rankSize,
+      options,
+      new GatherMetrics(sc, options.backend)
+    )
     try {
       val task = new OnRanksTask(schema, wireDtype, fn, run.ranks())
       val what = run.stageName()
@@ -37,14 +44,18 @@ private[spark] object OnRanksStage extends Logging {
         rows.barrier().mapPartitions(it => task.run(it.asJava).asScala)
       }
       run.unregisterWhenJobEnds(results.id)
-      logInfo(s"onRanks: $rankSize ranks, columns ${schema.fieldNames.mkString(", ")}, wire " +
-        s"$wireDtype, $options")
+      logInfo(
+        s"onRanks: $rankSize ranks, columns ${schema.fieldNames.mkString(", ")}, wire " +
+          s"$wireDtype, $options"
+      )
       val collected = CallSites.withShortForm(sc, what) {
         CallSites.withJobDescription(sc, what)(results.collect())
       }
       if (collected.length != rankSize) {
-        throw new IllegalStateException(s"onRanks: ${collected.length} results from $rankSize " +
-          "ranks")
+        throw new IllegalStateException(
+          s"onRanks: ${collected.length} results from $rankSize " +
+            "ranks"
+        )
       }
       java.util.Collections.unmodifiableList(java.util.Arrays.asList(collected: _*))
     } finally {

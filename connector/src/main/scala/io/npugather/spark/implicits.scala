@@ -4,13 +4,13 @@ import scala.jdk.CollectionConverters._
 
 import org.apache.spark.sql.{DataFrame, Dataset}
 
-/**
- * `import io.npugather.spark.implicits._` gives every DataFrame and every `Dataset[T]`
- * `allGatherOnNpu`. Options as a map take the keys of [[AllGatherOptions.KEYS]] with or without
- * their `npugather.` prefix: `Map("backend" -> "host", "timeout" -> "60s")`.
- */
+/** `import io.npugather.spark.implicits._` gives every DataFrame and every `Dataset[T]`
+  * `allGatherOnNpu`. Options as a map take the keys of [[AllGatherOptions.KEYS]] with or without
+  * their `npugather.` prefix: `Map("backend" -> "host", "timeout" -> "60s")`.
+  */
 object implicits extends LowPriorityImplicits {
   implicit class NpuGatherDataFrameOps(private val df: DataFrame) extends AnyVal {
+
     /** [[NpuGather.allGatherOnNpu]] with the session's defaults (`spark.npugather.*`). */
     def allGatherOnNpu(): DataFrame = NpuGather.allGatherOnNpu(df)
 
@@ -23,11 +23,11 @@ object implicits extends LowPriorityImplicits {
 
 /** The `Dataset[T]` methods; a DataFrame takes those of [[implicits]] first. */
 trait LowPriorityImplicits {
-  /**
-   * On a `Dataset[T]` the gather keeps the type: every rank's partition holds every element,
-   * rank-major, in each source partition's order. The source rank is not part of `T`; gather
-   * `ds.toDF()` to have it as a column.
-   */
+
+  /** On a `Dataset[T]` the gather keeps the type: every rank's partition holds every element,
+    * rank-major, in each source partition's order. The source rank is not part of `T`; gather
+    * `ds.toDF()` to have it as a column.
+    */
   implicit class NpuGatherDatasetOps[T](private val ds: Dataset[T]) {
     def allGatherOnNpu(): Dataset[T] = typed(NpuGather.allGatherOnNpu(ds.toDF()))
 

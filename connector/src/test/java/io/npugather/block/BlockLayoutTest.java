@@ -11,7 +11,6 @@ import io.npugather.spark.arrow.TestAllocators;
 import io.npugather.spark.arrow.read.GatheredPartitionsTest;
 import io.npugather.spark.arrow.write.PartitionWriter;
 import java.util.Arrays;
-import java.util.List;
 import java.util.Random;
 import org.apache.arrow.memory.RootAllocator;
 import org.junit.jupiter.api.AfterEach;
@@ -107,7 +106,8 @@ class BlockLayoutTest {
     IllegalArgumentException e =
         assertThrows(IllegalArgumentException.class, () -> BlockLayout.fromBytes(bytes));
     assertTrue(
-        e.getMessage().contains(fragment), "message '" + e.getMessage() + "' lacks '" + fragment + "'");
+        e.getMessage().contains(fragment),
+        "message '" + e.getMessage() + "' lacks '" + fragment + "'");
   }
 
   @Test
@@ -127,7 +127,9 @@ class BlockLayoutTest {
   @Test
   void hostileCountsAndNumbersAreRejected() {
     // version, fingerprint, rows=1, node count = 2^28 with nothing after it.
-    byte[] hugeCount = {1, 0, 0, 0, 0, 0, 0, 0, 0, 1, (byte) 0x80, (byte) 0x80, (byte) 0x80, (byte) 0x80, 1};
+    byte[] hugeCount = {
+      1, 0, 0, 0, 0, 0, 0, 0, 0, 1, (byte) 0x80, (byte) 0x80, (byte) 0x80, (byte) 0x80, 1
+    };
     assertRejected(hugeCount, "node count");
     // A varint longer than 63 bits.
     byte[] overlong = new byte[1 + 8 + 10];
@@ -142,13 +144,60 @@ class BlockLayoutTest {
     byte[] nulls = {1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 0, 0};
     assertRejected(nulls, "null count");
     // A node longer than an Arrow vector can be: length 2^31.
-    byte[] longNode = {1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, (byte) 0x80, (byte) 0x80, (byte) 0x80, (byte) 0x80, 8, 0, 0, 0};
+    byte[] longNode = {
+      1,
+      0,
+      0,
+      0,
+      0,
+      0,
+      0,
+      0,
+      0,
+      1,
+      1,
+      (byte) 0x80,
+      (byte) 0x80,
+      (byte) 0x80,
+      (byte) 0x80,
+      8,
+      0,
+      0,
+      0
+    };
     assertRejected(longNode, "length");
     // Buffers whose padded sizes overflow a long.
     byte[] big = {
-      1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2,
-      (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, 0x7F,
-      (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, (byte) 0xFF, 0x7F,
+      1,
+      0,
+      0,
+      0,
+      0,
+      0,
+      0,
+      0,
+      0,
+      0,
+      0,
+      2,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      0x7F,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      (byte) 0xFF,
+      0x7F,
       0
     };
     assertRejected(big, "overflow");

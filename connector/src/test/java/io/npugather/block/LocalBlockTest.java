@@ -27,9 +27,11 @@ class LocalBlockTest extends WithRootAllocator {
   private void checkSegments(boolean padInPlace) {
     for (int rows : new int[] {0, 1, 7, 333}) {
       LocalBlock written =
-          PartitionWriter.fromRows(randomRows(SCHEMA, rows, new Random(22 + rows), 0.2).iterator(), SCHEMA, TZ, root);
+          PartitionWriter.fromRows(
+              randomRows(SCHEMA, rows, new Random(22 + rows), 0.2).iterator(), SCHEMA, TZ, root);
       try (LocalBlock p = padInPlace ? written : TestBlocks.withPaddingSegments(written, root);
-          org.apache.arrow.memory.ArrowBuf block = root.buffer(Math.max(8, p.layout().blockBytes()))) {
+          org.apache.arrow.memory.ArrowBuf block =
+              root.buffer(Math.max(8, p.layout().blockBytes()))) {
         long[] addr = p.segmentAddresses();
         long[] len = p.segmentLengths();
         assertEquals(p.segmentCount(), addr.length);
@@ -57,7 +59,10 @@ class LocalBlockTest extends WithRootAllocator {
             long n = l.bufferLength(i);
             assertEquals(bufs.get(i).readableBytes(), n);
             for (long k = 0; k < n; k++) {
-              assertEquals(bufs.get(i).getByte(k), block.getByte(l.bufferOffset(i) + k), "buffer " + i + " byte " + k);
+              assertEquals(
+                  bufs.get(i).getByte(k),
+                  block.getByte(l.bufferOffset(i) + k),
+                  "buffer " + i + " byte " + k);
             }
             for (long k = n; k < BlockLayout.align8(n); k++) {
               assertEquals(0, block.getByte(l.bufferOffset(i) + k), "padding of buffer " + i);

@@ -10,7 +10,8 @@ class ReceiveDisplacementsTest {
   @Test
   void displacementsAreAlignedPrefixSums() {
     BlockLayout a = BlockLayoutTest.sample();
-    BlockLayout empty = new BlockLayout(1, 0, new long[] {0}, new long[] {0}, new long[] {0, 0}, new long[0]);
+    BlockLayout empty =
+        new BlockLayout(1, 0, new long[] {0}, new long[] {0}, new long[] {0, 0}, new long[0]);
     ReceiveDisplacements d = ReceiveDisplacements.of(List.of(a, empty, a), -1);
     assertArrayEquals(new long[] {0, a.blockBytes(), a.blockBytes()}, d.displacements());
     assertEquals(2 * a.blockBytes(), d.totalBytes());

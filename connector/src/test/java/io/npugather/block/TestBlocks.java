@@ -24,8 +24,8 @@ public final class TestBlocks {
       transfer.transfer();
       moved.add((FieldVector) transfer.getTo());
     }
-    VectorSchemaRoot root = new VectorSchemaRoot(from.getSchema().getFields(), moved,
-        from.getRowCount());
+    VectorSchemaRoot root =
+        new VectorSchemaRoot(from.getSchema().getFields(), moved, from.getRowCount());
     block.close();
     return new LocalBlock(root, allocator, false);
   }

@@ -29,14 +29,13 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Device binding on local masters, with backend hccl over the simulated CANN runtime (test-only
- * libraries on host memory: this proves the binding, never anything about NPU hardware). The
- * driver discovers the devices with a test discovery script; rank r binds the driver's address
- * r, for allGatherOnNpu and for onRanks; the simulated runtime's trace shows which device each
- * rank set.
+ * libraries on host memory: this proves the binding, never anything about NPU hardware). The driver
+ * discovers the devices with a test discovery script; rank r binds the driver's address r, for
+ * allGatherOnNpu and for onRanks; the simulated runtime's trace shows which device each rank set.
  */
 class DeviceBindingOverSimulatedCannTest {
-  private static final Path SCRIPTS = Path.of(System.getProperty("user.dir"))
-      .resolve("src/test/resources/npu-discovery");
+  private static final Path SCRIPTS =
+      Path.of(System.getProperty("user.dir")).resolve("src/test/resources/npu-discovery");
   private static final Pattern TRACE_LINE =
       Pattern.compile("^(\\S+) rank=(\\d+) device=(-?\\d+) pid=(\\d+)$");
 
@@ -45,30 +44,43 @@ class DeviceBindingOverSimulatedCannTest {
   @BeforeAll
   static void buildSimulatedCann() {
     Path libDir = SimulatedCann.libDir();
-    assertEquals(libDir.toString(), System.getenv("NPUGATHER_CANN_LIB_DIR"),
+    assertEquals(
+        libDir.toString(),
+        System.getenv("NPUGATHER_CANN_LIB_DIR"),
         "the test JVM must find the simulated runtime (surefire sets NPUGATHER_CANN_LIB_DIR)");
     String traceFile = System.getenv("NPUGATHER_FAKE_CANN_TRACE");
-    assertTrue(traceFile != null && !traceFile.isBlank(),
+    assertTrue(
+        traceFile != null && !traceFile.isBlank(),
         "surefire sets NPUGATHER_FAKE_CANN_TRACE for this test");
     trace = Path.of(traceFile);
   }
 
-  private static SparkSession localSession(int slots, String discoveryScript,
-      Map<String, String> conf) {
+  private static SparkSession localSession(
+      int slots, String discoveryScript, Map<String, String> conf) {
     Path script = SCRIPTS.resolve(discoveryScript);
     assertTrue(script.toFile().setExecutable(true), "cannot make " + script + " executable");
-    SparkSession.Builder builder = SparkSession.builder().master("local[" + slots + "]")
-        .appName("DeviceBindingOverSimulatedCannTest").config("spark.ui.enabled", "false")
-        .config("spark.driver.resource.npu.amount", "2")
-        .config("spark.driver.resource.npu.discoveryScript", script.toString());
+    SparkSession.Builder builder =
+        SparkSession.builder()
+            .master("local[" + slots + "]")
+            .appName("DeviceBindingOverSimulatedCannTest")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.resource.npu.amount", "2")
+            .config("spark.driver.resource.npu.discoveryScript", script.toString());
     conf.forEach(builder::config);
     return builder.getOrCreate();
   }
 
   private static Dataset<Row> randomRows(SparkSession spark, int partitions) {
-    Dataset<Row> df = spark.range(0, 6_000, 1, partitions)
-        .selectExpr("id", "rand(21) as score", "cast(randn(22) as float) as f", "uuid(23) as tag",
-            "unhex(sha2(cast(rand(24) as string), 256)) as bytes", "array(rand(25), rand(26)) as pair");
+    Dataset<Row> df =
+        spark
+            .range(0, 6_000, 1, partitions)
+            .selectExpr(
+                "id",
+                "rand(21) as score",
+                "cast(randn(22) as float) as f",
+                "uuid(23) as tag",
+                "unhex(sha2(cast(rand(24) as string), 256)) as bytes",
+                "array(rand(25), rand(26)) as pair");
     df.cache().count();
     return df;
   }
@@ -81,14 +93,16 @@ class DeviceBindingOverSimulatedCannTest {
    * Gathers 2 partitions of random rows with {@code backend}: every row on every partition, and
    * rank r on the driver's address r for every call of the rank. Returns the (cached) input.
    */
-  private static Dataset<Row> assertRanksGatherOnTheDriversDevices(SparkSession spark,
-      String backend) throws IOException {
+  private static Dataset<Row> assertRanksGatherOnTheDriversDevices(
+      SparkSession spark, String backend) throws IOException {
     Files.deleteIfExists(trace);
     Dataset<Row> df = randomRows(spark, 2);
-    assertRankMajorOnEveryPartition(df,
-        NpuGather.allGatherOnNpu(df, AllGatherOptions.defaults().withBackend(backend)));
+    assertRankMajorOnEveryPartition(
+        df, NpuGather.allGatherOnNpu(df, AllGatherOptions.defaults().withBackend(backend)));
     assertEquals(2 * 6_000L, NpuGather.lastMetrics().rowsGathered());
-    assertEquals(Map.of(0, Set.of(0), 1, Set.of(1)), devicesByRank(),
+    assertEquals(
+        Map.of(0, Set.of(0), 1, Set.of(1)),
+        devicesByRank(),
         "rank r on the driver's address r, every call of a rank on its own device");
     return df;
   }
@@ -107,8 +121,7 @@ class DeviceBindingOverSimulatedCannTest {
   /** The message of a run of {@code ranks} ranks with backend hccl that must be refused. */
   private static String refusal(SparkSession spark, int ranks) {
     Dataset<Row> df = spark.range(0, 10L * ranks, 1, ranks).toDF();
-    Exception e = assertThrows(Exception.class,
-        () -> NpuGather.allGatherOnNpu(df, hccl()).count());
+    Exception e = assertThrows(Exception.class, () -> NpuGather.allGatherOnNpu(df, hccl()).count());
     return rootMessage(e);
   }
 
@@ -126,7 +139,8 @@ class DeviceBindingOverSimulatedCannTest {
     for (String line : Files.readAllLines(trace)) {
       Matcher m = TRACE_LINE.matcher(line);
       assertTrue(m.matches(), "trace line: " + line);
-      devices.computeIfAbsent(Integer.parseInt(m.group(2)), r -> new TreeSet<>())
+      devices
+          .computeIfAbsent(Integer.parseInt(m.group(2)), r -> new TreeSet<>())
           .add(Integer.parseInt(m.group(3)));
     }
     return devices;
@@ -141,11 +155,18 @@ class DeviceBindingOverSimulatedCannTest {
 
       // The tensor API binds the same way.
       Files.deleteIfExists(trace);
-      Dataset<Row> floats = spark.range(0, 2 * 700, 1, 2)
-          .selectExpr("cast(randn(31) as float) as a", "cast(randn(32) as float) as b");
+      Dataset<Row> floats =
+          spark
+              .range(0, 2 * 700, 1, 2)
+              .selectExpr("cast(randn(31) as float) as a", "cast(randn(32) as float) as b");
       floats.cache().count();
-      List<float[]> seen = NpuGather.onRanks(floats, List.of("a", "b"), hccl(), DType.FLOAT32,
-          DeviceBindingOverSimulatedCannTest::values);
+      List<float[]> seen =
+          NpuGather.onRanks(
+              floats,
+              List.of("a", "b"),
+              hccl(),
+              DType.FLOAT32,
+              DeviceBindingOverSimulatedCannTest::values);
       List<Float> expected = new ArrayList<>();
       for (List<Row> partition : floats.javaRDD().glom().collect()) {
         for (Row row : partition) {
@@ -158,7 +179,9 @@ class DeviceBindingOverSimulatedCannTest {
         float[] got = seen.get(rank);
         assertEquals(expected.size(), got.length, "rank " + rank);
         for (int i = 0; i < got.length; i++) {
-          assertEquals(Float.floatToRawIntBits(expected.get(i)), Float.floatToRawIntBits(got[i]),
+          assertEquals(
+              Float.floatToRawIntBits(expected.get(i)),
+              Float.floatToRawIntBits(got[i]),
               "rank " + rank + ", value " + i);
         }
       }
@@ -194,10 +217,15 @@ class DeviceBindingOverSimulatedCannTest {
   @Timeout(120)
   void taskResourcesOnALocalMasterFailAtOnceInsteadOfNeverBeingScheduled() {
     // The cluster settings, copied unchanged to a local master.
-    SparkSession spark = localSession(2, "two-devices.sh", Map.of(
-        "spark.executor.resource.npu.amount", "2",
-        "spark.executor.resource.npu.discoveryScript", SCRIPTS.resolve("two-devices.sh").toString(),
-        "spark.task.resource.npu.amount", "1"));
+    SparkSession spark =
+        localSession(
+            2,
+            "two-devices.sh",
+            Map.of(
+                "spark.executor.resource.npu.amount", "2",
+                "spark.executor.resource.npu.discoveryScript",
+                    SCRIPTS.resolve("two-devices.sh").toString(),
+                "spark.task.resource.npu.amount", "1"));
     try {
       String m = refusal(spark, 2);
       assertTrue(m.contains("spark.task.resource.npu.amount=1") && m.contains("only cores"), m);

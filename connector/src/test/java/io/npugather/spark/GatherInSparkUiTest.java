@@ -50,8 +50,7 @@ class GatherInSparkUiTest {
     @Override
     public synchronized void onJobStart(SparkListenerJobStart start) {
       Properties properties = start.properties();
-      jobs.add(properties == null ? null
-          : properties.getProperty("spark.job.description"));
+      jobs.add(properties == null ? null : properties.getProperty("spark.job.description"));
     }
 
     synchronized void clear() {
@@ -78,10 +77,13 @@ class GatherInSparkUiTest {
 
   @BeforeAll
   static void startSpark() {
-    spark = SparkSession.builder().master("local[4]").appName("GatherInSparkUiTest")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate();
+    spark =
+        SparkSession.builder()
+            .master("local[4]")
+            .appName("GatherInSparkUiTest")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .getOrCreate();
     spark.sparkContext().addSparkListener(NAMES);
   }
 
@@ -96,8 +98,7 @@ class GatherInSparkUiTest {
   }
 
   private static Dataset<Row> input() {
-    return spark.range(0, 1000, 1, 4).toDF("id")
-        .withColumn("x", functions.col("id").multiply(0.5));
+    return spark.range(0, 1000, 1, 4).toDF("id").withColumn("x", functions.col("id").multiply(0.5));
   }
 
   /** The gather node of an executed plan (after the action that ran it). */
@@ -131,8 +132,8 @@ class GatherInSparkUiTest {
     assertTrue(inputBytes >= 1000 * 16, "input size " + inputBytes);
     assertEquals(4 * inputBytes, metrics.get("outputBytes").value());
     assertEquals(3 * inputBytes, metrics.get("bytesSent").value());
-    for (String timing : List.of("conversionTime", "rendezvousTime", "slowestRankWait",
-        "collectiveTime")) {
+    for (String timing :
+        List.of("conversionTime", "rendezvousTime", "slowestRankWait", "collectiveTime")) {
       assertTrue(metrics.get(timing).value() > 0, timing + " " + metrics.get(timing).value());
       assertEquals("nsTiming", metrics.get(timing).metricType(), timing);
     }
@@ -155,7 +156,8 @@ class GatherInSparkUiTest {
       root.removeAppender(log);
     }
     List<String> lines = List.copyOf(log.lines);
-    assertTrue(lines.stream().anyMatch(l -> l.contains("gathered 1000 rows over staging")),
+    assertTrue(
+        lines.stream().anyMatch(l -> l.contains("gathered 1000 rows over staging")),
         lines.toString());
     for (String line : lines) {
       assertFalse(line.matches("(?is).*\\b(device|npu)\\b.*"), line);
@@ -165,8 +167,8 @@ class GatherInSparkUiTest {
     synchronized (NAMES) {
       stages = List.copyOf(NAMES.stages);
     }
-    assertTrue(stages.contains("allGatherOnNpu: 4 ranks, backend host (staging)"),
-        stages.toString());
+    assertTrue(
+        stages.contains("allGatherOnNpu: 4 ranks, backend host (staging)"), stages.toString());
 
     NAMES.clear();
     List<Integer> ranks = NpuGather.onRanks(input(), List.of("x"), (rank, gathered) -> rank);
@@ -178,9 +180,11 @@ class GatherInSparkUiTest {
     }
     assertEquals(null, spark.sparkContext().getLocalProperty("spark.job.description"));
 
-    assertEquals("AllGatherOptions{backend=host, hostTransport=STAGING}",
-        AllGatherOptions.defaults().withHostTransport(
-            io.npugather.CommunicatorOptions.HostTransport.STAGING).toString());
+    assertEquals(
+        "AllGatherOptions{backend=host, hostTransport=STAGING}",
+        AllGatherOptions.defaults()
+            .withHostTransport(io.npugather.CommunicatorOptions.HostTransport.STAGING)
+            .toString());
     String options = AllGatherOptions.defaults().toString();
     assertFalse(options.toLowerCase().contains("npu") || options.contains("device"), options);
   }
@@ -194,8 +198,8 @@ class GatherInSparkUiTest {
     Dataset<Row> gathered = NpuGather.allGatherOnNpu(input(), Map.of("timeout", "60s"));
     String[] lines = explain(gathered).split("\n");
     assertEquals("== Physical Plan ==", lines[0]);
-    assertTrue(lines[1].matches("NpuAllGather source_rank#\\d+, backend=host, timeout=PT1M"),
-        lines[1]);
+    assertTrue(
+        lines[1].matches("NpuAllGather source_rank#\\d+, backend=host, timeout=PT1M"), lines[1]);
     assertTrue(lines[2].startsWith("+- *(1) Project [id#"), lines[2]);
     assertFalse(String.join("\n", lines).contains("RowToColumnar"), String.join("\n", lines));
     assertEquals(4 * 1000, gathered.collectAsList().size());

@@ -1,11 +1,11 @@
 package io.npugather.spark;
 
+import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.lit;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.apache.spark.sql.functions.col;
-import static org.apache.spark.sql.functions.lit;
 
 import io.npugather.spark.output.GatheredOutputs;
 import java.nio.file.Path;
@@ -35,30 +35,35 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * The result of {@code allGatherOnNpu} is a DataFrame like any other: every action and
- * transformation a user types works on it, any number of times, with the same rows. Run on a
- * local master by each subclass. Each test checks the answer against the rows the input's
- * partitions hold (rank-major, after the source rank), not only that nothing threw.
+ * transformation a user types works on it, any number of times, with the same rows. Run on a local
+ * master by each subclass. Each test checks the answer against the rows the input's partitions hold
+ * (rank-major, after the source rank), not only that nothing threw.
  */
 abstract class GatheredDataFrameContract {
   private static SparkSession spark;
   private static final AtomicInteger JOBS = new AtomicInteger();
 
-  @TempDir
-  Path tmp;
+  @TempDir Path tmp;
 
   /** Starts the class's session on {@code master}, unless it runs. */
   static void start(String master) {
-    spark = SparkSession.builder().master(master).appName("GatheredDataFrameContract " + master)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "3")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate();
-    spark.sparkContext().addSparkListener(new SparkListener() {
-      @Override
-      public void onJobStart(SparkListenerJobStart event) {
-        JOBS.incrementAndGet();
-      }
-    });
+    spark =
+        SparkSession.builder()
+            .master(master)
+            .appName("GatheredDataFrameContract " + master)
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "3")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate();
+    spark
+        .sparkContext()
+        .addSparkListener(
+            new SparkListener() {
+              @Override
+              public void onJobStart(SparkListenerJobStart event) {
+                JOBS.incrementAndGet();
+              }
+            });
   }
 
   @AfterAll
@@ -96,7 +101,8 @@ abstract class GatheredDataFrameContract {
 
   private static List<Row> sortedById(List<Row> rows) {
     List<Row> sorted = new ArrayList<>(rows);
-    sorted.sort(Comparator.<Row>comparingLong(r -> r.getLong(1)).thenComparingInt(r -> r.getInt(0)));
+    sorted.sort(
+        Comparator.<Row>comparingLong(r -> r.getLong(1)).thenComparingInt(r -> r.getInt(0)));
     return sorted;
   }
 
@@ -106,7 +112,8 @@ abstract class GatheredDataFrameContract {
     Dataset<Row> g = NpuGather.allGatherOnNpu(input());
     g.show(); // must not throw
     String shown = ((org.apache.spark.sql.classic.Dataset<Row>) g).showString(3, 20, false);
-    assertTrue(shown.contains("|          0|  0|  v0|") && shown.contains("|          0|  2|  v2|"),
+    assertTrue(
+        shown.contains("|          0|  0|  v0|") && shown.contains("|          0|  2|  v2|"),
         shown);
     assertEquals(all.subList(0, 3), List.of((Row[]) g.take(3)));
     assertEquals(all.get(0), g.head());
@@ -130,13 +137,25 @@ abstract class GatheredDataFrameContract {
     g.createOrReplaceTempView("gathered");
     List<Row> all = rankMajor(input());
     assertEquals(all.subList(0, 4), spark.sql("SELECT * FROM gathered LIMIT 4").collectAsList());
-    assertEquals(List.of(RowFactory.create(999L), RowFactory.create(999L), RowFactory.create(998L)),
+    assertEquals(
+        List.of(RowFactory.create(999L), RowFactory.create(999L), RowFactory.create(998L)),
         spark.sql("SELECT id FROM gathered ORDER BY id DESC LIMIT 3").collectAsList());
-    assertEquals(1000L, spark.sql("SELECT count(*) FROM gathered WHERE id IN "
-        + "(SELECT id FROM gathered WHERE source_rank = 1)").first().getLong(0));
-    assertEquals(2000L, spark.sql("SELECT count(*) FROM gathered g WHERE EXISTS "
-        + "(SELECT 1 FROM gathered h WHERE h.id = g.id AND h.source_rank = g.source_rank)")
-        .first().getLong(0));
+    assertEquals(
+        1000L,
+        spark
+            .sql(
+                "SELECT count(*) FROM gathered WHERE id IN "
+                    + "(SELECT id FROM gathered WHERE source_rank = 1)")
+            .first()
+            .getLong(0));
+    assertEquals(
+        2000L,
+        spark
+            .sql(
+                "SELECT count(*) FROM gathered g WHERE EXISTS "
+                    + "(SELECT 1 FROM gathered h WHERE h.id = g.id AND h.source_rank = g.source_rank)")
+            .first()
+            .getLong(0));
   }
 
   @Test
@@ -180,24 +199,27 @@ abstract class GatheredDataFrameContract {
   void globalSortCoalesceRepartitionUnionsAndJoinsOnBothSides() {
     List<Row> all = rankMajor(input());
     Dataset<Row> g = NpuGather.allGatherOnNpu(input());
-    assertEquals(sortedById(repeated(all, 2)),
-        g.orderBy(col("id"), col("source_rank")).collectAsList());
+    assertEquals(
+        sortedById(repeated(all, 2)), g.orderBy(col("id"), col("source_rank")).collectAsList());
     assertEquals(sortedById(repeated(all, 2)), g.sort("id", "source_rank").collectAsList());
     assertEquals(2L * all.size(), g.coalesce(1).count());
     assertEquals(repeated(all, 2), g.coalesce(1).collectAsList());
     assertEquals(2L * all.size(), g.repartition(3).count());
     assertEquals(4L * all.size(), g.union(g).count());
-    assertEquals(sortedById(repeated(all, 4)),
-        sortedById(g.unionByName(g).collectAsList()));
-    Dataset<Row> plain = input().withColumn("source_rank", lit(-1)).select("source_rank", "id",
-        "name");
+    assertEquals(sortedById(repeated(all, 4)), sortedById(g.unionByName(g).collectAsList()));
+    Dataset<Row> plain =
+        input().withColumn("source_rank", lit(-1)).select("source_rank", "id", "name");
     assertEquals(3L * all.size(), g.union(plain).count());
     Dataset<Row> some = spark.range(0, 1000, 100).toDF("id");
     assertEquals(20L, g.join(some, "id").count());
     assertEquals(20L, some.join(g, "id").count());
     // Every (id, source_rank) stands twice on each side (once per output partition).
-    assertEquals(4L * all.size(), g.join(g.select("id", "source_rank"),
-        CollectionConverters.asScala(List.of("id", "source_rank")).toSeq()).count());
+    assertEquals(
+        4L * all.size(),
+        g.join(
+                g.select("id", "source_rank"),
+                CollectionConverters.asScala(List.of("id", "source_rank")).toSeq())
+            .count());
   }
 
   @Test
@@ -206,8 +228,8 @@ abstract class GatheredDataFrameContract {
     List<Row> all = rankMajor(input());
     Dataset<Row> g = NpuGather.allGatherOnNpu(input());
     assertEquals(all.subList(0, 3), List.of((Row[]) g.take(3)));
-    assertEquals(sortedById(repeated(all, 2)),
-        g.orderBy(col("id"), col("source_rank")).collectAsList());
+    assertEquals(
+        sortedById(repeated(all, 2)), g.orderBy(col("id"), col("source_rank")).collectAsList());
     assertEquals(20L, g.join(spark.range(0, 1000, 100).toDF("id"), "id").count());
     assertEquals(repeated(all, 2), g.coalesce(1).collectAsList());
   }
@@ -230,20 +252,23 @@ abstract class GatheredDataFrameContract {
     NpuGather.allGatherOnNpu(input()).coalesce(1).write().parquet(parquet);
     Dataset<Row> back = spark.read().parquet(parquet);
     assertEquals(1, back.javaRDD().getNumPartitions());
-    assertEquals(sortedById(expected),
-        sortedById(back.select("source_rank", "id", "name").collectAsList()));
+    assertEquals(
+        sortedById(expected), sortedById(back.select("source_rank", "id", "name").collectAsList()));
     String partitioned = tmp.resolve("gathered-by-rank.parquet").toString();
     NpuGather.allGatherOnNpu(input()).write().partitionBy("source_rank").parquet(partitioned);
-    assertEquals(sortedById(expected), sortedById(spark.read().parquet(partitioned)
-        .select("source_rank", "id", "name").collectAsList()));
+    assertEquals(
+        sortedById(expected),
+        sortedById(
+            spark.read().parquet(partitioned).select("source_rank", "id", "name").collectAsList()));
   }
 
   @Test
   void explainRunsNoJobAndShowsTheGather() {
     Dataset<Row> g = NpuGather.allGatherOnNpu(input()).filter("id > 10");
     int jobs = JOBS.get();
-    String plan = g.queryExecution().explainString(
-        org.apache.spark.sql.execution.ExplainMode.fromString("formatted"));
+    String plan =
+        g.queryExecution()
+            .explainString(org.apache.spark.sql.execution.ExplainMode.fromString("formatted"));
     g.explain();
     assertTrue(plan.contains("NpuAllGather"), plan);
     assertEquals(jobs, JOBS.get(), "explain ran a job");
@@ -259,7 +284,8 @@ abstract class GatheredDataFrameContract {
     Dataset<Row> nothing = NpuGather.allGatherOnNpu(spark.emptyDataFrame());
     assertEquals(List.of("source_rank"), List.of(nothing.columns()));
     assertEquals(0L, nothing.count());
-    Dataset<Row> allEmpty = NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF().filter("id < 0"));
+    Dataset<Row> allEmpty =
+        NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF().filter("id < 0"));
     assertEquals(2, allEmpty.javaRDD().getNumPartitions());
     assertEquals(0L, allEmpty.count());
     assertTrue(allEmpty.isEmpty());
@@ -281,8 +307,8 @@ abstract class GatheredDataFrameContract {
       twice.add(id);
     }
     assertEquals(twice, ids);
-    IllegalStateException tooMany = assertThrows(IllegalStateException.class,
-        () -> NpuGather.allGatherOnNpu(many).count());
+    IllegalStateException tooMany =
+        assertThrows(IllegalStateException.class, () -> NpuGather.allGatherOnNpu(many).count());
     assertTrue(tooMany.getMessage().contains("npugather.rankSize"), tooMany.getMessage());
   }
 
@@ -294,8 +320,9 @@ abstract class GatheredDataFrameContract {
     Dataset<Row> ga = NpuGather.allGatherOnNpu(a);
     Dataset<Row> gb = NpuGather.allGatherOnNpu(b);
     assertEquals(slots * 300L, ga.union(gb).count());
-    assertEquals(slots * 100L * slots, ga.join(ga.select(col("id").as("other")),
-        col("id").equalTo(col("other"))).count());
+    assertEquals(
+        slots * 100L * slots,
+        ga.join(ga.select(col("id").as("other")), col("id").equalTo(col("other"))).count());
     assertEquals(0L, ga.join(gb, "id").count());
   }
 
@@ -303,15 +330,18 @@ abstract class GatheredDataFrameContract {
   void aGatherThatFailsIsNotRunAgainUnlessRetryable() {
     Dataset<Row> df = spark.range(0, 100, 1, 2).toDF();
     AllGatherOptions failing = AllGatherOptions.defaults().withInjectFailure("1");
-    Exception e = assertThrows(Exception.class,
-        () -> NpuGather.allGatherOnNpu(df, failing).collectAsList());
+    Exception e =
+        assertThrows(Exception.class, () -> NpuGather.allGatherOnNpu(df, failing).collectAsList());
     String messages = messages(e);
-    assertTrue(messages.contains("npugather.retryable is false") && (messages.contains(
-        "failure injected") || messages.contains("aborted its communicator")), messages);
-    AllGatherOptions onceFailing = AllGatherOptions.defaults().withRetryable(true)
-        .withInjectFailure("1:0");
-    assertEquals(repeated(rankMajor(df), 2),
-        NpuGather.allGatherOnNpu(df, onceFailing).collectAsList());
+    assertTrue(
+        messages.contains("npugather.retryable is false")
+            && (messages.contains("failure injected")
+                || messages.contains("aborted its communicator")),
+        messages);
+    AllGatherOptions onceFailing =
+        AllGatherOptions.defaults().withRetryable(true).withInjectFailure("1:0");
+    assertEquals(
+        repeated(rankMajor(df), 2), NpuGather.allGatherOnNpu(df, onceFailing).collectAsList());
   }
 
   private static String messages(Throwable e) {

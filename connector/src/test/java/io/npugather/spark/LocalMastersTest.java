@@ -21,12 +21,22 @@ class LocalMastersTest {
   @ParameterizedTest(name = "local[{0}]")
   @ValueSource(ints = {1, 2})
   void asManyRanksAsSlotsGatherAndOneMoreIsRefused(int slots) {
-    SparkSession spark = SparkSession.builder().master("local[" + slots + "]")
-        .appName("LocalMastersTest").config("spark.ui.enabled", "false").getOrCreate();
+    SparkSession spark =
+        SparkSession.builder()
+            .master("local[" + slots + "]")
+            .appName("LocalMastersTest")
+            .config("spark.ui.enabled", "false")
+            .getOrCreate();
     try {
-      Dataset<Row> df = spark.range(0, 10_000, 1, slots)
-          .selectExpr("id", "rand(11) as score", "cast(randn(12) as float) as f",
-              "uuid(13) as tag", "array(rand(14), rand(15)) as pair");
+      Dataset<Row> df =
+          spark
+              .range(0, 10_000, 1, slots)
+              .selectExpr(
+                  "id",
+                  "rand(11) as score",
+                  "cast(randn(12) as float) as f",
+                  "uuid(13) as tag",
+                  "array(rand(14), rand(15)) as pair");
       df.cache().count();
       assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
       assertEquals(slots * 10_000L, NpuGather.lastMetrics().rowsGathered());

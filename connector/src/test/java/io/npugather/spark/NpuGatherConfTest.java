@@ -25,9 +25,12 @@ class NpuGatherConfTest {
 
   @BeforeAll
   static void startSpark() {
-    spark = SparkSession.builder().master("local[2]").appName("NpuGatherConfTest")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate();
+    spark =
+        SparkSession.builder()
+            .master("local[2]")
+            .appName("NpuGatherConfTest")
+            .config("spark.ui.enabled", "false")
+            .getOrCreate();
     NpuGather.allGatherOnNpu(spark.range(0, 2, 1, 2).toDF()); // the first call registers them
   }
 
@@ -50,37 +53,49 @@ class NpuGatherConfTest {
       assertEquals(setting.doc(), row.getString(2), setting.key());
       assertTrue(row.getString(2).length() > 20, setting.key());
     }
-    assertEquals(NpuGatherConf.SETTINGS.size(),
+    assertEquals(
+        NpuGatherConf.SETTINGS.size(),
         listed.keySet().stream().filter(k -> k.startsWith("spark.npugather.")).count());
   }
 
   @Test
   void everyOptionDefaultIsTheDefaultOfAllGatherOptions() {
     for (String key : AllGatherOptions.KEYS) {
-      NpuGatherConf.Setting setting = NpuGatherConf.SETTINGS.stream()
-          .filter(s -> s.key().equals("spark." + key)).findFirst().orElseThrow();
-      assertEquals(AllGatherOptions.defaults().toString(), AllGatherOptions.defaults()
-          .with(Map.of(key, setting.defaultValue())).toString(), key);
+      NpuGatherConf.Setting setting =
+          NpuGatherConf.SETTINGS.stream()
+              .filter(s -> s.key().equals("spark." + key))
+              .findFirst()
+              .orElseThrow();
+      assertEquals(
+          AllGatherOptions.defaults().toString(),
+          AllGatherOptions.defaults().with(Map.of(key, setting.defaultValue())).toString(),
+          key);
     }
   }
 
   @Test
   void aBadValueIsRefusedWhenSetNamingTheKeyTheValueAndWhatIsAllowed() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> spark.conf().set("spark.npugather.backend", "gpu"));
-    assertEquals("spark.npugather.backend = gpu is invalid; allowed: one of [hccl, lccl, host]",
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> spark.conf().set("spark.npugather.backend", "gpu"));
+    assertEquals(
+        "spark.npugather.backend = gpu is invalid; allowed: one of [hccl, lccl, host]",
         e.getMessage());
-    e = assertThrows(IllegalArgumentException.class,
-        () -> spark.conf().set("spark.npugather.output.releaseDelay", "soon"));
-    assertTrue(e.getMessage().startsWith("spark.npugather.output.releaseDelay = soon is invalid"),
+    e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> spark.conf().set("spark.npugather.output.releaseDelay", "soon"));
+    assertTrue(
+        e.getMessage().startsWith("spark.npugather.output.releaseDelay = soon is invalid"),
         e.getMessage());
     assertEquals("host", spark.conf().get("spark.npugather.backend"));
   }
 
   @Test
   void applicationWideSettingsCannotChangeInARunningSession() {
-    Exception e = assertThrows(Exception.class,
-        () -> spark.conf().set(GatherMemory.CACHE_BYTES, "2g"));
+    Exception e =
+        assertThrows(Exception.class, () -> spark.conf().set(GatherMemory.CACHE_BYTES, "2g"));
     assertTrue(e.getMessage().contains(GatherMemory.CACHE_BYTES), e.getMessage());
   }
 
@@ -89,22 +104,28 @@ class NpuGatherConfTest {
     Dataset<Row> df = spark.range(0, 4, 1, 2).toDF();
     spark.conf().set("spark.npugather.bakend", "hccl");
     try {
-      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-          () -> NpuGather.allGatherOnNpu(df));
-      assertEquals("spark.npugather.bakend is not a setting of NpuGather; did you mean"
-          + " spark.npugather.backend? (SET -v lists every spark.npugather.* setting)",
+      IllegalArgumentException e =
+          assertThrows(IllegalArgumentException.class, () -> NpuGather.allGatherOnNpu(df));
+      assertEquals(
+          "spark.npugather.bakend is not a setting of NpuGather; did you mean"
+              + " spark.npugather.backend? (SET -v lists every spark.npugather.* setting)",
           e.getMessage());
-      assertThrows(IllegalArgumentException.class,
+      assertThrows(
+          IllegalArgumentException.class,
           () -> NpuGather.allGatherOnNpu(df, Map.of("backend", "host")));
     } finally {
       spark.conf().unset("spark.npugather.bakend");
     }
     spark.conf().set("spark.npugather.memory.cacheByte", "1g");
     try {
-      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-          () -> NpuGather.allGatherOnNpu(df));
-      assertTrue(e.getMessage().startsWith("spark.npugather.memory.cacheByte is not a setting of"
-          + " NpuGather; did you mean spark.npugather.memory.cacheBytes?"), e.getMessage());
+      IllegalArgumentException e =
+          assertThrows(IllegalArgumentException.class, () -> NpuGather.allGatherOnNpu(df));
+      assertTrue(
+          e.getMessage()
+              .startsWith(
+                  "spark.npugather.memory.cacheByte is not a setting of"
+                      + " NpuGather; did you mean spark.npugather.memory.cacheBytes?"),
+          e.getMessage());
     } finally {
       spark.conf().unset("spark.npugather.memory.cacheByte");
     }
@@ -115,33 +136,53 @@ class NpuGatherConfTest {
     AllGatherOptions d = AllGatherOptions.defaults();
     for (String key : List.of("timeout", "npugather.timeout", "spark.npugather.timeout")) {
       assertEquals(60, d.with(Map.of(key, "60s")).timeout().toSeconds(), key);
-      IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-          () -> d.with(Map.of(key, "soon")));
-      assertEquals(key + " = 'soon' is invalid; allowed: a duration such as 120s, 5m or 500ms",
+      IllegalArgumentException e =
+          assertThrows(IllegalArgumentException.class, () -> d.with(Map.of(key, "soon")));
+      assertEquals(
+          key + " = 'soon' is invalid; allowed: a duration such as 120s, 5m or 500ms",
           e.getMessage());
     }
-    IllegalArgumentException bare = assertThrows(IllegalArgumentException.class,
-        () -> d.with(Map.of("bakend", "hccl")));
-    assertTrue(bare.getMessage().startsWith("option 'bakend' is unknown; did you mean 'backend'?"
-        + " allowed: backend, rankSize,"), bare.getMessage());
-    IllegalArgumentException prefixed = assertThrows(IllegalArgumentException.class,
-        () -> d.with(Map.of("npugather.rankSise", "2")));
-    assertTrue(prefixed.getMessage().startsWith("option 'npugather.rankSise' is unknown; did you"
-        + " mean 'npugather.rankSize'? allowed: npugather.backend,"), prefixed.getMessage());
-    IllegalArgumentException fromCall = assertThrows(IllegalArgumentException.class,
-        () -> NpuGather.allGatherOnNpu(spark.range(0, 4, 1, 2).toDF(),
-            Map.of("sourceRankColum", "r")));
-    assertTrue(fromCall.getMessage().startsWith("option 'sourceRankColum' is unknown; did you"
-        + " mean 'sourceRankColumn'?"), fromCall.getMessage());
+    IllegalArgumentException bare =
+        assertThrows(IllegalArgumentException.class, () -> d.with(Map.of("bakend", "hccl")));
+    assertTrue(
+        bare.getMessage()
+            .startsWith(
+                "option 'bakend' is unknown; did you mean 'backend'?"
+                    + " allowed: backend, rankSize,"),
+        bare.getMessage());
+    IllegalArgumentException prefixed =
+        assertThrows(
+            IllegalArgumentException.class, () -> d.with(Map.of("npugather.rankSise", "2")));
+    assertTrue(
+        prefixed
+            .getMessage()
+            .startsWith(
+                "option 'npugather.rankSise' is unknown; did you"
+                    + " mean 'npugather.rankSize'? allowed: npugather.backend,"),
+        prefixed.getMessage());
+    IllegalArgumentException fromCall =
+        assertThrows(
+            IllegalArgumentException.class,
+            () ->
+                NpuGather.allGatherOnNpu(
+                    spark.range(0, 4, 1, 2).toDF(), Map.of("sourceRankColum", "r")));
+    assertTrue(
+        fromCall
+            .getMessage()
+            .startsWith(
+                "option 'sourceRankColum' is unknown; did you" + " mean 'sourceRankColumn'?"),
+        fromCall.getMessage());
   }
 
   @Test
   void theNearestKeyIsTheClosestInEditDistance() {
     List<String> keys = NpuGatherConf.keys();
     assertEquals("spark.npugather.timeout", NpuGatherConf.nearest("spark.npugather.timout", keys));
-    assertEquals("spark.npugather.hostTransport",
+    assertEquals(
+        "spark.npugather.hostTransport",
         NpuGatherConf.nearest("spark.npugather.hosttransport", keys));
-    assertEquals("spark.npugather.memory.cacheIdleTimeout",
+    assertEquals(
+        "spark.npugather.memory.cacheIdleTimeout",
         NpuGatherConf.nearest("spark.npugather.memory.idleTimeout", keys));
   }
 }

@@ -27,8 +27,11 @@ class NpuGatherExtensionsTest {
 
   /** A fresh session from the entries a spark-defaults.conf would hold. */
   private static SparkSession fromDefaults(String... entries) {
-    SparkConf conf = new SparkConf(false).setMaster("local[2]")
-        .setAppName("NpuGatherExtensionsTest").set("spark.ui.enabled", "false");
+    SparkConf conf =
+        new SparkConf(false)
+            .setMaster("local[2]")
+            .setAppName("NpuGatherExtensionsTest")
+            .set("spark.ui.enabled", "false");
     for (String entry : entries) {
       String[] keyValue = entry.split("=", 2);
       conf.set(keyValue[0], keyValue[1]);
@@ -43,19 +46,25 @@ class NpuGatherExtensionsTest {
 
   @Test
   void theExtensionPlansTheGatherFromTheSessionsStartWithoutAFirstCall() {
-    spark = fromDefaults("spark.sql.extensions=io.npugather.spark.NpuGatherExtensions",
-        "spark.npugather.timeout=30s");
+    spark =
+        fromDefaults(
+            "spark.sql.extensions=io.npugather.spark.NpuGatherExtensions",
+            "spark.npugather.timeout=30s");
     assertTrue(planningStrategies(spark).contains(NpuAllGatherStrategy$.MODULE$));
-    assertTrue(spark.sql("SET -v").collectAsList().stream()
-        .anyMatch(r -> r.getString(0).equals("spark.npugather.timeout")
-            && r.getString(1).equals("30s")));
+    assertTrue(
+        spark.sql("SET -v").collectAsList().stream()
+            .anyMatch(
+                r ->
+                    r.getString(0).equals("spark.npugather.timeout")
+                        && r.getString(1).equals("30s")));
 
     List<Row> rows = NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF()).collectAsList();
     assertEquals(20, rows.size());
     // Planned by the extension's strategy: the first call added none of its own.
     assertEquals(0, spark.experimental().extraStrategies().size());
-    assertEquals(1, planningStrategies(spark).stream()
-        .filter(s -> s == NpuAllGatherStrategy$.MODULE$).count());
+    assertEquals(
+        1,
+        planningStrategies(spark).stream().filter(s -> s == NpuAllGatherStrategy$.MODULE$).count());
   }
 
   @Test
@@ -64,17 +73,26 @@ class NpuGatherExtensionsTest {
     assertTrue(!planningStrategies(spark).contains(NpuAllGatherStrategy$.MODULE$));
     NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF()).collectAsList();
     NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF()).collectAsList();
-    assertEquals(1, planningStrategies(spark).stream()
-        .filter(s -> s == NpuAllGatherStrategy$.MODULE$).count());
+    assertEquals(
+        1,
+        planningStrategies(spark).stream().filter(s -> s == NpuAllGatherStrategy$.MODULE$).count());
   }
 
   @Test
   void aMisspelledKeyInTheDefaultsFailsTheGatherNamingTheNearestKey() {
-    spark = fromDefaults("spark.sql.extensions=io.npugather.spark.NpuGatherExtensions",
-        "spark.npugather.retriable=true");
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF()));
-    assertTrue(e.getMessage().startsWith("spark.npugather.retriable is not a setting of NpuGather;"
-        + " did you mean spark.npugather.retryable?"), e.getMessage());
+    spark =
+        fromDefaults(
+            "spark.sql.extensions=io.npugather.spark.NpuGatherExtensions",
+            "spark.npugather.retriable=true");
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF()));
+    assertTrue(
+        e.getMessage()
+            .startsWith(
+                "spark.npugather.retriable is not a setting of NpuGather;"
+                    + " did you mean spark.npugather.retryable?"),
+        e.getMessage());
   }
 }

@@ -40,11 +40,14 @@ class NpuGatherTest {
 
   @BeforeAll
   static void startSpark() {
-    spark = SparkSession.builder().master("local[4]").appName("NpuGatherTest")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate();
+    spark =
+        SparkSession.builder()
+            .master("local[4]")
+            .appName("NpuGatherTest")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate();
     jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
   }
 
@@ -75,8 +78,12 @@ class NpuGatherTest {
   void nothingLeftInArrowOrSharedMemory() throws Exception {
     awaitArrowReleased();
     try (var files = java.nio.file.Files.list(java.nio.file.Path.of("/dev/shm"))) {
-      assertEquals(List.of(), files.map(p -> p.getFileName().toString())
-          .filter(n -> n.startsWith("npugather.") && n.contains(".npg-")).toList());
+      assertEquals(
+          List.of(),
+          files
+              .map(p -> p.getFileName().toString())
+              .filter(n -> n.startsWith("npugather.") && n.contains(".npg-"))
+              .toList());
     }
   }
 
@@ -114,59 +121,81 @@ class NpuGatherTest {
 
   @Test
   void specExampleThroughADataFrame() {
-    StructType schema = new StructType().add("a", DataTypes.IntegerType).add("b",
-        DataTypes.IntegerType);
-    List<Row> rows = List.of(RowFactory.create(16, 56), RowFactory.create(5, 96),
-        RowFactory.create(-7, -91), RowFactory.create(-75, 38));
+    StructType schema =
+        new StructType().add("a", DataTypes.IntegerType).add("b", DataTypes.IntegerType);
+    List<Row> rows =
+        List.of(
+            RowFactory.create(16, 56),
+            RowFactory.create(5, 96),
+            RowFactory.create(-7, -91),
+            RowFactory.create(-75, 38));
     Dataset<Row> df = spark.createDataFrame(jsc.parallelize(rows, 2), schema);
     Dataset<Row> out = NpuGather.allGatherOnNpu(df);
     assertEquals("source_rank", out.schema().fields()[0].name());
     List<List<Row>> partitions = out.javaRDD().glom().collect();
     assertEquals(2, partitions.size());
-    List<Row> expected = List.of(RowFactory.create(0, 16, 56), RowFactory.create(0, 5, 96),
-        RowFactory.create(1, -7, -91), RowFactory.create(1, -75, 38));
+    List<Row> expected =
+        List.of(
+            RowFactory.create(0, 16, 56),
+            RowFactory.create(0, 5, 96),
+            RowFactory.create(1, -7, -91),
+            RowFactory.create(1, -75, 38));
     assertEquals(expected, partitions.get(0));
     assertEquals(expected, partitions.get(1));
   }
 
   @Test
   void everySupportedTypeWithNullsArrivesRowByRowOnEveryPartition() {
-    StructType schema = new StructType(new StructField[] {
-        DataTypes.createStructField("id", DataTypes.LongType, false),
-        DataTypes.createStructField("flag", DataTypes.BooleanType, true),
-        DataTypes.createStructField("b", DataTypes.ByteType, true),
-        DataTypes.createStructField("s", DataTypes.ShortType, true),
-        DataTypes.createStructField("i", DataTypes.IntegerType, true),
-        DataTypes.createStructField("f", DataTypes.FloatType, true),
-        DataTypes.createStructField("d", DataTypes.DoubleType, true),
-        DataTypes.createStructField("dec", DataTypes.createDecimalType(12, 3), true),
-        DataTypes.createStructField("str", DataTypes.StringType, true),
-        DataTypes.createStructField("bin", DataTypes.BinaryType, true),
-        DataTypes.createStructField("date", DataTypes.DateType, true),
-        DataTypes.createStructField("ts", DataTypes.TimestampType, true),
-        DataTypes.createStructField("ts_ntz", DataTypes.TimestampNTZType, true),
-        DataTypes.createStructField("features", DataTypes.createArrayType(DataTypes.FloatType,
-            true), true),
-        DataTypes.createStructField("point", new StructType().add("x", DataTypes.DoubleType)
-            .add("tags", DataTypes.createArrayType(DataTypes.StringType)), true),
-        DataTypes.createStructField("attrs", DataTypes.createMapType(DataTypes.StringType,
-            DataTypes.IntegerType), true)});
+    StructType schema =
+        new StructType(
+            new StructField[] {
+              DataTypes.createStructField("id", DataTypes.LongType, false),
+              DataTypes.createStructField("flag", DataTypes.BooleanType, true),
+              DataTypes.createStructField("b", DataTypes.ByteType, true),
+              DataTypes.createStructField("s", DataTypes.ShortType, true),
+              DataTypes.createStructField("i", DataTypes.IntegerType, true),
+              DataTypes.createStructField("f", DataTypes.FloatType, true),
+              DataTypes.createStructField("d", DataTypes.DoubleType, true),
+              DataTypes.createStructField("dec", DataTypes.createDecimalType(12, 3), true),
+              DataTypes.createStructField("str", DataTypes.StringType, true),
+              DataTypes.createStructField("bin", DataTypes.BinaryType, true),
+              DataTypes.createStructField("date", DataTypes.DateType, true),
+              DataTypes.createStructField("ts", DataTypes.TimestampType, true),
+              DataTypes.createStructField("ts_ntz", DataTypes.TimestampNTZType, true),
+              DataTypes.createStructField(
+                  "features", DataTypes.createArrayType(DataTypes.FloatType, true), true),
+              DataTypes.createStructField(
+                  "point",
+                  new StructType()
+                      .add("x", DataTypes.DoubleType)
+                      .add("tags", DataTypes.createArrayType(DataTypes.StringType)),
+                  true),
+              DataTypes.createStructField(
+                  "attrs",
+                  DataTypes.createMapType(DataTypes.StringType, DataTypes.IntegerType),
+                  true)
+            });
     Random random = new Random(7);
     List<Row> rows = new ArrayList<>();
     for (int n = 0; n < 500; n++) {
-      rows.add(RowFactory.create((long) n, maybe(random, random.nextBoolean()),
-          maybe(random, (byte) random.nextInt()), maybe(random, (short) random.nextInt()),
-          maybe(random, random.nextInt()), maybe(random, random.nextFloat()),
-          maybe(random, random.nextDouble()),
-          maybe(random, BigDecimal.valueOf(random.nextInt(1_000_000), 3)),
-          maybe(random, "s" + random.nextInt(1000) + "é"),
-          maybe(random, new byte[] {(byte) n, 1, 2}),
-          maybe(random, Date.valueOf("2024-01-" + (1 + n % 28))),
-          maybe(random, new Timestamp(1_700_000_000_000L + n * 1000L)),
-          maybe(random, LocalDateTime.of(2024, 5, 1, 12, 0).plusSeconds(n)),
-          maybe(random, scalaSeq(random.nextFloat(), null, random.nextFloat())),
-          maybe(random, RowFactory.create(random.nextDouble(), scalaSeq("a", null))),
-          maybe(random, scalaMap(Map.of("k" + n, n)))));
+      rows.add(
+          RowFactory.create(
+              (long) n,
+              maybe(random, random.nextBoolean()),
+              maybe(random, (byte) random.nextInt()),
+              maybe(random, (short) random.nextInt()),
+              maybe(random, random.nextInt()),
+              maybe(random, random.nextFloat()),
+              maybe(random, random.nextDouble()),
+              maybe(random, BigDecimal.valueOf(random.nextInt(1_000_000), 3)),
+              maybe(random, "s" + random.nextInt(1000) + "é"),
+              maybe(random, new byte[] {(byte) n, 1, 2}),
+              maybe(random, Date.valueOf("2024-01-" + (1 + n % 28))),
+              maybe(random, new Timestamp(1_700_000_000_000L + n * 1000L)),
+              maybe(random, LocalDateTime.of(2024, 5, 1, 12, 0).plusSeconds(n)),
+              maybe(random, scalaSeq(random.nextFloat(), null, random.nextFloat())),
+              maybe(random, RowFactory.create(random.nextDouble(), scalaSeq("a", null))),
+              maybe(random, scalaMap(Map.of("k" + n, n)))));
     }
     Dataset<Row> df = spark.createDataFrame(jsc.parallelize(rows, 3), schema);
     assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
@@ -176,16 +205,19 @@ class NpuGatherTest {
 
   @Test
   void emptyAndSkewedPartitionsWork() {
-    StructType schema = new StructType().add("id", DataTypes.LongType).add("v",
-        DataTypes.StringType);
+    StructType schema =
+        new StructType().add("id", DataTypes.LongType).add("v", DataTypes.StringType);
     List<Row> rows = new ArrayList<>();
     for (long n = 0; n < 20_000; n++) {
       rows.add(RowFactory.create(n, n % 5 == 0 ? null : "v" + n));
     }
     // One row, 20000 rows, nothing; the union also needs a stage boundary before the barrier.
-    Dataset<Row> skewed = spark.createDataFrame(
-        jsc.parallelize(List.of(RowFactory.create(1L, "x")), 1).union(
-            jsc.parallelize(rows, 1)).union(jsc.parallelize(new ArrayList<Row>(), 1)), schema);
+    Dataset<Row> skewed =
+        spark.createDataFrame(
+            jsc.parallelize(List.of(RowFactory.create(1L, "x")), 1)
+                .union(jsc.parallelize(rows, 1))
+                .union(jsc.parallelize(new ArrayList<Row>(), 1)),
+            schema);
     assertRankMajorOnEveryPartition(skewed, NpuGather.allGatherOnNpu(skewed));
   }
 
@@ -215,16 +247,20 @@ class NpuGatherTest {
   void cachedColumnsAreReadFromTheCachedBytesWithNullsCompressionAndSkew() {
     // Partition 0: one row, partition 1: none, partition 2: 3000. Columns that Spark's cache
     // stores run-length, dictionary or delta encoded, plain, with and without nulls.
-    Dataset<Row> df = spark.range(0, 9000, 1, 3).where("id = 0 or id >= 6000").selectExpr(
-        "id",
-        "case when id % 7 = 0 then null else id % 3 = 0 end as flag",
-        "case when id % 5 = 0 then null else cast(id % 100 as byte) end as b",
-        "cast(id % 300 as short) as s",
-        "cast(id / 100 as int) as runs",
-        "cast(id % 5 as int) as dict",
-        "case when id % 13 = 0 then null else id * 1000 end as l",
-        "cast(id as float) / 3 as f",
-        "case when id % 11 = 0 then null else cast(id as double) * 1.5 end as d");
+    Dataset<Row> df =
+        spark
+            .range(0, 9000, 1, 3)
+            .where("id = 0 or id >= 6000")
+            .selectExpr(
+                "id",
+                "case when id % 7 = 0 then null else id % 3 = 0 end as flag",
+                "case when id % 5 = 0 then null else cast(id % 100 as byte) end as b",
+                "cast(id % 300 as short) as s",
+                "cast(id / 100 as int) as runs",
+                "cast(id % 5 as int) as dict",
+                "case when id % 13 = 0 then null else id * 1000 end as l",
+                "cast(id as float) / 3 as f",
+                "case when id % 11 = 0 then null else cast(id as double) * 1.5 end as d");
     df.cache().count();
     try {
       assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
@@ -243,13 +279,17 @@ class NpuGatherTest {
     // Partition 0: one row, partition 1: none, partition 2: 3000 rows in several cached batches.
     // Null arrays, empty arrays, null elements, arrays longer than one null-bitset word.
     spark.conf().set("spark.sql.inMemoryColumnarStorage.batchSize", "700");
-    Dataset<Row> df = spark.range(0, 9000, 1, 3).where("id = 0 or id >= 6000").selectExpr(
-        "id",
-        "case when id % 7 = 0 then null when id % 5 = 0 then cast(array() as array<float>) "
-            + "else transform(sequence(0, cast(id % 90 as int)), k -> case when k = 3 and "
-            + "id % 2 = 0 then null else cast(id * k as float) / 3 end) end as v",
-        "array(cast(id as double) * 1.5, -0.0d) as pair",
-        "case when id % 3 = 0 then null else array(cast(id as short), null) end as s");
+    Dataset<Row> df =
+        spark
+            .range(0, 9000, 1, 3)
+            .where("id = 0 or id >= 6000")
+            .selectExpr(
+                "id",
+                "case when id % 7 = 0 then null when id % 5 = 0 then cast(array() as array<float>) "
+                    + "else transform(sequence(0, cast(id % 90 as int)), k -> case when k = 3 and "
+                    + "id % 2 = 0 then null else cast(id * k as float) / 3 end) end as v",
+                "array(cast(id as double) * 1.5, -0.0d) as pair",
+                "case when id % 3 = 0 then null else array(cast(id as short), null) end as s");
     df.cache().count();
     spark.conf().unset("spark.sql.inMemoryColumnarStorage.batchSize");
     try {
@@ -265,18 +305,21 @@ class NpuGatherTest {
 
   @Test
   void rowConsumersReadRowsWrittenStraightFromTheGatheredBuffers() {
-    Dataset<Row> df = spark.range(0, 3000, 1, 3).selectExpr("id",
-        "case when id % 4 = 0 then null else cast(id as float) / 3 end as f",
-        "case when id % 5 = 0 then null else transform(sequence(0, cast(id % 9 as int)), "
-            + "k -> cast(id * k as float)) end as v");
+    Dataset<Row> df =
+        spark
+            .range(0, 3000, 1, 3)
+            .selectExpr(
+                "id",
+                "case when id % 4 = 0 then null else cast(id as float) / 3 end as f",
+                "case when id % 5 = 0 then null else transform(sequence(0, cast(id % 9 as int)), "
+                    + "k -> cast(id * k as float)) end as v");
     Dataset<Row> out = NpuGather.allGatherOnNpu(df);
     // Fixed-width columns and arrays of them: no ColumnarToRow, the gather itself writes rows.
     String plan = out.queryExecution().executedPlan().toString();
     assertTrue(plan.startsWith("NpuAllGather"), plan);
     assertRankMajorOnEveryPartition(df, out);
     // A row operator downstream (a generated filter and projection) reads those rows.
-    Dataset<Row> picked = out.where("id % 2 = 1").selectExpr("source_rank", "id * 2 as twice",
-        "v");
+    Dataset<Row> picked = out.where("id % 2 = 1").selectExpr("source_rank", "id * 2 as twice", "v");
     List<Row> rows = picked.collectAsList();
     assertEquals(3 * 1500, rows.size(), "every odd id on each of the 3 output partitions");
     for (Row r : rows) {
@@ -291,7 +334,8 @@ class NpuGatherTest {
     // A string column: Spark's ColumnarToRow reads the gathered batches.
     Dataset<Row> withText = df.selectExpr("id", "cast(id as string) as s");
     Dataset<Row> textOut = NpuGather.allGatherOnNpu(withText);
-    assertTrue(textOut.queryExecution().executedPlan().toString().contains("ColumnarToRow"),
+    assertTrue(
+        textOut.queryExecution().executedPlan().toString().contains("ColumnarToRow"),
         textOut.queryExecution().executedPlan().toString());
     assertRankMajorOnEveryPartition(withText, textOut);
   }
@@ -299,8 +343,11 @@ class NpuGatherTest {
   /** Per output partition: its row count and the sum of its rows' hashes. */
   private static Map<Integer, List<Long>> countAndHashSum(Dataset<Row> rows) {
     Map<Integer, List<Long>> result = new HashMap<>();
-    for (Row r : rows.selectExpr("spark_partition_id() as p", "cast(hash(*) as bigint) as h")
-        .groupBy("p").agg(functions.count("h"), functions.sum("h")).collectAsList()) {
+    for (Row r :
+        rows.selectExpr("spark_partition_id() as p", "cast(hash(*) as bigint) as h")
+            .groupBy("p")
+            .agg(functions.count("h"), functions.sum("h"))
+            .collectAsList()) {
       result.put(r.getInt(0), List.of(r.getLong(1), r.getLong(2)));
     }
     return result;
@@ -311,25 +358,31 @@ class NpuGatherTest {
     // Cached feature vectors with null rows and null elements: the element buffers (6 MB per
     // rank) and the receive buffers are large, and the second gather gets the first one's
     // memory back, still holding the first gather's (other) values.
-    String vector = "case when id %% 7 = 0 then null else transform(sequence(0, 15), k -> case"
-        + " when (id + k) %% 11 = 0 then null else cast(xxhash64(id, k, %d) as float) end) end";
-    Dataset<Row> first = spark.range(0, 400_000, 1, 4)
-        .selectExpr("id", String.format(vector, 1) + " as v").cache();
-    Dataset<Row> second = spark.range(0, 400_000, 1, 4)
-        .selectExpr("id * 3 as id", String.format(vector, 2) + " as v").cache();
+    String vector =
+        "case when id %% 7 = 0 then null else transform(sequence(0, 15), k -> case"
+            + " when (id + k) %% 11 = 0 then null else cast(xxhash64(id, k, %d) as float) end) end";
+    Dataset<Row> first =
+        spark.range(0, 400_000, 1, 4).selectExpr("id", String.format(vector, 1) + " as v").cache();
+    Dataset<Row> second =
+        spark
+            .range(0, 400_000, 1, 4)
+            .selectExpr("id * 3 as id", String.format(vector, 2) + " as v")
+            .cache();
     try {
       first.count();
       second.count();
-      NpuGather.allGatherOnNpu(first).foreach(row -> { });
+      NpuGather.allGatherOnNpu(first).foreach(row -> {});
       awaitArrowReleased(); // the first gather's output goes back to the cache
       long reusedBefore = GatherMemory.cache().stats().reused();
       Dataset<Row> out = NpuGather.allGatherOnNpu(second);
 
       Map<Integer, List<Long>> got = countAndHashSum(out);
-      assertTrue(GatherMemory.cache().stats().reused() > reusedBefore,
+      assertTrue(
+          GatherMemory.cache().stats().reused() > reusedBefore,
           GatherMemory.cache().stats().toString());
-      List<Long> all = countAndHashSum(second.selectExpr("spark_partition_id() as source_rank",
-          "*").coalesce(1)).get(0);
+      List<Long> all =
+          countAndHashSum(second.selectExpr("spark_partition_id() as source_rank", "*").coalesce(1))
+              .get(0);
       assertEquals(Map.of(0, all, 1, all, 2, all, 3, all), got);
     } finally {
       first.unpersist(true);
@@ -341,9 +394,15 @@ class NpuGatherTest {
   void vectorizedParquetIsGatheredFromItsBatchesNotThroughRows() throws Exception {
     java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("npugather-parquet");
     try {
-      spark.range(0, 3000, 1, 2).selectExpr("id", "cast(id as float) / 7 as f",
-          "case when id % 9 = 0 then null else cast(id as int) end as i")
-          .write().mode("overwrite").parquet(dir.toString());
+      spark
+          .range(0, 3000, 1, 2)
+          .selectExpr(
+              "id",
+              "cast(id as float) / 7 as f",
+              "case when id % 9 = 0 then null else cast(id as int) end as i")
+          .write()
+          .mode("overwrite")
+          .parquet(dir.toString());
       // One file per partition.
       spark.conf().set("spark.sql.files.openCostInBytes", String.valueOf(1L << 30));
       Dataset<Row> df = spark.read().parquet(dir.toString());
@@ -360,9 +419,11 @@ class NpuGatherTest {
 
   @Test
   void peakOffHeapIsTheOwnPartitionPlusTheGatheredPeersAndNoMore() {
-    Dataset<Row> df = spark.range(0, 400_000, 1, 4)
-        .selectExpr("id", "cast(id as double) as d", "cast(id as string) as s");
-    NpuGather.allGatherOnNpu(df).foreach(row -> { });
+    Dataset<Row> df =
+        spark
+            .range(0, 400_000, 1, 4)
+            .selectExpr("id", "cast(id as double) as d", "cast(id as string) as s");
+    NpuGather.allGatherOnNpu(df).foreach(row -> {});
     GatherMetrics m = NpuGather.lastMetrics();
     // Per rank: its Arrow partition, the receive buffer of the peers' blocks, and the transient
     // growth of Arrow's vectors while the rows are written (at most one extra partition).
@@ -401,8 +462,8 @@ class NpuGatherTest {
   @Test
   void sourceRankColumnCollidingWithAnInputColumnIsRejected() {
     Dataset<Row> df = spark.range(0, 10, 1, 2).toDF("source_rank");
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> NpuGather.allGatherOnNpu(df));
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> NpuGather.allGatherOnNpu(df));
     assertTrue(e.getMessage().contains("source_rank"), e.getMessage());
   }
 
@@ -412,37 +473,53 @@ class NpuGatherTest {
     Dataset<Row> df = spark.range(0, 1000, 1, 2).toDF();
     long start = System.nanoTime();
     AllGatherOptions options = AllGatherOptions.defaults().withInjectFailure("1");
-    SparkException e = assertThrows(SparkException.class,
-        () -> NpuGather.allGatherOnNpu(df, options).collectAsList());
+    SparkException e =
+        assertThrows(
+            SparkException.class, () -> NpuGather.allGatherOnNpu(df, options).collectAsList());
     // Whichever rank's failure reaches the driver first: the injected one, or its peer's.
-    assertTrue(rootMessage(e).contains("failure injected")
-        || rootMessage(e).contains("rank 1 aborted its communicator"), rootMessage(e));
+    assertTrue(
+        rootMessage(e).contains("failure injected")
+            || rootMessage(e).contains("rank 1 aborted its communicator"),
+        rootMessage(e));
     assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(60), "did not fail fast");
   }
 
   @Test
   void retryableModeSurvivesAnInjectedRankFailureWithCorrectOutput() {
     Dataset<Row> df = spark.range(0, 5000, 1, 2).selectExpr("id", "id * 2 as twice");
-    AllGatherOptions options = AllGatherOptions.defaults().withRetryable(true)
-        .withInjectFailure("1:0");
+    AllGatherOptions options =
+        AllGatherOptions.defaults().withRetryable(true).withInjectFailure("1:0");
     assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df, options));
   }
 
   @Test
   void cancellingTheJobEndsABlockedGatherWithinSeconds() throws Exception {
     // Rank 1 sleeps before converting; rank 0 waits in the rendezvous until the job is cancelled.
-    Dataset<Row> df = spark.range(0, 100, 1, 2).toDF().where(
-        org.apache.spark.sql.functions.udf((Long id) -> {
-          if (org.apache.spark.TaskContext.getPartitionId() == 1) {
-            Thread.sleep(120_000);
-          }
-          return true;
-        }, DataTypes.BooleanType).apply(org.apache.spark.sql.functions.col("id")));
+    Dataset<Row> df =
+        spark
+            .range(0, 100, 1, 2)
+            .toDF()
+            .where(
+                org.apache
+                    .spark
+                    .sql
+                    .functions
+                    .udf(
+                        (Long id) -> {
+                          if (org.apache.spark.TaskContext.getPartitionId() == 1) {
+                            Thread.sleep(120_000);
+                          }
+                          return true;
+                        },
+                        DataTypes.BooleanType)
+                    .apply(org.apache.spark.sql.functions.col("id")));
     spark.sparkContext().setJobGroup("cancel-me", "cancel test", true);
-    CompletableFuture<Long> job = CompletableFuture.supplyAsync(() -> {
-      spark.sparkContext().setJobGroup("cancel-me", "cancel test", true);
-      return NpuGather.allGatherOnNpu(df).count();
-    });
+    CompletableFuture<Long> job =
+        CompletableFuture.supplyAsync(
+            () -> {
+              spark.sparkContext().setJobGroup("cancel-me", "cancel test", true);
+              return NpuGather.allGatherOnNpu(df).count();
+            });
     Thread.sleep(3000);
     long start = System.nanoTime();
     spark.sparkContext().cancelJobGroup("cancel-me");

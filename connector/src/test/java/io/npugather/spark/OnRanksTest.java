@@ -47,18 +47,24 @@ class OnRanksTest {
 
   @BeforeAll
   static void startSpark() {
-    spark = SparkSession.builder().master("local[" + RANKS + "]").appName("OnRanksTest")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", String.valueOf(RANKS))
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate();
+    spark =
+        SparkSession.builder()
+            .master("local[" + RANKS + "]")
+            .appName("OnRanksTest")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", String.valueOf(RANKS))
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate();
     jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-    spark.sparkContext().addSparkListener(new SparkListener() {
-      @Override
-      public void onTaskEnd(SparkListenerTaskEnd taskEnd) {
-        TASK_ENDS.add(taskEnd);
-      }
-    });
+    spark
+        .sparkContext()
+        .addSparkListener(
+            new SparkListener() {
+              @Override
+              public void onTaskEnd(SparkListenerTaskEnd taskEnd) {
+                TASK_ENDS.add(taskEnd);
+              }
+            });
   }
 
   @AfterAll
@@ -95,8 +101,8 @@ class OnRanksTest {
       bits[i] = gathered.buffer().getShort(2L * i);
     }
     float[] widened = new float[n];
-    try (BufferAllocator allocator = ArrowUtils.rootAllocator()
-            .newChildAllocator("widen-" + rank, 0, Long.MAX_VALUE);
+    try (BufferAllocator allocator =
+            ArrowUtils.rootAllocator().newChildAllocator("widen-" + rank, 0, Long.MAX_VALUE);
         Tensor wide = HalfFloats.toFloat32(gathered, allocator)) {
       assertArrayEquals(gathered.shape(), wide.shape());
       for (int i = 0; i < n; i++) {
@@ -131,8 +137,8 @@ class OnRanksTest {
     return out;
   }
 
-  private static void assertEveryRankSaw(List<Seen> seen, DType dtype, long rows, long features,
-      float[] expected) {
+  private static void assertEveryRankSaw(
+      List<Seen> seen, DType dtype, long rows, long features, float[] expected) {
     assertEquals(RANKS, seen.size(), "one result per rank");
     for (int r = 0; r < RANKS; r++) {
       Seen s = seen.get(r);
@@ -142,17 +148,29 @@ class OnRanksTest {
       if (dtype == DType.FLOAT32) {
         assertEquals(expected.length, s.values().length);
         for (int i = 0; i < expected.length; i++) {
-          assertEquals(Float.floatToRawIntBits(expected[i]), Float.floatToRawIntBits(s.values()[i]),
-              "rank " + r + ", element " + i + ": expected " + expected[i] + ", got "
+          assertEquals(
+              Float.floatToRawIntBits(expected[i]),
+              Float.floatToRawIntBits(s.values()[i]),
+              "rank "
+                  + r
+                  + ", element "
+                  + i
+                  + ": expected "
+                  + expected[i]
+                  + ", got "
                   + s.values()[i]);
         }
       } else {
         assertEquals(expected.length, s.bits().length);
         for (int i = 0; i < expected.length; i++) {
-          short want = dtype == DType.FLOAT16 ? HalfFloats.floatToFloat16Bits(expected[i])
-              : HalfFloats.floatToBFloat16Bits(expected[i]);
-          float wide = dtype == DType.FLOAT16 ? HalfFloats.float16BitsToFloat(want)
-              : HalfFloats.bfloat16BitsToFloat(want);
+          short want =
+              dtype == DType.FLOAT16
+                  ? HalfFloats.floatToFloat16Bits(expected[i])
+                  : HalfFloats.floatToBFloat16Bits(expected[i]);
+          float wide =
+              dtype == DType.FLOAT16
+                  ? HalfFloats.float16BitsToFloat(want)
+                  : HalfFloats.bfloat16BitsToFloat(want);
           assertEquals(want, s.bits()[i], "rank " + r + ", element " + i + " of " + expected[i]);
           assertEquals(Float.floatToRawIntBits(wide), Float.floatToRawIntBits(s.widened()[i]));
         }
@@ -170,8 +188,8 @@ class OnRanksTest {
 
   /** {@code rows} rows of an id, a label and float columns f0, f1, ..., in RANKS partitions. */
   private static Dataset<Row> floatColumns(int totalRows, int features, long seed) {
-    StructType schema = new StructType().add("id", DataTypes.LongType)
-        .add("label", DataTypes.StringType);
+    StructType schema =
+        new StructType().add("id", DataTypes.LongType).add("label", DataTypes.StringType);
     for (int f = 0; f < features; f++) {
       schema = schema.add("f" + f, DataTypes.FloatType, false);
     }
@@ -199,16 +217,27 @@ class OnRanksTest {
 
   @Test
   void numericColumnsOfEveryTypeBecomeFloat32InTheOrderGiven() {
-    StructType schema = new StructType().add("d", DataTypes.DoubleType)
-        .add("i", DataTypes.IntegerType).add("l", DataTypes.LongType)
-        .add("s", DataTypes.ShortType).add("b", DataTypes.ByteType)
-        .add("f", DataTypes.FloatType).add("text", DataTypes.StringType);
+    StructType schema =
+        new StructType()
+            .add("d", DataTypes.DoubleType)
+            .add("i", DataTypes.IntegerType)
+            .add("l", DataTypes.LongType)
+            .add("s", DataTypes.ShortType)
+            .add("b", DataTypes.ByteType)
+            .add("f", DataTypes.FloatType)
+            .add("text", DataTypes.StringType);
     Random random = new Random(2);
     List<Row> rows = new ArrayList<>();
     for (int i = 0; i < 40 * RANKS; i++) {
-      rows.add(RowFactory.create(random.nextDouble() * 1e6, random.nextInt(),
-          random.nextLong(), (short) random.nextInt(), (byte) random.nextInt(),
-          random.nextFloat(), "x"));
+      rows.add(
+          RowFactory.create(
+              random.nextDouble() * 1e6,
+              random.nextInt(),
+              random.nextLong(),
+              (short) random.nextInt(),
+              (byte) random.nextInt(),
+              random.nextFloat(),
+              "x"));
     }
     Dataset<Row> df = spark.createDataFrame(jsc.parallelize(rows, RANKS), schema);
     List<String> columns = List.of("f", "b", "s", "l", "i", "d");
@@ -217,8 +246,10 @@ class OnRanksTest {
   }
 
   private static Dataset<Row> arrayColumn(int rowsPerRank, int length, long seed) {
-    StructType schema = new StructType().add("id", DataTypes.IntegerType)
-        .add("features", DataTypes.createArrayType(DataTypes.FloatType, false));
+    StructType schema =
+        new StructType()
+            .add("id", DataTypes.IntegerType)
+            .add("features", DataTypes.createArrayType(DataTypes.FloatType, false));
     Random random = new Random(seed);
     List<Row> rows = new ArrayList<>();
     for (int i = 0; i < rowsPerRank * RANKS; i++) {
@@ -239,13 +270,27 @@ class OnRanksTest {
   }
 
   /** Values whose float16 and bfloat16 roundings are known. */
-  private static final float[] TRICKY = {1.0f, 0.1f, (float) Math.PI, 1.0f + 0x1p-11f,
-      1.0f + 3 * 0x1p-11f, 65504.0f, 65520.0f, 0x1p-25f, -0x1p-24f, 1.0f + 0x1p-8f,
-      1.0f + 3 * 0x1p-8f, Float.MAX_VALUE};
-  private static final int[] TRICKY_F16 = {0x3c00, 0x2e66, 0x4248, 0x3c00, 0x3c02, 0x7bff, 0x7c00,
-      0x0000, 0x8001, 0x3c04, 0x3c0c, 0x7c00};
-  private static final int[] TRICKY_BF16 = {0x3f80, 0x3dcd, 0x4049, 0x3f80, 0x3f80, 0x4780,
-      0x4780, 0x3300, 0xb380, 0x3f80, 0x3f82, 0x7f80};
+  private static final float[] TRICKY = {
+    1.0f,
+    0.1f,
+    (float) Math.PI,
+    1.0f + 0x1p-11f,
+    1.0f + 3 * 0x1p-11f,
+    65504.0f,
+    65520.0f,
+    0x1p-25f,
+    -0x1p-24f,
+    1.0f + 0x1p-8f,
+    1.0f + 3 * 0x1p-8f,
+    Float.MAX_VALUE
+  };
+
+  private static final int[] TRICKY_F16 = {
+    0x3c00, 0x2e66, 0x4248, 0x3c00, 0x3c02, 0x7bff, 0x7c00, 0x0000, 0x8001, 0x3c04, 0x3c0c, 0x7c00
+  };
+  private static final int[] TRICKY_BF16 = {
+    0x3f80, 0x3dcd, 0x4049, 0x3f80, 0x3f80, 0x4780, 0x4780, 0x3300, 0xb380, 0x3f80, 0x3f82, 0x7f80
+  };
 
   private static Dataset<Row> trickyRows() {
     StructType schema = new StructType();
@@ -273,15 +318,16 @@ class OnRanksTest {
 
   private void checkWire(DType wire, int[] expectedBits) {
     Dataset<Row> df = trickyRows();
-    List<Seen> seen = NpuGather.onRanks(df, trickyColumns(), AllGatherOptions.defaults(), wire,
-        OnRanksTest::see);
+    List<Seen> seen =
+        NpuGather.onRanks(df, trickyColumns(), AllGatherOptions.defaults(), wire, OnRanksTest::see);
     assertEveryRankSaw(seen, wire, 3, TRICKY.length, expectedFloats(df, trickyColumns()));
     for (Seen s : seen) {
       for (int i = 0; i < s.bits().length; i++) {
         int row = i / TRICKY.length; // = the input row: partition r holds rows 3r .. 3r + 2
         int f = i % TRICKY.length;
         int sign = row % 2 == 0 ? 0 : 0x8000;
-        assertEquals(Integer.toHexString(expectedBits[f] ^ sign),
+        assertEquals(
+            Integer.toHexString(expectedBits[f] ^ sign),
             Integer.toHexString(s.bits()[i] & 0xffff),
             wire + " of " + (sign == 0 ? "" : "-") + TRICKY[f] + " on rank " + s.rank());
       }
@@ -303,8 +349,9 @@ class OnRanksTest {
     Dataset<Row> df = arrayColumn(32, 8, 4);
     float[] expected = expectedFloats(df, List.of("features"));
     for (DType wire : List.of(DType.FLOAT16, DType.BFLOAT16)) {
-      List<Seen> seen = NpuGather.onRanks(df, List.of("features"), AllGatherOptions.defaults(),
-          wire, OnRanksTest::see);
+      List<Seen> seen =
+          NpuGather.onRanks(
+              df, List.of("features"), AllGatherOptions.defaults(), wire, OnRanksTest::see);
       assertEveryRankSaw(seen, wire, 32, 8, expected);
     }
   }
@@ -313,19 +360,23 @@ class OnRanksTest {
   @Test
   void readmeExample() {
     Dataset<Row> df = floatColumns(20 * RANKS, 3, 8);
-    List<Double> sums = NpuGather.onRanks(df, List.of("f0", "f1", "f2"),
-        AllGatherOptions.defaults(), DType.BFLOAT16,
-        (rank, gathered) -> {
-          try (BufferAllocator a = ArrowUtils.rootAllocator().newChildAllocator("fn", 0,
-                  Long.MAX_VALUE);
-              Tensor x = HalfFloats.toFloat32(gathered, a)) {
-            double sum = 0;
-            for (long i = 0; i < x.elementCount(); i++) {
-              sum += x.buffer().getFloat(4 * i);
-            }
-            return sum;
-          }
-        });
+    List<Double> sums =
+        NpuGather.onRanks(
+            df,
+            List.of("f0", "f1", "f2"),
+            AllGatherOptions.defaults(),
+            DType.BFLOAT16,
+            (rank, gathered) -> {
+              try (BufferAllocator a =
+                      ArrowUtils.rootAllocator().newChildAllocator("fn", 0, Long.MAX_VALUE);
+                  Tensor x = HalfFloats.toFloat32(gathered, a)) {
+                double sum = 0;
+                for (long i = 0; i < x.elementCount(); i++) {
+                  sum += x.buffer().getFloat(4 * i);
+                }
+                return sum;
+              }
+            });
     double expected = 0;
     for (float value : expectedFloats(df, List.of("f0", "f1", "f2"))) {
       expected += HalfFloats.bfloat16BitsToFloat(HalfFloats.floatToBFloat16Bits(value));
@@ -338,11 +389,17 @@ class OnRanksTest {
     // 39 rows in 4 partitions: 9, 10, 10, 10.
     Dataset<Row> uneven = floatColumns(39, 2, 5);
     TASK_ENDS.clear();
-    SparkException e = assertThrows(SparkException.class, () -> NpuGather.onRanks(uneven,
-        List.of("f0", "f1"), (rank, gathered) -> "unreachable"));
+    SparkException e =
+        assertThrows(
+            SparkException.class,
+            () ->
+                NpuGather.onRanks(uneven, List.of("f0", "f1"), (rank, gathered) -> "unreachable"));
     String text = messages(e);
-    assertTrue(text.contains("ranks passed different inputs (rank 0: float32[9, 2], rank 1:"
-        + " float32[10, 2], rank 2: float32[10, 2], rank 3: float32[10, 2])"), text);
+    assertTrue(
+        text.contains(
+            "ranks passed different inputs (rank 0: float32[9, 2], rank 1:"
+                + " float32[10, 2], rank 2: float32[10, 2], rank 3: float32[10, 2])"),
+        text);
     assertTrue(text.contains("same number of rows"), text);
 
     // Every rank that reported an error (the others were killed once the first failed)
@@ -356,7 +413,8 @@ class OnRanksTest {
       int ended = 0;
       synchronized (TASK_ENDS) {
         for (SparkListenerTaskEnd end : TASK_ENDS) {
-          if (stage < 0 && end.reason() instanceof ExceptionFailure failure
+          if (stage < 0
+              && end.reason() instanceof ExceptionFailure failure
               && failure.description().contains(marker)) {
             stage = end.stageId();
           }
@@ -379,15 +437,18 @@ class OnRanksTest {
     for (String error : errors) {
       assertTrue(error.contains(marker), error);
       String body = error.substring(error.indexOf("ranks passed different inputs"));
-      assertEquals(text.substring(text.indexOf("ranks passed different inputs"),
-          text.indexOf("ranks passed different inputs") + body.length()), body);
+      assertEquals(
+          text.substring(
+              text.indexOf("ranks passed different inputs"),
+              text.indexOf("ranks passed different inputs") + body.length()),
+          body);
     }
   }
 
   @Test
   void raggedArraysFailNamingTheRowAndTheLengths() {
-    StructType schema = new StructType().add("features",
-        DataTypes.createArrayType(DataTypes.FloatType, true));
+    StructType schema =
+        new StructType().add("features", DataTypes.createArrayType(DataTypes.FloatType, true));
     List<Row> rows = new ArrayList<>();
     for (int i = 0; i < 8 * RANKS; i++) {
       int length = i == 8 * 2 + 5 ? 3 : 4; // rank 2, row 5
@@ -396,56 +457,88 @@ class OnRanksTest {
       rows.add(RowFactory.create((Object) values));
     }
     Dataset<Row> df = spark.createDataFrame(jsc.parallelize(rows, RANKS), schema);
-    SparkException e = assertThrows(SparkException.class,
-        () -> NpuGather.onRanks(df, List.of("features"), (rank, gathered) -> rank));
+    SparkException e =
+        assertThrows(
+            SparkException.class,
+            () -> NpuGather.onRanks(df, List.of("features"), (rank, gathered) -> rank));
     String text = messages(e);
     assertTrue(text.contains("onRanks rank 2/4"), text);
-    assertTrue(text.contains("column 'features' has 3 elements in row 5 of this partition but 4"
-        + " in row 0; every row of an array<float> column must have the same length"), text);
+    assertTrue(
+        text.contains(
+            "column 'features' has 3 elements in row 5 of this partition but 4"
+                + " in row 0; every row of an array<float> column must have the same length"),
+        text);
   }
 
   @Test
   void nullsAndWrongColumnsAreClearErrors() {
-    StructType schema = new StructType().add("x", DataTypes.FloatType, true)
-        .add("s", DataTypes.StringType).add("a", DataTypes.createArrayType(DataTypes.FloatType));
+    StructType schema =
+        new StructType()
+            .add("x", DataTypes.FloatType, true)
+            .add("s", DataTypes.StringType)
+            .add("a", DataTypes.createArrayType(DataTypes.FloatType));
     List<Row> rows = new ArrayList<>();
     for (int i = 0; i < 4 * RANKS; i++) {
       rows.add(RowFactory.create(i == 6 ? null : (float) i, "s", new float[] {1.0f}));
     }
     Dataset<Row> df = spark.createDataFrame(jsc.parallelize(rows, RANKS), schema);
-    IllegalArgumentException wrongType = assertThrows(IllegalArgumentException.class,
-        () -> NpuGather.onRanks(df, List.of("x", "s"), (rank, gathered) -> rank));
+    IllegalArgumentException wrongType =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> NpuGather.onRanks(df, List.of("x", "s"), (rank, gathered) -> rank));
     assertTrue(wrongType.getMessage().contains("column 's' is string"), wrongType.getMessage());
-    IllegalArgumentException arrayPlus = assertThrows(IllegalArgumentException.class,
-        () -> NpuGather.onRanks(df, List.of("x", "a"), (rank, gathered) -> rank));
-    assertTrue(arrayPlus.getMessage().contains("must be the only selected column"),
+    IllegalArgumentException arrayPlus =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> NpuGather.onRanks(df, List.of("x", "a"), (rank, gathered) -> rank));
+    assertTrue(
+        arrayPlus.getMessage().contains("must be the only selected column"),
         arrayPlus.getMessage());
-    assertThrows(IllegalArgumentException.class,
+    assertThrows(
+        IllegalArgumentException.class,
         () -> NpuGather.onRanks(df, List.of(), (rank, gathered) -> rank));
-    assertThrows(IllegalArgumentException.class, () -> NpuGather.onRanks(df, List.of("x"),
-        AllGatherOptions.defaults(), DType.INT32, (rank, gathered) -> rank));
-    SparkException nulls = assertThrows(SparkException.class,
-        () -> NpuGather.onRanks(df, List.of("x"), (rank, gathered) -> rank));
+    assertThrows(
+        IllegalArgumentException.class,
+        () ->
+            NpuGather.onRanks(
+                df,
+                List.of("x"),
+                AllGatherOptions.defaults(),
+                DType.INT32,
+                (rank, gathered) -> rank));
+    SparkException nulls =
+        assertThrows(
+            SparkException.class,
+            () -> NpuGather.onRanks(df, List.of("x"), (rank, gathered) -> rank));
     assertTrue(messages(nulls).contains("onRanks rank 1/4 (stage"), messages(nulls));
-    assertTrue(messages(nulls).contains("column 'x' is null in row 2 of this partition"),
-        messages(nulls));
+    assertTrue(
+        messages(nulls).contains("column 'x' is null in row 2 of this partition"), messages(nulls));
   }
 
   @Test
   void resultsComeBackByRankAndFunctionErrorsReachTheDriver() {
     Dataset<Row> df = floatColumns(3 * RANKS, 1, 6);
-    List<String> results = NpuGather.onRanks(df, List.of("f0"),
-        (rank, gathered) -> rank == 1 ? null : rank + ":" + gathered);
-    assertEquals(java.util.Arrays.asList("0:float32[4, 3, 1]", null, "2:float32[4, 3, 1]",
-        "3:float32[4, 3, 1]"), results);
+    List<String> results =
+        NpuGather.onRanks(
+            df, List.of("f0"), (rank, gathered) -> rank == 1 ? null : rank + ":" + gathered);
+    assertEquals(
+        java.util.Arrays.asList(
+            "0:float32[4, 3, 1]", null, "2:float32[4, 3, 1]", "3:float32[4, 3, 1]"),
+        results);
     assertNull(results.get(1));
-    SparkException e = assertThrows(SparkException.class, () -> NpuGather.onRanks(df,
-        List.of("f0"), (rank, gathered) -> {
-          if (rank == 3) {
-            throw new IOException("model shard 3 failed");
-          }
-          return rank;
-        }));
+    SparkException e =
+        assertThrows(
+            SparkException.class,
+            () ->
+                NpuGather.onRanks(
+                    df,
+                    List.of("f0"),
+                    (rank, gathered) -> {
+                      if (rank == 3) {
+                        throw new IOException("model shard 3 failed");
+                      }
+                      return rank;
+                    }));
     assertTrue(messages(e).contains("model shard 3 failed"), messages(e));
   }
 }

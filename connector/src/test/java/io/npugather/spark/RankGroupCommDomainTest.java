@@ -12,8 +12,14 @@ import org.junit.jupiter.api.Test;
 
 class RankGroupCommDomainTest {
   private static void assertValidLcclDomain(String domain) {
-    AllGatherParam.builder().backend("lccl").rank(0).rankSize(2)
-        .commMode(CommMode.COMM_MULTI_PROCESS).commDomain(domain).build().validate();
+    AllGatherParam.builder()
+        .backend("lccl")
+        .rank(0)
+        .rankSize(2)
+        .commMode(CommMode.COMM_MULTI_PROCESS)
+        .commDomain(domain)
+        .build()
+        .validate();
     int id = Integer.parseInt(domain.substring(0, domain.indexOf(':')));
     assertTrue(id >= 0 && id <= RankGroup.MAX_LCCL_DOMAIN_ID && 10067 + id <= 65535, domain);
     assertTrue(domain.endsWith(":200"), domain);
@@ -27,7 +33,10 @@ class RankGroupCommDomainTest {
         for (int attempt = 0; attempt < 3; attempt++) {
           String domain = RankGroup.commDomain(Backend.LCCL, run, stage, attempt);
           assertValidLcclDomain(domain);
-          assertEquals(domain, RankGroup.commDomain(Backend.LCCL, run, stage, attempt), "same on every rank");
+          assertEquals(
+              domain,
+              RankGroup.commDomain(Backend.LCCL, run, stage, attempt),
+              "same on every rank");
           seen.add(domain);
         }
       }

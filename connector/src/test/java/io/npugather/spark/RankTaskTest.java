@@ -33,14 +33,20 @@ class RankTaskTest {
   }
 
   private static RankTask ranks(RankTask.Operation operation, int rankSize, String inject) {
-    AllGatherOptions options = inject.isEmpty() ? AllGatherOptions.defaults()
-        : AllGatherOptions.defaults().with(Map.of(AllGatherOptions.INJECT_FAILURE, inject));
-    return new RankTask(operation, options, null, TestTickets.forRanks(rankSize), "npg-test",
-        null);
+    AllGatherOptions options =
+        inject.isEmpty()
+            ? AllGatherOptions.defaults()
+            : AllGatherOptions.defaults().with(Map.of(AllGatherOptions.INJECT_FAILURE, inject));
+    return new RankTask(operation, options, null, TestTickets.forRanks(rankSize), "npg-test", null);
   }
 
   private RankTask.Rank rank(RankTask ranks, int rank, int stageId, int stageAttempt) {
-    return ranks.new Rank(null, rank, stageId, stageAttempt,
+    return ranks
+    .new Rank(
+        null,
+        rank,
+        stageId,
+        stageAttempt,
         root.newChildAllocator("rank-" + rank, 0, Long.MAX_VALUE));
   }
 
@@ -64,10 +70,11 @@ class RankTaskTest {
         RankTask.Rank rank = rank(ranks, r, 5, attempt);
         started.add(rank);
         if (r == 2 && attempt == 1) {
-          IllegalStateException e = assertThrows(IllegalStateException.class,
-              rank::failIfInjected);
-          assertEquals("allGatherOnNpu rank 2/4 (stage 5.1): failure injected by "
-              + AllGatherOptions.INJECT_FAILURE, e.getMessage());
+          IllegalStateException e = assertThrows(IllegalStateException.class, rank::failIfInjected);
+          assertEquals(
+              "allGatherOnNpu rank 2/4 (stage 5.1): failure injected by "
+                  + AllGatherOptions.INJECT_FAILURE,
+              e.getMessage());
         } else {
           assertDoesNotThrow(rank::failIfInjected);
         }
@@ -84,14 +91,19 @@ class RankTaskTest {
     List<String> closed = new ArrayList<>();
     IllegalStateException first = new IllegalStateException("first");
     IllegalStateException second = new IllegalStateException("second");
-    Throwable reported = rank.release(null, () -> {
-      closed.add("a");
-      owned.close(); // before the allocator, which would fail on a leak
-      throw first;
-    }, () -> {
-      closed.add("b");
-      throw second;
-    }, () -> closed.add("c"));
+    Throwable reported =
+        rank.release(
+            null,
+            () -> {
+              closed.add("a");
+              owned.close(); // before the allocator, which would fail on a leak
+              throw first;
+            },
+            () -> {
+              closed.add("b");
+              throw second;
+            },
+            () -> closed.add("c"));
     assertEquals(List.of("a", "b", "c"), closed);
     assertSame(first, reported);
     assertArrayEquals(new Throwable[] {second}, first.getSuppressed());
@@ -103,9 +115,13 @@ class RankTaskTest {
     RankTask.Rank rank = rank(ranks(RankTask.Operation.ON_RANKS, 2, ""), 1, 1, 0);
     RuntimeException failure = new RuntimeException("the rank function failed");
     IllegalStateException closing = new IllegalStateException("closing");
-    assertSame(failure, rank.release(failure, () -> {
-      throw closing;
-    }));
+    assertSame(
+        failure,
+        rank.release(
+            failure,
+            () -> {
+              throw closing;
+            }));
     assertArrayEquals(new Throwable[] {closing}, failure.getSuppressed());
   }
 

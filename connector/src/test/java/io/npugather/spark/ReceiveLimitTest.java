@@ -17,19 +17,29 @@ class ReceiveLimitTest {
 
   @Test
   void everyRankReportsTheSameRankThatCannotReceiveWithItsNeedAndItsLimit() {
-    List<RankEntry> entries = List.of(
-        new RankEntry("a", -1, 1 * GIB, "spark.executor.memoryOverhead", new byte[0], new byte[0]),
-        new RankEntry("b", -1, 256 * MIB, "-XX:MaxDirectMemorySize", new byte[0], new byte[0]),
-        new RankEntry("c", -1, 1 * GIB, "spark.executor.memoryOverhead", new byte[0], new byte[0]));
+    List<RankEntry> entries =
+        List.of(
+            new RankEntry(
+                "a", -1, 1 * GIB, "spark.executor.memoryOverhead", new byte[0], new byte[0]),
+            new RankEntry("b", -1, 256 * MIB, "-XX:MaxDirectMemorySize", new byte[0], new byte[0]),
+            new RankEntry(
+                "c", -1, 1 * GIB, "spark.executor.memoryOverhead", new byte[0], new byte[0]));
     long[] blocks = {200 * MIB, 100 * MIB, 200 * MIB};
-    NpuGatherException e = assertThrows(NpuGatherException.class,
-        () -> RankGroup.checkReceiveFits(0, entries, blocks));
+    NpuGatherException e =
+        assertThrows(
+            NpuGatherException.class, () -> RankGroup.checkReceiveFits(0, entries, blocks));
     assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
     assertEquals(0, e.rank());
     String text = e.getMessage();
-    assertTrue(text.startsWith("INVALID_USAGE: rank 1 (on b) would receive " + 400 * MIB + " bytes (400.0 MiB)"), text);
-    assertTrue(text.contains("limit of " + 256 * MIB + " bytes (256.0 MiB) from -XX:MaxDirectMemorySize"), text);
+    assertTrue(
+        text.startsWith(
+            "INVALID_USAGE: rank 1 (on b) would receive " + 400 * MIB + " bytes (400.0 MiB)"),
+        text);
+    assertTrue(
+        text.contains("limit of " + 256 * MIB + " bytes (256.0 MiB) from -XX:MaxDirectMemorySize"),
+        text);
     assertTrue(text.contains(GatherMemory.MAX_GATHER_BYTES), text);
-    RankGroup.checkReceiveFits(2, entries, new long[] {100 * MIB, 300 * MIB, 100 * MIB});  // fits everyone
+    RankGroup.checkReceiveFits(
+        2, entries, new long[] {100 * MIB, 300 * MIB, 100 * MIB}); // fits everyone
   }
 }

@@ -37,8 +37,13 @@ class TeardownTest {
     IllegalStateException first = new IllegalStateException("first");
     IllegalArgumentException second = new IllegalArgumentException("second");
     Exception third = new Exception("third, checked");
-    Throwable reported = Teardown.closeAll(resource("a"), failing("b", first),
-        failing("c", second), resource("d"), failing("e", third));
+    Throwable reported =
+        Teardown.closeAll(
+            resource("a"),
+            failing("b", first),
+            failing("c", second),
+            resource("d"),
+            failing("e", third));
     assertSame(first, reported);
     assertArrayEquals(new Throwable[] {second, third}, first.getSuppressed());
   }
@@ -47,8 +52,8 @@ class TeardownTest {
   void closesEverythingEvenWhenEveryCloseThrowsAnError() {
     Error first = new OutOfMemoryError("first");
     Error second = new AssertionError("second");
-    Throwable reported = Teardown.closeAll(failing("a", first), failing("b", second),
-        resource("c"));
+    Throwable reported =
+        Teardown.closeAll(failing("a", first), failing("b", second), resource("c"));
     assertEquals(List.of("a", "b", "c"), closed);
     assertSame(first, reported);
     assertArrayEquals(new Throwable[] {second}, first.getSuppressed());

@@ -14,8 +14,12 @@ object ImplicitsTest {
 
   @BeforeAll
   def startSpark(): Unit = {
-    spark = SparkSession.builder().master("local[2]").appName("ImplicitsTest")
-      .config("spark.ui.enabled", "false").getOrCreate()
+    spark = SparkSession
+      .builder()
+      .master("local[2]")
+      .appName("ImplicitsTest")
+      .config("spark.ui.enabled", "false")
+      .getOrCreate()
   }
 
   @AfterAll
@@ -36,8 +40,10 @@ class ImplicitsTest {
     partitions.foreach { rows =>
       assertEquals(expected, rows.map(r => (r.getInt(0), r.getLong(1))).toSeq)
     }
-    assertEquals(Seq("rank", "id"), df.allGatherOnNpu().withColumnRenamed("source_rank", "rank")
-      .columns.toSeq)
+    assertEquals(
+      Seq("rank", "id"),
+      df.allGatherOnNpu().withColumnRenamed("source_rank", "rank").columns.toSeq
+    )
     assertEquals(Seq("r", "id"), df.allGatherOnNpu(Map("sourceRankColumn" -> "r")).columns.toSeq)
   }
 
@@ -61,7 +67,6 @@ class ImplicitsTest {
       }
     }
     val ids: Dataset[Long] = spark.range(0, 4, 1, 2).as[Long].map(_ * 10)
-    assertEquals(Seq(0L, 10L, 20L, 30L, 0L, 10L, 20L, 30L),
-      ids.allGatherOnNpu().collect().toSeq)
+    assertEquals(Seq(0L, 10L, 20L, 30L, 0L, 10L, 20L, 30L), ids.allGatherOnNpu().collect().toSeq)
   }
 }

@@ -42,8 +42,11 @@ public final class AllGatherDemo {
         case "--rows" -> rows = positive("--rows", value);
         case "--features" -> features = positive("--features", value);
         case "--iterations" -> iterations = positive("--iterations", value);
-        default -> throw new IllegalArgumentException("unknown option '" + args[i]
-            + "'; allowed: --ranks N, --rows N, --features N, --iterations N");
+        default ->
+            throw new IllegalArgumentException(
+                "unknown option '"
+                    + args[i]
+                    + "'; allowed: --ranks N, --rows N, --features N, --iterations N");
       }
       i++;
     }
@@ -64,41 +67,57 @@ public final class AllGatherDemo {
 
   private static void run(int ranks, long rows, long features, int iterations) throws Exception {
     CommunicatorOptions options = CommunicatorOptions.defaults();
-    AllGatherParam template = AllGatherParam.builder().backend("host").rankSize(ranks)
-        .commMode(CommMode.COMM_MULTI_THREAD).commDomain("demo").build();
-    System.out.printf(Locale.ROOT, "all-gather of float32[%d, %d] from %d ranks (threads, host)%n",
-        rows, features, ranks);
+    AllGatherParam template =
+        AllGatherParam.builder()
+            .backend("host")
+            .rankSize(ranks)
+            .commMode(CommMode.COMM_MULTI_THREAD)
+            .commDomain("demo")
+            .build();
+    System.out.printf(
+        Locale.ROOT,
+        "all-gather of float32[%d, %d] from %d ranks (threads, host)%n",
+        rows,
+        features,
+        ranks);
     CompletableFuture<RootInfo> rootInfo = new CompletableFuture<>();
     ExecutorService pool = Executors.newFixedThreadPool(ranks);
     try (BufferAllocator allocator = new RootAllocator()) {
       List<Future<String>> results = new ArrayList<>();
       for (int r = 0; r < ranks; r++) {
         int rank = r;
-        results.add(pool.submit(() -> {
-          if (rank == template.rankRoot()) {
-            rootInfo.complete(Communicator.createRootInfo("host", options));
-          }
-          AllGatherParam param = template.toBuilder().rank(rank).build();
-          try (Communicator comm = Communicator.create(
-                  param, rootInfo.get(60, TimeUnit.SECONDS), options);
-              Tensor x = Tensor.allocate(allocator, DType.FLOAT32, rows, features)) {
-            fill(x, rank);
-            AllGatherOperation op = new AllGatherOperation(param);
-            long best = Long.MAX_VALUE;
-            String verdict = "";
-            for (int it = 0; it < iterations; it++) {
-              long start = System.nanoTime();
-              try (Tensor out = op.execute(comm, x, allocator)) {
-                best = Math.min(best, System.nanoTime() - start);
-                verdict = check(out, ranks, rows * features);
-              }
-            }
-            double gathered = (double) x.byteSize() * ranks;
-            return String.format(Locale.ROOT,
-                "rank %d: %s, transport %s, best %.2f ms, %.2f GB/s gathered", rank, verdict,
-                comm.transport(), best / 1e6, gathered / best);
-          }
-        }));
+        results.add(
+            pool.submit(
+                () -> {
+                  if (rank == template.rankRoot()) {
+                    rootInfo.complete(Communicator.createRootInfo("host", options));
+                  }
+                  AllGatherParam param = template.toBuilder().rank(rank).build();
+                  try (Communicator comm =
+                          Communicator.create(param, rootInfo.get(60, TimeUnit.SECONDS), options);
+                      Tensor x = Tensor.allocate(allocator, DType.FLOAT32, rows, features)) {
+                    fill(x, rank);
+                    AllGatherOperation op = new AllGatherOperation(param);
+                    long best = Long.MAX_VALUE;
+                    String verdict = "";
+                    for (int it = 0; it < iterations; it++) {
+                      long start = System.nanoTime();
+                      try (Tensor out = op.execute(comm, x, allocator)) {
+                        best = Math.min(best, System.nanoTime() - start);
+                        verdict = check(out, ranks, rows * features);
+                      }
+                    }
+                    double gathered = (double) x.byteSize() * ranks;
+                    return String.format(
+                        Locale.ROOT,
+                        "rank %d: %s, transport %s, best %.2f ms, %.2f GB/s gathered",
+                        rank,
+                        verdict,
+                        comm.transport(),
+                        best / 1e6,
+                        gathered / best);
+                  }
+                }));
       }
       for (Future<String> result : results) {
         System.out.println(result.get(10, TimeUnit.MINUTES));

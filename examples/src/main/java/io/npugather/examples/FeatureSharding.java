@@ -38,21 +38,22 @@ import org.apache.spark.util.CollectionAccumulator;
  *
  * <ol>
  *   <li>Items {@code (id bigint, embedding array<float>)} and queries (same schema) are read from
- *       Parquet, or generated first ({@code --items}, {@code --queries}, {@code --dim},
- *       {@code --seed}).
- *   <li>The item table, split into N shards (one per rank), is all-gathered: afterwards every
- *       rank holds every item ({@link NpuGather#allGatherOnNpu}).
- *   <li>The queries are split into the same N shards; rank r zips its gathered partition with
- *       query shard r, loads the items once into a flat {@code float[]} and keeps, for each of its
+ *       Parquet, or generated first ({@code --items}, {@code --queries}, {@code --dim}, {@code
+ *       --seed}).
+ *   <li>The item table, split into N shards (one per rank), is all-gathered: afterwards every rank
+ *       holds every item ({@link NpuGather#allGatherOnNpu}).
+ *   <li>The queries are split into the same N shards; rank r zips its gathered partition with query
+ *       shard r, loads the items once into a flat {@code float[]} and keeps, for each of its
  *       queries, the top-k items by dot product in a small heap.
- *   <li>The recommendations {@code (query_id, item_id, score, rank)} are written as Parquet, and
- *       a random sample of queries is checked against the same top-k computed with plain Spark
- *       SQL (a cross join with every item, a dot-product UDF, a window rank).
+ *   <li>The recommendations {@code (query_id, item_id, score, rank)} are written as Parquet, and a
+ *       random sample of queries is checked against the same top-k computed with plain Spark SQL (a
+ *       cross join with every item, a dot-product UDF, a window rank).
  * </ol>
  *
  * <p>Scores are float dot products summed in dimension order (so the check's UDF, or Spark SQL's
  * {@code aggregate(zip_with(q, e, (x, y) -> x * y), 0f, (acc, v) -> acc + v)}, gives the same
- * floats); ties are broken by the smaller item id. Run {@code bin/npugather-example --help} for the options.
+ * floats); ties are broken by the smaller item id. Run {@code bin/npugather-example --help} for the
+ * options.
  *
  * <p>This class runs the job and holds the work of a rank ({@link Scorer}, {@link FlatTable},
  * {@link TopK}, {@link Heap}); {@link FeatureShardingOptions} is the command line, {@link
@@ -63,8 +64,16 @@ public final class FeatureSharding {
   private FeatureSharding() {}
 
   /** What a run did; {@link #passed} is what the exit code reports. */
-  public record Result(int ranks, long items, int dim, long queries, int topK, Path output,
-      long recommendationRows, int checkedQueries, int matchingQueries) {
+  public record Result(
+      int ranks,
+      long items,
+      int dim,
+      long queries,
+      int topK,
+      Path output,
+      long recommendationRows,
+      int checkedQueries,
+      int matchingQueries) {
     /** Every checked query matched plain Spark. */
     public boolean checkPassed() {
       return checkedQueries == matchingQueries;
@@ -129,19 +138,27 @@ public final class FeatureSharding {
       requireExists(hadoop, "--items-path", o.itemsPath);
       requireExists(hadoop, "--queries-path", o.queriesPath);
     }
-    String master = o.master != null ? o.master
-        : System.getProperty("spark.master", "local[*]"); // local[*]: not launched by spark-submit
+    String master =
+        o.master != null
+            ? o.master
+            : System.getProperty(
+                "spark.master", "local[*]"); // local[*]: not launched by spark-submit
     int localSlots = localSlots(master);
     if (o.ranks > 0 && localSlots > 0 && o.ranks > localSlots) {
       throw new IllegalArgumentException(tooManyRanks(o.ranks, localSlots, master));
     }
-    Path output = o.output != null ? Path.of(o.output).toAbsolutePath()
-        : Files.createTempDirectory("npugather-feature-sharding-");
-    SparkSession spark = SparkSession.builder().master(master).appName("FeatureSharding")
-        .config("spark.ui.enabled", "false")
-        .config("spark.log.level", "WARN")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate();
+    Path output =
+        o.output != null
+            ? Path.of(o.output).toAbsolutePath()
+            : Files.createTempDirectory("npugather-feature-sharding-");
+    SparkSession spark =
+        SparkSession.builder()
+            .master(master)
+            .appName("FeatureSharding")
+            .config("spark.ui.enabled", "false")
+            .config("spark.log.level", "WARN")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate();
     try {
       spark.sparkContext().setLogLevel("WARN");
       return run(spark, o, output);
@@ -150,7 +167,8 @@ public final class FeatureSharding {
     }
   }
 
-  private static void requireExists(Configuration hadoop, String option, String path) throws IOException {
+  private static void requireExists(Configuration hadoop, String option, String path)
+      throws IOException {
     org.apache.hadoop.fs.Path p = new org.apache.hadoop.fs.Path(path);
     if (!p.getFileSystem(hadoop).exists(p)) {
       throw new IllegalArgumentException(option + " = '" + path + "': no such file or directory");
@@ -164,12 +182,22 @@ public final class FeatureSharding {
       return 0;
     }
     String n = m.group(1);
-    return n == null ? 1 : n.equals("*") ? Runtime.getRuntime().availableProcessors() : Integer.parseInt(n);
+    return n == null
+        ? 1
+        : n.equals("*") ? Runtime.getRuntime().availableProcessors() : Integer.parseInt(n);
   }
 
   static String tooManyRanks(int ranks, int slots, String cluster) {
-    return "--ranks = " + ranks + ", but " + cluster + " runs at most " + slots + " tasks at once and every"
-        + " rank needs a slot of its own (barrier mode); pass --ranks " + slots + " or fewer, or a --master"
+    return "--ranks = "
+        + ranks
+        + ", but "
+        + cluster
+        + " runs at most "
+        + slots
+        + " tasks at once and every"
+        + " rank needs a slot of its own (barrier mode); pass --ranks "
+        + slots
+        + " or fewer, or a --master"
         + " with more cores";
   }
 
@@ -209,18 +237,28 @@ public final class FeatureSharding {
     }
   }
 
-  private static Result run(SparkSession spark, FeatureShardingOptions o, Path output, int ranks,
-      String itemsPath, String queriesPath, RunReport report) {
+  private static Result run(
+      SparkSession spark,
+      FeatureShardingOptions o,
+      Path output,
+      int ranks,
+      String itemsPath,
+      String queriesPath,
+      RunReport report) {
     if (o.itemsPath == null) {
-      report.stage("[1/4] generating %d items x %d dims and %d queries"
-          + " (seed %d) -> %s%n", o.items, o.dim, o.queries, o.seed, output);
-      EmbeddingTables.generate(spark, o.items, o.dim, o.seed, ranks).write().mode(SaveMode.Overwrite)
+      report.stage(
+          "[1/4] generating %d items x %d dims and %d queries" + " (seed %d) -> %s%n",
+          o.items, o.dim, o.queries, o.seed, output);
+      EmbeddingTables.generate(spark, o.items, o.dim, o.seed, ranks)
+          .write()
+          .mode(SaveMode.Overwrite)
           .parquet(itemsPath);
-      EmbeddingTables.generate(spark, o.queries, o.dim, o.seed + 0x9E3779B97F4A7C15L, ranks).write()
-          .mode(SaveMode.Overwrite).parquet(queriesPath);
+      EmbeddingTables.generate(spark, o.queries, o.dim, o.seed + 0x9E3779B97F4A7C15L, ranks)
+          .write()
+          .mode(SaveMode.Overwrite)
+          .parquet(queriesPath);
     } else {
-      report.stage("[1/4] reading items from %s and queries from %s%n",
-          itemsPath, queriesPath);
+      report.stage("[1/4] reading items from %s and queries from %s%n", itemsPath, queriesPath);
     }
 
     Dataset<Row> items = EmbeddingTables.readParquet(spark, "--items-path", itemsPath);
@@ -235,44 +273,66 @@ public final class FeatureSharding {
     Row first = items.selectExpr("size(embedding)").first();
     int dim = first.isNullAt(0) ? -1 : first.getInt(0);
     if (dim <= 0) {
-      throw new IllegalArgumentException("the first item of " + itemsPath
-          + " has no embedding (null or empty)");
+      throw new IllegalArgumentException(
+          "the first item of " + itemsPath + " has no embedding (null or empty)");
     }
     if (itemCount * dim > Integer.MAX_VALUE - 64) {
-      throw new IllegalArgumentException(itemCount + " items x " + dim + " dims do not fit in"
-          + " one Java array on a rank; allowed: at most " + (Integer.MAX_VALUE - 64) + " floats");
+      throw new IllegalArgumentException(
+          itemCount
+              + " items x "
+              + dim
+              + " dims do not fit in"
+              + " one Java array on a rank; allowed: at most "
+              + (Integer.MAX_VALUE - 64)
+              + " floats");
     }
     int k = (int) Math.min(o.topK, itemCount);
 
     // [2/4] Shard: N ranks, each with one shard of the items and one of the queries, in memory.
-    report.stage("[2/4] sharding %d items x %d dims and %d queries over %d ranks (master %s,"
-        + " backend %s)%n", itemCount, dim, queryCount, ranks, spark.sparkContext().master(),
-        o.backend);
+    report.stage(
+        "[2/4] sharding %d items x %d dims and %d queries over %d ranks (master %s,"
+            + " backend %s)%n",
+        itemCount, dim, queryCount, ranks, spark.sparkContext().master(), o.backend);
     spark.conf().set("spark.sql.shuffle.partitions", String.valueOf(ranks));
-    Dataset<Row> itemShards = (items.rdd().getNumPartitions() == ranks ? items
-        : items.repartition(ranks)).cache();
-    Dataset<Row> queryShards = (queries.rdd().getNumPartitions() == ranks ? queries
-        : queries.repartition(ranks)).cache();
+    Dataset<Row> itemShards =
+        (items.rdd().getNumPartitions() == ranks ? items : items.repartition(ranks)).cache();
+    Dataset<Row> queryShards =
+        (queries.rdd().getNumPartitions() == ranks ? queries : queries.repartition(ranks)).cache();
     itemShards.count();
     queryShards.count();
-    AllGatherOptions gatherOptions = AllGatherOptions.defaults().withBackend(o.backend)
-        .withTimeout(o.timeout).withRankSize(ranks);
+    AllGatherOptions gatherOptions =
+        AllGatherOptions.defaults()
+            .withBackend(o.backend)
+            .withTimeout(o.timeout)
+            .withRankSize(ranks);
     Dataset<Row> gathered = NpuGather.allGatherOnNpu(itemShards, gatherOptions);
 
     // [3/4] Gather, then score on every rank, and write.
     Path recommendationsPath = output.resolve("recommendations");
-    report.stage("[3/4] all-gathering the item table onto every rank and"
-        + " scoring top-%d per query -> %s%n", k, recommendationsPath);
+    report.stage(
+        "[3/4] all-gathering the item table onto every rank and"
+            + " scoring top-%d per query -> %s%n",
+        k, recommendationsPath);
     StructType gatheredSchema = gathered.schema();
-    Scorer scorer = new Scorer(gatheredSchema.fieldIndex("id"),
-        gatheredSchema.fieldIndex("embedding"), 0, 1, dim, k, itemCount,
-        spark.sparkContext().collectionAccumulator("featureSharding.ranks"));
+    Scorer scorer =
+        new Scorer(
+            gatheredSchema.fieldIndex("id"),
+            gatheredSchema.fieldIndex("embedding"),
+            0,
+            1,
+            dim,
+            k,
+            itemCount,
+            spark.sparkContext().collectionAccumulator("featureSharding.ranks"));
     JavaRDD<InternalRow> gatheredRows = gathered.queryExecution().toRdd().toJavaRDD();
     JavaRDD<InternalRow> queryRows = queryShards.queryExecution().toRdd().toJavaRDD();
     JavaRDD<Row> recommendations = gatheredRows.zipPartitions(queryRows, scorer::score);
     long start = System.nanoTime();
-    spark.createDataFrame(recommendations, RECOMMENDATION_SCHEMA).write()
-        .mode(SaveMode.Overwrite).parquet(recommendationsPath.toString());
+    spark
+        .createDataFrame(recommendations, RECOMMENDATION_SCHEMA)
+        .write()
+        .mode(SaveMode.Overwrite)
+        .parquet(recommendationsPath.toString());
     long jobNanos = System.nanoTime() - start;
     GatherMetrics metrics = NpuGather.lastMetrics();
     List<long[]> perRank = new ArrayList<>(scorer.stats.value());
@@ -286,10 +346,14 @@ public final class FeatureSharding {
     int matching = 0;
     if (o.checkQueries > 0 && queryCount > 0) {
       int sample = (int) Math.min(o.checkQueries, queryCount);
-      report.stage("[4/4] checking %d random queries against plain Spark SQL (cross join with every"
-          + " item, dot-product UDF, window rank)%n", sample);
-      Dataset<Row> sampleIds = spark.createDataFrame(queryShards.select("id")
-          .orderBy(rand(o.seed)).limit(sample).collectAsList(), queryShards.select("id").schema());
+      report.stage(
+          "[4/4] checking %d random queries against plain Spark SQL (cross join with every"
+              + " item, dot-product UDF, window rank)%n",
+          sample);
+      Dataset<Row> sampleIds =
+          spark.createDataFrame(
+              queryShards.select("id").orderBy(rand(o.seed)).limit(sample).collectAsList(),
+              queryShards.select("id").schema());
       List<String> mismatches = new ArrayList<>();
       checked = sample;
       matching = PlainSparkCheck.check(itemShards, queryShards, sampleIds, written, k, mismatches);
@@ -303,21 +367,22 @@ public final class FeatureSharding {
     report.stage(null);
     itemShards.unpersist();
     queryShards.unpersist();
-    Result result = new Result(ranks, itemCount, dim, queryCount, k, output, rows, checked,
-        matching);
+    Result result =
+        new Result(ranks, itemCount, dim, queryCount, k, output, rows, checked, matching);
     report.printSummary(result, metrics, perRank, jobNanos, rows, queryCount * k);
     return result;
   }
 
-  static final StructType RECOMMENDATION_SCHEMA = new StructType()
-      .add("query_id", DataTypes.LongType, false)
-      .add("item_id", DataTypes.LongType, false)
-      .add("score", DataTypes.FloatType, false)
-      .add("rank", DataTypes.IntegerType, false);
+  static final StructType RECOMMENDATION_SCHEMA =
+      new StructType()
+          .add("query_id", DataTypes.LongType, false)
+          .add("item_id", DataTypes.LongType, false)
+          .add("score", DataTypes.FloatType, false)
+          .add("rank", DataTypes.IntegerType, false);
 
   /**
-   * The work of one rank: its gathered partition (every item) and its query shard in, its
-   * queries' recommendations out.
+   * The work of one rank: its gathered partition (every item) and its query shard in, its queries'
+   * recommendations out.
    */
   static final class Scorer implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -329,11 +394,18 @@ public final class FeatureSharding {
     private final int dim;
     private final int k;
     private final long expectedItems;
+
     /** Per rank: {rank, items, queries, load nanos, score nanos}. */
     final CollectionAccumulator<long[]> stats;
 
-    Scorer(int itemIdOrdinal, int itemEmbeddingOrdinal, int queryIdOrdinal,
-        int queryEmbeddingOrdinal, int dim, int k, long expectedItems,
+    Scorer(
+        int itemIdOrdinal,
+        int itemEmbeddingOrdinal,
+        int queryIdOrdinal,
+        int queryEmbeddingOrdinal,
+        int dim,
+        int k,
+        long expectedItems,
         CollectionAccumulator<long[]> stats) {
       this.itemIdOrdinal = itemIdOrdinal;
       this.itemEmbeddingOrdinal = itemEmbeddingOrdinal;
@@ -348,10 +420,17 @@ public final class FeatureSharding {
     Iterator<Row> score(Iterator<InternalRow> gatheredItems, Iterator<InternalRow> queries) {
       int rank = TaskContext.getPartitionId();
       long t0 = System.nanoTime();
-      FlatTable items = FlatTable.load(gatheredItems, itemIdOrdinal, itemEmbeddingOrdinal, dim,
-          (int) expectedItems, "item", rank);
-      FlatTable shard = FlatTable.load(queries, queryIdOrdinal, queryEmbeddingOrdinal, dim, 1024,
-          "query", rank);
+      FlatTable items =
+          FlatTable.load(
+              gatheredItems,
+              itemIdOrdinal,
+              itemEmbeddingOrdinal,
+              dim,
+              (int) expectedItems,
+              "item",
+              rank);
+      FlatTable shard =
+          FlatTable.load(queries, queryIdOrdinal, queryEmbeddingOrdinal, dim, 1024, "query", rank);
       long t1 = System.nanoTime();
       int kk = Math.min(k, items.rows);
       List<Row> out = new ArrayList<>(shard.rows * kk);
@@ -375,21 +454,36 @@ public final class FeatureSharding {
       this.values = new float[Math.max(1, capacity) * dim];
     }
 
-    static FlatTable load(Iterator<InternalRow> it, int idOrdinal, int embeddingOrdinal, int dim,
-        int capacityHint, String what, int rank) {
+    static FlatTable load(
+        Iterator<InternalRow> it,
+        int idOrdinal,
+        int embeddingOrdinal,
+        int dim,
+        int capacityHint,
+        String what,
+        int rank) {
       FlatTable table = new FlatTable(dim, capacityHint);
       while (it.hasNext()) {
         InternalRow row = it.next();
         if (row.isNullAt(idOrdinal) || row.isNullAt(embeddingOrdinal)) {
-          throw new IllegalArgumentException("rank " + rank + ": a " + what
-              + " has a null id or embedding");
+          throw new IllegalArgumentException(
+              "rank " + rank + ": a " + what + " has a null id or embedding");
         }
         long id = row.getLong(idOrdinal);
         ArrayData embedding = row.getArray(embeddingOrdinal);
         int n = embedding.numElements();
         if (n != dim) {
-          throw new IllegalArgumentException("rank " + rank + ": " + what + " " + id + " has "
-              + n + " dims, the first item " + dim);
+          throw new IllegalArgumentException(
+              "rank "
+                  + rank
+                  + ": "
+                  + what
+                  + " "
+                  + id
+                  + " has "
+                  + n
+                  + " dims, the first item "
+                  + dim);
         }
         if (table.rows == table.ids.length) {
           table.grow();
@@ -398,8 +492,8 @@ public final class FeatureSharding {
         float[] values = table.values;
         for (int j = 0; j < dim; j++) {
           if (embedding.isNullAt(j)) {
-            throw new IllegalArgumentException("rank " + rank + ": " + what + " " + id
-                + " has a null at dimension " + j);
+            throw new IllegalArgumentException(
+                "rank " + rank + ": " + what + " " + id + " has a null at dimension " + j);
           }
           values[base + j] = embedding.getFloat(j);
         }
@@ -411,8 +505,8 @@ public final class FeatureSharding {
     private void grow() {
       long capacity = Math.min((long) ids.length * 2, (Integer.MAX_VALUE - 64) / dim);
       if (capacity <= ids.length) {
-        throw new IllegalStateException("more than " + ids.length + " rows of " + dim
-            + " dims do not fit in one Java array");
+        throw new IllegalStateException(
+            "more than " + ids.length + " rows of " + dim + " dims do not fit in one Java array");
       }
       ids = Arrays.copyOf(ids, (int) capacity);
       values = Arrays.copyOf(values, (int) capacity * dim);
@@ -494,6 +588,7 @@ public final class FeatureSharding {
     private final float[] scores;
     private final int[] items;
     private int size;
+
     /** Scores below this cannot enter: the root's score once full, else -infinity. */
     float threshold;
 
@@ -549,8 +644,8 @@ public final class FeatureSharding {
         if (child >= size) {
           break;
         }
-        if (child + 1 < size && worse(scores[child + 1], items[child + 1], scores[child],
-            items[child])) {
+        if (child + 1 < size
+            && worse(scores[child + 1], items[child + 1], scores[child], items[child])) {
           child++;
         }
         if (!worse(scores[child], items[child], score, item)) {

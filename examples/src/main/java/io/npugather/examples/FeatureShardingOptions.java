@@ -17,39 +17,43 @@ final class FeatureShardingOptions {
   String itemsPath;
   String queriesPath;
   String output;
+
   /** Null: spark-submit's master when launched by it, else local[*]. */
   String master;
+
   String backend = Backend.SPARK_DEFAULT.wireName();
   int ranks;
   Duration timeout = Duration.ofSeconds(120);
   boolean keep;
   boolean help;
 
-  static final String USAGE = String.join("\n",
-      "usage: bin/npugather-example [options]",
-      "  Feature sharding: all-gather an item-embedding table onto every rank, score each rank's",
-      "  shard of queries against every item (top-k by dot product), write the recommendations",
-      "  as Parquet and check a sample of queries against plain Spark SQL.",
-      "",
-      "  data (generated unless both paths are given):",
-      "    --items N            items to generate (default 100000)",
-      "    --dim D              embedding dimension of generated data (default 64)",
-      "    --queries N          queries to generate (default 2000)",
-      "    --seed S             seed of the generated data and of the checked sample (default 7)",
-      "    --items-path P       Parquet items: id bigint, embedding array<float>",
-      "    --queries-path P     Parquet queries: id bigint, embedding array<float>",
-      "  job:",
-      "    --top-k K            recommendations per query (default 10)",
-      "    --output DIR         where generated data and recommendations go (default: a new temp dir)",
-      "    --keep               keep the generated data (removed after the run otherwise)",
-      "    --master URL         Spark master (default: spark-submit's --master, else local[*])",
-      "    --ranks N            ranks = shards, at most the cluster's task slots (default: one rank per",
-      "                         slot)",
-      "    --backend B          host, hccl or lccl (default host)",
-      "    --timeout T          bound of every wait of the gather (default 120s)",
-      "    --check N            queries checked against plain Spark (default 20; 0 skips the check)",
-      "  example run with bin/npugather-example; the operator demo with",
-      "  bin/npugather-example --demo [--ranks N --rows N --features N]");
+  static final String USAGE =
+      String.join(
+          "\n",
+          "usage: bin/npugather-example [options]",
+          "  Feature sharding: all-gather an item-embedding table onto every rank, score each rank's",
+          "  shard of queries against every item (top-k by dot product), write the recommendations",
+          "  as Parquet and check a sample of queries against plain Spark SQL.",
+          "",
+          "  data (generated unless both paths are given):",
+          "    --items N            items to generate (default 100000)",
+          "    --dim D              embedding dimension of generated data (default 64)",
+          "    --queries N          queries to generate (default 2000)",
+          "    --seed S             seed of the generated data and of the checked sample (default 7)",
+          "    --items-path P       Parquet items: id bigint, embedding array<float>",
+          "    --queries-path P     Parquet queries: id bigint, embedding array<float>",
+          "  job:",
+          "    --top-k K            recommendations per query (default 10)",
+          "    --output DIR         where generated data and recommendations go (default: a new temp dir)",
+          "    --keep               keep the generated data (removed after the run otherwise)",
+          "    --master URL         Spark master (default: spark-submit's --master, else local[*])",
+          "    --ranks N            ranks = shards, at most the cluster's task slots (default: one rank per",
+          "                         slot)",
+          "    --backend B          host, hccl or lccl (default host)",
+          "    --timeout T          bound of every wait of the gather (default 120s)",
+          "    --check N            queries checked against plain Spark (default 20; 0 skips the check)",
+          "  example run with bin/npugather-example; the operator demo with",
+          "  bin/npugather-example --demo [--ranks N --rows N --features N]");
 
   /**
    * The options of a command line.
@@ -78,8 +82,9 @@ final class FeatureShardingOptions {
         case "--queries" -> o.queries = positiveLong(option, value);
         case "--top-k" -> o.topK = (int) positiveLong(option, value);
         case "--seed" -> o.seed = parseLong(option, value);
-        case "--check" -> o.checkQueries = (int) Math.min(Integer.MAX_VALUE,
-            Math.max(0, parseLong(option, value)));
+        case "--check" ->
+            o.checkQueries =
+                (int) Math.min(Integer.MAX_VALUE, Math.max(0, parseLong(option, value)));
         case "--items-path" -> o.itemsPath = value;
         case "--queries-path" -> o.queriesPath = value;
         case "--output" -> o.output = value;
@@ -90,8 +95,8 @@ final class FeatureShardingOptions {
           try {
             o.timeout = Duration.ofMillis(JavaUtils.timeStringAsMs(value.trim()));
           } catch (NumberFormatException e) {
-            throw new IllegalArgumentException(option + " = '" + value
-                + "'; allowed: a duration such as 120s, 5m or 500ms");
+            throw new IllegalArgumentException(
+                option + " = '" + value + "'; allowed: a duration such as 120s, 5m or 500ms");
           }
         }
         default -> throw new IllegalArgumentException("unknown option '" + option + "'");
@@ -122,10 +127,9 @@ final class FeatureShardingOptions {
 
   private static long positiveLong(String option, String value) {
     long parsed = parseLong(option, value);
-    if (parsed <= 0 || parsed > Integer.MAX_VALUE && !option.equals("--items")
-        && !option.equals("--queries")) {
-      throw new IllegalArgumentException(option + " = " + value
-          + "; allowed: a positive integer");
+    if (parsed <= 0
+        || parsed > Integer.MAX_VALUE && !option.equals("--items") && !option.equals("--queries")) {
+      throw new IllegalArgumentException(option + " = " + value + "; allowed: a positive integer");
     }
     return parsed;
   }

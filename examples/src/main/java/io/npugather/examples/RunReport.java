@@ -5,8 +5,8 @@ import java.util.List;
 import java.util.Locale;
 
 /**
- * What a run prints: a line per stage with the previous stage's time, and the summary at the
- * end. One per run.
+ * What a run prints: a line per stage with the previous stage's time, and the summary at the end.
+ * One per run.
  */
 final class RunReport {
   private long stageStart;
@@ -24,8 +24,13 @@ final class RunReport {
   }
 
   /** The summary of a finished run: the gather's metrics, the ranks' scoring, the check. */
-  void printSummary(FeatureSharding.Result r, GatherMetrics m, List<long[]> perRank,
-      long jobNanos, long rows, long expectedRows) {
+  void printSummary(
+      FeatureSharding.Result r,
+      GatherMetrics m,
+      List<long[]> perRank,
+      long jobNanos,
+      long rows,
+      long expectedRows) {
     System.out.println();
     System.out.println("summary");
     System.out.printf(Locale.ROOT, "  ranks               %d%n", r.ranks());
@@ -36,21 +41,34 @@ final class RunReport {
       double collective = m.collectiveNanos() / 1e6;
       double wall = (conversion + rendezvous + collective) / n;
       double receivedPerRank = (double) m.bytesReceived() / n;
-      System.out.printf(Locale.ROOT, "  gathered            %d rows on all ranks (%d items x %d"
-          + " ranks), %s received (%s per rank)%n", m.rowsGathered(), r.items(), r.ranks(),
-          bytes(m.bytesReceived()), bytes((long) receivedPerRank));
-      System.out.printf(Locale.ROOT, "  gather time         %-28s %s%n", "summed over ranks",
+      System.out.printf(
+          Locale.ROOT,
+          "  gathered            %d rows on all ranks (%d items x %d"
+              + " ranks), %s received (%s per rank)%n",
+          m.rowsGathered(),
+          r.items(),
+          r.ranks(),
+          bytes(m.bytesReceived()),
+          bytes((long) receivedPerRank));
+      System.out.printf(
+          Locale.ROOT,
+          "  gather time         %-28s %s%n",
+          "summed over ranks",
           "per rank (average)");
-      System.out.printf(Locale.ROOT, "    rendezvous        %10.1f ms %26.1f ms%n", rendezvous,
-          rendezvous / n);
-      System.out.printf(Locale.ROOT, "    conversion        %10.1f ms %26.1f ms%n", conversion,
-          conversion / n);
-      System.out.printf(Locale.ROOT, "    collective        %10.1f ms %26.1f ms%n", collective,
-          collective / n);
-      System.out.printf(Locale.ROOT, "  gather wall time    %.1f ms per rank (conversion +"
-          + " rendezvous + collective)%n", wall);
-      System.out.printf(Locale.ROOT, "  effective bandwidth %.3f GB/s (bytes received per rank /"
-          + " gather wall time); in the collective alone %.3f GB/s%n",
+      System.out.printf(
+          Locale.ROOT, "    rendezvous        %10.1f ms %26.1f ms%n", rendezvous, rendezvous / n);
+      System.out.printf(
+          Locale.ROOT, "    conversion        %10.1f ms %26.1f ms%n", conversion, conversion / n);
+      System.out.printf(
+          Locale.ROOT, "    collective        %10.1f ms %26.1f ms%n", collective, collective / n);
+      System.out.printf(
+          Locale.ROOT,
+          "  gather wall time    %.1f ms per rank (conversion +" + " rendezvous + collective)%n",
+          wall);
+      System.out.printf(
+          Locale.ROOT,
+          "  effective bandwidth %.3f GB/s (bytes received per rank /"
+              + " gather wall time); in the collective alone %.3f GB/s%n",
           wall > 0 ? receivedPerRank / (wall * 1e6) : 0.0,
           collective > 0 ? receivedPerRank / (collective / n * 1e6) : 0.0);
     }
@@ -61,21 +79,40 @@ final class RunReport {
       maxScore = Math.max(maxScore, s[4]);
     }
     double macs = (double) r.items() * r.queries() * r.dim();
-    System.out.printf(Locale.ROOT, "  scoring             %.1f ms (slowest rank), %.2e"
-        + " multiply-adds, %.2f GFLOP/s over all ranks; loading items into arrays %.1f ms%n",
-        maxScore / 1e6, macs, maxScore > 0 ? 2 * macs / maxScore : 0.0, maxLoad / 1e6);
+    System.out.printf(
+        Locale.ROOT,
+        "  scoring             %.1f ms (slowest rank), %.2e"
+            + " multiply-adds, %.2f GFLOP/s over all ranks; loading items into arrays %.1f ms%n",
+        maxScore / 1e6,
+        macs,
+        maxScore > 0 ? 2 * macs / maxScore : 0.0,
+        maxLoad / 1e6);
     for (long[] s : perRank) {
-      System.out.printf(Locale.ROOT, "    rank %-3d          %d items, %d queries, load %.1f ms,"
-          + " score %.1f ms%n", s[0], s[1], s[2], s[3] / 1e6, s[4] / 1e6);
+      System.out.printf(
+          Locale.ROOT,
+          "    rank %-3d          %d items, %d queries, load %.1f ms," + " score %.1f ms%n",
+          s[0],
+          s[1],
+          s[2],
+          s[3] / 1e6,
+          s[4] / 1e6);
     }
-    System.out.printf(Locale.ROOT, "  gather+score+write  %.1f ms (the Spark job)%n",
-        jobNanos / 1e6);
-    System.out.printf(Locale.ROOT, "  recommendations     %d rows (%d queries x top-%d%s) -> %s%n",
-        rows, r.queries(), r.topK(), rows == expectedRows ? "" : ", EXPECTED " + expectedRows,
+    System.out.printf(
+        Locale.ROOT, "  gather+score+write  %.1f ms (the Spark job)%n", jobNanos / 1e6);
+    System.out.printf(
+        Locale.ROOT,
+        "  recommendations     %d rows (%d queries x top-%d%s) -> %s%n",
+        rows,
+        r.queries(),
+        r.topK(),
+        rows == expectedRows ? "" : ", EXPECTED " + expectedRows,
         r.recommendations());
     if (r.checkedQueries() > 0) {
-      System.out.printf(Locale.ROOT, "check: %d/%d queries match plain Spark%n",
-          r.matchingQueries(), r.checkedQueries());
+      System.out.printf(
+          Locale.ROOT,
+          "check: %d/%d queries match plain Spark%n",
+          r.matchingQueries(),
+          r.checkedQueries());
     }
   }
 

@@ -19,8 +19,8 @@ import org.junit.jupiter.api.io.TempDir;
  * {@code bin/npugather-example} as a user runs it: a bad option or too many ranks is one line on
  * the terminal, exit code 2, no stack trace and no terminal control codes. The script reuses the
  * build's classes and the recorded classpath ({@code examples/target/classpath.txt}, written here
- * from the test classpath when a previous run of the script has not left one), so it does not
- * start a Maven build of its own.
+ * from the test classpath when a previous run of the script has not left one), so it does not start
+ * a Maven build of its own.
  */
 class ExampleCommandTest {
   private static final Path MODULE = Path.of(System.getProperty("user.dir"));
@@ -29,9 +29,13 @@ class ExampleCommandTest {
   private static String run(String... args) throws Exception {
     Path classpath = MODULE.resolve("target/classpath.txt");
     if (!Files.isRegularFile(classpath)) {
-      String cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
-      Files.writeString(classpath, Stream.of(cp.split(File.pathSeparator))
-          .filter(e -> !e.endsWith("test-classes") && !e.endsWith("classes")).collect(Collectors.joining(":")));
+      String cp =
+          System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
+      Files.writeString(
+          classpath,
+          Stream.of(cp.split(File.pathSeparator))
+              .filter(e -> !e.endsWith("test-classes") && !e.endsWith("classes"))
+              .collect(Collectors.joining(":")));
     }
     List<String> command = new ArrayList<>(List.of("bash", SCRIPT.toString()));
     command.addAll(List.of(args));
@@ -45,7 +49,8 @@ class ExampleCommandTest {
   private static void assertOneCleanLine(String output, String expected) {
     assertEquals(1, output.strip().lines().count(), "not one line:\n" + output);
     assertTrue(output.startsWith("error: ") && output.contains(expected), output);
-    assertTrue(output.chars().noneMatch(c -> c < 0x20 && c != '\n'), "control characters in:\n" + output);
+    assertTrue(
+        output.chars().noneMatch(c -> c < 0x20 && c != '\n'), "control characters in:\n" + output);
   }
 
   @Test
@@ -55,13 +60,15 @@ class ExampleCommandTest {
 
   @Test
   void missingInputPathIsOneLine(@TempDir Path dir) throws Exception {
-    assertOneCleanLine(run("--items-path", dir.resolve("items").toString(), "--queries-path", dir.toString()),
+    assertOneCleanLine(
+        run("--items-path", dir.resolve("items").toString(), "--queries-path", dir.toString()),
         "--items-path = '" + dir.resolve("items") + "': no such file or directory");
   }
 
   @Test
   void moreRanksThanSlotsIsOneLineNamingTheFlag(@TempDir Path dir) throws Exception {
-    assertOneCleanLine(run("--master", "local[1]", "--ranks", "2", "--output", dir.toString()),
+    assertOneCleanLine(
+        run("--master", "local[1]", "--ranks", "2", "--output", dir.toString()),
         "pass --ranks 1 or fewer");
     try (Stream<Path> files = Files.list(dir)) {
       assertEquals(0, files.count(), "data generated before the check");

@@ -23,9 +23,24 @@ import org.junit.jupiter.api.io.TempDir;
 class FeatureShardingTest {
   @Test
   void smallRunMatchesPlainSparkAndWritesTopKPerQuery(@TempDir Path output) throws Exception {
-    FeatureSharding.Result result = FeatureSharding.run("--master", "local[2]",
-        "--items", "2000", "--dim", "16", "--queries", "50", "--top-k", "5", "--seed", "3",
-        "--check", "20", "--output", output.toString());
+    FeatureSharding.Result result =
+        FeatureSharding.run(
+            "--master",
+            "local[2]",
+            "--items",
+            "2000",
+            "--dim",
+            "16",
+            "--queries",
+            "50",
+            "--top-k",
+            "5",
+            "--seed",
+            "3",
+            "--check",
+            "20",
+            "--output",
+            output.toString());
     assertEquals(2, result.ranks());
     assertEquals(20, result.checkedQueries());
     assertTrue(result.checkPassed(), result.matchingQueries() + "/20 queries match");
@@ -36,13 +51,18 @@ class FeatureShardingTest {
     assertFalse(Files.exists(output.resolve("queries")), "generated queries left behind");
 
     // The output as a user reads it: every query once per rank 1..k, best first.
-    SparkSession spark = SparkSession.builder().master("local[1]")
-        .config("spark.ui.enabled", "false").getOrCreate();
+    SparkSession spark =
+        SparkSession.builder().master("local[1]").config("spark.ui.enabled", "false").getOrCreate();
     try {
-      List<Row> rows = spark.read().parquet(result.recommendations().toString())
-          .orderBy("query_id", "rank").collectAsList();
+      List<Row> rows =
+          spark
+              .read()
+              .parquet(result.recommendations().toString())
+              .orderBy("query_id", "rank")
+              .collectAsList();
       assertEquals(250, rows.size());
-      assertEquals(List.of("query_id", "item_id", "score", "rank"),
+      assertEquals(
+          List.of("query_id", "item_id", "score", "rank"),
           List.of(spark.read().parquet(result.recommendations().toString()).columns()));
       for (int i = 0; i < rows.size(); i++) {
         Row row = rows.get(i);
@@ -92,8 +112,9 @@ class FeatureShardingTest {
         }
         all.add(new long[] {Float.floatToIntBits(s), i});
       }
-      all.sort((a, b) -> Float.compare(Float.intBitsToFloat((int) b[0]),
-          Float.intBitsToFloat((int) a[0])));
+      all.sort(
+          (a, b) ->
+              Float.compare(Float.intBitsToFloat((int) b[0]), Float.intBitsToFloat((int) a[0])));
       for (int r = 0; r < 4; r++) {
         Row row = out.get(q * 4 + r);
         assertEquals(queries.ids[q], row.getLong(0));
@@ -105,14 +126,20 @@ class FeatureShardingTest {
 
   @Test
   void badOptionsAreRejectedNamingTheFlag() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> FeatureSharding.parse(new String[] {"--backend", "gpu"}));
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> FeatureSharding.parse(new String[] {"--backend", "gpu"}));
     assertTrue(e.getMessage().contains("gpu"), e.getMessage());
-    e = assertThrows(IllegalArgumentException.class,
-        () -> FeatureSharding.parse(new String[] {"--items-path", "/x"}));
+    e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> FeatureSharding.parse(new String[] {"--items-path", "/x"}));
     assertTrue(e.getMessage().contains("--queries-path"), e.getMessage());
-    e = assertThrows(IllegalArgumentException.class,
-        () -> FeatureSharding.parse(new String[] {"--top-k", "0"}));
+    e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> FeatureSharding.parse(new String[] {"--top-k", "0"}));
     assertTrue(e.getMessage().contains("--top-k"), e.getMessage());
   }
 
@@ -131,7 +158,9 @@ class FeatureShardingTest {
       System.setOut(out);
       System.setErr(err);
     }
-    return new Object[] {code, stdout.toString(StandardCharsets.UTF_8), stderr.toString(StandardCharsets.UTF_8)};
+    return new Object[] {
+      code, stdout.toString(StandardCharsets.UTF_8), stderr.toString(StandardCharsets.UTF_8)
+    };
   }
 
   private static void assertOneErrorLine(Object[] run, String expected) {
@@ -145,7 +174,8 @@ class FeatureShardingTest {
   @Test
   void moreRanksThanTheMastersSlotsFailBeforeAnyDataIsGeneratedNamingTheFlag(@TempDir Path output)
       throws Exception {
-    Object[] run = commandLine("--master", "local[2]", "--ranks", "3", "--output", output.toString());
+    Object[] run =
+        commandLine("--master", "local[2]", "--ranks", "3", "--output", output.toString());
     assertOneErrorLine(run, "--ranks = 3, but local[2] runs at most 2 tasks at once");
     assertTrue(((String) run[2]).contains("pass --ranks 2 or fewer"), (String) run[2]);
     try (var files = Files.list(output)) {
@@ -154,28 +184,49 @@ class FeatureShardingTest {
     assertEquals(1, FeatureSharding.localSlots("local"));
     assertEquals(4, FeatureSharding.localSlots("local[4]"));
     assertEquals(3, FeatureSharding.localSlots("local[3,2]"));
-    assertEquals(Runtime.getRuntime().availableProcessors(), FeatureSharding.localSlots("local[*]"));
+    assertEquals(
+        Runtime.getRuntime().availableProcessors(), FeatureSharding.localSlots("local[*]"));
     assertEquals(0, FeatureSharding.localSlots("spark://host:7077"));
   }
 
   @Test
   void badPathOrOptionIsOneLineWithoutStackTrace(@TempDir Path dir) throws Exception {
-    assertOneErrorLine(commandLine("--items-path", dir.resolve("nope").toString(), "--queries-path",
-        dir.toString()), "--items-path = '" + dir.resolve("nope") + "': no such file or directory");
+    assertOneErrorLine(
+        commandLine(
+            "--items-path", dir.resolve("nope").toString(), "--queries-path", dir.toString()),
+        "--items-path = '" + dir.resolve("nope") + "': no such file or directory");
     assertOneErrorLine(commandLine("--ranks", "two"), "--ranks = 'two'; allowed: an integer");
     assertOneErrorLine(commandLine("--colour", "red"), "unknown option '--colour'");
   }
 
   @Test
-  void keepKeepsTheGeneratedDataAndTheOutputHasNoTerminalControlCodes(@TempDir Path output) throws Exception {
-    Object[] run = commandLine("--master", "local[2]", "--items", "300", "--dim", "4", "--queries", "10",
-        "--top-k", "3", "--check", "5", "--keep", "--output", output.toString());
+  void keepKeepsTheGeneratedDataAndTheOutputHasNoTerminalControlCodes(@TempDir Path output)
+      throws Exception {
+    Object[] run =
+        commandLine(
+            "--master",
+            "local[2]",
+            "--items",
+            "300",
+            "--dim",
+            "4",
+            "--queries",
+            "10",
+            "--top-k",
+            "3",
+            "--check",
+            "5",
+            "--keep",
+            "--output",
+            output.toString());
     String stdout = (String) run[1];
     assertEquals(0, run[0], stdout + run[2]);
-    assertTrue(Files.isDirectory(output.resolve("items")) && Files.isDirectory(output.resolve("queries")));
+    assertTrue(
+        Files.isDirectory(output.resolve("items")) && Files.isDirectory(output.resolve("queries")));
     assertTrue(stdout.contains("generated data kept"), stdout);
     assertTrue(stdout.contains("check: 5/5 queries match plain Spark"), stdout);
-    assertTrue(stdout.chars().noneMatch(c -> c < 0x20 && c != '\n'),
+    assertTrue(
+        stdout.chars().noneMatch(c -> c < 0x20 && c != '\n'),
         "control characters (escape codes, carriage returns) in the output:\n" + stdout);
   }
 
@@ -187,8 +238,11 @@ class FeatureShardingTest {
       for (int j = 0; j < dim; j++) {
         v[j] = (float) (random.nextDouble() * 2 - 1);
       }
-      rows.add(new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(new Object[] {
-          (long) (1000 + i), org.apache.spark.sql.catalyst.util.ArrayData.toArrayData(v)}));
+      rows.add(
+          new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(
+              new Object[] {
+                (long) (1000 + i), org.apache.spark.sql.catalyst.util.ArrayData.toArrayData(v)
+              }));
     }
     return rows;
   }

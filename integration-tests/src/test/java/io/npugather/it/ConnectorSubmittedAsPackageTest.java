@@ -26,73 +26,119 @@ import org.junit.jupiter.api.Test;
  * --repositories file:REPO} and once with {@code --jars npugather-spark_2.13-VERSION-all.jar}.
  *
  * <p>REPO is a Maven repository this test lays out from the build's own artifacts (the parent,
- * native and connector poms and jars) and from the local one (JavaCPP, JUnit's BOM). Ivy is given settings without any remote
- * resolver and a cache of its own, so nothing comes from the network or from a stale
- * {@code ~/.m2}: what resolves is what the poms declare.
+ * native and connector poms and jars) and from the local one (JavaCPP, JUnit's BOM). Ivy is given
+ * settings without any remote resolver and a cache of its own, so nothing comes from the network or
+ * from a stale {@code ~/.m2}: what resolves is what the poms declare.
  */
 class ConnectorSubmittedAsPackageTest {
   private static final String VERSION = System.getProperty("npugather.version");
   private static final Path PROJECT = Path.of(System.getProperty("user.dir")).getParent();
-  private static final List<String> JOB = List.of("--ranks", "2", "--items", "2000", "--dim", "16",
-      "--queries", "100", "--top-k", "5", "--check", "10", "--seed", "5");
+  private static final List<String> JOB =
+      List.of(
+          "--ranks",
+          "2",
+          "--items",
+          "2000",
+          "--dim",
+          "16",
+          "--queries",
+          "100",
+          "--top-k",
+          "5",
+          "--check",
+          "10",
+          "--seed",
+          "5");
 
-  @AutoClose
-  private static SparkCluster cluster;
+  @AutoClose private static SparkCluster cluster;
 
   @BeforeAll
   static void startSparkOnlyCluster() {
     assertTrue(VERSION != null && !VERSION.isBlank(), "npugather.version not set");
-    cluster = SparkCluster.builder("ConnectorSubmittedAsPackageTest").executors(2).sparkJarsOnly().start();
+    cluster =
+        SparkCluster.builder("ConnectorSubmittedAsPackageTest")
+            .executors(2)
+            .sparkJarsOnly()
+            .start();
   }
 
   @Test
   void packagesCoordinateResolvesOnlyWhatSparkDoesNotShipAndTheJobMatchesPlainSpark() {
-    cluster.explainFailure(() -> {
-      Path work = freshDirectory("packages");
-      Path repository = localRepository(work.resolve("repository"));
-      Path settings = work.resolve("ivysettings.xml");
-      // No remote resolver: --repositories is the only place anything can come from.
-      Files.writeString(settings, "<ivysettings><settings defaultResolver=\"none\"/>"
-          + "<resolvers><chain name=\"none\"/></resolvers></ivysettings>\n");
-      Path ivy = work.resolve("ivy");
-      String out = FeatureShardingSubmittedToClusterTest.runJob(cluster, work,
-          FeatureShardingSubmittedToClusterTest.submitCommand(cluster, List.of(
-              "--packages", "io.npugather:npugather-spark_2.13:" + VERSION,
-              "--repositories", repository.toUri().toString(),
-              "--conf", "spark.jars.ivySettings=" + settings, "--conf", "spark.jars.ivy=" + ivy),
-              exampleJar(work), job(work)));
-      assertJobPassed(out);
-      try (Stream<Path> jars = Files.list(ivy.resolve("jars"))) {
-        assertEquals(Set.of("io.npugather_npugather-spark_2.13-" + VERSION + ".jar",
-            "io.npugather_npugather-native-" + VERSION + ".jar",
-            "org.bytedeco_javacpp-" + javacppVersion() + ".jar"),
-            jars.map(p -> p.getFileName().toString()).collect(Collectors.toSet()));
-      }
-    });
+    cluster.explainFailure(
+        () -> {
+          Path work = freshDirectory("packages");
+          Path repository = localRepository(work.resolve("repository"));
+          Path settings = work.resolve("ivysettings.xml");
+          // No remote resolver: --repositories is the only place anything can come from.
+          Files.writeString(
+              settings,
+              "<ivysettings><settings defaultResolver=\"none\"/>"
+                  + "<resolvers><chain name=\"none\"/></resolvers></ivysettings>\n");
+          Path ivy = work.resolve("ivy");
+          String out =
+              FeatureShardingSubmittedToClusterTest.runJob(
+                  cluster,
+                  work,
+                  FeatureShardingSubmittedToClusterTest.submitCommand(
+                      cluster,
+                      List.of(
+                          "--packages",
+                          "io.npugather:npugather-spark_2.13:" + VERSION,
+                          "--repositories",
+                          repository.toUri().toString(),
+                          "--conf",
+                          "spark.jars.ivySettings=" + settings,
+                          "--conf",
+                          "spark.jars.ivy=" + ivy),
+                      exampleJar(work),
+                      job(work)));
+          assertJobPassed(out);
+          try (Stream<Path> jars = Files.list(ivy.resolve("jars"))) {
+            assertEquals(
+                Set.of(
+                    "io.npugather_npugather-spark_2.13-" + VERSION + ".jar",
+                    "io.npugather_npugather-native-" + VERSION + ".jar",
+                    "org.bytedeco_javacpp-" + javacppVersion() + ".jar"),
+                jars.map(p -> p.getFileName().toString()).collect(Collectors.toSet()));
+          }
+        });
   }
 
   @Test
   void selfContainedJarCarriesBothPlatformsAndNothingSparkShipsAndTheJobMatchesPlainSpark() {
-    cluster.explainFailure(() -> {
-      Path work = freshDirectory("jars");
-      Path all = selfContainedJar();
-      try (JarFile jar = new JarFile(all.toFile())) {
-        Set<String> names = jar.stream().map(e -> e.getName()).collect(Collectors.toSet());
-        for (String platform : List.of("linux-x86_64", "linux-arm64")) {
-          assertTrue(names.contains("io/npugather/bridge/" + platform + "/libjniNativeCore.so"), platform);
-        }
-        assertTrue(names.contains("org/bytedeco/javacpp/Loader.class"));
-        assertTrue(names.contains("io/npugather/spark/NpuGather.class"));
-        // The connector's own classes include org.apache.spark.npugather (Spark-internal APIs).
-        List<String> foreign = names.stream().filter(n -> n.endsWith(".class") && !n.startsWith("io/npugather/")
-            && !n.startsWith("org/apache/spark/npugather/") && !n.startsWith("org/bytedeco/javacpp/")).toList();
-        assertEquals(List.of(), foreign, "classes the jar should not carry");
-      }
-      String out = FeatureShardingSubmittedToClusterTest.runJob(cluster, work,
-          FeatureShardingSubmittedToClusterTest.submitCommand(cluster, List.of("--jars", all.toString()),
-              exampleJar(work), job(work)));
-      assertJobPassed(out);
-    });
+    cluster.explainFailure(
+        () -> {
+          Path work = freshDirectory("jars");
+          Path all = selfContainedJar();
+          try (JarFile jar = new JarFile(all.toFile())) {
+            Set<String> names = jar.stream().map(e -> e.getName()).collect(Collectors.toSet());
+            for (String platform : List.of("linux-x86_64", "linux-arm64")) {
+              assertTrue(
+                  names.contains("io/npugather/bridge/" + platform + "/libjniNativeCore.so"),
+                  platform);
+            }
+            assertTrue(names.contains("org/bytedeco/javacpp/Loader.class"));
+            assertTrue(names.contains("io/npugather/spark/NpuGather.class"));
+            // The connector's own classes include org.apache.spark.npugather (Spark-internal APIs).
+            List<String> foreign =
+                names.stream()
+                    .filter(
+                        n ->
+                            n.endsWith(".class")
+                                && !n.startsWith("io/npugather/")
+                                && !n.startsWith("org/apache/spark/npugather/")
+                                && !n.startsWith("org/bytedeco/javacpp/"))
+                    .toList();
+            assertEquals(List.of(), foreign, "classes the jar should not carry");
+          }
+          String out =
+              FeatureShardingSubmittedToClusterTest.runJob(
+                  cluster,
+                  work,
+                  FeatureShardingSubmittedToClusterTest.submitCommand(
+                      cluster, List.of("--jars", all.toString()), exampleJar(work), job(work)));
+          assertJobPassed(out);
+        });
   }
 
   private static void assertJobPassed(String out) {
@@ -102,7 +148,8 @@ class ConnectorSubmittedAsPackageTest {
   }
 
   private static List<String> job(Path work) {
-    return Stream.concat(JOB.stream(), Stream.of("--output", work.resolve("output").toString())).toList();
+    return Stream.concat(JOB.stream(), Stream.of("--output", work.resolve("output").toString()))
+        .toList();
   }
 
   private static Path freshDirectory(String name) throws Exception {
@@ -118,10 +165,13 @@ class ConnectorSubmittedAsPackageTest {
     return Files.copy(jar, work.resolve(jar.getFileName()), StandardCopyOption.REPLACE_EXISTING);
   }
 
-  /** The connector's "all" jar, beside its plain jar (target/ in a build, the same folder in ~/.m2). */
+  /**
+   * The connector's "all" jar, beside its plain jar (target/ in a build, the same folder in ~/.m2).
+   */
   private static Path selfContainedJar() throws Exception {
     Path connector = jarOf(NpuGather.class);
-    Path all = connector.resolveSibling(connector.getFileName().toString().replace(".jar", "-all.jar"));
+    Path all =
+        connector.resolveSibling(connector.getFileName().toString().replace(".jar", "-all.jar"));
     assertTrue(Files.isRegularFile(all), "missing " + all);
     return all;
   }
@@ -133,25 +183,48 @@ class ConnectorSubmittedAsPackageTest {
   /** A Maven repository with NpuGather's artifacts (from this build) and JavaCPP's. */
   private static Path localRepository(Path root) throws Exception {
     put(root, "io.npugather", "npugather-parent", VERSION, null, PROJECT.resolve("pom.xml"));
-    put(root, "io.npugather", "npugather-native", VERSION, jarOf(NativeCore.class),
+    put(
+        root,
+        "io.npugather",
+        "npugather-native",
+        VERSION,
+        jarOf(NativeCore.class),
         PROJECT.resolve("native/pom.xml"));
-    put(root, "io.npugather", "npugather-spark_2.13", VERSION, jarOf(NpuGather.class),
+    put(
+        root,
+        "io.npugather",
+        "npugather-spark_2.13",
+        VERSION,
+        jarOf(NpuGather.class),
         PROJECT.resolve("connector/pom.xml"));
     Path javacpp = jarOf(Loader.class);
-    put(root, "org.bytedeco", "javacpp", javacppVersion(), javacpp,
+    put(
+        root,
+        "org.bytedeco",
+        "javacpp",
+        javacppVersion(),
+        javacpp,
         javacpp.resolveSibling(javacpp.getFileName().toString().replace(".jar", ".pom")));
     // The parent's dependencyManagement imports JUnit's BOM, which Ivy reads too.
     Path jupiter = jarOf(Test.class);
     String junit = jupiter.getParent().getFileName().toString();
     Path m2 = jupiter.getParent().getParent().getParent().getParent().getParent().getParent();
-    put(root, "org.junit", "junit-bom", junit, null,
+    put(
+        root,
+        "org.junit",
+        "junit-bom",
+        junit,
+        null,
         m2.resolve("org/junit/junit-bom/" + junit + "/junit-bom-" + junit + ".pom"));
     return root;
   }
 
-  private static void put(Path root, String group, String artifact, String version, Path jar, Path pom)
+  private static void put(
+      Path root, String group, String artifact, String version, Path jar, Path pom)
       throws Exception {
-    Path dir = Files.createDirectories(root.resolve(group.replace('.', '/')).resolve(artifact).resolve(version));
+    Path dir =
+        Files.createDirectories(
+            root.resolve(group.replace('.', '/')).resolve(artifact).resolve(version));
     String base = artifact + "-" + version;
     Files.copy(pom, dir.resolve(base + ".pom"), StandardCopyOption.REPLACE_EXISTING);
     if (jar != null) {

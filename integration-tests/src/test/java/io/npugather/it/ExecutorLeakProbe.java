@@ -15,11 +15,11 @@ import scala.reflect.ClassTag$;
 import scala.runtime.AbstractFunction1;
 
 /**
- * Reads, in every executor JVM, what a finished gather must have released: the Arrow memory
- * still allocated from {@link GatherMemory}'s root allocator (every task's child allocator hangs
- * off it; idle cached memory is not allocated) and the native communicators still alive; and
- * what its cache of large buffers holds, has reused and may keep. One barrier task per executor
- * (each has one core), so every executor answers.
+ * Reads, in every executor JVM, what a finished gather must have released: the Arrow memory still
+ * allocated from {@link GatherMemory}'s root allocator (every task's child allocator hangs off it;
+ * idle cached memory is not allocated) and the native communicators still alive; and what its cache
+ * of large buffers holds, has reused and may keep. One barrier task per executor (each has one
+ * core), so every executor answers.
  */
 final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterator<String>>
     implements Serializable {
@@ -32,8 +32,13 @@ final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterat
    * @param cacheIdleBytes idle cached memory now
    * @param cacheLimit the most idle memory its conf lets it keep
    */
-  record Figures(long pid, long arrowBytes, long liveCommunicators, long cacheReused,
-      long cacheIdleBytes, long cacheLimit) {}
+  record Figures(
+      long pid,
+      long arrowBytes,
+      long liveCommunicators,
+      long cacheReused,
+      long cacheIdleBytes,
+      long cacheLimit) {}
 
   /** The figures of {@code executors} executor JVMs, one each. */
   static List<Figures> run(SparkCluster cluster, int executors) {
@@ -41,17 +46,28 @@ final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterat
     for (int i = 0; i < executors; i++) {
       slots.add(i);
     }
-    Object collected = cluster.spark().sparkContext()
-        .parallelize(CollectionConverters.asScala(slots).toSeq(), executors,
-            ClassTag$.MODULE$.apply(Object.class))
-        .barrier()
-        .mapPartitions(new ExecutorLeakProbe(), false, ClassTag$.MODULE$.apply(String.class))
-        .collect();
+    Object collected =
+        cluster
+            .spark()
+            .sparkContext()
+            .parallelize(
+                CollectionConverters.asScala(slots).toSeq(),
+                executors,
+                ClassTag$.MODULE$.apply(Object.class))
+            .barrier()
+            .mapPartitions(new ExecutorLeakProbe(), false, ClassTag$.MODULE$.apply(String.class))
+            .collect();
     List<Figures> figures = new ArrayList<>();
     for (String line : (String[]) collected) {
       String[] f = line.split(" ");
-      figures.add(new Figures(Long.parseLong(f[0]), Long.parseLong(f[1]), Long.parseLong(f[2]),
-          Long.parseLong(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5])));
+      figures.add(
+          new Figures(
+              Long.parseLong(f[0]),
+              Long.parseLong(f[1]),
+              Long.parseLong(f[2]),
+              Long.parseLong(f[3]),
+              Long.parseLong(f[4]),
+              Long.parseLong(f[5])));
     }
     return figures;
   }
@@ -64,8 +80,8 @@ final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterat
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
     while (true) {
       List<Figures> figures = run(cluster, executors);
-      boolean released = figures.stream()
-          .allMatch(f -> f.arrowBytes() == 0 && f.liveCommunicators() == 0);
+      boolean released =
+          figures.stream().allMatch(f -> f.arrowBytes() == 0 && f.liveCommunicators() == 0);
       if (released || System.nanoTime() - deadline > 0) {
         return figures;
       }
@@ -81,10 +97,14 @@ final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterat
   /** Every executor of the cluster holds no Arrow memory and no native communicator. */
   static void assertNothingHeld(SparkCluster cluster, int executors) {
     List<Figures> figures = awaitReleased(cluster, executors);
-    assertEquals(executors, figures.stream().map(Figures::pid).distinct().count(),
+    assertEquals(
+        executors,
+        figures.stream().map(Figures::pid).distinct().count(),
         "one answer per executor: " + figures);
     for (Figures f : figures) {
-      assertEquals(List.of(0L, 0L), List.of(f.arrowBytes(), f.liveCommunicators()),
+      assertEquals(
+          List.of(0L, 0L),
+          List.of(f.arrowBytes(), f.liveCommunicators()),
           "executor " + f.pid() + " still holds Arrow memory or communicators: " + figures);
     }
   }
@@ -92,9 +112,18 @@ final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterat
   @Override
   public Iterator<String> apply(Iterator<Object> ignored) {
     LargeBufferCache.Stats cache = GatherMemory.cache().stats();
-    String line = ProcessHandle.current().pid() + " " + GatherMemory.allocatedBytes() + " "
-        + Communicator.liveCount() + " " + cache.reused() + " " + cache.idleBytes() + " "
-        + GatherMemory.cache().maxIdleBytes();
+    String line =
+        ProcessHandle.current().pid()
+            + " "
+            + GatherMemory.allocatedBytes()
+            + " "
+            + Communicator.liveCount()
+            + " "
+            + cache.reused()
+            + " "
+            + cache.idleBytes()
+            + " "
+            + GatherMemory.cache().maxIdleBytes();
     return CollectionConverters.asScala(List.of(line).iterator());
   }
 }

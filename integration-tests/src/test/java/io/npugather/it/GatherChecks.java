@@ -2,6 +2,7 @@ package io.npugather.it;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.npugather.spark.NpuGather;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -18,7 +19,6 @@ import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
-import io.npugather.spark.NpuGather;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -32,11 +32,13 @@ import scala.jdk.javaapi.CollectionConverters;
 /** Expected-output checks, test data and log / shared-memory inspection. */
 final class GatherChecks {
   /**
-   * The line a rank logs when its gather is done (logger GatherTask; see log4j2.properties); a
-   * rank on a device names it, a CPU rank does not.
+   * The line a rank logs when its gather is done (logger GatherTask; see log4j2.properties); a rank
+   * on a device names it, a CPU rank does not.
    */
-  private static final Pattern GATHERED = Pattern.compile("(?m)^.* GatherTask: .*\\brank"
-      + " (\\d+)/\\d+\\b.*gathered \\d+ rows over ([^\\s,]+)(?: \\(device (\\d+)\\))?.*$");
+  private static final Pattern GATHERED =
+      Pattern.compile(
+          "(?m)^.* GatherTask: .*\\brank"
+              + " (\\d+)/\\d+\\b.*gathered \\d+ rows over ([^\\s,]+)(?: \\(device (\\d+)\\))?.*$");
 
   /** One rank's gather as its executor logged it; device -1 for a CPU rank. */
   record Gather(int rank, Path executor, String transport, int device) {}
@@ -44,8 +46,8 @@ final class GatherChecks {
   private GatherChecks() {}
 
   /**
-   * Every output partition must be: for r in ranks, r + each row of input partition r, in
-   * order. {@code in} is the input's partitions (collected with glom).
+   * Every output partition must be: for r in ranks, r + each row of input partition r, in order.
+   * {@code in} is the input's partitions (collected with glom).
    */
   static void assertRankMajorOnEveryPartition(List<List<Row>> in, List<List<Row>> out) {
     assertEquals(in.size(), out.size(), "one output partition per rank");
@@ -76,16 +78,20 @@ final class GatherChecks {
   }
 
   /**
-   * allGatherOnNpu of random mixed rows in {@code rankSize} partitions on the cluster: every
-   * output partition checked row by row; each rank gathered once, in its own executor JVM, over
-   * {@code transport}. Returns the ranks' gathers in rank order.
+   * allGatherOnNpu of random mixed rows in {@code rankSize} partitions on the cluster: every output
+   * partition checked row by row; each rank gathered once, in its own executor JVM, over {@code
+   * transport}. Returns the ranks' gathers in rank order.
    */
-  static List<Gather> gatherMixedRows(SparkCluster cluster, int rankSize,
-      Map<String, String> options, long seed, String transport) {
+  static List<Gather> gatherMixedRows(
+      SparkCluster cluster,
+      int rankSize,
+      Map<String, String> options,
+      long seed,
+      String transport) {
     SparkSession spark = cluster.spark();
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-    Dataset<Row> df = spark.createDataFrame(
-        jsc.parallelize(mixedRows(6_000 * rankSize, seed), rankSize), MIXED);
+    Dataset<Row> df =
+        spark.createDataFrame(jsc.parallelize(mixedRows(6_000 * rankSize, seed), rankSize), MIXED);
     List<List<Row>> in = partitions(df);
     assertEquals(rankSize, in.size());
     Map<Path, Integer> offsets = logOffsets(cluster);
@@ -99,7 +105,9 @@ final class GatherChecks {
       assertEquals(r, gathers.get(r).rank(), "gathers: " + gathers);
       assertEquals(transport, gathers.get(r).transport(), "gathers: " + gathers);
     }
-    assertEquals(rankSize, gathers.stream().map(Gather::executor).distinct().count(),
+    assertEquals(
+        rankSize,
+        gathers.stream().map(Gather::executor).distinct().count(),
         "ranks sharing an executor: " + gathers);
     return gathers;
   }
@@ -109,22 +117,32 @@ final class GatherChecks {
   }
 
   /** Strings (with multi-byte characters), nested arrays with null elements, maps, nulls. */
-  static final StructType MIXED = new StructType(new StructField[] {
-      DataTypes.createStructField("id", DataTypes.LongType, false),
-      DataTypes.createStructField("name", DataTypes.StringType, true),
-      DataTypes.createStructField("score", DataTypes.DoubleType, true),
-      DataTypes.createStructField("count", DataTypes.IntegerType, true),
-      DataTypes.createStructField("tags", DataTypes.createArrayType(DataTypes.StringType, true),
-          true),
-      DataTypes.createStructField("features", DataTypes.createArrayType(DataTypes.FloatType,
-          true), true),
-      DataTypes.createStructField("matrix", DataTypes.createArrayType(
-          DataTypes.createArrayType(DataTypes.LongType, true), true), true),
-      DataTypes.createStructField("point", new StructType().add("x", DataTypes.DoubleType)
-          .add("label", DataTypes.StringType), true),
-      DataTypes.createStructField("attrs", DataTypes.createMapType(DataTypes.StringType,
-          DataTypes.IntegerType), true),
-      DataTypes.createStructField("payload", DataTypes.BinaryType, true)});
+  static final StructType MIXED =
+      new StructType(
+          new StructField[] {
+            DataTypes.createStructField("id", DataTypes.LongType, false),
+            DataTypes.createStructField("name", DataTypes.StringType, true),
+            DataTypes.createStructField("score", DataTypes.DoubleType, true),
+            DataTypes.createStructField("count", DataTypes.IntegerType, true),
+            DataTypes.createStructField(
+                "tags", DataTypes.createArrayType(DataTypes.StringType, true), true),
+            DataTypes.createStructField(
+                "features", DataTypes.createArrayType(DataTypes.FloatType, true), true),
+            DataTypes.createStructField(
+                "matrix",
+                DataTypes.createArrayType(
+                    DataTypes.createArrayType(DataTypes.LongType, true), true),
+                true),
+            DataTypes.createStructField(
+                "point",
+                new StructType().add("x", DataTypes.DoubleType).add("label", DataTypes.StringType),
+                true),
+            DataTypes.createStructField(
+                "attrs",
+                DataTypes.createMapType(DataTypes.StringType, DataTypes.IntegerType),
+                true),
+            DataTypes.createStructField("payload", DataTypes.BinaryType, true)
+          });
 
   static List<Row> mixedRows(int count, long seed) {
     Random random = new Random(seed);
@@ -141,8 +159,8 @@ final class GatherChecks {
       }
       List<scala.collection.immutable.Seq<Long>> matrix = new ArrayList<>();
       for (int m = random.nextInt(3); m > 0; m--) {
-        matrix.add(random.nextInt(4) == 0 ? null
-            : seq(Arrays.asList(random.nextLong(), null, (long) n)));
+        matrix.add(
+            random.nextInt(4) == 0 ? null : seq(Arrays.asList(random.nextLong(), null, (long) n)));
       }
       Map<String, Integer> attrs = new HashMap<>();
       for (int a = random.nextInt(3); a > 0; a--) {
@@ -150,17 +168,21 @@ final class GatherChecks {
       }
       byte[] payload = new byte[random.nextInt(40)];
       random.nextBytes(payload);
-      rows.add(RowFactory.create((long) n,
-          maybe(random, randomString(random)),
-          maybe(random, random.nextGaussian()),
-          maybe(random, random.nextInt()),
-          maybe(random, seq(tags)),
-          maybe(random, seq(features)),
-          maybe(random, seq(matrix)),
-          maybe(random, RowFactory.create(random.nextDouble(),
-              random.nextBoolean() ? null : randomString(random))),
-          maybe(random, CollectionConverters.asScala(attrs)),
-          maybe(random, payload)));
+      rows.add(
+          RowFactory.create(
+              (long) n,
+              maybe(random, randomString(random)),
+              maybe(random, random.nextGaussian()),
+              maybe(random, random.nextInt()),
+              maybe(random, seq(tags)),
+              maybe(random, seq(features)),
+              maybe(random, seq(matrix)),
+              maybe(
+                  random,
+                  RowFactory.create(
+                      random.nextDouble(), random.nextBoolean() ? null : randomString(random))),
+              maybe(random, CollectionConverters.asScala(attrs)),
+              maybe(random, payload)));
     }
     return rows;
   }
@@ -173,14 +195,19 @@ final class GatherChecks {
   /** The gathers in the executors' stderr (by executor directory) after {@code offsets}. */
   static List<Gather> gathers(Map<Path, String> stderr, Map<Path, Integer> offsets) {
     List<Gather> gathers = new ArrayList<>();
-    stderr.forEach((dir, text) -> {
-      String fresh = text.substring(Math.min(text.length(), offsets.getOrDefault(dir, 0)));
-      Matcher m = GATHERED.matcher(fresh);
-      while (m.find()) {
-        gathers.add(new Gather(Integer.parseInt(m.group(1)), dir, m.group(2),
-            m.group(3) == null ? -1 : Integer.parseInt(m.group(3))));
-      }
-    });
+    stderr.forEach(
+        (dir, text) -> {
+          String fresh = text.substring(Math.min(text.length(), offsets.getOrDefault(dir, 0)));
+          Matcher m = GATHERED.matcher(fresh);
+          while (m.find()) {
+            gathers.add(
+                new Gather(
+                    Integer.parseInt(m.group(1)),
+                    dir,
+                    m.group(2),
+                    m.group(3) == null ? -1 : Integer.parseInt(m.group(3))));
+          }
+        });
     gathers.sort(Comparator.comparingInt(Gather::rank));
     return gathers;
   }
@@ -189,8 +216,8 @@ final class GatherChecks {
    * Which executor logged the gather of which rank, after {@code offsets}: rank -> executor
    * directories.
    */
-  static Map<Integer, List<Path>> ranksByExecutor(SparkCluster cluster,
-      Map<Path, Integer> offsets) {
+  static Map<Integer, List<Path>> ranksByExecutor(
+      SparkCluster cluster, Map<Path, Integer> offsets) {
     Map<Integer, List<Path>> ranks = new TreeMap<>();
     for (Gather g : gathersSince(cluster, offsets)) {
       ranks.computeIfAbsent(g.rank(), r -> new ArrayList<>()).add(g.executor());
@@ -210,13 +237,15 @@ final class GatherChecks {
    */
   static void assertNoSharedMemoryObjects(SparkCluster cluster) {
     SparkCluster.waitUntil(Duration.ofSeconds(10), () -> sharedMemoryObjects(cluster).isEmpty());
-    assertEquals(List.of(), sharedMemoryObjects(cluster),
+    assertEquals(
+        List.of(),
+        sharedMemoryObjects(cluster),
         "/dev/shm objects with suffix " + cluster.sharedMemorySuffix());
   }
 
   /**
-   * Nothing of the cluster's gathers is left: no /dev/shm object of the run, no Arrow memory and
-   * no native communicator in any executor JVM (read by {@link ExecutorLeakProbe}).
+   * Nothing of the cluster's gathers is left: no /dev/shm object of the run, no Arrow memory and no
+   * native communicator in any executor JVM (read by {@link ExecutorLeakProbe}).
    */
   static void assertNothingLeftBehind(SparkCluster cluster) {
     assertNoSharedMemoryObjects(cluster);
@@ -226,9 +255,11 @@ final class GatherChecks {
   /** The /dev/shm objects of this project that carry the cluster's name suffix. */
   static List<String> sharedMemoryObjects(SparkCluster cluster) {
     try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
-      return files.map(p -> p.getFileName().toString())
+      return files
+          .map(p -> p.getFileName().toString())
           .filter(n -> n.startsWith("npugather.") && n.contains(cluster.sharedMemorySuffix()))
-          .sorted().toList();
+          .sorted()
+          .toList();
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }

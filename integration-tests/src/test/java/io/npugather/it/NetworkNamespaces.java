@@ -20,8 +20,8 @@ import java.util.regex.Pattern;
  * bridge holds the subnet's .1 (the address of the Master and the driver); host i has .(i+2).
  *
  * <p>Names carry this JVM's pid ({@code npgit-<pid>-<tag>-h<i>}, bridge {@code npgb<tag>}), so
- * {@link #create} first removes what a killed earlier run left behind. {@link #close()} deletes
- * the namespaces (the veth pairs go with them) and the bridge; it is idempotent and never throws.
+ * {@link #create} first removes what a killed earlier run left behind. {@link #close()} deletes the
+ * namespaces (the veth pairs go with them) and the bridge; it is idempotent and never throws.
  */
 final class NetworkNamespaces implements AutoCloseable {
   private static final String PREFIX = "npgit-";
@@ -150,8 +150,11 @@ final class NetworkNamespaces implements AutoCloseable {
   private static String freeSubnet() {
     String addresses = ip("-4", "-o", "addr", "show").output;
     for (int attempt = 0; attempt < 50; attempt++) {
-      String subnet = "10." + ThreadLocalRandom.current().nextInt(100, 250) + "."
-          + ThreadLocalRandom.current().nextInt(1, 250);
+      String subnet =
+          "10."
+              + ThreadLocalRandom.current().nextInt(100, 250)
+              + "."
+              + ThreadLocalRandom.current().nextInt(1, 250);
       if (!addresses.contains(" " + subnet + ".")) {
         return subnet;
       }
@@ -162,8 +165,13 @@ final class NetworkNamespaces implements AutoCloseable {
   private static void run(String... args) {
     Result result = ip(args);
     if (result.code != 0) {
-      throw new IllegalStateException("ip " + String.join(" ", args) + " failed (exit "
-          + result.code + "): " + result.output.strip());
+      throw new IllegalStateException(
+          "ip "
+              + String.join(" ", args)
+              + " failed (exit "
+              + result.code
+              + "): "
+              + result.output.strip());
     }
   }
 

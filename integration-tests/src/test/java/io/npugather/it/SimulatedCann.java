@@ -9,8 +9,8 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The simulated CANN runtime (test-only libascendcl.so / libhccl.so / liblcal.so on host memory,
- * built by the native module's {@code build-fake-cann.sh}), laid out like a CANN install:
- * {@code home()/lib64}. It exercises the binding and the Spark resource path, never NPU hardware.
+ * built by the native module's {@code build-fake-cann.sh}), laid out like a CANN install: {@code
+ * home()/lib64}. It exercises the binding and the Spark resource path, never NPU hardware.
  */
 final class SimulatedCann {
   private static final Path MODULE = Path.of(System.getProperty("user.dir"));
@@ -23,8 +23,10 @@ final class SimulatedCann {
   static synchronized Path home() throws Exception {
     if (!built) {
       Path script = MODULE.resolveSibling("native/src/test/cpp/fake_cann/build-fake-cann.sh");
-      Process p = new ProcessBuilder("bash", script.toString(), HOME.toString())
-          .redirectErrorStream(true).start();
+      Process p =
+          new ProcessBuilder("bash", script.toString(), HOME.toString())
+              .redirectErrorStream(true)
+              .start();
       String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
       assertTrue(p.waitFor(300, TimeUnit.SECONDS), "timed out: " + script);
       assertEquals(0, p.exitValue(), script + "\n" + output);

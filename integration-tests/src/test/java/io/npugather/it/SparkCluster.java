@@ -30,30 +30,29 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.sql.SparkSession;
 
 /**
- * A Spark standalone cluster on this host, started from the test classpath: a Master and
- * {@code executors} Workers, each in its own JVM ({@code org.apache.spark.deploy.master.Master},
- * {@code org.apache.spark.deploy.worker.Worker}), and a driver in this JVM that connects with
- * {@code spark://}. Each Worker offers one core and launches one executor JVM for the
- * application ({@code CoarseGrainedExecutorBackend}).
+ * A Spark standalone cluster on this host, started from the test classpath: a Master and {@code
+ * executors} Workers, each in its own JVM ({@code org.apache.spark.deploy.master.Master}, {@code
+ * org.apache.spark.deploy.worker.Worker}), and a driver in this JVM that connects with {@code
+ * spark://}. Each Worker offers one core and launches one executor JVM for the application ({@code
+ * CoarseGrainedExecutorBackend}).
  *
  * <p>How every JVM finds its classes: a temporary Spark home whose {@code jars/} holds the whole
- * test classpath: its jars (released ones linked, this project's copied) and a jar made of each
- * of its directories (the test classes; in a reactor build also this project's modules). The
- * Master and Workers run with {@code <sparkHome>/conf:<sparkHome>/jars/*}; a Worker builds its
- * executors' command from the Spark home the same way ({@code launcher/target/scala-2.13} tells
- * the launcher the Scala version), so any application submitted to the cluster finds this
- * project's classes.
+ * test classpath: its jars (released ones linked, this project's copied) and a jar made of each of
+ * its directories (the test classes; in a reactor build also this project's modules). The Master
+ * and Workers run with {@code <sparkHome>/conf:<sparkHome>/jars/*}; a Worker builds its executors'
+ * command from the Spark home the same way ({@code launcher/target/scala-2.13} tells the launcher
+ * the Scala version), so any application submitted to the cluster finds this project's classes.
  *
  * <p>Network: {@link Network#LOOPBACK} puts everything on 127.0.0.1; {@link Network#NAMESPACES}
- * puts each Worker (and so its executors) in its own network namespace with its own 10.x
- * address ({@link NetworkNamespaces}), the Master and the driver on the bridge's address: the
- * ranks are then on different hosts as far as the host backend can tell. Ports are chosen by
- * the kernel (port 0) and read back from the logs.
+ * puts each Worker (and so its executors) in its own network namespace with its own 10.x address
+ * ({@link NetworkNamespaces}), the Master and the driver on the bridge's address: the ranks are
+ * then on different hosts as far as the host backend can tell. Ports are chosen by the kernel (port
+ * 0) and read back from the logs.
  *
  * <p>Logs (Master, Workers, the executors' work directories) stay under {@code
- * target/spark-cluster/<appName>}. {@link #close()} stops the driver, kills the Workers, the
- * Master and any executor JVM of the application that outlives them, deletes the network
- * namespaces and the Spark home; a shutdown hook does the same when the JVM exits first.
+ * target/spark-cluster/<appName>}. {@link #close()} stops the driver, kills the Workers, the Master
+ * and any executor JVM of the application that outlives them, deletes the network namespaces and
+ * the Spark home; a shutdown hook does the same when the JVM exits first.
  */
 public final class SparkCluster implements AutoCloseable {
   private static final String EXECUTOR_MAIN =
@@ -61,8 +60,10 @@ public final class SparkCluster implements AutoCloseable {
   private static final Pattern MASTER_URL =
       Pattern.compile("Starting Spark master at (spark://\\S+)");
   private static final Duration START_TIMEOUT = Duration.ofSeconds(180);
+
   /** Spark homes are named {@code <tmp>/npugather-it-spark-home-<pid of the test JVM>-<id>}. */
   private static final String HOME_PREFIX = "npugather-it-spark-home-";
+
   private static final Pattern HOME_NAME = Pattern.compile(HOME_PREFIX + "(\\d+)-.*");
 
   /** Where the Workers run. */
@@ -130,9 +131,9 @@ public final class SparkCluster implements AutoCloseable {
     }
 
     /**
-     * The Spark home's {@code jars/} without this project's classes and jars and without
-     * JavaCPP: a Spark distribution as a user has it, to which a job brings NpuGather itself
-     * ({@code --packages} or {@code --jars}). Implies {@link #withoutDriver()}.
+     * The Spark home's {@code jars/} without this project's classes and jars and without JavaCPP: a
+     * Spark distribution as a user has it, to which a job brings NpuGather itself ({@code
+     * --packages} or {@code --jars}). Implies {@link #withoutDriver()}.
      */
     public Builder sparkJarsOnly() {
       this.sparkJarsOnly = true;
@@ -162,8 +163,8 @@ public final class SparkCluster implements AutoCloseable {
   private String appId;
   private boolean closed;
 
-  private SparkCluster(String appName, int executors, Path sparkHome,
-      Map<Path, Path> jarsByEntry, Path logDir) {
+  private SparkCluster(
+      String appName, int executors, Path sparkHome, Map<Path, Path> jarsByEntry, Path logDir) {
     this.appName = appName;
     this.executors = executors;
     this.sparkHome = sparkHome;
@@ -173,8 +174,8 @@ public final class SparkCluster implements AutoCloseable {
   }
 
   /**
-   * Starts a loopback cluster of {@code executors} Workers with one executor JVM each (1 core,
-   * 1 GiB) and a driver, and waits until all executors have registered.
+   * Starts a loopback cluster of {@code executors} Workers with one executor JVM each (1 core, 1
+   * GiB) and a driver, and waits until all executors have registered.
    *
    * @param appName the application name (shows in the executors' command lines; names the log
    *     directory)
@@ -215,8 +216,8 @@ public final class SparkCluster implements AutoCloseable {
   }
 
   /**
-   * A test JVM killed outright (no shutdown hook) leaves its cluster's JVMs running from its
-   * Spark home: kill them and delete the home.
+   * A test JVM killed outright (no shutdown hook) leaves its cluster's JVMs running from its Spark
+   * home: kill them and delete the home.
    */
   private static void removeClustersOfGoneJvms() {
     try (Stream<Path> tmp = Files.list(Path.of(System.getProperty("java.io.tmpdir")))) {
@@ -251,8 +252,15 @@ public final class SparkCluster implements AutoCloseable {
       masterHost = "127.0.0.1";
     }
     Path masterLog = logDir.resolve("master.log");
-    master = launch(List.of(), "org.apache.spark.deploy.master.Master", masterHost, Map.of(),
-        List.of("--host", masterHost, "--port", "0", "--webui-port", "0"), Map.of(), masterLog);
+    master =
+        launch(
+            List.of(),
+            "org.apache.spark.deploy.master.Master",
+            masterHost,
+            Map.of(),
+            List.of("--host", masterHost, "--port", "0", "--webui-port", "0"),
+            Map.of(),
+            masterLog);
     masterUrl = awaitLog(master, masterLog, MASTER_URL).group(1);
     awaitLog(master, masterLog, Pattern.compile("I have been elected leader"));
 
@@ -266,16 +274,35 @@ public final class SparkCluster implements AutoCloseable {
       // endpoints to this host's address.
       env.putIfAbsent("NPUGATHER_HOST_ADDRESS", host);
       env.put("ATB_SHARE_MEMORY_NAME_SUFFIX", shmSuffix);
-      workers.add(launch(net == null ? List.of() : net.exec(i),
-          "org.apache.spark.deploy.worker.Worker", host, b.workerConf.apply(i),
-          List.of("--host", host, "--port", "0", "--webui-port", "0", "--cores", "1",
-              "--memory", "1g", "--work-dir", workDir.resolve("work").toString(), masterUrl),
-          env, log));
+      workers.add(
+          launch(
+              net == null ? List.of() : net.exec(i),
+              "org.apache.spark.deploy.worker.Worker",
+              host,
+              b.workerConf.apply(i),
+              List.of(
+                  "--host",
+                  host,
+                  "--port",
+                  "0",
+                  "--webui-port",
+                  "0",
+                  "--cores",
+                  "1",
+                  "--memory",
+                  "1g",
+                  "--work-dir",
+                  workDir.resolve("work").toString(),
+                  masterUrl),
+              env,
+              log));
       workerAddresses.add(host);
       workerLogs.add(log);
     }
     for (int i = 0; i < b.executors; i++) {
-      awaitLog(workers.get(i), workerLogs.get(i),
+      awaitLog(
+          workers.get(i),
+          workerLogs.get(i),
           Pattern.compile("Successfully registered with master"));
     }
   }
@@ -284,19 +311,28 @@ public final class SparkCluster implements AutoCloseable {
    * Starts a JVM of the cluster: {@code prefix} (e.g. {@code ip netns exec}), java, the Spark
    * home's classpath, {@code conf} as system properties, {@code mainClass} and {@code args}.
    */
-  private Process launch(List<String> prefix, String mainClass, String host,
-      Map<String, String> conf, List<String> args, Map<String, String> env, Path log)
+  private Process launch(
+      List<String> prefix,
+      String mainClass,
+      String host,
+      Map<String, String> conf,
+      List<String> args,
+      Map<String, String> env,
+      Path log)
       throws IOException {
     List<String> command = new ArrayList<>(prefix);
     command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     command.addAll(Arrays.asList(jvmOpens().split("\\s+")));
-    command.addAll(List.of("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-        "-cp", classPath()));
+    command.addAll(
+        List.of("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", classPath()));
     conf.forEach((k, v) -> command.add("-D" + k + "=" + v));
     command.add(mainClass);
     command.addAll(args);
-    ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true)
-        .redirectOutput(log.toFile()).directory(logDir.toFile());
+    ProcessBuilder builder =
+        new ProcessBuilder(command)
+            .redirectErrorStream(true)
+            .redirectOutput(log.toFile())
+            .directory(logDir.toFile());
     Map<String, String> environment = builder.environment();
     environment.keySet().removeIf(k -> k.startsWith("SPARK_"));
     environment.put("SPARK_HOME", sparkHome.toString());
@@ -309,8 +345,11 @@ public final class SparkCluster implements AutoCloseable {
 
   /** The Spark home's conf directory and jars, as a classpath (the order Spark's launcher uses). */
   private String classPath() {
-    return sparkHome.resolve("conf") + File.pathSeparator + sparkHome.resolve("jars")
-        + File.separator + "*";
+    return sparkHome.resolve("conf")
+        + File.pathSeparator
+        + sparkHome.resolve("jars")
+        + File.separator
+        + "*";
   }
 
   /** Waits until {@code log} has a line matching {@code pattern}; fails if the process ends. */
@@ -323,9 +362,14 @@ public final class SparkCluster implements AutoCloseable {
         return m;
       }
       if (!process.isAlive() || System.nanoTime() > deadline) {
-        throw new IllegalStateException((process.isAlive() ? "no '" + pattern + "' within "
-            + START_TIMEOUT.toSeconds() + " s" : "exited with " + process.exitValue())
-            + " in " + log + ":\n" + tail(text, 80));
+        throw new IllegalStateException(
+            (process.isAlive()
+                    ? "no '" + pattern + "' within " + START_TIMEOUT.toSeconds() + " s"
+                    : "exited with " + process.exitValue())
+                + " in "
+                + log
+                + ":\n"
+                + tail(text, 80));
       }
       try {
         Thread.sleep(100);
@@ -338,27 +382,29 @@ public final class SparkCluster implements AutoCloseable {
 
   private void startDriver(Map<String, String> conf) {
     String host = net == null ? "127.0.0.1" : net.bridgeAddress();
-    SparkConf sparkConf = new SparkConf(false)
-        .setMaster(masterUrl)
-        .setAppName(appName)
-        .set("spark.ui.enabled", "false")
-        .set("spark.dynamicAllocation.enabled", "false")
-        .set("spark.driver.host", host)
-        .set("spark.driver.bindAddress", host)
-        .set("spark.cores.max", String.valueOf(executors))
-        .set("spark.executor.cores", "1")
-        .set("spark.executor.memory", "1g")
-        // Short-lived JVMs on a small machine: C1 only and the serial collector start faster
-        // and leave more CPU to the other JVMs.
-        .set("spark.executor.extraJavaOptions",
-            jvmOpens() + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-        .set("spark.sql.shuffle.partitions", String.valueOf(executors))
-        .set("spark.sql.session.timeZone", "UTC")
-        // A barrier stage re-run after an executor loss waits for the replacement executor:
-        // check the free slots every second, for up to two minutes.
-        .set("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s")
-        .set("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "120")
-        .set("spark.deploy.maxExecutorRetries", "20");
+    SparkConf sparkConf =
+        new SparkConf(false)
+            .setMaster(masterUrl)
+            .setAppName(appName)
+            .set("spark.ui.enabled", "false")
+            .set("spark.dynamicAllocation.enabled", "false")
+            .set("spark.driver.host", host)
+            .set("spark.driver.bindAddress", host)
+            .set("spark.cores.max", String.valueOf(executors))
+            .set("spark.executor.cores", "1")
+            .set("spark.executor.memory", "1g")
+            // Short-lived JVMs on a small machine: C1 only and the serial collector start faster
+            // and leave more CPU to the other JVMs.
+            .set(
+                "spark.executor.extraJavaOptions",
+                jvmOpens() + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+            .set("spark.sql.shuffle.partitions", String.valueOf(executors))
+            .set("spark.sql.session.timeZone", "UTC")
+            // A barrier stage re-run after an executor loss waits for the replacement executor:
+            // check the free slots every second, for up to two minutes.
+            .set("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s")
+            .set("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "120")
+            .set("spark.deploy.maxExecutorRetries", "20");
     conf.forEach(sparkConf::set);
     sc = new SparkContext(sparkConf);
     appId = sc.applicationId();
@@ -409,10 +455,14 @@ public final class SparkCluster implements AutoCloseable {
    */
   public Path jarOf(Class<?> type) {
     try {
-      Path entry = Path.of(type.getProtectionDomain().getCodeSource().getLocation().toURI())
-          .toAbsolutePath().normalize();
-      return Optional.ofNullable(jarsByEntry.get(entry)).orElseThrow(
-          () -> new IllegalArgumentException(type + " is not from the test classpath: " + entry));
+      Path entry =
+          Path.of(type.getProtectionDomain().getCodeSource().getLocation().toURI())
+              .toAbsolutePath()
+              .normalize();
+      return Optional.ofNullable(jarsByEntry.get(entry))
+          .orElseThrow(
+              () ->
+                  new IllegalArgumentException(type + " is not from the test classpath: " + entry));
     } catch (java.net.URISyntaxException e) {
       throw new IllegalArgumentException(type.getName(), e);
     }
@@ -441,8 +491,15 @@ public final class SparkCluster implements AutoCloseable {
   /** Waits until every executor the cluster was started with is registered. */
   public void awaitExecutors(Duration timeout) {
     if (!waitUntil(timeout, () -> liveExecutors() >= executors)) {
-      throw new AssertionError("only " + liveExecutors() + " of " + executors
-          + " executors registered within " + timeout.toSeconds() + " s\n" + executorLogs());
+      throw new AssertionError(
+          "only "
+              + liveExecutors()
+              + " of "
+              + executors
+              + " executors registered within "
+              + timeout.toSeconds()
+              + " s\n"
+              + executorLogs());
     }
   }
 
@@ -456,8 +513,15 @@ public final class SparkCluster implements AutoCloseable {
       }
       for (String entry : args.get(cp + 1).split(File.pathSeparator)) {
         if (!entry.isEmpty() && !Path.of(entry).toAbsolutePath().startsWith(sparkHome)) {
-          throw new AssertionError("executor " + pid + " has " + entry
-              + " on its classpath, outside " + sparkHome + ": " + args);
+          throw new AssertionError(
+              "executor "
+                  + pid
+                  + " has "
+                  + entry
+                  + " on its classpath, outside "
+                  + sparkHome
+                  + ": "
+                  + args);
         }
       }
     }
@@ -486,16 +550,15 @@ public final class SparkCluster implements AutoCloseable {
     return args.contains(EXECUTOR_MAIN) && args.contains(appId);
   }
 
-  /**
-   * Sends SIGKILL to one executor JVM of this application. Refuses any other process.
-   */
+  /** Sends SIGKILL to one executor JVM of this application. Refuses any other process. */
   public void killExecutor(long pid) {
     if (!isExecutorOfThisApp(pid)) {
-      throw new IllegalArgumentException("process " + pid + " is not an executor of " + appId
-          + ": " + commandLine(pid));
+      throw new IllegalArgumentException(
+          "process " + pid + " is not an executor of " + appId + ": " + commandLine(pid));
     }
-    ProcessHandle handle = ProcessHandle.of(pid).orElseThrow(
-        () -> new IllegalStateException("process " + pid + " is gone"));
+    ProcessHandle handle =
+        ProcessHandle.of(pid)
+            .orElseThrow(() -> new IllegalStateException("process " + pid + " is gone"));
     if (!handle.destroyForcibly()) {
       throw new IllegalStateException("could not kill executor process " + pid);
     }
@@ -553,8 +616,11 @@ public final class SparkCluster implements AutoCloseable {
     for (Path dir : directories) {
       Path stderr = dir.resolve("stderr");
       try {
-        logs.put(dir, Files.exists(stderr)
-            ? new String(Files.readAllBytes(stderr), StandardCharsets.UTF_8) : "");
+        logs.put(
+            dir,
+            Files.exists(stderr)
+                ? new String(Files.readAllBytes(stderr), StandardCharsets.UTF_8)
+                : "");
       } catch (IOException e) {
         logs.put(dir, "<unreadable: " + e + ">");
       }
@@ -571,21 +637,27 @@ public final class SparkCluster implements AutoCloseable {
     if (logs.isEmpty()) {
       all.append("(no executor directories under ").append(logDir).append(")\n");
     }
-    logs.forEach((dir, text) -> {
-      String[] lines = text.split("\n", -1);
-      int from = Math.max(0, lines.length - 150);
-      all.append("===== executor stderr ").append(dir.resolve("stderr")).append(" (")
-          .append(lines.length - from).append(" of ").append(lines.length).append(" lines)\n");
-      for (int i = from; i < lines.length; i++) {
-        all.append(lines[i]).append('\n');
-      }
-    });
+    logs.forEach(
+        (dir, text) -> {
+          String[] lines = text.split("\n", -1);
+          int from = Math.max(0, lines.length - 150);
+          all.append("===== executor stderr ")
+              .append(dir.resolve("stderr"))
+              .append(" (")
+              .append(lines.length - from)
+              .append(" of ")
+              .append(lines.length)
+              .append(" lines)\n");
+          for (int i = from; i < lines.length; i++) {
+            all.append(lines[i]).append('\n');
+          }
+        });
     return all.toString();
   }
 
   /**
-   * Runs {@code body}; when it throws, rethrows an AssertionError whose message adds the
-   * executors' stderr.
+   * Runs {@code body}; when it throws, rethrows an AssertionError whose message adds the executors'
+   * stderr.
    */
   public void explainFailure(ThrowingRunnable body) {
     try {
@@ -653,13 +725,15 @@ public final class SparkCluster implements AutoCloseable {
   /** Executor JVMs of any application whose classpath is this cluster's Spark home. */
   private List<Long> clusterExecutorPids() {
     List<Long> pids = new ArrayList<>();
-    ProcessHandle.allProcesses().forEach(p -> {
-      List<String> args = commandLine(p.pid());
-      if (args.contains(EXECUTOR_MAIN)
-          && args.stream().anyMatch(a -> a.contains(sparkHome.toString()))) {
-        pids.add(p.pid());
-      }
-    });
+    ProcessHandle.allProcesses()
+        .forEach(
+            p -> {
+              List<String> args = commandLine(p.pid());
+              if (args.contains(EXECUTOR_MAIN)
+                  && args.stream().anyMatch(a -> a.contains(sparkHome.toString()))) {
+                pids.add(p.pid());
+              }
+            });
     return pids;
   }
 
@@ -687,31 +761,35 @@ public final class SparkCluster implements AutoCloseable {
     String opens = System.getProperty("npugather.test.jvmOpens");
     if (opens == null || opens.isBlank()) {
       // Outside Maven: the same list as the parent pom's test.jvm.opens.
-      opens = String.join(" ", "--add-opens=java.base/java.nio=ALL-UNNAMED",
-          "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
-          "--add-opens=java.base/java.lang=ALL-UNNAMED",
-          "--add-opens=java.base/java.lang.invoke=ALL-UNNAMED",
-          "--add-opens=java.base/java.util=ALL-UNNAMED",
-          "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
-          "--add-opens=java.base/sun.nio.cs=ALL-UNNAMED",
-          "--add-opens=java.base/sun.security.action=ALL-UNNAMED",
-          "--add-opens=java.base/sun.util.calendar=ALL-UNNAMED",
-          "-Djdk.reflect.useDirectMethodHandle=false",
-          "-Dio.netty.tryReflectionSetAccessible=true");
+      opens =
+          String.join(
+              " ",
+              "--add-opens=java.base/java.nio=ALL-UNNAMED",
+              "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+              "--add-opens=java.base/java.lang=ALL-UNNAMED",
+              "--add-opens=java.base/java.lang.invoke=ALL-UNNAMED",
+              "--add-opens=java.base/java.util=ALL-UNNAMED",
+              "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+              "--add-opens=java.base/sun.nio.cs=ALL-UNNAMED",
+              "--add-opens=java.base/sun.security.action=ALL-UNNAMED",
+              "--add-opens=java.base/sun.util.calendar=ALL-UNNAMED",
+              "-Djdk.reflect.useDirectMethodHandle=false",
+              "-Dio.netty.tryReflectionSetAccessible=true");
     }
     return opens.trim();
   }
 
   /**
    * Fills {@code home}: {@code jars/} with the whole test classpath, {@code conf/} with the test
-   * logging configuration, and the directory the launcher checks for the Scala version. Returns
-   * the file in {@code jars/} of each classpath entry.
+   * logging configuration, and the directory the launcher checks for the Scala version. Returns the
+   * file in {@code jars/} of each classpath entry.
    *
    * <p>Released jars are linked. Snapshot jars are copied and class directories (this project's,
    * which a concurrent build may rewrite while executors start) made into jars, so an executor
    * started late (a replacement) loads exactly what the first ones loaded.
    */
-  private static Map<Path, Path> prepareSparkHome(Path home, boolean sparkJarsOnly) throws IOException {
+  private static Map<Path, Path> prepareSparkHome(Path home, boolean sparkJarsOnly)
+      throws IOException {
     Path jars = Files.createDirectories(home.resolve("jars"));
     Files.createDirectories(home.resolve("launcher/target/scala-2.13"));
     Path conf = Files.createDirectories(home.resolve("conf"));
@@ -776,8 +854,10 @@ public final class SparkCluster implements AutoCloseable {
 
   /** The test classpath: surefire's record of it when present, else java.class.path. */
   static List<String> testClasspath() {
-    String cp = Optional.ofNullable(System.getProperty("surefire.test.class.path"))
-        .filter(s -> !s.isBlank()).orElse(System.getProperty("java.class.path"));
+    String cp =
+        Optional.ofNullable(System.getProperty("surefire.test.class.path"))
+            .filter(s -> !s.isBlank())
+            .orElse(System.getProperty("java.class.path"));
     return List.of(cp.split(File.pathSeparator));
   }
 
@@ -822,7 +902,7 @@ public final class SparkCluster implements AutoCloseable {
 
   private static String tail(String text, int lines) {
     String[] all = text.split("\n", -1);
-    return String.join("\n",
-        Arrays.asList(all).subList(Math.max(0, all.length - lines), all.length));
+    return String.join(
+        "\n", Arrays.asList(all).subList(Math.max(0, all.length - lines), all.length));
   }
 }

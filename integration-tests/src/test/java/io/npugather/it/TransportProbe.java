@@ -30,9 +30,9 @@ import scala.reflect.ClassTag$;
 import scala.runtime.AbstractFunction1;
 
 /**
- * One barrier task per rank that joins a host communicator with the operator API and
- * all-gathers an int64 tensor; each rank reports the transport the backend chose, its pid and
- * how many gathered values were wrong.
+ * One barrier task per rank that joins a host communicator with the operator API and all-gathers an
+ * int64 tensor; each rank reports the transport the backend chose, its pid and how many gathered
+ * values were wrong.
  */
 final class TransportProbe extends AbstractFunction1<Iterator<Object>, Iterator<String>>
     implements Serializable {
@@ -51,19 +51,19 @@ final class TransportProbe extends AbstractFunction1<Iterator<Object>, Iterator<
   record Rank(int rank, String transport, long pid, long wrongValues, String netNamespace) {
     static Rank parse(String line) {
       String[] f = line.split(" ");
-      return new Rank(Integer.parseInt(f[0]), f[1], Long.parseLong(f[2]), Long.parseLong(f[3]),
-          f[4]);
+      return new Rank(
+          Integer.parseInt(f[0]), f[1], Long.parseLong(f[2]), Long.parseLong(f[3]), f[4]);
     }
   }
 
   /**
-   * Runs the probe on {@code rankSize} ranks and checks that every rank is in its own executor
-   * JVM of {@code cluster}, chose {@code expected} and received every value right.
+   * Runs the probe on {@code rankSize} ranks and checks that every rank is in its own executor JVM
+   * of {@code cluster}, chose {@code expected} and received every value right.
    */
-  static List<Rank> check(SparkCluster cluster, int rankSize, HostTransport transport,
-      String expected) {
-    List<Rank> ranks = run(cluster.spark().sparkContext(), rankSize, transport).stream()
-        .map(Rank::parse).toList();
+  static List<Rank> check(
+      SparkCluster cluster, int rankSize, HostTransport transport, String expected) {
+    List<Rank> ranks =
+        run(cluster.spark().sparkContext(), rankSize, transport).stream().map(Rank::parse).toList();
     assertEquals(rankSize, ranks.size(), ranks.toString());
     List<Long> executorPids = cluster.executorPids();
     for (int r = 0; r < rankSize; r++) {
@@ -71,10 +71,13 @@ final class TransportProbe extends AbstractFunction1<Iterator<Object>, Iterator<
       assertEquals(r, rank.rank(), ranks.toString());
       assertEquals(expected, rank.transport(), "rank " + r + ": " + ranks);
       assertEquals(0, rank.wrongValues(), "rank " + r + ": " + ranks);
-      assertTrue(executorPids.contains(rank.pid()),
+      assertTrue(
+          executorPids.contains(rank.pid()),
           "rank " + r + " not in an executor JVM " + executorPids + ": " + ranks);
     }
-    assertEquals(rankSize, ranks.stream().map(Rank::pid).distinct().count(),
+    assertEquals(
+        rankSize,
+        ranks.stream().map(Rank::pid).distinct().count(),
         "ranks sharing a process: " + ranks);
     return ranks;
   }
@@ -86,12 +89,16 @@ final class TransportProbe extends AbstractFunction1<Iterator<Object>, Iterator<
       ranks.add(r);
     }
     Seq<Object> seq = CollectionConverters.asScala(ranks).toSeq();
-    Object collected = JavaSparkContext.fromSparkContext(sc).sc()
-        .parallelize(seq, rankSize, ClassTag$.MODULE$.apply(Object.class))
-        .barrier()
-        .mapPartitions(new TransportProbe(rankSize, transport), false,
-            ClassTag$.MODULE$.apply(String.class))
-        .collect();
+    Object collected =
+        JavaSparkContext.fromSparkContext(sc)
+            .sc()
+            .parallelize(seq, rankSize, ClassTag$.MODULE$.apply(Object.class))
+            .barrier()
+            .mapPartitions(
+                new TransportProbe(rankSize, transport),
+                false,
+                ClassTag$.MODULE$.apply(String.class))
+            .collect();
     return List.of((String[]) collected);
   }
 
@@ -99,12 +106,14 @@ final class TransportProbe extends AbstractFunction1<Iterator<Object>, Iterator<
   public Iterator<String> apply(Iterator<Object> ignored) {
     BarrierTaskContext context = BarrierTaskContext.get();
     int rank = context.partitionId();
-    CommunicatorOptions options = CommunicatorOptions.defaults()
-        .withTimeout(Duration.ofSeconds(60)).withHostTransport(transport);
+    CommunicatorOptions options =
+        CommunicatorOptions.defaults()
+            .withTimeout(Duration.ofSeconds(60))
+            .withHostTransport(transport);
     String root = rank == 0 ? Communicator.createRootInfo("host", options).encode() : "";
     RootInfo rootInfo = RootInfo.decode(context.allGather(root)[0]);
-    AllGatherParam param = AllGatherParam.builder().backend("host").rank(rank)
-        .rankSize(rankSize).rankRoot(0).build();
+    AllGatherParam param =
+        AllGatherParam.builder().backend("host").rank(rank).rankSize(rankSize).rankRoot(0).build();
     long wrong = 0;
     String chosen;
     try (BufferAllocator allocator = new RootAllocator();
@@ -124,8 +133,16 @@ final class TransportProbe extends AbstractFunction1<Iterator<Object>, Iterator<
         }
       }
     }
-    String line = rank + " " + chosen + " " + ProcessHandle.current().pid() + " " + wrong + " "
-        + netNamespace();
+    String line =
+        rank
+            + " "
+            + chosen
+            + " "
+            + ProcessHandle.current().pid()
+            + " "
+            + wrong
+            + " "
+            + netNamespace();
     return CollectionConverters.asScala(List.of(line).iterator());
   }
 

@@ -48,9 +48,7 @@ public final class NativeCore {
       SizeTPointer rootInfoSize);
 
   public static native int npg_release_root_info(
-      String backend,
-      @Cast("const void*") BytePointer rootInfo,
-      @Cast("size_t") long rootInfoSize);
+      String backend, @Cast("const void*") BytePointer rootInfo, @Cast("size_t") long rootInfoSize);
 
   public static native int npg_comm_init(
       String backend,
@@ -120,7 +118,10 @@ public final class NativeCore {
 
   public static native @Cast("const char*") BytePointer npg_last_error();
 
-  /** {@code npg_last_vendor_library}: "HCCL", "ACL", "LCAL", or "" when the last error has no vendor part. */
+  /**
+   * {@code npg_last_vendor_library}: "HCCL", "ACL", "LCAL", or "" when the last error has no vendor
+   * part.
+   */
   public static native @Cast("const char*") BytePointer npg_last_vendor_library();
 
   public static native @Cast("int64_t") long npg_last_vendor_code();

@@ -15,8 +15,8 @@ import org.junit.jupiter.api.Test;
 /**
  * {@code bin/allgather-perf} as the README and docs/npu.md run it: built from the sources by the
  * script itself, ranks as processes, with backend host and with hccl and lccl over the simulated
- * CANN runtime ({@link SimulatedCann}; never an NPU, so no figure here means anything). Every size's
- * row must report 0 wrong bytes.
+ * CANN runtime ({@link SimulatedCann}; never an NPU, so no figure here means anything). Every
+ * size's row must report 0 wrong bytes.
  */
 class AllGatherPerfOverSimulatedCannTest {
   private static final Path SCRIPT = SimulatedCann.MODULE.resolveSibling("bin/allgather-perf");
@@ -34,7 +34,9 @@ class AllGatherPerfOverSimulatedCannTest {
 
   /** The rows of the table: 5 sizes from 4 KiB to 64 KiB, each with 0 wrong bytes. */
   private static void expectCleanTable(String output, String backend) {
-    assertTrue(output.contains("# allgather-perf: backend " + backend + ", ranks 2, launch processes"), output);
+    assertTrue(
+        output.contains("# allgather-perf: backend " + backend + ", ranks 2, launch processes"),
+        output);
     int rows = 0;
     for (String line : output.split("\n")) {
       String[] cells = line.trim().split("\\s+");
@@ -48,23 +50,58 @@ class AllGatherPerfOverSimulatedCannTest {
 
   @Test
   void hcclAndLcclRanksAsProcessesOnTheirDevicesOverSimulatedCann() throws Exception {
-    Map<String, String> env = Map.of("NPUGATHER_CANN_LIB_DIR", SimulatedCann.OUT.resolve("lib64").toString(),
-        "NPUGATHER_FAKE_CANN_TRACE", SimulatedCann.OUT.resolve("perf-trace").toString());
+    Map<String, String> env =
+        Map.of(
+            "NPUGATHER_CANN_LIB_DIR",
+            SimulatedCann.OUT.resolve("lib64").toString(),
+            "NPUGATHER_FAKE_CANN_TRACE",
+            SimulatedCann.OUT.resolve("perf-trace").toString());
     Files.deleteIfExists(SimulatedCann.OUT.resolve("perf-trace"));
     for (String backend : List.of("hccl", "lccl")) {
-      String output = run(env, "--backend", backend, "--ranks", "2", "--devices", "3,1", "--min-bytes", "4K",
-          "--max-bytes", "64K", "--iters", "3", "--warmup", "1");
+      String output =
+          run(
+              env,
+              "--backend",
+              backend,
+              "--ranks",
+              "2",
+              "--devices",
+              "3,1",
+              "--min-bytes",
+              "4K",
+              "--max-bytes",
+              "64K",
+              "--iters",
+              "3",
+              "--warmup",
+              "1");
       expectCleanTable(output, backend);
       assertTrue(output.contains("# devices of ranks 0..1: 3,1"), output);
     }
-    String trace = Files.readString(SimulatedCann.OUT.resolve("perf-trace"), StandardCharsets.UTF_8);
-    assertTrue(trace.contains("init rank=0 device=3") && trace.contains("init rank=1 device=1"), trace);
+    String trace =
+        Files.readString(SimulatedCann.OUT.resolve("perf-trace"), StandardCharsets.UTF_8);
+    assertTrue(
+        trace.contains("init rank=0 device=3") && trace.contains("init rank=1 device=1"), trace);
     assertTrue(!trace.contains("device=0") && !trace.contains("device=2"), trace);
   }
 
   @Test
   void hostRanksAsProcesses() throws Exception {
-    expectCleanTable(run(Map.of(), "--backend", "host", "--ranks", "2", "--min-bytes", "4K", "--max-bytes", "64K",
-        "--iters", "3", "--warmup", "1"), "host");
+    expectCleanTable(
+        run(
+            Map.of(),
+            "--backend",
+            "host",
+            "--ranks",
+            "2",
+            "--min-bytes",
+            "4K",
+            "--max-bytes",
+            "64K",
+            "--iters",
+            "3",
+            "--warmup",
+            "1"),
+        "host");
   }
 }

@@ -17,8 +17,10 @@ class HcclOverSimulatedCannTest {
     SimulatedCann.build();
   }
 
-  private static String runSuite(String suite, String libDir, boolean clearLoaderPath) throws Exception {
-    return SimulatedCann.runSuite(PROGRAM, suite, SimulatedCann.OUT.resolve(libDir), clearLoaderPath);
+  private static String runSuite(String suite, String libDir, boolean clearLoaderPath)
+      throws Exception {
+    return SimulatedCann.runSuite(
+        PROGRAM, suite, SimulatedCann.OUT.resolve(libDir), clearLoaderPath);
   }
 
   @Test

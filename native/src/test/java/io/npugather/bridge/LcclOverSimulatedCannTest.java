@@ -20,14 +20,16 @@ class LcclOverSimulatedCannTest {
   }
 
   @Test
-  void lcclOverSimulatedCannGathersBetweenThreadsAndProcessesAndReportsEveryFault() throws Exception {
+  void lcclOverSimulatedCannGathersBetweenThreadsAndProcessesAndReportsEveryFault()
+      throws Exception {
     SimulatedCann.runSuite(PROGRAM, "full", SimulatedCann.OUT.resolve("lib64"), false);
   }
 
   @Test
   void missingLiblcalGivesAnActionableMessage() throws Exception {
-    String output = SimulatedCann.runSuite(PROGRAM, "no-lcal",
-        SimulatedCann.OUT.resolve("lib64-acl-only"), true);
+    String output =
+        SimulatedCann.runSuite(
+            PROGRAM, "no-lcal", SimulatedCann.OUT.resolve("lib64-acl-only"), true);
     assertTrue(output.contains("nnal/atb/set_env.sh"), output);
   }
 

@@ -12,24 +12,27 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /**
- * The linux-arm64 build ({@link LinuxArm64}): the JNI library sits beside the linux-x86_64 one,
- * and the C++ core's test programs and the hccl / lccl backends over the simulated CANN runtime
- * (built for arm64 too) pass under qemu-aarch64.
+ * The linux-arm64 build ({@link LinuxArm64}): the JNI library sits beside the linux-x86_64 one, and
+ * the C++ core's test programs and the hccl / lccl backends over the simulated CANN runtime (built
+ * for arm64 too) pass under qemu-aarch64.
  */
 class LinuxArm64UnderQemuTest {
   private static final Path MODULE = SimulatedCann.MODULE;
   private static final int EM_X86_64 = 62;
   private static final int EM_AARCH64 = 183;
+
   /**
    * What qemu-user does not emulate: madvise(MADV_HUGEPAGE) is accepted and ignored, and
    * process_vm_readv is missing (the core falls back to staging, which other tests cover).
    */
-  private static final List<String> NOT_EMULATED = List.of(
-      "--skip=large_receive_buffer_is_advised_for_huge_pages", "--skip=processes_gather_through_cross_memory_attach");
+  private static final List<String> NOT_EMULATED =
+      List.of(
+          "--skip=large_receive_buffer_is_advised_for_huge_pages",
+          "--skip=processes_gather_through_cross_memory_attach");
 
   private static int elfMachine(Path library) throws Exception {
     try (RandomAccessFile file = new RandomAccessFile(library.toFile(), "r")) {
-      file.seek(18);  // e_machine, little-endian
+      file.seek(18); // e_machine, little-endian
       return file.read() | file.read() << 8;
     }
   }
@@ -39,7 +42,8 @@ class LinuxArm64UnderQemuTest {
     Path bridge = MODULE.resolve("target/classes/io/npugather/bridge");
     assertEquals(EM_X86_64, elfMachine(bridge.resolve("linux-x86_64/libjniNativeCore.so")));
     Path arm64 = bridge.resolve("linux-arm64/libjniNativeCore.so");
-    LinuxArm64.need(Files.isRegularFile(arm64), "missing " + arm64 + " (install g++-aarch64-linux-gnu)");
+    LinuxArm64.need(
+        Files.isRegularFile(arm64), "missing " + arm64 + " (install g++-aarch64-linux-gnu)");
     assertEquals(EM_AARCH64, elfMachine(arm64));
   }
 
@@ -47,8 +51,10 @@ class LinuxArm64UnderQemuTest {
   void cppCoreTestsPassUnderQemu() throws Exception {
     String qemu = LinuxArm64.needEmulation();
     Path binary = MODULE.resolve("target/native-linux-arm64/host_collective_test");
-    NativeCoreCppTest.run(LinuxArm64.compileCommand(MODULE.resolve("src/test/cpp/host_collective_test.cc"), binary,
-        "-O2", true), 300);
+    NativeCoreCppTest.run(
+        LinuxArm64.compileCommand(
+            MODULE.resolve("src/test/cpp/host_collective_test.cc"), binary, "-O2", true),
+        300);
     List<String> command = new ArrayList<>(List.of(qemu, binary.toString()));
     command.addAll(NOT_EMULATED);
     NativeCoreCppTest.assertAllPassed(NativeCoreCppTest.run(command, 300));
@@ -58,12 +64,18 @@ class LinuxArm64UnderQemuTest {
   void hcclAndLcclOverSimulatedCannPassUnderQemu() throws Exception {
     String qemu = LinuxArm64.needEmulation();
     Path out = buildSimulatedCann();
-    for (String program : List.of("hccl_over_simulated_cann_test", "lccl_over_simulated_cann_test")) {
+    for (String program :
+        List.of("hccl_over_simulated_cann_test", "lccl_over_simulated_cann_test")) {
       Path binary = out.resolve(program);
-      NativeCoreCppTest.run(LinuxArm64.compileCommand(
-          MODULE.resolve("src/test/cpp/fake_cann/" + program + ".cc"), binary, "-O0", false), 300);
+      NativeCoreCppTest.run(
+          LinuxArm64.compileCommand(
+              MODULE.resolve("src/test/cpp/fake_cann/" + program + ".cc"), binary, "-O0", false),
+          300);
       // A test that starts ranks as fresh processes runs them under the emulator too.
-      SimulatedCann.run(List.of(qemu, binary.toString(), "full"), out.resolve("lib64"), false,
+      SimulatedCann.run(
+          List.of(qemu, binary.toString(), "full"),
+          out.resolve("lib64"),
+          false,
           Map.of("NPUGATHER_TEST_EMULATOR", qemu));
     }
   }
@@ -71,9 +83,12 @@ class LinuxArm64UnderQemuTest {
   /** The simulated CANN runtime for arm64: OUT/lib64 as build-fake-cann.sh lays it out. */
   static synchronized Path buildSimulatedCann() throws Exception {
     Path out = MODULE.resolve("target/fake-cann-linux-arm64");
-    ProcessBuilder builder = new ProcessBuilder("bash",
-        MODULE.resolve("src/test/cpp/fake_cann/build-fake-cann.sh").toString(), out.toString())
-        .redirectErrorStream(true);
+    ProcessBuilder builder =
+        new ProcessBuilder(
+                "bash",
+                MODULE.resolve("src/test/cpp/fake_cann/build-fake-cann.sh").toString(),
+                out.toString())
+            .redirectErrorStream(true);
     builder.environment().put("CXX", LinuxArm64.CXX);
     Process process = builder.start();
     String output = new String(process.getInputStream().readAllBytes());

@@ -15,7 +15,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Builds and runs the C++ core's own test programs (native/src/test/cpp) against the core archive
- * the build produced, and the tests of the bin/ commands. Each program ends with "N passed, N failed".
+ * the build produced, and the tests of the bin/ commands. Each program ends with "N passed, N
+ * failed".
  */
 class NativeCoreCppTest {
   private static final Path MODULE = Path.of(System.getProperty("user.dir"));
@@ -24,8 +25,12 @@ class NativeCoreCppTest {
   static String run(List<String> command, long timeoutSeconds) throws Exception {
     Path log = Files.createTempFile("npugather-native-test", ".log");
     try {
-      Process process = new ProcessBuilder(command).directory(MODULE.toFile())
-          .redirectErrorStream(true).redirectOutput(log.toFile()).start();
+      Process process =
+          new ProcessBuilder(command)
+              .directory(MODULE.toFile())
+              .redirectErrorStream(true)
+              .redirectOutput(log.toFile())
+              .start();
       boolean finished = process.waitFor(timeoutSeconds, TimeUnit.SECONDS);
       if (!finished) {
         process.destroyForcibly().waitFor();
@@ -59,9 +64,22 @@ class NativeCoreCppTest {
     for (Path source : testSources()) {
       String name = source.getFileName().toString().replace(".cc", "");
       Path binary = MODULE.resolve("target/native/" + name);
-      List<String> compile = new ArrayList<>(List.of("g++", "-std=c++17", "-O2", "-pthread",
-          "-Wall", "-Wextra", "-Werror", "-Isrc/main/cpp/include", "-Isrc/main/cpp",
-          source.toString(), CORE_ARCHIVE.toString(), "-o", binary.toString()));
+      List<String> compile =
+          new ArrayList<>(
+              List.of(
+                  "g++",
+                  "-std=c++17",
+                  "-O2",
+                  "-pthread",
+                  "-Wall",
+                  "-Wextra",
+                  "-Werror",
+                  "-Isrc/main/cpp/include",
+                  "-Isrc/main/cpp",
+                  source.toString(),
+                  CORE_ARCHIVE.toString(),
+                  "-o",
+                  binary.toString()));
       run(compile, 300);
       assertAllPassed(run(List.of(binary.toString()), 300));
     }

@@ -19,18 +19,35 @@ class NativeCoreOnLinuxArm64IT {
   @Test
   void arm64JvmLoadsTheLibraryFromTheJarAndGathers() throws Exception {
     String qemu = LinuxArm64.needEmulation();
-    LinuxArm64.need(Files.isExecutable(LinuxArm64.JAVA),
+    LinuxArm64.need(
+        Files.isExecutable(LinuxArm64.JAVA),
         "missing " + LinuxArm64.JAVA + " (install openjdk-17-jre-headless:arm64)");
-    Path jar = Path.of(NativeCore.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+    Path jar =
+        Path.of(NativeCore.class.getProtectionDomain().getCodeSource().getLocation().toURI());
     assertTrue(jar.toString().endsWith(".jar"), "NativeCore not loaded from the jar: " + jar);
-    Path javacpp = Path.of(Loader.class.getProtectionDomain().getCodeSource().getLocation().toURI());
-    String classPath = String.join(File.pathSeparator, jar.toString(),
-        SimulatedCann.MODULE.resolve("target/test-classes").toString(), javacpp.toString());
+    Path javacpp =
+        Path.of(Loader.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+    String classPath =
+        String.join(
+            File.pathSeparator,
+            jar.toString(),
+            SimulatedCann.MODULE.resolve("target/test-classes").toString(),
+            javacpp.toString());
     Path libDir = LinuxArm64UnderQemuTest.buildSimulatedCann().resolve("lib64");
     for (String backend : List.of("hccl", "lccl")) {
       // C1 only and the serial collector: the emulated JVM starts in seconds rather than a minute.
-      SimulatedCann.run(List.of(qemu, LinuxArm64.JAVA.toString(), "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-          "-cp", classPath, SimulatedCannJniMain.class.getName(), backend), libDir, false);
+      SimulatedCann.run(
+          List.of(
+              qemu,
+              LinuxArm64.JAVA.toString(),
+              "-XX:TieredStopAtLevel=1",
+              "-XX:+UseSerialGC",
+              "-cp",
+              classPath,
+              SimulatedCannJniMain.class.getName(),
+              backend),
+          libDir,
+          false);
     }
   }
 }

@@ -35,10 +35,10 @@ final class SimulatedCann {
   private SimulatedCann() {}
 
   /**
-   * Library variants, built by {@code build-fake-cann.sh} (which the other modules' tests use
-   * too): lib64 (complete: ACL, HCCL, LCAL), lib64-minimal (no optional symbols), lib64-split
-   * (HCCL's communicator management in libhcomm.so); the incomplete installs
-   * lib64-acl-only and lib64-no-hcomm; plus the C++ test programs.
+   * Library variants, built by {@code build-fake-cann.sh} (which the other modules' tests use too):
+   * lib64 (complete: ACL, HCCL, LCAL), lib64-minimal (no optional symbols), lib64-split (HCCL's
+   * communicator management in libhcomm.so); the incomplete installs lib64-acl-only and
+   * lib64-no-hcomm; plus the C++ test programs.
    */
   static synchronized void build() throws Exception {
     if (built) {
@@ -47,12 +47,28 @@ final class SimulatedCann {
     assertTrue(Files.isRegularFile(CORE_ARCHIVE), "missing " + CORE_ARCHIVE);
     Files.createDirectories(OUT.resolve("empty"));
     List<List<String>> commands = new ArrayList<>();
-    commands.add(List.of("bash", SOURCES.resolve("build-fake-cann.sh").toString(), OUT.toString(),
-        "--all-variants"));
-    for (String program : List.of("hccl_over_simulated_cann_test", "lccl_over_simulated_cann_test")) {
-      commands.add(List.of("g++", "-std=c++17", "-O0", "-pthread", "-Wall", "-Wextra", "-Werror",
-          "-Isrc/main/cpp/include", SOURCES.resolve(program + ".cc").toString(),
-          CORE_ARCHIVE.toString(), "-o", OUT.resolve(program).toString()));
+    commands.add(
+        List.of(
+            "bash",
+            SOURCES.resolve("build-fake-cann.sh").toString(),
+            OUT.toString(),
+            "--all-variants"));
+    for (String program :
+        List.of("hccl_over_simulated_cann_test", "lccl_over_simulated_cann_test")) {
+      commands.add(
+          List.of(
+              "g++",
+              "-std=c++17",
+              "-O0",
+              "-pthread",
+              "-Wall",
+              "-Wextra",
+              "-Werror",
+              "-Isrc/main/cpp/include",
+              SOURCES.resolve(program + ".cc").toString(),
+              CORE_ARCHIVE.toString(),
+              "-o",
+              OUT.resolve(program).toString()));
     }
     runAll(commands);
     copy("lib64/libascendcl.so", "lib64-acl-only/libascendcl.so");
@@ -69,7 +85,8 @@ final class SimulatedCann {
   private static void runAll(List<List<String>> commands) throws Exception {
     List<Process> processes = new ArrayList<>();
     for (List<String> command : commands) {
-      processes.add(new ProcessBuilder(command).directory(MODULE.toFile()).redirectErrorStream(true).start());
+      processes.add(
+          new ProcessBuilder(command).directory(MODULE.toFile()).redirectErrorStream(true).start());
     }
     for (int i = 0; i < processes.size(); i++) {
       Process p = processes.get(i);
@@ -80,16 +97,17 @@ final class SimulatedCann {
   }
 
   /**
-   * Runs command with no CANN in sight except libDir; asserts it ends with "N passed, 0 failed"
-   * (N > 0) and returns its output.
+   * Runs command with no CANN in sight except libDir; asserts it ends with "N passed, 0 failed" (N
+   * > 0) and returns its output.
    */
   static String run(List<String> command, Path libDir, boolean clearLoaderPath) throws Exception {
     return run(command, libDir, clearLoaderPath, Map.of());
   }
 
   /** {@link #run(List, Path, boolean)} with {@code extraEnv} set for the program. */
-  static String run(List<String> command, Path libDir, boolean clearLoaderPath,
-      Map<String, String> extraEnv) throws Exception {
+  static String run(
+      List<String> command, Path libDir, boolean clearLoaderPath, Map<String, String> extraEnv)
+      throws Exception {
     Map<String, String> env = new HashMap<>(extraEnv);
     env.put("NPUGATHER_CANN_LIB_DIR", libDir.toString());
     String output = runWithoutCann(command, env, clearLoaderPath, 120);
@@ -100,19 +118,30 @@ final class SimulatedCann {
   }
 
   /**
-   * Runs {@code command} in the module's folder with none of CANN's, HCCL's, LCAL's, ATB's or
-   * this project's environment variables but {@code env}; asserts it exits 0 within {@code
+   * Runs {@code command} in the module's folder with none of CANN's, HCCL's, LCAL's, ATB's or this
+   * project's environment variables but {@code env}; asserts it exits 0 within {@code
    * timeoutSeconds} and returns its output.
    */
-  static String runWithoutCann(List<String> command, Map<String, String> env,
-      boolean clearLoaderPath, long timeoutSeconds) throws Exception {
+  static String runWithoutCann(
+      List<String> command, Map<String, String> env, boolean clearLoaderPath, long timeoutSeconds)
+      throws Exception {
     Path log = Files.createTempFile("npugather-simulated-cann", ".log");
     try {
-      ProcessBuilder builder = new ProcessBuilder(command).directory(MODULE.toFile())
-          .redirectErrorStream(true).redirectOutput(log.toFile());
+      ProcessBuilder builder =
+          new ProcessBuilder(command)
+              .directory(MODULE.toFile())
+              .redirectErrorStream(true)
+              .redirectOutput(log.toFile());
       Map<String, String> environment = builder.environment();
-      environment.keySet().removeIf(k -> k.startsWith("ASCEND_") || k.startsWith("HCCL_")
-          || k.startsWith("NPUGATHER_") || k.startsWith("ATB_") || k.startsWith("LCAL_"));
+      environment
+          .keySet()
+          .removeIf(
+              k ->
+                  k.startsWith("ASCEND_")
+                      || k.startsWith("HCCL_")
+                      || k.startsWith("NPUGATHER_")
+                      || k.startsWith("ATB_")
+                      || k.startsWith("LCAL_"));
       if (clearLoaderPath) {
         environment.remove("LD_LIBRARY_PATH");
       }
@@ -142,10 +171,18 @@ final class SimulatedCann {
   static String runJni(String backend) throws Exception {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     // The JNI library sits in target/classes; JavaCPP's jar is wherever Maven resolved it.
-    String javacpp = Path.of(Loader.class.getProtectionDomain().getCodeSource().getLocation().toURI()).toString();
-    String classPath = String.join(File.pathSeparator, MODULE.resolve("target/classes").toString(),
-        MODULE.resolve("target/test-classes").toString(), javacpp);
-    return run(List.of(java, "-cp", classPath, SimulatedCannJniMain.class.getName(), backend),
-        OUT.resolve("lib64"), false);
+    String javacpp =
+        Path.of(Loader.class.getProtectionDomain().getCodeSource().getLocation().toURI())
+            .toString();
+    String classPath =
+        String.join(
+            File.pathSeparator,
+            MODULE.resolve("target/classes").toString(),
+            MODULE.resolve("target/test-classes").toString(),
+            javacpp);
+    return run(
+        List.of(java, "-cp", classPath, SimulatedCannJniMain.class.getName(), backend),
+        OUT.resolve("lib64"),
+        false);
   }
 }

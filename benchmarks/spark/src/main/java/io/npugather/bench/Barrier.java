@@ -25,7 +25,8 @@ final class Barrier {
         (Function1<scala.collection.Iterator<T>, scala.collection.Iterator<R>> & Serializable)
             rows -> {
               try {
-                R result = fn.apply(TaskContext.getPartitionId(), CollectionConverters.asJava(rows));
+                R result =
+                    fn.apply(TaskContext.getPartitionId(), CollectionConverters.asJava(rows));
                 return scala.collection.Iterator$.MODULE$.single(result);
               } catch (RuntimeException e) {
                 throw e;
@@ -33,8 +34,8 @@ final class Barrier {
                 throw new IllegalStateException(e);
               }
             };
-    RDD<R> results = rdd.barrier().mapPartitions(perPartition, false,
-        ClassTag$.MODULE$.apply(resultClass));
+    RDD<R> results =
+        rdd.barrier().mapPartitions(perPartition, false, ClassTag$.MODULE$.apply(resultClass));
     return results.toJavaRDD().collect();
   }
 }

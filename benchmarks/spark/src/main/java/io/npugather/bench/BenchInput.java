@@ -9,8 +9,8 @@ import org.apache.spark.sql.SparkSession;
  * One measured configuration on the driver: the cached, materialised input ({@code ranks}
  * partitions of {@code rowsPerPartition} rows of {@code shape}).
  */
-record BenchInput(SparkSession spark, Dataset<Row> data, Shape shape, int ranks,
-    long rowsPerPartition) {
+record BenchInput(
+    SparkSession spark, Dataset<Row> data, Shape shape, int ranks, long rowsPerPartition) {
 
   JavaSparkContext jsc() {
     return JavaSparkContext.fromSparkContext(spark.sparkContext());

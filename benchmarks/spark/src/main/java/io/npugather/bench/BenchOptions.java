@@ -7,30 +7,41 @@ import java.util.Locale;
 import java.util.function.Function;
 
 /** The command line of {@code bin/npugather-bench}; see {@link #USAGE}. */
-record BenchOptions(List<Integer> ranks, List<Long> sizes, List<Shape> shapes,
-    List<String> methods, List<String> masters, int runs, int warmup, Path output,
-    int executorMemoryMb, String executorJavaOptions, boolean checkHashRepartition) {
+record BenchOptions(
+    List<Integer> ranks,
+    List<Long> sizes,
+    List<Shape> shapes,
+    List<String> methods,
+    List<String> masters,
+    int runs,
+    int warmup,
+    Path output,
+    int executorMemoryMb,
+    String executorJavaOptions,
+    boolean checkHashRepartition) {
 
-  static final String USAGE = String.join("\n",
-      "usage: npugather-bench [options]",
-      "  --ranks 2,4            ranks (= partitions = concurrent tasks); default 2,4",
-      "  --sizes 4M,64M         payload bytes per partition (K, M, G: binary); default 4M,64M",
-      "  --shapes LIST          of floats (id bigint + 16 float columns), vector (id bigint +",
-      "                         array<float> of 64), mixed (id bigint + string +",
-      "                         struct<x float, y float, label string>); default all",
-      "  --methods LIST         of npu, broadcast, barrier-strings, shuffle, floor; default all",
-      "  --masters local,cluster local: local[N]; cluster: local-cluster[N,1,mem], one executor",
-      "                         JVM per rank; default both",
-      "  --runs N               measured runs per method and shape (median, min-max); default 5",
-      "  --warmup N             unmeasured runs first; default 1",
-      "  --output FILE          also write the markdown report to FILE",
-      "  --executor-memory-mb N executor JVM heap in cluster mode; default 2048",
-      "  --executor-java-options S  extra executor JVM options in cluster mode",
-      "  --check-hash-repartition   also run repartition(N, col(\"target\")) and report whether",
-      "                         it replicates correctly (it does not: targets collide)",
-      "Methods run interleaved (round r rotates their order), each on the same cached input;",
-      "every output partition's row count and checksum are verified. Exit status 0, 1 if any",
-      "output was wrong, 2 for bad options.");
+  static final String USAGE =
+      String.join(
+          "\n",
+          "usage: npugather-bench [options]",
+          "  --ranks 2,4            ranks (= partitions = concurrent tasks); default 2,4",
+          "  --sizes 4M,64M         payload bytes per partition (K, M, G: binary); default 4M,64M",
+          "  --shapes LIST          of floats (id bigint + 16 float columns), vector (id bigint +",
+          "                         array<float> of 64), mixed (id bigint + string +",
+          "                         struct<x float, y float, label string>); default all",
+          "  --methods LIST         of npu, broadcast, barrier-strings, shuffle, floor; default all",
+          "  --masters local,cluster local: local[N]; cluster: local-cluster[N,1,mem], one executor",
+          "                         JVM per rank; default both",
+          "  --runs N               measured runs per method and shape (median, min-max); default 5",
+          "  --warmup N             unmeasured runs first; default 1",
+          "  --output FILE          also write the markdown report to FILE",
+          "  --executor-memory-mb N executor JVM heap in cluster mode; default 2048",
+          "  --executor-java-options S  extra executor JVM options in cluster mode",
+          "  --check-hash-repartition   also run repartition(N, col(\"target\")) and report whether",
+          "                         it replicates correctly (it does not: targets collide)",
+          "Methods run interleaved (round r rotates their order), each on the same cached input;",
+          "every output partition's row count and checksum are verified. Exit status 0, 1 if any",
+          "output was wrong, 2 for bad options.");
 
   static BenchOptions parse(String... args) {
     List<Integer> ranks = List.of(2, 4);
@@ -68,8 +79,18 @@ record BenchOptions(List<Integer> ranks, List<Long> sizes, List<Shape> shapes,
         default -> throw new IllegalArgumentException("unknown option " + flag + "\n" + USAGE);
       }
     }
-    return new BenchOptions(ranks, sizes, shapes, methods, masters, runs, warmup, output,
-        executorMemoryMb, executorJavaOptions, checkHash);
+    return new BenchOptions(
+        ranks,
+        sizes,
+        shapes,
+        methods,
+        masters,
+        runs,
+        warmup,
+        output,
+        executorMemoryMb,
+        executorJavaOptions,
+        checkHash);
   }
 
   private static <T> List<T> list(String flag, String value, Function<String, T> parse) {
@@ -102,12 +123,13 @@ record BenchOptions(List<Integer> ranks, List<Long> sizes, List<Shape> shapes,
 
   static long bytes(String flag, String value) {
     String v = value.toUpperCase(Locale.ROOT);
-    int shift = switch (v.isEmpty() ? ' ' : v.charAt(v.length() - 1)) {
-      case 'K' -> 10;
-      case 'M' -> 20;
-      case 'G' -> 30;
-      default -> 0;
-    };
+    int shift =
+        switch (v.isEmpty() ? ' ' : v.charAt(v.length() - 1)) {
+          case 'K' -> 10;
+          case 'M' -> 20;
+          case 'G' -> 30;
+          default -> 0;
+        };
     String digits = shift == 0 ? v : v.substring(0, v.length() - 1);
     try {
       long n = Long.parseLong(digits) << shift;
@@ -117,15 +139,21 @@ record BenchOptions(List<Integer> ranks, List<Long> sizes, List<Shape> shapes,
     } catch (NumberFormatException e) {
       // reported below
     }
-    throw new IllegalArgumentException(flag + ": '" + value
-        + "' is not a size from 1K to 1G (a number with an optional K, M or G suffix)");
+    throw new IllegalArgumentException(
+        flag
+            + ": '"
+            + value
+            + "' is not a size from 1K to 1G (a number with an optional K, M or G suffix)");
   }
 
   private static String master(String flag, String value) {
     String v = value.toLowerCase(Locale.ROOT);
     if (!v.equals("local") && !v.equals("cluster")) {
-      throw new IllegalArgumentException(flag + ": unknown master '" + value
-          + "'; allowed: local (local[N]), cluster (local-cluster[N,1,mem], executor JVMs)");
+      throw new IllegalArgumentException(
+          flag
+              + ": unknown master '"
+              + value
+              + "'; allowed: local (local[N]), cluster (local-cluster[N,1,mem], executor JVMs)");
     }
     return v;
   }

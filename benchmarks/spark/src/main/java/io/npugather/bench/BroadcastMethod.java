@@ -27,16 +27,19 @@ final class BroadcastMethod implements GatherMethod {
       for (int r = 0; r < input.ranks(); r++) {
         ranks.add(r);
       }
-      List<long[]> digests = jsc.parallelize(ranks, input.ranks())
-          .mapPartitionsWithIndex((partition, ignored) -> {
-            long checksum = 0;
-            Row[] all = everything.value();
-            for (Row row : all) {
-              checksum += shape.hash(row);
-            }
-            return List.of(Outcome.digest(partition, all.length, checksum)).iterator();
-          }, false)
-          .collect();
+      List<long[]> digests =
+          jsc.parallelize(ranks, input.ranks())
+              .mapPartitionsWithIndex(
+                  (partition, ignored) -> {
+                    long checksum = 0;
+                    Row[] all = everything.value();
+                    for (Row row : all) {
+                      checksum += shape.hash(row);
+                    }
+                    return List.of(Outcome.digest(partition, all.length, checksum)).iterator();
+                  },
+                  false)
+              .collect();
       return Outcome.of(digests);
     } finally {
       everything.destroy();

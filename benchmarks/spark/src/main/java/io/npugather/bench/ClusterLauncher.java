@@ -15,18 +15,18 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.sql.SparkSession;
 
 /**
- * Spark sessions for the two settings: {@code local[N]} (ranks are threads of this JVM) and
- * {@code local-cluster[N,1,mem]} (a Master and N Workers in this JVM, each Worker starting one
- * executor JVM with one core).
+ * Spark sessions for the two settings: {@code local[N]} (ranks are threads of this JVM) and {@code
+ * local-cluster[N,1,mem]} (a Master and N Workers in this JVM, each Worker starting one executor
+ * JVM with one core).
  *
- * <p>A Worker builds its executor's classpath from its Spark home's {@code jars/}; in
- * local-cluster mode it takes the home from {@code spark.test.home} when {@code spark.testing}
- * is set. The launcher makes a temporary Spark home whose {@code jars/} links every jar of this
- * JVM's classpath; the classpath's directories go to {@code spark.executor.extraClassPath}. The
- * two properties, and a {@code java.class.path} naming the same classpath (handed to executors
- * in this mode), are set only while the context starts. Executors get this JVM's {@code
- * --add-opens} options. (The integration tests' {@code SparkCluster} does the same, with copies
- * of the directories, since a concurrent build may rewrite them during a test.)
+ * <p>A Worker builds its executor's classpath from its Spark home's {@code jars/}; in local-cluster
+ * mode it takes the home from {@code spark.test.home} when {@code spark.testing} is set. The
+ * launcher makes a temporary Spark home whose {@code jars/} links every jar of this JVM's
+ * classpath; the classpath's directories go to {@code spark.executor.extraClassPath}. The two
+ * properties, and a {@code java.class.path} naming the same classpath (handed to executors in this
+ * mode), are set only while the context starts. Executors get this JVM's {@code --add-opens}
+ * options. (The integration tests' {@code SparkCluster} does the same, with copies of the
+ * directories, since a concurrent build may rewrite them during a test.)
  */
 final class ClusterLauncher implements AutoCloseable {
   private final SparkSession spark;
@@ -47,11 +47,12 @@ final class ClusterLauncher implements AutoCloseable {
   }
 
   /**
-   * {@code ranks} executor JVMs of {@code executorMemoryMb} each; extra executor JVM options
-   * from {@code executorJavaOptions} (e.g. a flight recording).
+   * {@code ranks} executor JVMs of {@code executorMemoryMb} each; extra executor JVM options from
+   * {@code executorJavaOptions} (e.g. a flight recording).
    */
-  static synchronized ClusterLauncher executorJvms(int ranks, int executorMemoryMb,
-      String executorJavaOptions, SparkConf conf) throws IOException {
+  static synchronized ClusterLauncher executorJvms(
+      int ranks, int executorMemoryMb, String executorJavaOptions, SparkConf conf)
+      throws IOException {
     Path home = Files.createTempDirectory("npugather-bench-spark-home-");
     try {
       List<String> directories = fillSparkHome(home);
@@ -88,8 +89,14 @@ final class ClusterLauncher implements AutoCloseable {
     while (sc.statusTracker().getExecutorInfos().length - 1 < ranks) {
       if (System.currentTimeMillis() > deadline) {
         close();
-        throw new IllegalStateException("only " + (sc.statusTracker().getExecutorInfos().length
-            - 1) + " of " + ranks + " executor JVMs registered within " + timeoutMillis + " ms");
+        throw new IllegalStateException(
+            "only "
+                + (sc.statusTracker().getExecutorInfos().length - 1)
+                + " of "
+                + ranks
+                + " executor JVMs registered within "
+                + timeoutMillis
+                + " ms");
       }
       try {
         Thread.sleep(100);
@@ -117,8 +124,11 @@ final class ClusterLauncher implements AutoCloseable {
   /** The {@code --add-opens} and related options this JVM was started with. */
   static String jvmOpens() {
     return ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
-        .filter(a -> a.startsWith("--add-opens") || a.startsWith("-Djdk.reflect.")
-            || a.startsWith("-Dio.netty."))
+        .filter(
+            a ->
+                a.startsWith("--add-opens")
+                    || a.startsWith("-Djdk.reflect.")
+                    || a.startsWith("-Dio.netty."))
         .collect(Collectors.joining(" "));
   }
 

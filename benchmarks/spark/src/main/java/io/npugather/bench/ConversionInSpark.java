@@ -18,13 +18,13 @@ import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.execution.SparkPlan;
 
 /**
- * The conversion around the collective inside Spark: {@code allGatherOnNpu} on a cached
- * DataFrame in {@code local[ranks]}, per-rank conversion time from the run's metrics, and the
- * time to gather and read every gathered value as rows (Spark's generated ColumnarToRow over the
- * gathered batches). Arguments: ranks, MiB per rank, iterations, shape ({@code floats}: id bigint
- * + 16 float columns; {@code array}: id bigint + features array&lt;float&gt; of 16). Prints each
- * iteration and the medians after the first (warm-up) one. Command: docs/performance.md,
- * "Conversion: Spark partitions to Arrow and back".
+ * The conversion around the collective inside Spark: {@code allGatherOnNpu} on a cached DataFrame
+ * in {@code local[ranks]}, per-rank conversion time from the run's metrics, and the time to gather
+ * and read every gathered value as rows (Spark's generated ColumnarToRow over the gathered
+ * batches). Arguments: ranks, MiB per rank, iterations, shape ({@code floats}: id bigint + 16 float
+ * columns; {@code array}: id bigint + features array&lt;float&gt; of 16). Prints each iteration and
+ * the medians after the first (warm-up) one. Command: docs/performance.md, "Conversion: Spark
+ * partitions to Arrow and back".
  */
 public final class ConversionInSpark {
   private ConversionInSpark() {}
@@ -44,20 +44,25 @@ public final class ConversionInSpark {
     long mib = Long.parseLong(args[1]);
     int iterations = Integer.parseInt(args[2]);
     String shape = args.length > 3 ? args[3] : "floats";
-    SparkSession spark = SparkSession.builder().master("local[" + ranks + "]")
-        .appName("ConversionInSpark").config("spark.ui.enabled", "false").getOrCreate();
+    SparkSession spark =
+        SparkSession.builder()
+            .master("local[" + ranks + "]")
+            .appName("ConversionInSpark")
+            .config("spark.ui.enabled", "false")
+            .getOrCreate();
     spark.sparkContext().setLogLevel("WARN");
     long rowsPerRank = mib * 1024 * 1024 / 72;
     Column[] cols = new Column[17];
     cols[0] = col("id");
     for (int k = 0; k < 16; k++) {
-      cols[k + 1] = col("id").multiply(2654435761L + k).mod(1000003).divide(7.0).cast("float")
-          .as("f" + k);
+      cols[k + 1] =
+          col("id").multiply(2654435761L + k).mod(1000003).divide(7.0).cast("float").as("f" + k);
     }
     Dataset<Row> df = spark.range(0, rowsPerRank * ranks, 1, ranks).toDF("id");
-    df = shape.equals("array")
-        ? df.select(col("id"), array(Arrays.copyOfRange(cols, 1, 17)).as("features"))
-        : df.select(cols);
+    df =
+        shape.equals("array")
+            ? df.select(col("id"), array(Arrays.copyOfRange(cols, 1, 17)).as("features"))
+            : df.select(cols);
     df = df.cache();
     df.count();
     List<Double> gather = new ArrayList<>();
@@ -65,42 +70,55 @@ public final class ConversionInSpark {
     List<Double> gatherRead = new ArrayList<>();
     for (int it = 0; it <= iterations; it++) {
       long t0 = System.nanoTime();
-      gatherNode(NpuGather.allGatherOnNpu(df).queryExecution().executedPlan()).executeColumnar()
-          .toJavaRDD().foreachPartition(batches -> batches.forEachRemaining(b -> { }));
+      gatherNode(NpuGather.allGatherOnNpu(df).queryExecution().executedPlan())
+          .executeColumnar()
+          .toJavaRDD()
+          .foreachPartition(batches -> batches.forEachRemaining(b -> {}));
       long t1 = System.nanoTime();
       double conversionMs = NpuGather.lastMetrics().conversionNanos() / 1e6 / ranks;
-      double[] sums = NpuGather.allGatherOnNpu(df).queryExecution().toRdd().toJavaRDD()
-          .mapPartitions(rows -> {
-            double s = 0;
-            while (rows.hasNext()) {
-              InternalRow r = rows.next();
-              s += r.getLong(1);
-              if (r.numFields() == 3) {
-                ArrayData a = r.getArray(2);
-                for (int j = 0; j < a.numElements(); j++) {
-                  s += a.getFloat(j);
-                }
-              } else {
-                for (int j = 2; j < r.numFields(); j++) {
-                  s += r.getFloat(j);
-                }
-              }
-            }
-            return List.of(s).iterator();
-          }).collect().stream().mapToDouble(Double::doubleValue).toArray();
+      double[] sums =
+          NpuGather.allGatherOnNpu(df)
+              .queryExecution()
+              .toRdd()
+              .toJavaRDD()
+              .mapPartitions(
+                  rows -> {
+                    double s = 0;
+                    while (rows.hasNext()) {
+                      InternalRow r = rows.next();
+                      s += r.getLong(1);
+                      if (r.numFields() == 3) {
+                        ArrayData a = r.getArray(2);
+                        for (int j = 0; j < a.numElements(); j++) {
+                          s += a.getFloat(j);
+                        }
+                      } else {
+                        for (int j = 2; j < r.numFields(); j++) {
+                          s += r.getFloat(j);
+                        }
+                      }
+                    }
+                    return List.of(s).iterator();
+                  })
+              .collect()
+              .stream()
+              .mapToDouble(Double::doubleValue)
+              .toArray();
       long t2 = System.nanoTime();
-      System.out.printf("iteration %d: gather %.0f ms (conversion %.0f ms per rank), gather and "
-          + "read every value %.0f ms, checksum %.6g%n", it, (t1 - t0) / 1e6, conversionMs,
-          (t2 - t1) / 1e6, sums[0]);
+      System.out.printf(
+          "iteration %d: gather %.0f ms (conversion %.0f ms per rank), gather and "
+              + "read every value %.0f ms, checksum %.6g%n",
+          it, (t1 - t0) / 1e6, conversionMs, (t2 - t1) / 1e6, sums[0]);
       if (it > 0) {
         gather.add((t1 - t0) / 1e6);
         conversion.add(conversionMs);
         gatherRead.add((t2 - t1) / 1e6);
       }
     }
-    System.out.printf("median: %d ranks x %d MiB, %s: gather %.0f ms, conversion %.0f ms per rank,"
-        + " gather and read %.0f ms%n", ranks, mib, shape, median(gather), median(conversion),
-        median(gatherRead));
+    System.out.printf(
+        "median: %d ranks x %d MiB, %s: gather %.0f ms, conversion %.0f ms per rank,"
+            + " gather and read %.0f ms%n",
+        ranks, mib, shape, median(gather), median(conversion), median(gatherRead));
     spark.stop();
   }
 }

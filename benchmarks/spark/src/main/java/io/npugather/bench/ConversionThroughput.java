@@ -30,11 +30,11 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.unsafe.Platform;
 
 /**
- * Conversion throughput for 1M rows of 16 float + 1 long columns (or {@code args[0]} rows):
- * rows to Arrow, a cached DataFrame's batches to Arrow (through Spark's on-heap decoding, and
- * straight from the cached bytes), columnar batches to Arrow (Arrow and on-heap sources), and
- * rebuilding gathered vectors over a receive buffer, plus a full scan of the gathered batches.
- * Reports the median and the range over the iterations after one warm-up.
+ * Conversion throughput for 1M rows of 16 float + 1 long columns (or {@code args[0]} rows): rows to
+ * Arrow, a cached DataFrame's batches to Arrow (through Spark's on-heap decoding, and straight from
+ * the cached bytes), columnar batches to Arrow (Arrow and on-heap sources), and rebuilding gathered
+ * vectors over a receive buffer, plus a full scan of the gathered batches. Reports the median and
+ * the range over the iterations after one warm-up.
  *
  * <p>Command: docs/performance.md, "Conversion: Spark partitions to Arrow and back".
  */
@@ -91,7 +91,8 @@ public final class ConversionThroughput {
       ColumnBuilder[] builders = new ColumnBuilder[schema.fields().length];
       for (int c = 0; c < builders.length; c++) {
         builders[c] =
-            ColumnBuilder$.MODULE$.apply(schema.fields()[c].dataType(), rows, schema.fields()[c].name(), true);
+            ColumnBuilder$.MODULE$.apply(
+                schema.fields()[c].dataType(), rows, schema.fields()[c].name(), true);
       }
       for (int r = 0; r < rows; r++) {
         InternalRow row = it.next();
@@ -218,13 +219,16 @@ public final class ConversionThroughput {
           arrow = new Samples("Arrow batch -> Arrow (fromBatches)", n, block);
           heap = new Samples("on-heap batch -> Arrow (fromBatches)", n, block);
           copy = new Samples("simulated transfer of 2 blocks (memcpy)", 2L * n, 2 * block);
-          wrap = new Samples("wrap " + ranks + " ranks (zero copy)", (long) ranks * n, ranks * block);
+          wrap =
+              new Samples("wrap " + ranks + " ranks (zero copy)", (long) ranks * n, ranks * block);
           sparkCache =
               new Samples("cached -> Spark on-heap batches -> Arrow (fromBatches)", n, block);
           cachedBytes = new Samples("cached bytes -> Arrow (fromCachedBatches)", n, block);
           scan =
               new Samples(
-                  "scan " + ranks + " ranks via ColumnVector getters", (long) ranks * n, ranks * block);
+                  "scan " + ranks + " ranks via ColumnVector getters",
+                  (long) ranks * n,
+                  ranks * block);
         } else {
           rowsUnknown.add(t0, t1);
         }
@@ -357,10 +361,19 @@ public final class ConversionThroughput {
         task.close();
       }
       heapBatch.close();
-      System.out.printf("block per rank: %.1f MB (incl. validity bitmaps and padding)%n", mb(block));
+      System.out.printf(
+          "block per rank: %.1f MB (incl. validity bitmaps and padding)%n", mb(block));
       for (Samples s :
           List.of(
-              rowsUnknown, rowsKnown, iterate, sparkCache, cachedBytes, arrow, heap, copy, wrap,
+              rowsUnknown,
+              rowsKnown,
+              iterate,
+              sparkCache,
+              cachedBytes,
+              arrow,
+              heap,
+              copy,
+              wrap,
               scan)) {
         s.report();
       }

@@ -22,9 +22,14 @@ final class FloorMethod implements GatherMethod {
   /** The digest of every input partition. */
   static List<long[]> scan(BenchInput input) {
     Shape shape = input.shape();
-    return input.data().queryExecution().toRdd().toJavaRDD()
-        .mapPartitionsWithIndex((partition, rows) -> List.of(
-            GatherMethod.digest(partition, rows, shape, 0)).iterator(), false)
+    return input
+        .data()
+        .queryExecution()
+        .toRdd()
+        .toJavaRDD()
+        .mapPartitionsWithIndex(
+            (partition, rows) -> List.of(GatherMethod.digest(partition, rows, shape, 0)).iterator(),
+            false)
         .collect();
   }
 }

@@ -7,8 +7,8 @@ import org.apache.spark.sql.catalyst.InternalRow;
 
 /**
  * One way to give every rank all partitions. {@link #run} is timed end to end on the driver: it
- * starts from the cached input and returns once every output partition has been read in full
- * (its rows reduced to a checksum) on the executors.
+ * starts from the cached input and returns once every output partition has been read in full (its
+ * rows reduced to a checksum) on the executors.
  */
 interface GatherMethod {
   /** The names {@code --methods} accepts, in the table's order. */
@@ -39,8 +39,8 @@ interface GatherMethod {
       case "floor":
         return new FloorMethod();
       default:
-        throw new IllegalArgumentException("--methods: unknown method '" + name + "'; allowed: "
-            + String.join(", ", NAMES));
+        throw new IllegalArgumentException(
+            "--methods: unknown method '" + name + "'; allowed: " + String.join(", ", NAMES));
     }
   }
 

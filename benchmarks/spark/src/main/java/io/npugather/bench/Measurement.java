@@ -10,8 +10,10 @@ final class Measurement {
   final Shape shape;
   final long partitionBytes;
   final String method;
+
   /** Bytes each rank ends up holding: all partitions, or its own for the floor. */
   final long bytesPerRank;
+
   final List<Long> nanos = new ArrayList<>();
   long heapPeak;
   long heapAfterGcPeak;
@@ -19,7 +21,12 @@ final class Measurement {
   long driverHeapPeak;
   final List<String> problems = new ArrayList<>();
 
-  Measurement(String master, int ranks, Shape shape, long partitionBytes, String method,
+  Measurement(
+      String master,
+      int ranks,
+      Shape shape,
+      long partitionBytes,
+      String method,
       long bytesPerRank) {
     this.master = master;
     this.ranks = ranks;

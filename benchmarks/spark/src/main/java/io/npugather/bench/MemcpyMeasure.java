@@ -8,9 +8,9 @@ import org.apache.spark.sql.util.ArrowUtils;
 
 /**
  * The time to write the gathered bytes once: in one barrier stage (all ranks at once, as in a
- * gather), every task copies a partition-sized off-heap buffer {@code ranks} times into a buffer
- * of the gathered size, already touched, and times that copy alone. The slowest task's time
- * counts; every destination byte is checked against its source.
+ * gather), every task copies a partition-sized off-heap buffer {@code ranks} times into a buffer of
+ * the gathered size, already touched, and times that copy alone. The slowest task's time counts;
+ * every destination byte is checked against its source.
  */
 final class MemcpyMeasure {
   private MemcpyMeasure() {}
@@ -22,8 +22,11 @@ final class MemcpyMeasure {
     for (int r = 0; r < ranks; r++) {
       slots.add(r);
     }
-    List<long[]> timings = Barrier.collect(input.jsc().parallelize(slots, ranks).rdd(),
-        long[].class, (partition, ignored) -> copyTimed(partition, blockBytes, ranks));
+    List<long[]> timings =
+        Barrier.collect(
+            input.jsc().parallelize(slots, ranks).rdd(),
+            long[].class,
+            (partition, ignored) -> copyTimed(partition, blockBytes, ranks));
     long slowest = 0;
     for (long[] t : timings) {
       slowest = Math.max(slowest, t[1]);
@@ -33,10 +36,11 @@ final class MemcpyMeasure {
 
   /** {partition, nanoseconds}. */
   private static long[] copyTimed(int partition, long blockBytes, int ranks) {
-    try (BufferAllocator allocator = ArrowUtils.rootAllocator().newChildAllocator(
-            "npugather-bench-memcpy-" + partition, 0, Long.MAX_VALUE);
-         ArrowBuf source = allocator.buffer(blockBytes);
-         ArrowBuf gathered = allocator.buffer(blockBytes * ranks)) {
+    try (BufferAllocator allocator =
+            ArrowUtils.rootAllocator()
+                .newChildAllocator("npugather-bench-memcpy-" + partition, 0, Long.MAX_VALUE);
+        ArrowBuf source = allocator.buffer(blockBytes);
+        ArrowBuf gathered = allocator.buffer(blockBytes * ranks)) {
       for (long i = 0; i + 8 <= blockBytes; i += 8) {
         source.setLong(i, i * 0x9E3779B97F4A7C15L + partition);
       }

@@ -22,12 +22,12 @@ import org.apache.spark.sql.util.ArrowUtils;
  * daemon thread (one per JVM, started on first use).
  *
  * <p>Heap, two figures above the level right after the {@link #reset} GC: the sampled used heap
- * (live data and garbage not yet collected, an upper bound), and the heap left after each GC
- * during the run (live data, plus old garbage a young GC keeps; 0 when no GC ran). Off-heap: bytes
- * held by Spark's Arrow root allocator and by NpuGather's ({@link GatherMemory}: its tasks'
- * allocators) plus the JDK's direct buffer pool, above their level at the reset. The idle memory
- * NpuGather's cache keeps between gathers is not counted (docs/performance.md gives its bound). Netty's own pooled transfer buffers are not
- * counted. A sample can miss a peak shorter than the period.
+ * (live data and garbage not yet collected, an upper bound), and the heap left after each GC during
+ * the run (live data, plus old garbage a young GC keeps; 0 when no GC ran). Off-heap: bytes held by
+ * Spark's Arrow root allocator and by NpuGather's ({@link GatherMemory}: its tasks' allocators)
+ * plus the JDK's direct buffer pool, above their level at the reset. The idle memory NpuGather's
+ * cache keeps between gathers is not counted (docs/performance.md gives its bound). Netty's own
+ * pooled transfer buffers are not counted. A sample can miss a peak shorter than the period.
  */
 final class MemoryProbe {
   static final long PERIOD_MILLIS = 2;
@@ -37,9 +37,11 @@ final class MemoryProbe {
   private final BufferPoolMXBean direct = directPool();
   private long heapBase;
   private long offHeapBase;
-  private final Set<String> heapPools = ManagementFactory.getMemoryPoolMXBeans().stream()
-      .filter(p -> p.getType() == MemoryType.HEAP).map(MemoryPoolMXBean::getName)
-      .collect(Collectors.toSet());
+  private final Set<String> heapPools =
+      ManagementFactory.getMemoryPoolMXBeans().stream()
+          .filter(p -> p.getType() == MemoryType.HEAP)
+          .map(MemoryPoolMXBean::getName)
+          .collect(Collectors.toSet());
   private long heapPeak;
   private long afterGcPeak;
   private long offHeapPeak;
@@ -47,8 +49,11 @@ final class MemoryProbe {
   private MemoryProbe() {
     for (GarbageCollectorMXBean gc : ManagementFactory.getGarbageCollectorMXBeans()) {
       if (gc instanceof NotificationEmitter emitter) {
-        emitter.addNotificationListener((notification, handback) -> afterGc(notification),
-            n -> n.getType().equals(GarbageCollectionNotificationInfo.GARBAGE_COLLECTION_NOTIFICATION),
+        emitter.addNotificationListener(
+            (notification, handback) -> afterGc(notification),
+            n ->
+                n.getType()
+                    .equals(GarbageCollectionNotificationInfo.GARBAGE_COLLECTION_NOTIFICATION),
             null);
       }
     }
@@ -75,8 +80,8 @@ final class MemoryProbe {
   }
 
   /**
-   * {used heap, heap after GC, off-heap} peaks since the last reset, above the levels at the
-   * reset, in bytes.
+   * {used heap, heap after GC, off-heap} peaks since the last reset, above the levels at the reset,
+   * in bytes.
    */
   synchronized long[] peaks() {
     sample();
@@ -84,8 +89,8 @@ final class MemoryProbe {
   }
 
   private synchronized void afterGc(Notification notification) {
-    GarbageCollectionNotificationInfo info = GarbageCollectionNotificationInfo.from(
-        (CompositeData) notification.getUserData());
+    GarbageCollectionNotificationInfo info =
+        GarbageCollectionNotificationInfo.from((CompositeData) notification.getUserData());
     long heap = 0;
     for (var pool : info.getGcInfo().getMemoryUsageAfterGc().entrySet()) {
       if (heapPools.contains(pool.getKey())) {

@@ -24,9 +24,8 @@ import scala.reflect.ClassTag$;
 import scala.runtime.AbstractFunction1;
 
 /**
- * Latency of one metadata round for N ranks: the rendezvous service (ranks as threads, and ranks
- * as tasks of a barrier stage) against Spark's BarrierTaskContext.allGather in the same barrier
- * stage.
+ * Latency of one metadata round for N ranks: the rendezvous service (ranks as threads, and ranks as
+ * tasks of a barrier stage) against Spark's BarrierTaskContext.allGather in the same barrier stage.
  *
  * <pre>
  * bin/npugather-bench --rendezvous [ranks=8] [rounds=50] [warmup=100] [allGatherRounds=10]
@@ -43,14 +42,20 @@ public final class RendezvousBenchmark {
     int warmup = args.length > 2 ? Integer.parseInt(args[2]) : 100;
     int allGatherRounds = args.length > 3 ? Integer.parseInt(args[3]) : 10;
 
-    SparkContext sc = new SparkContext(new SparkConf()
-        .setMaster("local[" + ranks + "]")
-        .setAppName("RendezvousBenchmark")
-        .set("spark.ui.enabled", "false")
-        .set("spark.ui.showConsoleProgress", "false"));
+    SparkContext sc =
+        new SparkContext(
+            new SparkConf()
+                .setMaster("local[" + ranks + "]")
+                .setAppName("RendezvousBenchmark")
+                .set("spark.ui.enabled", "false")
+                .set("spark.ui.showConsoleProgress", "false"));
     try {
       RendezvousService service = RendezvousService.getOrStart(sc);
-      System.out.printf(Locale.ROOT, "%nrendezvous benchmark: %d ranks, local[%d], %d cores available%n", ranks, ranks,
+      System.out.printf(
+          Locale.ROOT,
+          "%nrendezvous benchmark: %d ranks, local[%d], %d cores available%n",
+          ranks,
+          ranks,
           Runtime.getRuntime().availableProcessors());
 
       // 1. ranks as threads of the driver JVM
@@ -63,11 +68,13 @@ public final class RendezvousBenchmark {
         List<Future<?>> futures = new ArrayList<>();
         for (int r = 0; r < ranks; r++) {
           int rank = r;
-          futures.add(pool.submit(() -> {
-            go.await();
-            return RendezvousClient.exchange(ticket, stage, 0, rank, entry(rank), Duration.ofSeconds(60),
-                () -> false);
-          }));
+          futures.add(
+              pool.submit(
+                  () -> {
+                    go.await();
+                    return RendezvousClient.exchange(
+                        ticket, stage, 0, rank, entry(rank), Duration.ofSeconds(60), () -> false);
+                  }));
         }
         Thread.sleep(2); // let every thread park on the latch
         long t0 = System.nanoTime();
@@ -81,7 +88,9 @@ public final class RendezvousBenchmark {
       }
       pool.shutdown();
       service.unregister(ticket);
-      report("rendezvous, " + ranks + " ranks as threads (release -> last rank has the table)", threadMs);
+      report(
+          "rendezvous, " + ranks + " ranks as threads (release -> last rank has the table)",
+          threadMs);
 
       // 2. ranks as tasks of a barrier stage: rendezvous rounds and BarrierTaskContext.allGather
       RendezvousTicket barrierTicket = service.register(ranks, Duration.ofSeconds(120));
@@ -89,9 +98,15 @@ public final class RendezvousBenchmark {
       for (int i = 0; i < ranks; i++) {
         data.add(i);
       }
-      RDD<long[]> rdd = new JavaSparkContext(sc).parallelize(data, ranks).rdd().barrier()
-          .mapPartitions(new BarrierRounds(barrierTicket, warmup, rounds, allGatherRounds), false,
-              ClassTag$.MODULE$.apply(long[].class));
+      RDD<long[]> rdd =
+          new JavaSparkContext(sc)
+              .parallelize(data, ranks)
+              .rdd()
+              .barrier()
+              .mapPartitions(
+                  new BarrierRounds(barrierTicket, warmup, rounds, allGatherRounds),
+                  false,
+                  ClassTag$.MODULE$.apply(long[].class));
       service.unregisterWhenJobEnds(barrierTicket, rdd.id());
       long jobStart = System.nanoTime();
       long[][] perRank = (long[][]) rdd.collect();
@@ -109,8 +124,13 @@ public final class RendezvousBenchmark {
       }
       report("rendezvous, " + ranks + " ranks as barrier tasks in local[" + ranks + "]", ours);
       report("BarrierTaskContext.allGather, " + ranks + " ranks, same barrier stage", spark);
-      System.out.printf(Locale.ROOT, "barrier job wall time: %.0f ms (%d+%d rendezvous rounds, %d allGather rounds)%n",
-          jobMs, warmup, rounds, allGatherRounds);
+      System.out.printf(
+          Locale.ROOT,
+          "barrier job wall time: %.0f ms (%d+%d rendezvous rounds, %d allGather rounds)%n",
+          jobMs,
+          warmup,
+          rounds,
+          allGatherRounds);
       long deadline = System.nanoTime() + 10_000_000_000L;
       while (service.activeRegistrations() > 0 && System.nanoTime() < deadline) {
         Thread.sleep(10);
@@ -130,12 +150,21 @@ public final class RendezvousBenchmark {
   private static void report(String what, double[] ms) {
     double[] sorted = ms.clone();
     Arrays.sort(sorted);
-    System.out.printf(Locale.ROOT, "%-75s median %8.3f ms  p90 %8.3f ms  min %8.3f ms  max %8.3f ms  (n=%d)%n",
-        what, sorted[sorted.length / 2], sorted[(int) Math.min(sorted.length - 1, Math.floor(sorted.length * 0.9))],
-        sorted[0], sorted[sorted.length - 1], sorted.length);
+    System.out.printf(
+        Locale.ROOT,
+        "%-75s median %8.3f ms  p90 %8.3f ms  min %8.3f ms  max %8.3f ms  (n=%d)%n",
+        what,
+        sorted[sorted.length / 2],
+        sorted[(int) Math.min(sorted.length - 1, Math.floor(sorted.length * 0.9))],
+        sorted[0],
+        sorted[sorted.length - 1],
+        sorted.length);
   }
 
-  /** Each task: warm-up + measured rendezvous rounds, then allGather rounds; returns nanos per round. */
+  /**
+   * Each task: warm-up + measured rendezvous rounds, then allGather rounds; returns nanos per
+   * round.
+   */
   static final class BarrierRounds extends AbstractFunction1<Iterator<Integer>, Iterator<long[]>>
       implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -159,8 +188,14 @@ public final class RendezvousBenchmark {
       // Round keys must be distinct per round: stage id * 100000 + round (one round per key).
       for (int i = 0; i < warmup + rounds; i++) {
         long t = System.nanoTime();
-        RendezvousClient.exchange(ticket, ctx.stageId() * 100_000 + i, ctx.stageAttemptNumber(), rank, entry(rank),
-            Duration.ofSeconds(60), ctx::isInterrupted);
+        RendezvousClient.exchange(
+            ticket,
+            ctx.stageId() * 100_000 + i,
+            ctx.stageAttemptNumber(),
+            rank,
+            entry(rank),
+            Duration.ofSeconds(60),
+            ctx::isInterrupted);
         if (i >= warmup) {
           times[i - warmup] = System.nanoTime() - t;
         }

@@ -14,8 +14,12 @@ final class Report {
   private final String loadBefore;
   private final String loadAfter;
 
-  Report(List<Measurement> measurements, List<String> notes, String commandLine,
-      String loadBefore, String loadAfter) {
+  Report(
+      List<Measurement> measurements,
+      List<String> notes,
+      String commandLine,
+      String loadBefore,
+      String loadAfter) {
     this.measurements = List.copyOf(measurements);
     this.notes = List.copyOf(notes);
     this.commandLine = commandLine;
@@ -34,15 +38,24 @@ final class Report {
   String markdown() {
     StringBuilder md = new StringBuilder();
     md.append("Command: `bin/npugather-bench ").append(commandLine).append("`  \n");
-    md.append("Java ").append(System.getProperty("java.version")).append(", Spark ")
-        .append(org.apache.spark.package$.MODULE$.SPARK_VERSION()).append(", ")
-        .append(Runtime.getRuntime().availableProcessors()).append(" CPUs; /proc/loadavg before: ")
-        .append(loadBefore).append(", after: ").append(loadAfter).append("\n\n");
-    md.append("| master | ranks | shape | MiB/partition | method | median ms | min-max ms |"
-        + " GB/s | x npu | heap MiB/executor | heap after GC MiB/executor |"
-        + " off-heap MiB/executor | driver heap MiB | verified |\n");
-    md.append("| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-        + " ---: | --- |\n");
+    md.append("Java ")
+        .append(System.getProperty("java.version"))
+        .append(", Spark ")
+        .append(org.apache.spark.package$.MODULE$.SPARK_VERSION())
+        .append(", ")
+        .append(Runtime.getRuntime().availableProcessors())
+        .append(" CPUs; /proc/loadavg before: ")
+        .append(loadBefore)
+        .append(", after: ")
+        .append(loadAfter)
+        .append("\n\n");
+    md.append(
+        "| master | ranks | shape | MiB/partition | method | median ms | min-max ms |"
+            + " GB/s | x npu | heap MiB/executor | heap after GC MiB/executor |"
+            + " off-heap MiB/executor | driver heap MiB | verified |\n");
+    md.append(
+        "| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+            + " ---: | --- |\n");
     for (List<Measurement> group : groups().values()) {
       Measurement npu = find(group, "npu");
       for (Measurement m : group) {
@@ -51,22 +64,31 @@ final class Report {
       Measurement floor = find(group, "floor");
       Measurement memcpy = find(group, SparkBenchmark.MEMCPY);
       if (floor != null && memcpy != null) {
-        Measurement sum = new Measurement(floor.master, floor.ranks, floor.shape,
-            floor.partitionBytes, SparkBenchmark.FLOOR_PLUS_MEMCPY, memcpy.bytesPerRank);
+        Measurement sum =
+            new Measurement(
+                floor.master,
+                floor.ranks,
+                floor.shape,
+                floor.partitionBytes,
+                SparkBenchmark.FLOOR_PLUS_MEMCPY,
+                memcpy.bytesPerRank);
         row(md, sum, floor.median() + memcpy.median(), "", npu);
       }
     }
-    md.append("\nGB/s: bytes each rank ends up holding (all partitions' payload; the floor: its"
-        + " own) / median time. x npu: median time / npu's median time. memcpy: the slowest"
-        + " rank's in-task time to copy its gathered bytes once (all ranks at once). Heap: peak"
-        + " used heap above the level after a GC at the start of the run (garbage included);"
-        + " heap after GC: the highest heap level a GC during the run left (0: no GC ran);"
-        + " off-heap: Arrow allocators + JDK direct buffers; both sampled every "
-        + MemoryProbe.PERIOD_MILLIS + " ms, highest executor, highest run. In local mode the"
-        + " executor is the driver JVM.\n");
-    md.append("\nRatios (median time / npu's median time; npu / (floor + memcpy) last):\n\n"
-        + "| master | ranks | shape | MiB/partition | broadcast | barrier-strings | shuffle |"
-        + " npu / (floor + memcpy) |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    md.append(
+        "\nGB/s: bytes each rank ends up holding (all partitions' payload; the floor: its"
+            + " own) / median time. x npu: median time / npu's median time. memcpy: the slowest"
+            + " rank's in-task time to copy its gathered bytes once (all ranks at once). Heap: peak"
+            + " used heap above the level after a GC at the start of the run (garbage included);"
+            + " heap after GC: the highest heap level a GC during the run left (0: no GC ran);"
+            + " off-heap: Arrow allocators + JDK direct buffers; both sampled every "
+            + MemoryProbe.PERIOD_MILLIS
+            + " ms, highest executor, highest run. In local mode the"
+            + " executor is the driver JVM.\n");
+    md.append(
+        "\nRatios (median time / npu's median time; npu / (floor + memcpy) last):\n\n"
+            + "| master | ranks | shape | MiB/partition | broadcast | barrier-strings | shuffle |"
+            + " npu / (floor + memcpy) |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
     for (List<Measurement> group : groups().values()) {
       targets(md, group);
     }
@@ -79,21 +101,29 @@ final class Report {
     return md.toString();
   }
 
-  private static void row(StringBuilder md, Measurement m, long medianNanos, String range,
-      Measurement npu) {
-    boolean timed = !m.method.equals(SparkBenchmark.MEMCPY)
-        && !m.method.equals(SparkBenchmark.FLOOR_PLUS_MEMCPY);
+  private static void row(
+      StringBuilder md, Measurement m, long medianNanos, String range, Measurement npu) {
+    boolean timed =
+        !m.method.equals(SparkBenchmark.MEMCPY)
+            && !m.method.equals(SparkBenchmark.FLOOR_PLUS_MEMCPY);
     boolean ratio = npu != null && !m.method.equals(SparkBenchmark.MEMCPY);
-    md.append(String.format("| %s | %d | %s | %s | %s | %s | %s | %.3f | %s | %s | %s | %s |"
-            + " %s | %s |%n",
-        m.master.equals("local") ? "local[" + m.ranks + "]" : "cluster (JVMs)", m.ranks,
-        m.shape.label(), mib(m.partitionBytes), m.method, millis(medianNanos), range,
-        m.bytesPerRank / (medianNanos / 1e9) / 1e9,
-        ratio ? String.format("%.2f", (double) medianNanos / npu.median()) : "",
-        timed ? mib(m.heapPeak) : "", timed ? mib(m.heapAfterGcPeak) : "",
-        timed ? mib(m.offHeapPeak) : "",
-        timed ? mib(m.driverHeapPeak) : "",
-        timed ? (m.verified() ? "yes" : "NO: " + String.join("; ", m.problems)) : "n/a"));
+    md.append(
+        String.format(
+            "| %s | %d | %s | %s | %s | %s | %s | %.3f | %s | %s | %s | %s |" + " %s | %s |%n",
+            m.master.equals("local") ? "local[" + m.ranks + "]" : "cluster (JVMs)",
+            m.ranks,
+            m.shape.label(),
+            mib(m.partitionBytes),
+            m.method,
+            millis(medianNanos),
+            range,
+            m.bytesPerRank / (medianNanos / 1e9) / 1e9,
+            ratio ? String.format("%.2f", (double) medianNanos / npu.median()) : "",
+            timed ? mib(m.heapPeak) : "",
+            timed ? mib(m.heapAfterGcPeak) : "",
+            timed ? mib(m.offHeapPeak) : "",
+            timed ? mib(m.driverHeapPeak) : "",
+            timed ? (m.verified() ? "yes" : "NO: " + String.join("; ", m.problems)) : "n/a"));
   }
 
   /** Per configuration: how many times npu's median each alternative takes, and the target. */
@@ -103,23 +133,31 @@ final class Report {
       return;
     }
     Measurement first = group.get(0);
-    md.append(String.format("| %s | %d | %s | %s |", first.master.equals("local")
-        ? "local[" + first.ranks + "]" : "cluster (JVMs)", first.ranks, first.shape.label(),
-        mib(first.partitionBytes)));
+    md.append(
+        String.format(
+            "| %s | %d | %s | %s |",
+            first.master.equals("local") ? "local[" + first.ranks + "]" : "cluster (JVMs)",
+            first.ranks,
+            first.shape.label(),
+            mib(first.partitionBytes)));
     for (String other : List.of("broadcast", "barrier-strings", "shuffle")) {
       Measurement m = find(group, other);
       md.append(m == null ? " |" : String.format(" %.2f |", (double) m.median() / npu.median()));
     }
     Measurement floor = find(group, "floor");
     Measurement memcpy = find(group, SparkBenchmark.MEMCPY);
-    md.append(floor == null || memcpy == null ? " |\n" : String.format(" %.2f |%n",
-        (double) npu.median() / (floor.median() + memcpy.median())));
+    md.append(
+        floor == null || memcpy == null
+            ? " |\n"
+            : String.format(
+                " %.2f |%n", (double) npu.median() / (floor.median() + memcpy.median())));
   }
 
   static String millis(long nanos) {
     double ms = nanos / 1e6;
-    return ms >= 100 ? String.format("%.0f", ms) : ms >= 10 ? String.format("%.1f", ms)
-        : String.format("%.2f", ms);
+    return ms >= 100
+        ? String.format("%.0f", ms)
+        : ms >= 10 ? String.format("%.1f", ms) : String.format("%.2f", ms);
   }
 
   private static String mib(long bytes) {

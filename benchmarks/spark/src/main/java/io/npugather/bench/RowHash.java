@@ -2,9 +2,8 @@ package io.npugather.bench;
 
 /**
  * A 64-bit hash of one row (its id, then its floats' bit patterns, then its strings' bytes, in
- * order). A partition's
- * checksum is the wrapping sum of its rows' hashes, so it does not depend on the row order, and
- * two methods that deliver the same rows give the same checksum.
+ * order). A partition's checksum is the wrapping sum of its rows' hashes, so it does not depend on
+ * the row order, and two methods that deliver the same rows give the same checksum.
  */
 final class RowHash {
   private RowHash() {}

@@ -17,14 +17,14 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 
 /**
- * The row layouts the benchmark gathers: {@code id bigint} and either 16 {@code float} columns,
- * one {@code array<float>} feature vector of 64 elements, or a string and a struct of two floats
- * and a string (the layouts that do not take the fixed-width paths). Values are pseudo-random (a
- * hash of the id and the column), so a cached partition recomputed after eviction is the same.
+ * The row layouts the benchmark gathers: {@code id bigint} and either 16 {@code float} columns, one
+ * {@code array<float>} feature vector of 64 elements, or a string and a struct of two floats and a
+ * string (the layouts that do not take the fixed-width paths). Values are pseudo-random (a hash of
+ * the id and the column), so a cached partition recomputed after eviction is the same.
  *
- * <p>Every method reduces its output to a {@link RowHash} per row, read through the accessor
- * that method's data arrives in (Spark's internal rows, external rows, or the benchmark's own
- * byte encoding); the sum over a partition is its checksum.
+ * <p>Every method reduces its output to a {@link RowHash} per row, read through the accessor that
+ * method's data arrives in (Spark's internal rows, external rows, or the benchmark's own byte
+ * encoding); the sum over a partition is its checksum.
  */
 enum Shape {
   FLOATS("floats", 16),
@@ -45,9 +45,11 @@ enum Shape {
         return shape;
       }
     }
-    throw new IllegalArgumentException("--shapes: unknown shape '" + label
-        + "'; allowed: floats (id + 16 float columns), vector (id + array<float> of 64), mixed"
-        + " (id + string + struct<x float, y float, label string>)");
+    throw new IllegalArgumentException(
+        "--shapes: unknown shape '"
+            + label
+            + "'; allowed: floats (id + 16 float columns), vector (id + array<float> of 64), mixed"
+            + " (id + string + struct<x float, y float, label string>)");
   }
 
   String label() {
@@ -77,11 +79,15 @@ enum Shape {
     // A float in [-1, 1) from a 32-bit hash of (id, column).
     String value = "cast(hash(id, %s) as float) * cast(4.656613e-10 as float)";
     if (this == MIXED) {
-      return ids.select(col("id"),
+      return ids.select(
+          col("id"),
           expr("concat('item-', id, '-', substr(sha1(cast(id as string)), 1, cast(id % 9 as int)))")
               .as("name"),
-          struct(expr(String.format(value, 0)).as("x"), expr(String.format(value, 1)).as("y"),
-              expr("concat('L', id % 97)").as("label")).as("point"));
+          struct(
+                  expr(String.format(value, 0)).as("x"),
+                  expr(String.format(value, 1)).as("y"),
+                  expr("concat('L', id % 97)").as("label"))
+              .as("point"));
     }
     if (this == FLOATS) {
       List<Column> columns = new ArrayList<>();
@@ -91,13 +97,15 @@ enum Shape {
       }
       return ids.select(columns.toArray(new Column[0]));
     }
-    return ids.select(col("id"), expr("transform(sequence(0, " + (floats - 1) + "), i -> "
-        + String.format(value, "i") + ")").as("features"));
+    return ids.select(
+        col("id"),
+        expr("transform(sequence(0, " + (floats - 1) + "), i -> " + String.format(value, "i") + ")")
+            .as("features"));
   }
 
   /**
-   * The hash of an internal row whose id is at {@code idOrdinal}, the floats after it (for
-   * mixed: the struct's floats, then the strings' bytes).
+   * The hash of an internal row whose id is at {@code idOrdinal}, the floats after it (for mixed:
+   * the struct's floats, then the strings' bytes).
    */
   long hash(InternalRow row, int idOrdinal) {
     long h = RowHash.start(row.getLong(idOrdinal));
@@ -155,8 +163,11 @@ enum Shape {
       byte[] name = row.getUTF8String(idOrdinal + 1).getBytes();
       byte[] label = point.getUTF8String(2).getBytes();
       ByteBuffer b = out.reserve(8 + 4 + 8 + 4 + 8 + name.length + label.length);
-      b.putLong(row.getLong(idOrdinal)).putInt(2).putFloat(point.getFloat(0))
-          .putFloat(point.getFloat(1)).putInt(2);
+      b.putLong(row.getLong(idOrdinal))
+          .putInt(2)
+          .putFloat(point.getFloat(0))
+          .putFloat(point.getFloat(1))
+          .putInt(2);
       b.putInt(name.length).put(name).putInt(label.length).put(label);
       return;
     }

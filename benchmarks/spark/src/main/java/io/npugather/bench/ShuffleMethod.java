@@ -10,9 +10,9 @@ import org.apache.spark.sql.types.StructType;
 import scala.Tuple2;
 
 /**
- * Replication through a shuffle: every row is emitted once per target rank and a partitioner
- * that maps target t to partition t sends it there. (Hash partitioning on the target, i.e.
- * {@code repartition(N, col("target"))}, is not a replacement: targets collide; see {@link
+ * Replication through a shuffle: every row is emitted once per target rank and a partitioner that
+ * maps target t to partition t sends it there. (Hash partitioning on the target, i.e. {@code
+ * repartition(N, col("target"))}, is not a replacement: targets collide; see {@link
  * HashRepartitionCheck}.)
  */
 final class ShuffleMethod implements GatherMethod {
@@ -26,30 +26,37 @@ final class ShuffleMethod implements GatherMethod {
     int ranks = input.ranks();
     Shape shape = input.shape();
     StructType schema = input.data().schema();
-    List<long[]> digests = input.data().queryExecution().toRdd().toJavaRDD()
-        .mapPartitionsToPair(rows -> replicate(rows, schema, ranks))
-        .partitionBy(new TargetPartitioner(ranks))
-        .mapPartitionsWithIndex((partition, pairs) -> {
-          long count = 0;
-          long checksum = 0;
-          while (pairs.hasNext()) {
-            Tuple2<Integer, UnsafeRow> pair = pairs.next();
-            if (pair._1() != partition) {
-              throw new IllegalStateException("row for target " + pair._1()
-                  + " arrived in partition " + partition);
-            }
-            checksum += shape.hash(pair._2(), 0);
-            count++;
-          }
-          return List.of(Outcome.digest(partition, count, checksum)).iterator();
-        }, false)
-        .collect();
+    List<long[]> digests =
+        input
+            .data()
+            .queryExecution()
+            .toRdd()
+            .toJavaRDD()
+            .mapPartitionsToPair(rows -> replicate(rows, schema, ranks))
+            .partitionBy(new TargetPartitioner(ranks))
+            .mapPartitionsWithIndex(
+                (partition, pairs) -> {
+                  long count = 0;
+                  long checksum = 0;
+                  while (pairs.hasNext()) {
+                    Tuple2<Integer, UnsafeRow> pair = pairs.next();
+                    if (pair._1() != partition) {
+                      throw new IllegalStateException(
+                          "row for target " + pair._1() + " arrived in partition " + partition);
+                    }
+                    checksum += shape.hash(pair._2(), 0);
+                    count++;
+                  }
+                  return List.of(Outcome.digest(partition, count, checksum)).iterator();
+                },
+                false)
+            .collect();
     return Outcome.of(digests);
   }
 
   /** Every row, copied once, paired with each target 0..ranks-1. */
-  private static Iterator<Tuple2<Integer, UnsafeRow>> replicate(Iterator<InternalRow> rows,
-      StructType schema, int ranks) {
+  private static Iterator<Tuple2<Integer, UnsafeRow>> replicate(
+      Iterator<InternalRow> rows, StructType schema, int ranks) {
     UnsafeProjection toUnsafe = UnsafeProjection.create(schema);
     return new Iterator<>() {
       private UnsafeRow current;

@@ -15,10 +15,10 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.storage.StorageLevel;
 
 /**
- * All-gather of a DataFrame, side by side: {@code allGatherOnNpu} (backend {@code host}),
- * collect + broadcast, a barrier stage's {@code allGather} of strings, shuffle replication and
- * the floor (one pass over the cached partition, plus the time to write the gathered bytes once
- * at this machine's memcpy rate, measured in the same run). See {@link BenchOptions#USAGE}.
+ * All-gather of a DataFrame, side by side: {@code allGatherOnNpu} (backend {@code host}), collect +
+ * broadcast, a barrier stage's {@code allGather} of strings, shuffle replication and the floor (one
+ * pass over the cached partition, plus the time to write the gathered bytes once at this machine's
+ * memcpy rate, measured in the same run). See {@link BenchOptions#USAGE}.
  *
  * <p>Per master and rank count one Spark application; per shape and size the input is cached and
  * materialised first, its digest taken (the expected checksum), then every method runs {@code
@@ -83,30 +83,32 @@ public final class SparkBenchmark {
   }
 
   private ClusterLauncher launch(String master, int ranks) throws IOException {
-    SparkConf conf = new SparkConf(false)
-        .setAppName("npugather-bench")
-        .set("spark.ui.enabled", "false")
-        .set("spark.driver.host", "127.0.0.1")
-        .set("spark.driver.bindAddress", "127.0.0.1")
-        .set("spark.dynamicAllocation.enabled", "false")
-        .set("spark.sql.shuffle.partitions", String.valueOf(ranks))
-        .set("spark.sql.adaptive.enabled", "false")
-        .set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
-        // Results, broadcasts and allGather messages of several hundred MiB.
-        .set("spark.driver.maxResultSize", "0")
-        .set("spark.rpc.message.maxSize", "2047")
-        .set("spark.executorEnv.NPUGATHER_HOST_ADDRESS", "127.0.0.1");
+    SparkConf conf =
+        new SparkConf(false)
+            .setAppName("npugather-bench")
+            .set("spark.ui.enabled", "false")
+            .set("spark.driver.host", "127.0.0.1")
+            .set("spark.driver.bindAddress", "127.0.0.1")
+            .set("spark.dynamicAllocation.enabled", "false")
+            .set("spark.sql.shuffle.partitions", String.valueOf(ranks))
+            .set("spark.sql.adaptive.enabled", "false")
+            .set("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+            // Results, broadcasts and allGather messages of several hundred MiB.
+            .set("spark.driver.maxResultSize", "0")
+            .set("spark.rpc.message.maxSize", "2047")
+            .set("spark.executorEnv.NPUGATHER_HOST_ADDRESS", "127.0.0.1");
     System.err.printf("== %s, %d ranks%n", master, ranks);
-    return master.equals("local") ? ClusterLauncher.local(ranks, conf)
-        : ClusterLauncher.executorJvms(ranks, options.executorMemoryMb(),
-            options.executorJavaOptions(), conf);
+    return master.equals("local")
+        ? ClusterLauncher.local(ranks, conf)
+        : ClusterLauncher.executorJvms(
+            ranks, options.executorMemoryMb(), options.executorJavaOptions(), conf);
   }
 
   private void measure(SparkSession spark, String master, int ranks, Shape shape, long size)
       throws Exception {
     long rowsPerPartition = Math.max(1, size / shape.bytesPerRow());
-    Dataset<Row> data = shape.generate(spark, ranks, rowsPerPartition)
-        .persist(StorageLevel.MEMORY_ONLY());
+    Dataset<Row> data =
+        shape.generate(spark, ranks, rowsPerPartition).persist(StorageLevel.MEMORY_ONLY());
     try {
       data.count();
       BenchInput input = new BenchInput(spark, data, shape, ranks, rowsPerPartition);
@@ -115,18 +117,29 @@ public final class SparkBenchmark {
         expected += d[2];
       }
       long partitionBytes = input.partitionBytes();
-      System.err.printf("-- %s: %d rows per partition, %.1f MiB%n", shape.describe(),
-          rowsPerPartition, partitionBytes / 1048576.0);
+      System.err.printf(
+          "-- %s: %d rows per partition, %.1f MiB%n",
+          shape.describe(), rowsPerPartition, partitionBytes / 1048576.0);
       Map<String, GatherMethod> methods = new LinkedHashMap<>();
       Map<String, Measurement> results = new LinkedHashMap<>();
       for (String name : options.methods()) {
         GatherMethod method = GatherMethod.named(name);
         methods.put(name, method);
-        results.put(name, new Measurement(master, ranks, shape, partitionBytes, name,
-            method.expectedRows(input) * shape.bytesPerRow()));
+        results.put(
+            name,
+            new Measurement(
+                master,
+                ranks,
+                shape,
+                partitionBytes,
+                name,
+                method.expectedRows(input) * shape.bytesPerRow()));
       }
-      Measurement memcpy = methods.containsKey("floor") ? new Measurement(master, ranks, shape,
-          partitionBytes, MEMCPY, ranks * partitionBytes) : null;
+      Measurement memcpy =
+          methods.containsKey("floor")
+              ? new Measurement(
+                  master, ranks, shape, partitionBytes, MEMCPY, ranks * partitionBytes)
+              : null;
       List<String> order = new ArrayList<>(methods.keySet());
       for (int round = 0; round < options.warmup() + options.runs(); round++) {
         boolean measured = round >= options.warmup();
@@ -146,8 +159,14 @@ public final class SparkBenchmark {
         measurements.add(memcpy);
       }
       if (options.checkHashRepartition()) {
-        notes.add(String.format("%s, %d ranks, %s: %s", master, ranks, shape.label(),
-            HashRepartitionCheck.describe(input, HashRepartitionCheck.rowsPerPartition(input))));
+        notes.add(
+            String.format(
+                "%s, %d ranks, %s: %s",
+                master,
+                ranks,
+                shape.label(),
+                HashRepartitionCheck.describe(
+                    input, HashRepartitionCheck.rowsPerPartition(input))));
       }
     } finally {
       data.unpersist(true);
@@ -155,16 +174,21 @@ public final class SparkBenchmark {
   }
 
   /** One run of {@code method}: timed, its memory sampled, its output verified. */
-  private void runOnce(BenchInput input, GatherMethod method, long expectedChecksum,
-      Measurement into) throws Exception {
+  private void runOnce(
+      BenchInput input, GatherMethod method, long expectedChecksum, Measurement into)
+      throws Exception {
     MemoryProbes.reset(input);
     long start = System.nanoTime();
     Outcome outcome = method.run(input);
     long nanos = System.nanoTime() - start;
     long[] peaks = MemoryProbes.read(input);
     List<String> problems = verify(input, method, outcome, expectedChecksum);
-    System.err.printf("   %-16s %9.1f ms%s%s%n", method.name(), nanos / 1e6,
-        into == null ? " (warm-up)" : "", problems.isEmpty() ? "" : " WRONG: " + problems);
+    System.err.printf(
+        "   %-16s %9.1f ms%s%s%n",
+        method.name(),
+        nanos / 1e6,
+        into == null ? " (warm-up)" : "",
+        problems.isEmpty() ? "" : " WRONG: " + problems);
     if (into != null) {
       into.nanos.add(nanos);
       into.addMemory(peaks[0], peaks[1], peaks[2], peaks[3]);
@@ -175,11 +199,11 @@ public final class SparkBenchmark {
   }
 
   /**
-   * Every output partition (one per rank) holds the expected rows with the expected checksum:
-   * all rows for a gather, the partition's own for the floor.
+   * Every output partition (one per rank) holds the expected rows with the expected checksum: all
+   * rows for a gather, the partition's own for the floor.
    */
-  static List<String> verify(BenchInput input, GatherMethod method, Outcome outcome,
-      long expectedChecksum) {
+  static List<String> verify(
+      BenchInput input, GatherMethod method, Outcome outcome, long expectedChecksum) {
     List<String> problems = new ArrayList<>();
     List<long[]> digests = outcome.digests();
     if (digests.size() != input.ranks()) {
@@ -191,16 +215,18 @@ public final class SparkBenchmark {
       rowSum += d[1];
       checksumSum += d[2];
       if (d[1] != method.expectedRows(input)) {
-        problems.add("partition " + d[0] + ": " + d[1] + " rows, expected "
-            + method.expectedRows(input));
+        problems.add(
+            "partition " + d[0] + ": " + d[1] + " rows, expected " + method.expectedRows(input));
       } else if (method.expectedRows(input) != input.rowsPerPartition()
           && d[2] != expectedChecksum) {
         problems.add("partition " + d[0] + ": checksum differs");
       }
     }
     // The floor's partitions together hold every input row once.
-    if (method.expectedRows(input) == input.rowsPerPartition() && input.ranks() > 1
-        && (rowSum != input.ranks() * input.rowsPerPartition() || checksumSum != expectedChecksum)) {
+    if (method.expectedRows(input) == input.rowsPerPartition()
+        && input.ranks() > 1
+        && (rowSum != input.ranks() * input.rowsPerPartition()
+            || checksumSum != expectedChecksum)) {
       problems.add("the partitions' rows and checksums do not add up to the input's");
     }
     return problems;

@@ -22,13 +22,28 @@ class SparkBenchmarkTest {
   void everyMethodDeliversEveryRowToEveryRankAndTheReportIsWritten(@TempDir Path dir)
       throws Exception {
     Path output = dir.resolve("report.md");
-    String[] args = {"--ranks", "2", "--sizes", "16K", "--masters", "local", "--runs", "1",
-        "--warmup", "0", "--check-hash-repartition", "--output", output.toString()};
+    String[] args = {
+      "--ranks",
+      "2",
+      "--sizes",
+      "16K",
+      "--masters",
+      "local",
+      "--runs",
+      "1",
+      "--warmup",
+      "0",
+      "--check-hash-repartition",
+      "--output",
+      output.toString()
+    };
     Report report = new SparkBenchmark(BenchOptions.parse(args)).run(String.join(" ", args));
 
     assertTrue(report.allVerified(), report::markdown);
-    Set<String> measured = report.measurements().stream()
-        .map(m -> m.shape.label() + "/" + m.method).collect(Collectors.toSet());
+    Set<String> measured =
+        report.measurements().stream()
+            .map(m -> m.shape.label() + "/" + m.method)
+            .collect(Collectors.toSet());
     for (Shape shape : Shape.values()) {
       for (String method : GatherMethod.NAMES) {
         assertTrue(measured.contains(shape.label() + "/" + method), shape + " " + method);
@@ -36,10 +51,21 @@ class SparkBenchmarkTest {
     }
     String markdown = Files.readString(output);
     assertTrue(markdown.contains("| master | ranks | shape |"), markdown);
-    for (String method : List.of("| npu |", "| broadcast |", "| barrier-strings |",
-        "| shuffle |", "| floor |", "| memcpy |", "| floor + memcpy |")) {
-      assertEquals(Shape.values().length, markdown.lines()
-              .filter(line -> line.startsWith("| local[2] |") && line.contains(method)).count(),
+    for (String method :
+        List.of(
+            "| npu |",
+            "| broadcast |",
+            "| barrier-strings |",
+            "| shuffle |",
+            "| floor |",
+            "| memcpy |",
+            "| floor + memcpy |")) {
+      assertEquals(
+          Shape.values().length,
+          markdown
+              .lines()
+              .filter(line -> line.startsWith("| local[2] |") && line.contains(method))
+              .count(),
           method + " once per shape in\n" + markdown);
     }
     // With 2 targets, murmur3 puts both in one partition: the check must say so.
@@ -51,18 +77,20 @@ class SparkBenchmarkTest {
     BenchInput input = new BenchInput(null, null, Shape.FLOATS, 2, 10);
     GatherMethod npu = GatherMethod.named("npu");
     long expected = 12345;
-    Outcome right = Outcome.of(List.of(Outcome.digest(0, 20, expected),
-        Outcome.digest(1, 20, expected)));
+    Outcome right =
+        Outcome.of(List.of(Outcome.digest(0, 20, expected), Outcome.digest(1, 20, expected)));
     assertTrue(SparkBenchmark.verify(input, npu, right, expected).isEmpty());
 
-    Outcome missingRow = Outcome.of(List.of(Outcome.digest(0, 20, expected),
-        Outcome.digest(1, 19, expected)));
-    assertEquals(List.of("partition 1: 19 rows, expected 20"),
+    Outcome missingRow =
+        Outcome.of(List.of(Outcome.digest(0, 20, expected), Outcome.digest(1, 19, expected)));
+    assertEquals(
+        List.of("partition 1: 19 rows, expected 20"),
         SparkBenchmark.verify(input, npu, missingRow, expected));
 
-    Outcome wrongValue = Outcome.of(List.of(Outcome.digest(0, 20, expected + 1),
-        Outcome.digest(1, 20, expected)));
-    assertEquals(List.of("partition 0: checksum differs"),
+    Outcome wrongValue =
+        Outcome.of(List.of(Outcome.digest(0, 20, expected + 1), Outcome.digest(1, 20, expected)));
+    assertEquals(
+        List.of("partition 0: checksum differs"),
         SparkBenchmark.verify(input, npu, wrongValue, expected));
 
     Outcome onePartition = Outcome.of(List.of(Outcome.digest(0, 20, expected)));
@@ -76,15 +104,17 @@ class SparkBenchmarkTest {
 
   @Test
   void badOptionsAreRefusedNamingTheFlagAndWhatIsAllowed() {
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> BenchOptions.parse("--methods", "npu,gossip"));
-    assertTrue(e.getMessage().contains("'gossip'") && e.getMessage().contains("barrier-strings"),
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class, () -> BenchOptions.parse("--methods", "npu,gossip"));
+    assertTrue(
+        e.getMessage().contains("'gossip'") && e.getMessage().contains("barrier-strings"),
         e.getMessage());
     e = assertThrows(IllegalArgumentException.class, () -> BenchOptions.parse("--ranks", "1"));
     assertTrue(e.getMessage().contains("--ranks"), e.getMessage());
     e = assertThrows(IllegalArgumentException.class, () -> BenchOptions.parse("--sizes", "4Q"));
-    assertTrue(e.getMessage().contains("--sizes") && e.getMessage().contains("'4Q'"),
-        e.getMessage());
+    assertTrue(
+        e.getMessage().contains("--sizes") && e.getMessage().contains("'4Q'"), e.getMessage());
     assertEquals(List.of(4L << 20, 64L << 20), BenchOptions.parse("--sizes", "4M,64m").sizes());
   }
 }

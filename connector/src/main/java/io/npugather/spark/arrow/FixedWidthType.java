@@ -26,9 +26,9 @@ import org.apache.spark.sql.types.TimestampType;
 
 /**
  * The fixed-width Spark types the conversion reads and writes at buffer addresses, with the Arrow
- * vector Spark maps each to and the bytes of one value. Every reader and writer decides by this
- * one model: a column of one of these types, or an array of them, is read and written directly;
- * any other goes through Spark's own Arrow code.
+ * vector Spark maps each to and the bytes of one value. Every reader and writer decides by this one
+ * model: a column of one of these types, or an array of them, is read and written directly; any
+ * other goes through Spark's own Arrow code.
  */
 public enum FixedWidthType {
   BOOLEAN(-1, false, true),

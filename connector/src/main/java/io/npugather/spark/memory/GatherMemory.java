@@ -14,18 +14,18 @@ import org.apache.spark.SparkEnv;
 import org.apache.spark.network.util.JavaUtils;
 
 /**
- * The off-heap memory of NpuGather's tasks in this JVM: one Arrow root allocator, from which
- * every task takes a child allocator, whose buffers of {@link
- * HugePages#ADVICE_MIN_BYTES} or more come from a {@link LargeBufferCache}.
- * Repeated gathers of about the same size then write into memory that is already mapped. The
- * cache's size and idle timeout are read once, from the Spark conf of the JVM's {@code SparkEnv}
- * ({@link #CACHE_BYTES}, {@link #CACHE_IDLE_TIMEOUT}); smaller buffers are Arrow's usual ones. The
- * bytes one task may receive in a gather are bounded ({@link #receiveLimit}, {@link
- * #MAX_GATHER_BYTES}) and checked before its receive buffer is allocated.
+ * The off-heap memory of NpuGather's tasks in this JVM: one Arrow root allocator, from which every
+ * task takes a child allocator, whose buffers of {@link HugePages#ADVICE_MIN_BYTES} or more come
+ * from a {@link LargeBufferCache}. Repeated gathers of about the same size then write into memory
+ * that is already mapped. The cache's size and idle timeout are read once, from the Spark conf of
+ * the JVM's {@code SparkEnv} ({@link #CACHE_BYTES}, {@link #CACHE_IDLE_TIMEOUT}); smaller buffers
+ * are Arrow's usual ones. The bytes one task may receive in a gather are bounded ({@link
+ * #receiveLimit}, {@link #MAX_GATHER_BYTES}) and checked before its receive buffer is allocated.
  */
 public final class GatherMemory {
   /** The most bytes of idle large buffers an executor keeps; 0 keeps none. */
   public static final String CACHE_BYTES = "spark.npugather.memory.cacheBytes";
+
   /** How long a large buffer's memory is kept once no task uses it. */
   public static final String CACHE_IDLE_TIMEOUT = "spark.npugather.memory.cacheIdleTimeout";
 
@@ -34,9 +34,12 @@ public final class GatherMemory {
 
   /** {@link #CACHE_BYTES}'s default. */
   public static final String DEFAULT_CACHE_BYTES = "1g";
+
   /** Spark's defaults for an executor's off-heap overhead (spark.executor.memoryOverhead). */
   private static final long MIN_OVERHEAD_BYTES = 384L << 20;
+
   private static final double DEFAULT_OVERHEAD_FACTOR = 0.1;
+
   /** {@link #CACHE_IDLE_TIMEOUT}'s default. */
   public static final String DEFAULT_CACHE_IDLE_TIMEOUT = "60s";
 
@@ -44,8 +47,8 @@ public final class GatherMemory {
 
   private static final class Root {
     static final LargeBufferCache CACHE = newCache();
-    static final BufferAllocator ALLOCATOR = new RootAllocator(
-        RootAllocator.configBuilder().allocationManagerFactory(CACHE).build());
+    static final BufferAllocator ALLOCATOR =
+        new RootAllocator(RootAllocator.configBuilder().allocationManagerFactory(CACHE).build());
   }
 
   /** A child allocator for one task; the task closes it. */
@@ -64,21 +67,22 @@ public final class GatherMemory {
   }
 
   /**
-   * Checks the cache's entries of the application's Spark conf, which the executors read, so
-   * that a bad value fails on the driver before any task starts.
+   * Checks the cache's entries of the application's Spark conf, which the executors read, so that a
+   * bad value fails on the driver before any task starts.
    *
    * @throws IllegalArgumentException naming the key, the value and what is allowed
    */
   public static void checkConf(SparkConf conf) {
     cacheSettings(cacheEntries(conf));
     if (conf.contains(MAX_GATHER_BYTES)) {
-      receiveLimit(Map.of(MAX_GATHER_BYTES, conf.get(MAX_GATHER_BYTES)), false, Long.MAX_VALUE, false);
+      receiveLimit(
+          Map.of(MAX_GATHER_BYTES, conf.get(MAX_GATHER_BYTES)), false, Long.MAX_VALUE, false);
     }
   }
 
   /**
-   * Checks one of this class's settings ({@link #CACHE_BYTES}, {@link #CACHE_IDLE_TIMEOUT},
-   * {@link #MAX_GATHER_BYTES}) as a user sets it.
+   * Checks one of this class's settings ({@link #CACHE_BYTES}, {@link #CACHE_IDLE_TIMEOUT}, {@link
+   * #MAX_GATHER_BYTES}) as a user sets it.
    *
    * @throws IllegalArgumentException naming the key, the value and what is allowed
    */
@@ -102,20 +106,20 @@ public final class GatherMemory {
       maxIdleBytes = -1;
     }
     if (maxIdleBytes < 0) {
-      throw invalid(CACHE_BYTES, "'" + bytesValue + "'",
-          "0 (keep none) or a size such as 512m or 2g");
+      throw invalid(
+          CACHE_BYTES, "'" + bytesValue + "'", "0 (keep none) or a size such as 512m or 2g");
     }
     String timeoutValue = conf.getOrDefault(CACHE_IDLE_TIMEOUT, DEFAULT_CACHE_IDLE_TIMEOUT);
     Duration idleTimeout;
     try {
       idleTimeout = Duration.ofMillis(JavaUtils.timeStringAsMs(timeoutValue.trim()));
     } catch (NumberFormatException e) {
-      throw invalid(CACHE_IDLE_TIMEOUT, "'" + timeoutValue + "'",
-          "a duration such as 120s, 5m or 500ms");
+      throw invalid(
+          CACHE_IDLE_TIMEOUT, "'" + timeoutValue + "'", "a duration such as 120s, 5m or 500ms");
     }
     if (idleTimeout.isZero() || idleTimeout.isNegative()) {
-      throw invalid(CACHE_IDLE_TIMEOUT, "'" + timeoutValue + "'",
-          "a positive duration such as 60s or 5m");
+      throw invalid(
+          CACHE_IDLE_TIMEOUT, "'" + timeoutValue + "'", "a positive duration such as 60s or 5m");
     }
     return new CacheSettings(maxIdleBytes, idleTimeout);
   }
@@ -148,8 +152,9 @@ public final class GatherMemory {
       String master = conf.getOrDefault("spark.master", "");
       executor = !env.executorId().equals("driver") && !master.startsWith("local");
     }
-    boolean explicitDirect = ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
-        .anyMatch(a -> a.startsWith("-XX:MaxDirectMemorySize="));
+    boolean explicitDirect =
+        ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+            .anyMatch(a -> a.startsWith("-XX:MaxDirectMemorySize="));
     return receiveLimit(conf, executor, PlatformDependent.maxDirectMemory(), explicitDirect);
   }
 
@@ -158,8 +163,8 @@ public final class GatherMemory {
    * memory limit and, on an executor, its off-heap budget (spark.executor.memoryOverhead, by
    * default max(384m, 0.1 x spark.executor.memory), plus spark.memory.offHeap.size when enabled).
    */
-  static ReceiveLimit receiveLimit(Map<String, String> conf, boolean executor, long maxDirectBytes,
-      boolean explicitDirect) {
+  static ReceiveLimit receiveLimit(
+      Map<String, String> conf, boolean executor, long maxDirectBytes, boolean explicitDirect) {
     String value = conf.get(MAX_GATHER_BYTES);
     if (value != null) {
       long bytes;
@@ -173,9 +178,12 @@ public final class GatherMemory {
       }
       return new ReceiveLimit(bytes, MAX_GATHER_BYTES + "=" + value.trim());
     }
-    ReceiveLimit limit = new ReceiveLimit(maxDirectBytes, explicitDirect
-        ? "-XX:MaxDirectMemorySize"
-        : "the JVM's direct memory limit (-XX:MaxDirectMemorySize, by default the heap size -Xmx)");
+    ReceiveLimit limit =
+        new ReceiveLimit(
+            maxDirectBytes,
+            explicitDirect
+                ? "-XX:MaxDirectMemorySize"
+                : "the JVM's direct memory limit (-XX:MaxDirectMemorySize, by default the heap size -Xmx)");
     if (executor) {
       long overhead;
       String source;
@@ -183,14 +191,20 @@ public final class GatherMemory {
         overhead = JavaUtils.byteStringAsMb(conf.get("spark.executor.memoryOverhead")) << 20;
         source = "spark.executor.memoryOverhead";
       } else {
-        long heap = JavaUtils.byteStringAsMb(conf.getOrDefault("spark.executor.memory", "1g")) << 20;
-        double factor = Double.parseDouble(conf.getOrDefault("spark.executor.memoryOverheadFactor",
-            String.valueOf(DEFAULT_OVERHEAD_FACTOR)));
+        long heap =
+            JavaUtils.byteStringAsMb(conf.getOrDefault("spark.executor.memory", "1g")) << 20;
+        double factor =
+            Double.parseDouble(
+                conf.getOrDefault(
+                    "spark.executor.memoryOverheadFactor",
+                    String.valueOf(DEFAULT_OVERHEAD_FACTOR)));
         overhead = Math.max(MIN_OVERHEAD_BYTES, (long) (factor * heap));
-        source = "spark.executor.memoryOverhead (by default max(384m, 0.1 x spark.executor.memory))";
+        source =
+            "spark.executor.memoryOverhead (by default max(384m, 0.1 x spark.executor.memory))";
       }
       if (Boolean.parseBoolean(conf.getOrDefault("spark.memory.offHeap.enabled", "false"))) {
-        overhead += JavaUtils.byteStringAsBytes(conf.getOrDefault("spark.memory.offHeap.size", "0"));
+        overhead +=
+            JavaUtils.byteStringAsBytes(conf.getOrDefault("spark.memory.offHeap.size", "0"));
         source += " plus spark.memory.offHeap.size";
       }
       if (overhead < limit.bytes()) {
@@ -213,8 +227,11 @@ public final class GatherMemory {
   private static LargeBufferCache newCache() {
     SparkEnv env = SparkEnv.get(); // none outside Spark: the defaults
     CacheSettings settings = cacheSettings(env == null ? Map.of() : cacheEntries(env.conf()));
-    return new LargeBufferCache(NettyAllocationManager.FACTORY,
-        HugePages.ADVICE_MIN_BYTES, settings.maxIdleBytes(), settings.idleTimeout());
+    return new LargeBufferCache(
+        NettyAllocationManager.FACTORY,
+        HugePages.ADVICE_MIN_BYTES,
+        settings.maxIdleBytes(),
+        settings.idleTimeout());
   }
 
   /** The same text as every other setting's error: the key, the value and what is allowed. */

@@ -16,21 +16,21 @@ import org.apache.arrow.memory.util.MemoryUtil;
  * An Arrow allocation-manager factory that keeps the memory of large buffers for the next
  * allocation of about the same size, instead of returning it to the system.
  *
- * <p>Why: a gather writes its partition and receives its peers' blocks into fresh buffers of
- * tens of MiB. Fresh memory is faulted in page by page on its first write, and on a guest whose
- * free pages go back to the host even its huge pages may be faulted in on the host again: many
- * times the cost of the copy itself. Repeated gathers of about the same size find their buffers
- * already mapped.
+ * <p>Why: a gather writes its partition and receives its peers' blocks into fresh buffers of tens
+ * of MiB. Fresh memory is faulted in page by page on its first write, and on a guest whose free
+ * pages go back to the host even its huge pages may be faulted in on the host again: many times the
+ * cost of the copy itself. Repeated gathers of about the same size find their buffers already
+ * mapped.
  *
  * <p>Contract: a buffer of {@code minBytes} or more gets a region of at least its size, either an
- * idle one (larger by at most an eighth or by 2 MiB, whichever is more; the newest first) or
- * fresh native memory advised for huge pages ({@link HugePages#advise}); its contents
- * are undefined, as with any {@code ArrowBuf} allocation. When Arrow releases the buffer its
- * region becomes idle. Idle regions are freed when they have been idle for {@code idleTimeout},
- * when keeping one would make the idle bytes exceed {@code maxIdleBytes} (the longest idle go
- * first), when a fresh allocation fails, and on {@link #trim()}. Arrow's accounting is unchanged:
- * a buffer counts its requested size, so allocators still close at zero. Smaller buffers are
- * served by the {@code small} factory. Thread-safe.
+ * idle one (larger by at most an eighth or by 2 MiB, whichever is more; the newest first) or fresh
+ * native memory advised for huge pages ({@link HugePages#advise}); its contents are undefined, as
+ * with any {@code ArrowBuf} allocation. When Arrow releases the buffer its region becomes idle.
+ * Idle regions are freed when they have been idle for {@code idleTimeout}, when keeping one would
+ * make the idle bytes exceed {@code maxIdleBytes} (the longest idle go first), when a fresh
+ * allocation fails, and on {@link #trim()}. Arrow's accounting is unchanged: a buffer counts its
+ * requested size, so allocators still close at zero. Smaller buffers are served by the {@code
+ * small} factory. Thread-safe.
  */
 public final class LargeBufferCache implements AllocationManager.Factory {
   /** Regions are sized in huge pages, so a slightly larger request next time still fits. */
@@ -43,6 +43,7 @@ public final class LargeBufferCache implements AllocationManager.Factory {
 
   /** Idle regions, the longest idle first (at most cacheBytes / minBytes of them). */
   private final ArrayDeque<Region> idle = new ArrayDeque<>();
+
   private long idleBytes;
   private long reused;
   private long allocated;
@@ -55,8 +56,8 @@ public final class LargeBufferCache implements AllocationManager.Factory {
    * @param maxIdleBytes the most idle bytes kept; 0 frees every region when its buffer is released
    * @param idleTimeout how long a region may stay idle (positive)
    */
-  public LargeBufferCache(AllocationManager.Factory small, long minBytes, long maxIdleBytes,
-      Duration idleTimeout) {
+  public LargeBufferCache(
+      AllocationManager.Factory small, long minBytes, long maxIdleBytes, Duration idleTimeout) {
     if (minBytes < 1) {
       throw new IllegalArgumentException("minBytes " + minBytes + "; allowed: 1 or more");
     }
@@ -117,7 +118,8 @@ public final class LargeBufferCache implements AllocationManager.Factory {
       // The smallest that fits; of equals the newest, most likely still resident.
       for (Iterator<Region> newestFirst = idle.descendingIterator(); newestFirst.hasNext(); ) {
         Region region = newestFirst.next();
-        if (region.capacity >= size && region.capacity - size <= slack
+        if (region.capacity >= size
+            && region.capacity - size <= slack
             && (best == null || region.capacity < best.capacity)) {
           best = region;
         }
@@ -189,11 +191,14 @@ public final class LargeBufferCache implements AllocationManager.Factory {
       return;
     }
     if (reaper == null) {
-      ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, r -> {
-        Thread t = new Thread(r, "npugather-buffer-cache-reaper");
-        t.setDaemon(true);
-        return t;
-      });
+      ScheduledThreadPoolExecutor executor =
+          new ScheduledThreadPoolExecutor(
+              1,
+              r -> {
+                Thread t = new Thread(r, "npugather-buffer-cache-reaper");
+                t.setDaemon(true);
+                return t;
+              });
       executor.setKeepAliveTime(1, TimeUnit.SECONDS); // no thread stays while nothing is idle
       executor.allowCoreThreadTimeOut(true);
       reaper = executor;

@@ -5,23 +5,24 @@ import io.npugather.spark.arrow.read.GatheredPartitions;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.npugather.KnownSize;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * One rank's gathered partitions, with everything they live in: the rank's own partition, the
- * vectors over the receive buffer, and the child allocator both came from. Made by a barrier
- * task; from then on owned by its executor's block manager ({@link GatheredOutputWriter}), which
- * closes it when the block is removed; read by any number of later tasks at once, each with its
- * own batch objects ({@link #batches()}).
+ * vectors over the receive buffer, and the child allocator both came from. Made by a barrier task;
+ * from then on owned by its executor's block manager ({@link GatheredOutputWriter}), which closes
+ * it when the block is removed; read by any number of later tasks at once, each with its own batch
+ * objects ({@link #batches()}).
  *
- * <p>Its off-heap bytes are accounted by its allocator (and {@code GatherMemory}); towards
- * Spark's on-heap storage memory it counts as the few objects it is.
+ * <p>Its off-heap bytes are accounted by its allocator (and {@code GatherMemory}); towards Spark's
+ * on-heap storage memory it counts as the few objects it is.
  */
 public final class GatheredOutput implements AutoCloseable, KnownSize {
   private static final Logger LOG = LoggerFactory.getLogger(GatheredOutput.class);
+
   /** On-heap bytes of this object and the vectors' Java objects, roughly. */
   private static final long ON_HEAP_BYTES = 16 * 1024;
 
@@ -34,8 +35,8 @@ public final class GatheredOutput implements AutoCloseable, KnownSize {
   private boolean closed; // guarded by this
 
   /** Takes ownership of {@code allocator}, {@code own} and {@code gathered}. */
-  public GatheredOutput(BufferAllocator allocator, LocalBlock own,
-      GatheredPartitions gathered, int rank) {
+  public GatheredOutput(
+      BufferAllocator allocator, LocalBlock own, GatheredPartitions gathered, int rank) {
     this.allocator = allocator;
     this.own = own;
     this.gathered = gathered;
@@ -69,8 +70,8 @@ public final class GatheredOutput implements AutoCloseable, KnownSize {
   }
 
   /**
-   * Marks it as kept by the block manager for map output {@code mapTaskId}: from then on the
-   * block manager closes it, not its task.
+   * Marks it as kept by the block manager for map output {@code mapTaskId}: from then on the block
+   * manager closes it, not its task.
    */
   void kept(long mapTaskId) {
     this.mapTaskId = mapTaskId;
@@ -84,8 +85,8 @@ public final class GatheredOutput implements AutoCloseable, KnownSize {
   }
 
   /**
-   * The batches of every source rank, in rank order: new batch objects over the same vectors.
-   * Valid while the caller holds the block's read lock (or owns this object).
+   * The batches of every source rank, in rank order: new batch objects over the same vectors. Valid
+   * while the caller holds the block's read lock (or owns this object).
    */
   public Iterator<ColumnarBatch> batches() {
     int n = gathered.numRanks();
@@ -142,7 +143,16 @@ public final class GatheredOutput implements AutoCloseable, KnownSize {
 
   @Override
   public String toString() {
-    return "GatheredOutput{rank=" + rank + ", ranks=" + gathered.numRanks() + ", rows="
-        + gathered.totalRows() + ", bytes=" + bytes + ", mapTask=" + mapTaskId + "}";
+    return "GatheredOutput{rank="
+        + rank
+        + ", ranks="
+        + gathered.numRanks()
+        + ", rows="
+        + gathered.totalRows()
+        + ", bytes="
+        + bytes
+        + ", mapTask="
+        + mapTaskId
+        + "}";
   }
 }

@@ -20,26 +20,28 @@ import scala.collection.Seq;
 
 /**
  * The reduce side of a gather's stage boundary: a later stage's task finds a rank's {@link
- * GatheredOutput} in its own executor and reads it in place, under the block's read lock, which
- * it holds until the task ends (so the output is never released under it).
+ * GatheredOutput} in its own executor and reads it in place, under the block's read lock, which it
+ * holds until the task ends (so the output is never released under it).
  *
  * <p>Every rank's output holds every row, so reader partition r takes rank r's output when its
  * executor has it and any other rank's current output of the same gather otherwise. An executor
- * that has none (it ran no rank, or the output was released) fails the task with a fetch
- * failure: Spark then re-runs the gather, as it re-runs a lost shuffle map output.
+ * that has none (it ran no rank, or the output was released) fails the task with a fetch failure:
+ * Spark then re-runs the gather, as it re-runs a lost shuffle map output.
  */
 public final class GatheredOutputReader {
   private GatheredOutputReader() {}
 
   /** Reader partition {@code partition}'s output, read-locked until {@code context} ends. */
-  public static GatheredOutput open(int barrierRddId, int shuffleId, int rankSize, int partition,
-      TaskContext context) throws FetchFailedException {
+  public static GatheredOutput open(
+      int barrierRddId, int shuffleId, int rankSize, int partition, TaskContext context)
+      throws FetchFailedException {
     BlockManager blocks = SparkEnv.get().blockManager();
     BlockManagerId here = blocks.blockManagerId();
     // The map outputs the driver holds now: (rank, map task) here, rank `partition` first.
     Iterator<Tuple2<BlockManagerId, Seq<Tuple3<BlockId, Object, Object>>>> statuses =
-        SparkEnv.get().mapOutputTracker().getMapSizesByExecutorId(shuffleId, 0, rankSize,
-            partition, partition + 1);
+        SparkEnv.get()
+            .mapOutputTracker()
+            .getMapSizesByExecutorId(shuffleId, 0, rankSize, partition, partition + 1);
     List<long[]> local = new ArrayList<>();
     BlockManagerId ownerOfPartition = null;
     long mapIdOfPartition = -1;
@@ -79,10 +81,20 @@ public final class GatheredOutputReader {
       }
       blocks.releaseLock(id, Option.empty()); // an earlier run's output of that rank
     }
-    throw new FetchFailedException(ownerOfPartition == null ? here : ownerOfPartition, shuffleId,
-        mapIdOfPartition, partition, partition, "allGatherOnNpu: executor " + here.executorId()
-        + " holds no current gathered output of shuffle " + shuffleId + " for partition "
-        + partition + " (it ran no rank of the gather, or the output was released); Spark "
-        + "re-runs the gather", null);
+    throw new FetchFailedException(
+        ownerOfPartition == null ? here : ownerOfPartition,
+        shuffleId,
+        mapIdOfPartition,
+        partition,
+        partition,
+        "allGatherOnNpu: executor "
+            + here.executorId()
+            + " holds no current gathered output of shuffle "
+            + shuffleId
+            + " for partition "
+            + partition
+            + " (it ran no rank of the gather, or the output was released); Spark "
+            + "re-runs the gather",
+        null);
   }
 }

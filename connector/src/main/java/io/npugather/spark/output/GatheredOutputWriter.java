@@ -4,9 +4,9 @@ import java.util.Arrays;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
+import org.apache.spark.npugather.MapOutputWriteProcessor;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.scheduler.MapStatus$;
-import org.apache.spark.npugather.MapOutputWriteProcessor;
 import org.apache.spark.storage.BlockManager;
 import org.apache.spark.storage.RDDBlockId;
 import org.apache.spark.storage.StorageLevel;
@@ -29,14 +29,20 @@ public final class GatheredOutputWriter extends MapOutputWriteProcessor {
     this.barrierRddId = barrierRddId;
   }
 
-  /** The block under which rank {@code rank}'s output of barrier RDD {@code barrierRddId} is kept. */
+  /**
+   * The block under which rank {@code rank}'s output of barrier RDD {@code barrierRddId} is kept.
+   */
   static RDDBlockId blockId(int barrierRddId, int rank) {
     return new RDDBlockId(barrierRddId, rank);
   }
 
   @Override
-  public MapStatus write(scala.collection.Iterator<Object> inputs, ShuffleDependency<?, ?, ?> dep,
-      long mapId, int mapIndex, TaskContext context) {
+  public MapStatus write(
+      scala.collection.Iterator<Object> inputs,
+      ShuffleDependency<?, ?, ?> dep,
+      long mapId,
+      int mapIndex,
+      TaskContext context) {
     GatheredOutput output = (GatheredOutput) ((Product2<?, ?>) inputs.next())._2();
     try {
       BlockManager blocks = SparkEnv.get().blockManager();
@@ -44,12 +50,22 @@ public final class GatheredOutputWriter extends MapOutputWriteProcessor {
       if (blocks.getStatus(id).isDefined()) {
         blocks.removeBlock(id, true); // an earlier run's output of this rank; waits for its readers
       }
-      boolean put = blocks.putSingle(id, output, StorageLevel.MEMORY_ONLY(), true,
-          ClassTag$.MODULE$.apply(GatheredOutput.class));
+      boolean put =
+          blocks.putSingle(
+              id,
+              output,
+              StorageLevel.MEMORY_ONLY(),
+              true,
+              ClassTag$.MODULE$.apply(GatheredOutput.class));
       if (!put) {
-        throw new IllegalStateException("allGatherOnNpu rank " + mapIndex + ": the executor's "
-            + "block manager refused to keep the gathered output (" + output + "); its storage "
-            + "memory is full (spark.memory.fraction, spark.memory.storageFraction)");
+        throw new IllegalStateException(
+            "allGatherOnNpu rank "
+                + mapIndex
+                + ": the executor's "
+                + "block manager refused to keep the gathered output ("
+                + output
+                + "); its storage "
+                + "memory is full (spark.memory.fraction, spark.memory.storageFraction)");
       }
       output.kept(mapId);
       long[] sizes = new long[dep.partitioner().numPartitions()];

@@ -2,8 +2,8 @@ package io.npugather.spark.output;
 
 import java.lang.ref.Cleaner;
 import java.lang.ref.WeakReference;
-import java.util.HashMap;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -16,13 +16,13 @@ import java.util.concurrent.TimeUnit;
 import org.apache.spark.MapOutputTrackerMaster;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.network.util.JavaUtils;
 import org.apache.spark.scheduler.ExecutorCacheTaskLocation;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerApplicationEnd;
 import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerStageCompleted;
-import org.apache.spark.network.util.JavaUtils;
 import org.apache.spark.scheduler.StageInfo;
 import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.storage.RDDInfo;
@@ -32,18 +32,19 @@ import scala.Option;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * The driver's side of the gathered outputs of one SparkContext: which jobs read each gather,
- * and its release. A gather's output stays in the executors while any job that reads it runs,
- * and {@link #RELEASE_DELAY} after the last one ends (0 by default: its memory comes back at
- * once; longer lets the same DataFrame's next action read it again); then the driver forgets
- * its map outputs (a later job runs the gather again, with the same answer) and asks every
- * executor to remove its blocks (each is freed once its readers finish). It is released too when
- * its RDD is no longer reachable on the driver. Unless the gather is retryable, a failed attempt
- * of its barrier stage fails the jobs that read it at once, with that attempt's failure.
+ * The driver's side of the gathered outputs of one SparkContext: which jobs read each gather, and
+ * its release. A gather's output stays in the executors while any job that reads it runs, and
+ * {@link #RELEASE_DELAY} after the last one ends (0 by default: its memory comes back at once;
+ * longer lets the same DataFrame's next action read it again); then the driver forgets its map
+ * outputs (a later job runs the gather again, with the same answer) and asks every executor to
+ * remove its blocks (each is freed once its readers finish). It is released too when its RDD is no
+ * longer reachable on the driver. Unless the gather is retryable, a failed attempt of its barrier
+ * stage fails the jobs that read it at once, with that attempt's failure.
  */
 public final class GatheredOutputs {
   /** How long a gather's output is kept after the last job that read it ended (session conf). */
   public static final String RELEASE_DELAY = "spark.npugather.output.releaseDelay";
+
   public static final String DEFAULT_RELEASE_DELAY = "0s";
 
   private static final Logger LOG = LoggerFactory.getLogger(GatheredOutputs.class);
@@ -56,11 +57,13 @@ public final class GatheredOutputs {
 
   private GatheredOutputs(SparkContext sparkContext) {
     this.sparkContext = sparkContext;
-    this.timer = Executors.newSingleThreadScheduledExecutor(r -> {
-      Thread t = new Thread(r, "npugather-output-release");
-      t.setDaemon(true);
-      return t;
-    });
+    this.timer =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "npugather-output-release");
+              t.setDaemon(true);
+              return t;
+            });
   }
 
   /**
@@ -76,8 +79,12 @@ public final class GatheredOutputs {
       ms = -1;
     }
     if (ms < 0) {
-      throw new IllegalArgumentException(RELEASE_DELAY + " = " + value + " is invalid; allowed: "
-          + "a duration >= 0 such as 2s or 500ms");
+      throw new IllegalArgumentException(
+          RELEASE_DELAY
+              + " = "
+              + value
+              + " is invalid; allowed: "
+              + "a duration >= 0 such as 2s or 500ms");
     }
     return ms;
   }
@@ -85,13 +92,16 @@ public final class GatheredOutputs {
   /** The registry of {@code sc}, made (and listening to its jobs) on first use. */
   public static GatheredOutputs of(SparkContext sc) {
     synchronized (BY_CONTEXT) {
-      BY_CONTEXT.values().removeIf(outputs -> {
-        if (outputs.sparkContext.isStopped()) {
-          outputs.timer.shutdownNow();
-          return true;
-        }
-        return false;
-      });
+      BY_CONTEXT
+          .values()
+          .removeIf(
+              outputs -> {
+                if (outputs.sparkContext.isStopped()) {
+                  outputs.timer.shutdownNow();
+                  return true;
+                }
+                return false;
+              });
       GatheredOutputs outputs = BY_CONTEXT.get(sc);
       if (outputs == null) {
         outputs = new GatheredOutputs(sc);
@@ -105,23 +115,29 @@ public final class GatheredOutputs {
   /**
    * Watches the gather read by RDD {@code readerRdd} (whose id is {@code readerRddId}): its map
    * outputs are those of shuffle {@code shuffleId}, kept as blocks of RDD {@code barrierRddId}.
-   * Unless {@code retryable}, a failed attempt of its barrier stage fails the jobs that read it
-   * at once, with that attempt's failure, instead of Spark running the stage again. The output is
+   * Unless {@code retryable}, a failed attempt of its barrier stage fails the jobs that read it at
+   * once, with that attempt's failure, instead of Spark running the stage again. The output is
    * released {@code releaseDelayMs} after the last job that read it ends.
    */
-  public void track(Object readerRdd, int readerRddId, int shuffleId, int barrierRddId,
-      boolean retryable, long releaseDelayMs) {
+  public void track(
+      Object readerRdd,
+      int readerRddId,
+      int shuffleId,
+      int barrierRddId,
+      boolean retryable,
+      long releaseDelayMs) {
     synchronized (this) {
-      byReaderRdd.put(readerRddId,
-          new Gather(shuffleId, barrierRddId, retryable, releaseDelayMs));
+      byReaderRdd.put(readerRddId, new Gather(shuffleId, barrierRddId, retryable, releaseDelayMs));
     }
     WeakReference<GatheredOutputs> self = new WeakReference<>(this);
-    CLEANER.register(readerRdd, () -> {
-      GatheredOutputs outputs = self.get();
-      if (outputs != null) {
-        outputs.forget(readerRddId);
-      }
-    });
+    CLEANER.register(
+        readerRdd,
+        () -> {
+          GatheredOutputs outputs = self.get();
+          if (outputs != null) {
+            outputs.forget(readerRddId);
+          }
+        });
   }
 
   /** Gathers watched now (tests). */
@@ -130,13 +146,14 @@ public final class GatheredOutputs {
   }
 
   /**
-   * Where reader partition {@code partition} finds an output: the executors holding a current
-   * map output of shuffle {@code shuffleId} (every one holds every row), rank {@code partition}'s
+   * Where reader partition {@code partition} finds an output: the executors holding a current map
+   * output of shuffle {@code shuffleId} (every one holds every row), rank {@code partition}'s
    * first. Empty before the gather ran.
    */
   public static String[] preferredLocations(int shuffleId, int partition, int numPartitions) {
-    Option<BlockManagerId[]> holders = ((MapOutputTrackerMaster) SparkEnv.get().mapOutputTracker())
-        .getLocationsWithLargestOutputs(shuffleId, partition, numPartitions, 0.0);
+    Option<BlockManagerId[]> holders =
+        ((MapOutputTrackerMaster) SparkEnv.get().mapOutputTracker())
+            .getLocationsWithLargestOutputs(shuffleId, partition, numPartitions, 0.0);
     if (holders.isEmpty()) {
       return new String[0];
     }
@@ -197,8 +214,9 @@ public final class GatheredOutputs {
           if (gather.releaseDelayMs == 0) {
             now.add(gather);
           } else {
-            gather.pendingRelease = timer.schedule(() -> releaseIfUnused(gather),
-                gather.releaseDelayMs, TimeUnit.MILLISECONDS);
+            gather.pendingRelease =
+                timer.schedule(
+                    () -> releaseIfUnused(gather), gather.releaseDelayMs, TimeUnit.MILLISECONDS);
           }
         }
       }
@@ -226,8 +244,11 @@ public final class GatheredOutputs {
       }
     }
     for (int job : jobs) {
-      sparkContext.cancelJob(job, "allGatherOnNpu failed, and it is not run again because "
-          + "npugather.retryable is false: " + failure);
+      sparkContext.cancelJob(
+          job,
+          "allGatherOnNpu failed, and it is not run again because "
+              + "npugather.retryable is false: "
+              + failure);
     }
   }
 

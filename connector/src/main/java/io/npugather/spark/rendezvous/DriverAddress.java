@@ -26,15 +26,27 @@ record DriverAddress(InetAddress bind, String description, String advertisedHost
     InetAddress bindAddress;
     InetAddress advertised;
     try {
-      bindAddress = bind != null && !bind.isEmpty() ? InetAddress.getByName(bind)
-          : host != null && !host.isEmpty() ? InetAddress.getByName(host)
-          : InetAddress.getLocalHost();
+      bindAddress =
+          bind != null && !bind.isEmpty()
+              ? InetAddress.getByName(bind)
+              : host != null && !host.isEmpty()
+                  ? InetAddress.getByName(host)
+                  : InetAddress.getLocalHost();
       advertised = bindAddress.isAnyLocalAddress() ? InetAddress.getLocalHost() : bindAddress;
     } catch (UnknownHostException e) {
-      throw new IllegalStateException("cannot resolve the driver address for the rendezvous service "
-          + "(spark.driver.bindAddress=" + bind + ", spark.driver.host=" + host + "): " + e.getMessage(), e);
+      throw new IllegalStateException(
+          "cannot resolve the driver address for the rendezvous service "
+              + "(spark.driver.bindAddress="
+              + bind
+              + ", spark.driver.host="
+              + host
+              + "): "
+              + e.getMessage(),
+          e);
     }
-    return new DriverAddress(bindAddress, advertised.getHostAddress(),
+    return new DriverAddress(
+        bindAddress,
+        advertised.getHostAddress(),
         host != null && !host.isEmpty() ? host : advertised.getHostAddress());
   }
 

@@ -18,9 +18,9 @@ import org.slf4j.LoggerFactory;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * Which registrations end with which Spark jobs: a watch ties a ticket to an RDD, and the ticket
- * is due for unregistering when the last running job that computes that RDD ends. Fed with job
- * events by {@link #listener} on a SparkContext, or directly (tests).
+ * Which registrations end with which Spark jobs: a watch ties a ticket to an RDD, and the ticket is
+ * due for unregistering when the last running job that computes that RDD ends. Fed with job events
+ * by {@link #listener} on a SparkContext, or directly (tests).
  */
 final class JobWatches {
   private static final Logger LOG = LoggerFactory.getLogger(JobWatches.class);
@@ -70,7 +70,9 @@ final class JobWatches {
     }
   }
 
-  /** Job {@code jobId} ended; returns the tickets whose last watched job it was (their watches end). */
+  /**
+   * Job {@code jobId} ended; returns the tickets whose last watched job it was (their watches end).
+   */
   synchronized List<RendezvousTicket> jobEnded(int jobId) {
     List<RendezvousTicket> done = new ArrayList<>();
     runningJobRdds.remove(jobId);

@@ -22,9 +22,9 @@ import javax.crypto.spec.GCMParameterSpec;
 import javax.crypto.spec.SecretKeySpec;
 
 /**
- * Wire format of one rendezvous exchange (one TCP connection per rank and round). All integers
- * are big-endian; every MAC is HMAC-SHA256 under the registration's secret, and its first input
- * is a label naming what it covers, so no MAC can stand in for another.
+ * Wire format of one rendezvous exchange (one TCP connection per rank and round). All integers are
+ * big-endian; every MAC is HMAC-SHA256 under the registration's secret, and its first input is a
+ * label naming what it covers, so no MAC can stand in for another.
  *
  * <pre>
  * server -> client  HELLO    int magic "NPGH", int version, byte[32] nonce
@@ -42,10 +42,10 @@ import javax.crypto.spec.SecretKeySpec;
  *                            aad = registrationId, stageId, stageAttempt, rank)
  * </pre>
  *
- * Entries are sealed by the rank that sends them and opened by every rank that receives the
- * table: the service relays them without reading them, and an entry (a root info carries the
- * communicator's secret) is neither readable on the wire nor movable to another rank or round.
- * An error is authenticated when the service could check the request's MAC; before that (unknown
+ * Entries are sealed by the rank that sends them and opened by every rank that receives the table:
+ * the service relays them without reading them, and an entry (a root info carries the
+ * communicator's secret) is neither readable on the wire nor movable to another rank or round. An
+ * error is authenticated when the service could check the request's MAC; before that (unknown
  * registration, wrong secret, malformed request) it cannot be, and a client takes it only as a
  * failure. The server closes the connection after its reply; a client that closes its connection
  * before the reply leaves the round, which fails the round for every other rank at once.
@@ -66,19 +66,28 @@ final class Protocol {
   static final int MAC_BYTES = 32;
   static final int IV_BYTES = 12;
   static final int GCM_TAG_BITS = 128;
+
   /** What sealing adds to an entry: the iv and the GCM tag. */
   static final int SEAL_BYTES = IV_BYTES + GCM_TAG_BITS / 8;
-  /** Header bytes covered by the MAC: magic, version, regId, stageId, attempt, rank, timeout, length. */
+
+  /**
+   * Header bytes covered by the MAC: magic, version, regId, stageId, attempt, rank, timeout,
+   * length.
+   */
   static final int REQUEST_HEADER_BYTES = 4 + 4 + 8 + 4 + 4 + 4 + 8 + 4;
 
   /** Largest entry one rank may contribute. */
   static final int MAX_ENTRY_BYTES = 1 << 20;
+
   /** Largest entry on the wire: sealed. */
   static final int MAX_SEALED_ENTRY_BYTES = MAX_ENTRY_BYTES + SEAL_BYTES;
+
   /** Largest table (sum of all entries of a round). */
   static final long MAX_TABLE_BYTES = 64L << 20;
+
   /** Largest error message on the wire. */
   static final int MAX_MESSAGE_BYTES = 16 << 10;
+
   /** Largest rank count a ticket may have (a barrier stage is limited by cluster slots anyway). */
   static final int MAX_RANKS = 1 << 16;
 
@@ -86,7 +95,10 @@ final class Protocol {
 
   private static final SecureRandom SEAL_RANDOM = new SecureRandom();
 
-  /** MAC(label, parts...): HMAC-SHA256 under secret over the label's UTF-8 bytes, a 0, then the parts. */
+  /**
+   * MAC(label, parts...): HMAC-SHA256 under secret over the label's UTF-8 bytes, a 0, then the
+   * parts.
+   */
   static byte[] mac(byte[] secret, String label, byte[]... parts) {
     try {
       Mac mac = Mac.getInstance("HmacSHA256");
@@ -136,26 +148,38 @@ final class Protocol {
   }
 
   private static byte[] entryAad(long registrationId, int stageId, int stageAttempt, int rank) {
-    return ByteBuffer.allocate(8 + 4 + 4 + 4).putLong(registrationId).putInt(stageId).putInt(stageAttempt)
-        .putInt(rank).array();
+    return ByteBuffer.allocate(8 + 4 + 4 + 4)
+        .putLong(registrationId)
+        .putInt(stageId)
+        .putInt(stageAttempt)
+        .putInt(rank)
+        .array();
   }
 
   private static Cipher entryCipher(byte[] secret, int mode, byte[] iv, byte[] aad)
       throws GeneralSecurityException {
     Cipher cipher = Cipher.getInstance("AES/GCM/NoPadding");
-    cipher.init(mode, new SecretKeySpec(mac(secret, "entry key"), "AES"), new GCMParameterSpec(GCM_TAG_BITS, iv));
+    cipher.init(
+        mode,
+        new SecretKeySpec(mac(secret, "entry key"), "AES"),
+        new GCMParameterSpec(GCM_TAG_BITS, iv));
     cipher.updateAAD(aad);
     return cipher;
   }
 
   /** Rank {@code rank}'s entry as it goes on the wire for this round. */
-  static byte[] sealEntry(byte[] secret, long registrationId, int stageId, int stageAttempt, int rank,
-      byte[] entry) {
+  static byte[] sealEntry(
+      byte[] secret, long registrationId, int stageId, int stageAttempt, int rank, byte[] entry) {
     byte[] iv = new byte[IV_BYTES];
     SEAL_RANDOM.nextBytes(iv);
     try {
-      byte[] sealed = entryCipher(secret, Cipher.ENCRYPT_MODE, iv,
-          entryAad(registrationId, stageId, stageAttempt, rank)).doFinal(entry);
+      byte[] sealed =
+          entryCipher(
+                  secret,
+                  Cipher.ENCRYPT_MODE,
+                  iv,
+                  entryAad(registrationId, stageId, stageAttempt, rank))
+              .doFinal(entry);
       return ByteBuffer.allocate(IV_BYTES + sealed.length).put(iv).put(sealed).array();
     } catch (GeneralSecurityException e) {
       throw new IllegalStateException("AES/GCM is not available", e);
@@ -163,15 +187,18 @@ final class Protocol {
   }
 
   /** The entry rank {@code rank} sealed for this round, or null when it does not authenticate. */
-  static byte[] openEntry(byte[] secret, long registrationId, int stageId, int stageAttempt, int rank,
-      byte[] sealed) {
+  static byte[] openEntry(
+      byte[] secret, long registrationId, int stageId, int stageAttempt, int rank, byte[] sealed) {
     if (sealed.length < SEAL_BYTES) {
       return null;
     }
     try {
-      return entryCipher(secret, Cipher.DECRYPT_MODE, Arrays.copyOfRange(sealed, 0, IV_BYTES),
-          entryAad(registrationId, stageId, stageAttempt, rank)).doFinal(sealed, IV_BYTES,
-          sealed.length - IV_BYTES);
+      return entryCipher(
+              secret,
+              Cipher.DECRYPT_MODE,
+              Arrays.copyOfRange(sealed, 0, IV_BYTES),
+              entryAad(registrationId, stageId, stageAttempt, rank))
+          .doFinal(sealed, IV_BYTES, sealed.length - IV_BYTES);
     } catch (AEADBadTagException e) {
       return null;
     } catch (GeneralSecurityException e) {
@@ -179,8 +206,13 @@ final class Protocol {
     }
   }
 
-  static byte[] requestHeader(long registrationId, int stageId, int stageAttempt, int rank,
-      long timeoutMillis, int entryLength) {
+  static byte[] requestHeader(
+      long registrationId,
+      int stageId,
+      int stageAttempt,
+      int rank,
+      long timeoutMillis,
+      int entryLength) {
     ByteArrayOutputStream bytes = new ByteArrayOutputStream(REQUEST_HEADER_BYTES);
     try (DataOutputStream out = new DataOutputStream(bytes)) {
       out.writeInt(REQUEST_MAGIC);
@@ -212,13 +244,14 @@ final class Protocol {
    */
   static byte[] readHello(DataInputStream in, String where) throws IOException {
     if (in.readInt() != HELLO_MAGIC) {
-      throw new RendezvousException(Reason.CONNECTION, where + ": the peer is not a rendezvous service "
-          + "(bad greeting)");
+      throw new RendezvousException(
+          Reason.CONNECTION, where + ": the peer is not a rendezvous service " + "(bad greeting)");
     }
     int version = in.readInt();
     if (version != VERSION) {
-      throw new RendezvousException(Reason.CONNECTION, where + ": the service speaks protocol version "
-          + version + ", this client " + VERSION);
+      throw new RendezvousException(
+          Reason.CONNECTION,
+          where + ": the service speaks protocol version " + version + ", this client " + VERSION);
     }
     byte[] nonce = new byte[NONCE_BYTES];
     in.readFully(nonce);
@@ -228,8 +261,11 @@ final class Protocol {
   /** The REQUEST frame: the header ({@link #requestHeader}), its MAC, the sealed entry, its MAC. */
   static byte[] request(byte[] secret, byte[] nonce, byte[] header, byte[] sealedEntry) {
     return ByteBuffer.allocate(header.length + 2 * MAC_BYTES + sealedEntry.length)
-        .put(header).put(headerMac(secret, nonce, header)).put(sealedEntry)
-        .put(entryMac(secret, nonce, header, sealedEntry)).array();
+        .put(header)
+        .put(headerMac(secret, nonce, header))
+        .put(sealedEntry)
+        .put(entryMac(secret, nonce, header, sealedEntry))
+        .array();
   }
 
   /** What the server reads first of a REQUEST: the header and its MAC. */
@@ -240,8 +276,17 @@ final class Protocol {
    *
    * @param bytes the header as sent (the entry's MAC covers it too)
    */
-  record RequestHeader(byte[] bytes, byte[] mac, int magic, int version, long registrationId, int stageId,
-      int stageAttempt, int rank, long timeoutMillis, int entryLength) {
+  record RequestHeader(
+      byte[] bytes,
+      byte[] mac,
+      int magic,
+      int version,
+      long registrationId,
+      int stageId,
+      int stageAttempt,
+      int rank,
+      long timeoutMillis,
+      int entryLength) {
     /** Reads {@link #REQUEST_HEADER_FRAME_BYTES} bytes. */
     static RequestHeader read(ByteBuffer frame) {
       byte[] bytes = new byte[REQUEST_HEADER_BYTES];
@@ -249,8 +294,17 @@ final class Protocol {
       byte[] mac = new byte[MAC_BYTES];
       frame.get(mac);
       ByteBuffer h = ByteBuffer.wrap(bytes);
-      return new RequestHeader(bytes, mac, h.getInt(), h.getInt(), h.getLong(), h.getInt(), h.getInt(), h.getInt(),
-          h.getLong(), h.getInt());
+      return new RequestHeader(
+          bytes,
+          mac,
+          h.getInt(),
+          h.getInt(),
+          h.getLong(),
+          h.getInt(),
+          h.getInt(),
+          h.getInt(),
+          h.getLong(),
+          h.getInt());
     }
 
     /** The header's MAC matches under this registration's secret and the connection's nonce. */
@@ -268,7 +322,8 @@ final class Protocol {
    * Reads the rest of a REQUEST (its {@link RequestHeader#entryFrameBytes}): the sealed entry, or
    * null when the entry's MAC does not match.
    */
-  static byte[] readSealedEntry(ByteBuffer frame, byte[] secret, byte[] nonce, RequestHeader header) {
+  static byte[] readSealedEntry(
+      ByteBuffer frame, byte[] secret, byte[] nonce, RequestHeader header) {
     byte[] sealed = new byte[frame.remaining() - MAC_BYTES];
     frame.get(sealed);
     byte[] mac = new byte[MAC_BYTES];
@@ -303,7 +358,8 @@ final class Protocol {
   static byte[] errorFrame(Reason reason, String message) {
     byte[] text = message.getBytes(StandardCharsets.UTF_8);
     if (text.length > MAX_MESSAGE_BYTES) {
-      String cut = message.substring(0, Math.min(message.length(), MAX_MESSAGE_BYTES / 4 - 4)) + " ...";
+      String cut =
+          message.substring(0, Math.min(message.length(), MAX_MESSAGE_BYTES / 4 - 4)) + " ...";
       text = cut.getBytes(StandardCharsets.UTF_8);
     }
     ByteArrayOutputStream bytes = new ByteArrayOutputStream(5 + text.length);
@@ -317,7 +373,10 @@ final class Protocol {
     return bytes.toByteArray();
   }
 
-  /** A round's outcome on the wire, built once; each rank's copy ends with a MAC bound to its connection. */
+  /**
+   * A round's outcome on the wire, built once; each rank's copy ends with a MAC bound to its
+   * connection.
+   */
   static final class Verdict {
     private final byte[] frame;
     private final byte[] digest; // SHA-256 of a reply frame; null for an error
@@ -344,13 +403,18 @@ final class Protocol {
      */
     ByteBuffer[] forRank(byte[] secret, byte[] nonce, int rank) {
       if (digest != null) {
-        return new ByteBuffer[] {ByteBuffer.wrap(frame), ByteBuffer.wrap(replyMac(secret, nonce, rank, digest))};
+        return new ByteBuffer[] {
+          ByteBuffer.wrap(frame), ByteBuffer.wrap(replyMac(secret, nonce, rank, digest))
+        };
       }
       if (secret == null) {
         return new ByteBuffer[] {ByteBuffer.wrap(frame), ByteBuffer.wrap(new byte[] {0})};
       }
-      return new ByteBuffer[] {ByteBuffer.wrap(frame), ByteBuffer.wrap(new byte[] {1}),
-          ByteBuffer.wrap(errorMac(secret, nonce, rank, frame))};
+      return new ByteBuffer[] {
+        ByteBuffer.wrap(frame),
+        ByteBuffer.wrap(new byte[] {1}),
+        ByteBuffer.wrap(errorMac(secret, nonce, rank, frame))
+      };
     }
   }
 
@@ -363,8 +427,16 @@ final class Protocol {
    * @throws RendezvousException the ERROR's reason and message; or {@link Reason#CONNECTION} for a
    *     malformed verdict, {@link Reason#AUTHENTICATION} for one that does not authenticate
    */
-  static byte[][] readVerdict(DataInputStream in, int status, byte[] secret, byte[] nonce, int rank, int rankSize,
-      String where, String service) throws IOException {
+  static byte[][] readVerdict(
+      DataInputStream in,
+      int status,
+      byte[] secret,
+      byte[] nonce,
+      int rank,
+      int rankSize,
+      String where,
+      String service)
+      throws IOException {
     if (status != STATUS_OK) {
       throw readError(in, status, secret, nonce, rank, where);
     }
@@ -373,8 +445,9 @@ final class Protocol {
     int count = in.readInt();
     reply.update(intBytes(count));
     if (count != rankSize) {
-      throw new RendezvousException(Reason.CONNECTION, where + ": malformed reply (" + count + " entries, "
-          + "expected " + rankSize + ")");
+      throw new RendezvousException(
+          Reason.CONNECTION,
+          where + ": malformed reply (" + count + " entries, " + "expected " + rankSize + ")");
     }
     byte[][] table = new byte[count][];
     long total = 0;
@@ -382,8 +455,9 @@ final class Protocol {
       int length = in.readInt();
       total += Math.max(0, length);
       if (length < 0 || length > MAX_SEALED_ENTRY_BYTES || total > MAX_TABLE_BYTES) {
-        throw new RendezvousException(Reason.CONNECTION, where + ": malformed reply (entry " + r + " has "
-            + length + " bytes)");
+        throw new RendezvousException(
+            Reason.CONNECTION,
+            where + ": malformed reply (entry " + r + " has " + length + " bytes)");
       }
       table[r] = new byte[length];
       in.readFully(table[r]);
@@ -393,18 +467,24 @@ final class Protocol {
     byte[] mac = new byte[MAC_BYTES];
     in.readFully(mac);
     if (!macMatches(mac, replyMac(secret, nonce, rank, reply.digest()))) {
-      throw new RendezvousException(Reason.AUTHENTICATION, where + ": the table from " + service
-          + " does not authenticate (not sent by the rendezvous service, or altered)");
+      throw new RendezvousException(
+          Reason.AUTHENTICATION,
+          where
+              + ": the table from "
+              + service
+              + " does not authenticate (not sent by the rendezvous service, or altered)");
     }
     return table;
   }
 
   /** The exception an ERROR carries; its MAC, when it has one, must match. */
-  private static RendezvousException readError(DataInputStream in, int status, byte[] secret, byte[] nonce,
-      int rank, String where) throws IOException {
+  private static RendezvousException readError(
+      DataInputStream in, int status, byte[] secret, byte[] nonce, int rank, String where)
+      throws IOException {
     int length = in.readInt();
     if (length < 0 || length > MAX_MESSAGE_BYTES) {
-      return new RendezvousException(Reason.CONNECTION, where + ": malformed error reply (" + length + " bytes)");
+      return new RendezvousException(
+          Reason.CONNECTION, where + ": malformed error reply (" + length + " bytes)");
     }
     byte[] text = new byte[length];
     in.readFully(text);
@@ -412,13 +492,18 @@ final class Protocol {
     if (authenticated != 0) {
       byte[] mac = new byte[MAC_BYTES];
       in.readFully(mac);
-      byte[] body = ByteBuffer.allocate(5 + length).put((byte) status).putInt(length).put(text).array();
+      byte[] body =
+          ByteBuffer.allocate(5 + length).put((byte) status).putInt(length).put(text).array();
       if (!macMatches(mac, errorMac(secret, nonce, rank, body))) {
-        return new RendezvousException(Reason.AUTHENTICATION, where + ": an error reply that does not "
-            + "authenticate (not sent by the rendezvous service, or altered)");
+        return new RendezvousException(
+            Reason.AUTHENTICATION,
+            where
+                + ": an error reply that does not "
+                + "authenticate (not sent by the rendezvous service, or altered)");
       }
     }
-    return new RendezvousException(Reason.fromCode(status), where + ": " + new String(text, StandardCharsets.UTF_8));
+    return new RendezvousException(
+        Reason.fromCode(status), where + ": " + new String(text, StandardCharsets.UTF_8));
   }
 
   /** Compact rank list: [0-3, 7, 9-12], cut after a bounded number of runs. */

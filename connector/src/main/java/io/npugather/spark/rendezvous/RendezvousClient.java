@@ -23,22 +23,25 @@ import java.util.function.BooleanSupplier;
 public final class RendezvousClient {
   /** SO_TIMEOUT of the socket: how often a blocked read checks cancellation and the deadline. */
   static final int POLL_MS = 50;
+
   /**
    * How long past its own timeout a rank waits for the service's verdict (which names the missing
    * ranks) before giving up on the service itself.
    */
   static final long GRACE_MS = 2_000;
+
   /** Longest single connect attempt (attempts repeat until the deadline while they time out). */
   private static final int CONNECT_SLICE_MS = 500;
+
   /** Pause before connecting again after the service dropped a connection unanswered. */
   private static final long RETRY_MS = 20;
 
   private RendezvousClient() {}
 
   /**
-   * Sends this rank's entry for round (stageId, stageAttempt) and blocks until all
-   * {@code ticket.rankSize()} ranks of the same round have sent theirs; returns the entries
-   * indexed by rank, identical on every rank.
+   * Sends this rank's entry for round (stageId, stageAttempt) and blocks until all {@code
+   * ticket.rankSize()} ranks of the same round have sent theirs; returns the entries indexed by
+   * rank, identical on every rank.
    *
    * @param ticket the registration (from the driver's {@link RendezvousService})
    * @param stageId the barrier stage's id
@@ -52,59 +55,108 @@ public final class RendezvousClient {
    *     cancellation, a newer attempt of the stage, an unknown or rejected ticket, a duplicate
    *     rank, an oversized entry, or a connection failure; the message names rank, round and cause
    */
-  public static List<byte[]> exchange(RendezvousTicket ticket, int stageId, int stageAttempt, int rank,
-      byte[] entry, Duration timeout, BooleanSupplier cancelled) {
+  public static List<byte[]> exchange(
+      RendezvousTicket ticket,
+      int stageId,
+      int stageAttempt,
+      int rank,
+      byte[] entry,
+      Duration timeout,
+      BooleanSupplier cancelled) {
     Objects.requireNonNull(ticket, "ticket");
     Objects.requireNonNull(entry, "entry");
     Objects.requireNonNull(timeout, "timeout");
     Objects.requireNonNull(cancelled, "cancelled");
-    String where = "rank " + rank + " of " + ticket.rankSize() + " in rendezvous round (registration "
-        + ticket.registrationId() + ", stage " + stageId + ", attempt " + stageAttempt + ") with the driver at "
-        + ticket.host() + ":" + ticket.port();
+    String where =
+        "rank "
+            + rank
+            + " of "
+            + ticket.rankSize()
+            + " in rendezvous round (registration "
+            + ticket.registrationId()
+            + ", stage "
+            + stageId
+            + ", attempt "
+            + stageAttempt
+            + ") with the driver at "
+            + ticket.host()
+            + ":"
+            + ticket.port();
     if (rank < 0 || rank >= ticket.rankSize()) {
-      throw new RendezvousException(Reason.INVALID_ARGUMENT, where + ": rank must be in [0, "
-          + ticket.rankSize() + ")");
+      throw new RendezvousException(
+          Reason.INVALID_ARGUMENT, where + ": rank must be in [0, " + ticket.rankSize() + ")");
     }
     if (stageId < 0 || stageAttempt < 0) {
-      throw new RendezvousException(Reason.INVALID_ARGUMENT, where + ": stage id and attempt must be >= 0");
+      throw new RendezvousException(
+          Reason.INVALID_ARGUMENT, where + ": stage id and attempt must be >= 0");
     }
     if (entry.length > Protocol.MAX_ENTRY_BYTES) {
-      throw new RendezvousException(Reason.TOO_LARGE, where + ": entry of " + entry.length
-          + " bytes exceeds the limit of " + Protocol.MAX_ENTRY_BYTES + " bytes (1 MiB)");
+      throw new RendezvousException(
+          Reason.TOO_LARGE,
+          where
+              + ": entry of "
+              + entry.length
+              + " bytes exceeds the limit of "
+              + Protocol.MAX_ENTRY_BYTES
+              + " bytes (1 MiB)");
     }
     if (timeout.isNegative() || timeout.isZero()) {
-      throw new RendezvousException(Reason.INVALID_ARGUMENT, where + ": timeout must be positive, got " + timeout);
+      throw new RendezvousException(
+          Reason.INVALID_ARGUMENT, where + ": timeout must be positive, got " + timeout);
     }
     long timeoutMs = saturatedMillis(timeout);
     long start = System.nanoTime();
     long deadline = start + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
     long hardDeadline = deadline + TimeUnit.MILLISECONDS.toNanos(GRACE_MS);
 
-    Protocol.Poll poll = () -> {
-      if (cancelled.getAsBoolean() || Thread.currentThread().isInterrupted()) {
-        throw new RendezvousException(Reason.CANCELLED, where + ": cancelled while waiting for the other ranks "
-            + "(task killed or interrupted) after " + elapsedMs(start) + " ms");
-      }
-      if (System.nanoTime() - hardDeadline > 0) {
-        throw new RendezvousException(Reason.TIMEOUT, where + ": no verdict from the rendezvous service within "
-            + "the timeout of " + timeoutMs + " ms (+" + GRACE_MS + " ms grace); the driver may be unreachable "
-            + "or overloaded");
-      }
-    };
+    Protocol.Poll poll =
+        () -> {
+          if (cancelled.getAsBoolean() || Thread.currentThread().isInterrupted()) {
+            throw new RendezvousException(
+                Reason.CANCELLED,
+                where
+                    + ": cancelled while waiting for the other ranks "
+                    + "(task killed or interrupted) after "
+                    + elapsedMs(start)
+                    + " ms");
+          }
+          if (System.nanoTime() - hardDeadline > 0) {
+            throw new RendezvousException(
+                Reason.TIMEOUT,
+                where
+                    + ": no verdict from the rendezvous service within "
+                    + "the timeout of "
+                    + timeoutMs
+                    + " ms (+"
+                    + GRACE_MS
+                    + " ms grace); the driver may be unreachable "
+                    + "or overloaded");
+          }
+        };
 
     InetSocketAddress address;
     try {
       address = new InetSocketAddress(InetAddress.getByName(ticket.host()), ticket.port());
     } catch (UnknownHostException e) {
-      throw new RendezvousException(Reason.CONNECTION, where + ": cannot resolve the driver host "
-          + ticket.host(), e);
+      throw new RendezvousException(
+          Reason.CONNECTION, where + ": cannot resolve the driver host " + ticket.host(), e);
     }
 
     // A service that dropped this connection before reading the whole request (its handshake
     // limits make way for newer connections) never saw the entry: connect again.
     while (true) {
       try {
-        return attempt(ticket, stageId, stageAttempt, rank, entry, address, poll, deadline, hardDeadline, where);
+        return attempt(
+            ticket,
+            stageId,
+            stageAttempt,
+            rank,
+            entry,
+            address,
+            poll,
+            deadline,
+            hardDeadline,
+            where);
       } catch (DroppedBeforeVerdict e) {
         try {
           poll.check(); // cancelled or past the deadline: that is the verdict
@@ -123,8 +175,17 @@ public final class RendezvousClient {
     }
   }
 
-  private static List<byte[]> attempt(RendezvousTicket ticket, int stageId, int stageAttempt, int rank,
-      byte[] entry, InetSocketAddress address, Protocol.Poll poll, long deadline, long hardDeadline, String where)
+  private static List<byte[]> attempt(
+      RendezvousTicket ticket,
+      int stageId,
+      int stageAttempt,
+      int rank,
+      byte[] entry,
+      InetSocketAddress address,
+      Protocol.Poll poll,
+      long deadline,
+      long hardDeadline,
+      String where)
       throws DroppedBeforeVerdict {
     Socket socket = null;
     boolean verdictStarted = false;
@@ -133,29 +194,46 @@ public final class RendezvousClient {
       socket.setTcpNoDelay(true);
       socket.setKeepAlive(true);
       socket.setSoTimeout(POLL_MS);
-      DataInputStream in = new DataInputStream(new BufferedInputStream(
-          new Protocol.PollingInputStream(socket.getInputStream(), poll), 8192));
+      DataInputStream in =
+          new DataInputStream(
+              new BufferedInputStream(
+                  new Protocol.PollingInputStream(socket.getInputStream(), poll), 8192));
       OutputStream out = socket.getOutputStream();
 
       byte[] nonce = Protocol.readHello(in, where);
 
       long remainingMs = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
       byte[] secret = ticket.secret();
-      byte[] sealed = Protocol.sealEntry(secret, ticket.registrationId(), stageId, stageAttempt, rank, entry);
-      byte[] header = Protocol.requestHeader(ticket.registrationId(), stageId, stageAttempt, rank, remainingMs,
-          sealed.length);
+      byte[] sealed =
+          Protocol.sealEntry(secret, ticket.registrationId(), stageId, stageAttempt, rank, entry);
+      byte[] header =
+          Protocol.requestHeader(
+              ticket.registrationId(), stageId, stageAttempt, rank, remainingMs, sealed.length);
       out.write(Protocol.request(secret, nonce, header, sealed));
       out.flush();
 
       int status = in.readUnsignedByte();
       verdictStarted = true;
-      byte[][] table = Protocol.readVerdict(in, status, secret, nonce, rank, ticket.rankSize(), where,
-          ticket.host() + ":" + ticket.port());
+      byte[][] table =
+          Protocol.readVerdict(
+              in,
+              status,
+              secret,
+              nonce,
+              rank,
+              ticket.rankSize(),
+              where,
+              ticket.host() + ":" + ticket.port());
       for (int r = 0; r < table.length; r++) {
-        table[r] = Protocol.openEntry(secret, ticket.registrationId(), stageId, stageAttempt, r, table[r]);
+        table[r] =
+            Protocol.openEntry(secret, ticket.registrationId(), stageId, stageAttempt, r, table[r]);
         if (table[r] == null) {
-          throw new RendezvousException(Reason.AUTHENTICATION, where + ": the entry of rank " + r
-              + " does not authenticate (not sealed by a rank of this round, or altered)");
+          throw new RendezvousException(
+              Reason.AUTHENTICATION,
+              where
+                  + ": the entry of rank "
+                  + r
+                  + " does not authenticate (not sealed by a rank of this round, or altered)");
         }
       }
       return Collections.unmodifiableList(Arrays.asList(table));
@@ -163,14 +241,18 @@ public final class RendezvousClient {
       if (!verdictStarted) {
         throw new DroppedBeforeVerdict(e);
       }
-      throw new RendezvousException(Reason.CONNECTION, where + ": the rendezvous service closed the connection "
-          + "in the middle of its verdict", e);
+      throw new RendezvousException(
+          Reason.CONNECTION,
+          where
+              + ": the rendezvous service closed the connection "
+              + "in the middle of its verdict",
+          e);
     } catch (IOException e) {
       if (!verdictStarted) {
         throw new DroppedBeforeVerdict(e);
       }
-      throw new RendezvousException(Reason.CONNECTION, where + ": connection to the rendezvous service failed: "
-          + e, e);
+      throw new RendezvousException(
+          Reason.CONNECTION, where + ": connection to the rendezvous service failed: " + e, e);
     } finally {
       if (socket != null) {
         try {
@@ -182,7 +264,8 @@ public final class RendezvousClient {
     }
   }
 
-  private static Socket connect(InetSocketAddress address, Protocol.Poll poll, long hardDeadline, String where)
+  private static Socket connect(
+      InetSocketAddress address, Protocol.Poll poll, long hardDeadline, String where)
       throws IOException {
     while (true) {
       poll.check();
@@ -195,8 +278,8 @@ public final class RendezvousClient {
         socket.close(); // try again (checks cancellation and the deadline first)
       } catch (IOException e) {
         socket.close();
-        throw new RendezvousException(Reason.CONNECTION, where + ": cannot connect to the rendezvous service: "
-            + e, e);
+        throw new RendezvousException(
+            Reason.CONNECTION, where + ": cannot connect to the rendezvous service: " + e, e);
       }
     }
   }

@@ -34,19 +34,20 @@ import org.slf4j.LoggerFactory;
  * handshake, wait, reply), so the service's threads are bounded whatever the load, and a stranger
  * holds no thread and at most a header buffer.
  *
- * <p>Each connection gets a nonce ({@link Protocol#hello}); its request must authenticate under
- * its registration's secret and be complete within the handshake timeout; handshakes in progress
- * are bounded per peer address and in all (the oldest makes way); malformed, oversized, foreign
- * or stalled connections are dropped without touching any round, and the lines about them are
- * rate-limited. An authenticated request joins its round in {@link #rounds()}; the round's
- * verdict goes out on the connection, which is then closed. A waiting rank whose connection ends
- * leaves its round.
+ * <p>Each connection gets a nonce ({@link Protocol#hello}); its request must authenticate under its
+ * registration's secret and be complete within the handshake timeout; handshakes in progress are
+ * bounded per peer address and in all (the oldest makes way); malformed, oversized, foreign or
+ * stalled connections are dropped without touching any round, and the lines about them are
+ * rate-limited. An authenticated request joins its round in {@link #rounds()}; the round's verdict
+ * goes out on the connection, which is then closed. A waiting rank whose connection ends leaves its
+ * round.
  */
 final class RendezvousServer {
   private static final Logger LOG = LoggerFactory.getLogger(RendezvousServer.class);
 
   /** How long a rejected connection's unread request is drained so the peer sees the error. */
   private static final long DRAIN_MS = 2_000;
+
   private static final SecureRandom RANDOM = new SecureRandom();
 
   private final ServerSocketChannel server;
@@ -58,9 +59,12 @@ final class RendezvousServer {
   private final Thread selectorThread;
   private final Rounds<Seat> rounds;
   private final AtomicBoolean listenerClosed = new AtomicBoolean();
-  private final AtomicBoolean stopping = new AtomicBoolean(); // the verdicts of the last rounds are queued
+  private final AtomicBoolean stopping =
+      new AtomicBoolean(); // the verdicts of the last rounds are queued
+
   /** Work for the selector thread (verdicts from other threads). */
   private final ConcurrentLinkedQueue<Runnable> tasks = new ConcurrentLinkedQueue<>();
+
   private final Set<Connection> open = ConcurrentHashMap.newKeySet();
   // Owned by the selector thread:
   private final LinkedHashSet<Connection> handshakes = new LinkedHashSet<>(); // in order of accept
@@ -74,7 +78,10 @@ final class RendezvousServer {
    * @param timer runs the rounds' deadlines
    * @throws IllegalStateException when the address cannot be bound
    */
-  RendezvousServer(DriverAddress address, RendezvousService.Settings settings, ScheduledExecutorService timer,
+  RendezvousServer(
+      DriverAddress address,
+      RendezvousService.Settings settings,
+      ScheduledExecutorService timer,
       String threadName) {
     this.handshakeTimeoutMs = settings.handshakeTimeoutMs;
     this.maxHandshakes = Math.max(1, settings.maxHandshakes);
@@ -96,8 +103,9 @@ final class RendezvousServer {
       this.server = ss;
       this.port = ss.socket().getLocalPort();
     } catch (IOException e) {
-      throw new IllegalStateException("cannot start the rendezvous service on " + address.description() + ": "
-          + e.getMessage(), e);
+      throw new IllegalStateException(
+          "cannot start the rendezvous service on " + address.description() + ": " + e.getMessage(),
+          e);
     }
     this.selectorThread = new Thread(this::selectLoop, threadName);
     this.selectorThread.setDaemon(true);
@@ -152,21 +160,24 @@ final class RendezvousServer {
 
     /** Any thread: the verdict goes out from the selector thread. */
     private void send(Protocol.Verdict verdict) {
-      tasks.add(() -> {
-        Connection c = connection;
-        if (c.phase == Phase.WAITING) {
-          c.phase = Phase.ANSWERING;
-          enqueue(c, verdict.forRank(c.reg.secret, c.nonce, rank));
-        }
-      });
+      tasks.add(
+          () -> {
+            Connection c = connection;
+            if (c.phase == Phase.WAITING) {
+              c.phase = Phase.ANSWERING;
+              enqueue(c, verdict.forRank(c.reg.secret, c.nonce, rank));
+            }
+          });
       selector.wakeup();
     }
   }
 
   /** A round ended: its verdict is encoded once and sent to every rank that joined it. */
   private void answer(List<Seat> seats, Rounds.Outcome outcome) {
-    Protocol.Verdict verdict = outcome.isCompleted() ? Protocol.Verdict.reply(outcome.table())
-        : Protocol.Verdict.error(outcome.reason(), outcome.message());
+    Protocol.Verdict verdict =
+        outcome.isCompleted()
+            ? Protocol.Verdict.reply(outcome.table())
+            : Protocol.Verdict.error(outcome.reason(), outcome.message());
     for (Seat seat : seats) {
       seat.send(verdict);
     }
@@ -220,7 +231,9 @@ final class RendezvousServer {
       long now = System.nanoTime();
       if (now - intervalStart >= INTERVAL_NANOS) {
         if (suppressed > 0) {
-          LOG.warn("rendezvous service: {} more connections were dropped in the last {} s", suppressed,
+          LOG.warn(
+              "rendezvous service: {} more connections were dropped in the last {} s",
+              suppressed,
               TimeUnit.NANOSECONDS.toSeconds(INTERVAL_NANOS));
         }
         intervalStart = now;
@@ -250,8 +263,11 @@ final class RendezvousServer {
             break;
           }
         }
-        long waitMs = handshakes.isEmpty() && draining.isEmpty() ? 0 : Math.max(1,
-            TimeUnit.NANOSECONDS.toMillis(nextDeadline() - System.nanoTime()) + 1);
+        long waitMs =
+            handshakes.isEmpty() && draining.isEmpty()
+                ? 0
+                : Math.max(
+                    1, TimeUnit.NANOSECONDS.toMillis(nextDeadline() - System.nanoTime()) + 1);
         if (stopping.get()) {
           waitMs = 10;
         }
@@ -367,8 +383,10 @@ final class RendezvousServer {
     if (handshakesByAddress.getOrDefault(peer, 0) >= maxHandshakesPerAddress) {
       for (Connection c : handshakes) {
         if (c.peer.equals(peer)) {
-          dropLog.warn("rendezvous service: more than {} handshakes from {} at once; dropping its oldest",
-              maxHandshakesPerAddress, peer);
+          dropLog.warn(
+              "rendezvous service: more than {} handshakes from {} at once; dropping its oldest",
+              maxHandshakesPerAddress,
+              peer);
           closeConnection(c);
           return;
         }
@@ -376,8 +394,10 @@ final class RendezvousServer {
     }
     if (handshakes.size() >= maxHandshakes) {
       Connection oldest = handshakes.iterator().next();
-      dropLog.warn("rendezvous service: more than {} handshakes at once; dropping the oldest, from {}",
-          maxHandshakes, oldest.peer);
+      dropLog.warn(
+          "rendezvous service: more than {} handshakes at once; dropping the oldest, from {}",
+          maxHandshakes,
+          oldest.peer);
       closeConnection(oldest);
     }
   }
@@ -395,8 +415,11 @@ final class RendezvousServer {
       if (now - c.deadlineNanos < 0) {
         break; // in order of acceptance, so of deadline
       }
-      LOG.debug("rendezvous service: dropping a connection from {} that did not complete its request "
-          + "within {} ms", c.peer, handshakeTimeoutMs);
+      LOG.debug(
+          "rendezvous service: dropping a connection from {} that did not complete its request "
+              + "within {} ms",
+          c.peer,
+          handshakeTimeoutMs);
       closeConnection(c);
       it = handshakes.iterator();
     }
@@ -470,7 +493,8 @@ final class RendezvousServer {
     Protocol.RequestHeader header = Protocol.RequestHeader.read(c.in.flip());
     c.header = header;
     if (header.magic() != Protocol.REQUEST_MAGIC) {
-      LOG.debug("rendezvous service: dropping a connection from {} (not a rendezvous request)", c.peer);
+      LOG.debug(
+          "rendezvous service: dropping a connection from {} (not a rendezvous request)", c.peer);
       closeConnection(c);
       return;
     }
@@ -482,21 +506,37 @@ final class RendezvousServer {
     c.timeoutMs = header.timeoutMillis();
     int entryLength = header.entryLength();
     if (version != Protocol.VERSION) {
-      reject(c, Reason.CONNECTION, "unsupported rendezvous protocol version " + version
-          + " (the service speaks " + Protocol.VERSION + ")");
+      reject(
+          c,
+          Reason.CONNECTION,
+          "unsupported rendezvous protocol version "
+              + version
+              + " (the service speaks "
+              + Protocol.VERSION
+              + ")");
       return;
     }
     Rounds<Seat>.Registration reg = rounds.registration(registrationId);
     if (reg == null) {
-      reject(c, Reason.UNKNOWN_REGISTRATION, "unknown registration " + registrationId
-          + " (it was unregistered because its job ended, or the service restarted)");
+      reject(
+          c,
+          Reason.UNKNOWN_REGISTRATION,
+          "unknown registration "
+              + registrationId
+              + " (it was unregistered because its job ended, or the service restarted)");
       return;
     }
     if (!header.authenticates(reg.secret, c.nonce)) {
-      dropLog.warn("rendezvous service: authentication failed for registration {} from {}", registrationId,
+      dropLog.warn(
+          "rendezvous service: authentication failed for registration {} from {}",
+          registrationId,
           c.peer);
-      reject(c, Reason.AUTHENTICATION, "authentication failed for registration " + registrationId
-          + " (the ticket's secret was not accepted)");
+      reject(
+          c,
+          Reason.AUTHENTICATION,
+          "authentication failed for registration "
+              + registrationId
+              + " (the ticket's secret was not accepted)");
       return;
     }
     c.reg = reg; // from here on errors are authenticated
@@ -505,13 +545,21 @@ final class RendezvousServer {
     if (c.rank < 0 || c.rank >= reg.rankSize) {
       problem = "rank " + c.rank + " is out of range [0, " + reg.rankSize + ")";
     } else if (c.stageId < 0 || c.stageAttempt < 0) {
-      problem = "stage id and attempt must be >= 0, got stage " + c.stageId + " attempt " + c.stageAttempt;
+      problem =
+          "stage id and attempt must be >= 0, got stage "
+              + c.stageId
+              + " attempt "
+              + c.stageAttempt;
     } else if (c.timeoutMs <= 0) {
       problem = "timeout must be positive, got " + c.timeoutMs + " ms";
     } else if (entryLength < Protocol.SEAL_BYTES || entryLength > Protocol.MAX_SEALED_ENTRY_BYTES) {
       reason = Reason.TOO_LARGE;
-      problem = "entry of " + (entryLength - Protocol.SEAL_BYTES) + " bytes exceeds the limit of "
-          + Protocol.MAX_ENTRY_BYTES + " bytes (1 MiB), or is shorter than its seal";
+      problem =
+          "entry of "
+              + (entryLength - Protocol.SEAL_BYTES)
+              + " bytes exceeds the limit of "
+              + Protocol.MAX_ENTRY_BYTES
+              + " bytes (1 MiB), or is shorter than its seal";
     }
     if (problem != null) {
       reject(c, reason, problem);
@@ -525,16 +573,25 @@ final class RendezvousServer {
     byte[] sealed = Protocol.readSealedEntry(c.in.flip(), c.reg.secret, c.nonce, c.header);
     c.in = null;
     if (sealed == null) {
-      dropLog.warn("rendezvous service: the entry of rank {} from {} does not authenticate", c.rank, c.peer);
-      reject(c, Reason.AUTHENTICATION, "the entry of rank " + c.rank + " does not authenticate (altered in "
-          + "flight?)");
+      dropLog.warn(
+          "rendezvous service: the entry of rank {} from {} does not authenticate", c.rank, c.peer);
+      reject(
+          c,
+          Reason.AUTHENTICATION,
+          "the entry of rank " + c.rank + " does not authenticate (altered in " + "flight?)");
       return;
     }
     endHandshake(c);
     c.phase = Phase.WAITING;
     c.seat = new Seat(c);
-    Rounds.Rejection rejection = rounds.join(c.reg, c.stageId, c.stageAttempt,
-        Math.min(c.timeoutMs, RendezvousService.MAX_TIMEOUT_MS), sealed, c.seat);
+    Rounds.Rejection rejection =
+        rounds.join(
+            c.reg,
+            c.stageId,
+            c.stageAttempt,
+            Math.min(c.timeoutMs, RendezvousService.MAX_TIMEOUT_MS),
+            sealed,
+            c.seat);
     if (rejection != null) {
       c.seat = null;
       reject(c, rejection.reason(), rejection.message());
@@ -545,7 +602,10 @@ final class RendezvousServer {
   private void reject(Connection c, Reason reason, String message) {
     endHandshake(c);
     c.phase = Phase.REJECTED;
-    enqueue(c, Protocol.Verdict.error(reason, message).forRank(c.reg == null ? null : c.reg.secret, c.nonce, c.rank));
+    enqueue(
+        c,
+        Protocol.Verdict.error(reason, message)
+            .forRank(c.reg == null ? null : c.reg.secret, c.nonce, c.rank));
   }
 
   /** Closes a connection; a rank that had joined an open round leaves it. */
@@ -571,5 +631,4 @@ final class RendezvousServer {
       // ignore
     }
   }
-
 }

@@ -25,9 +25,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Driver-side rendezvous service: every rank of a barrier stage sends one small entry and gets
- * back the table of all ranks' entries, indexed by rank and identical on every rank. The reply
- * goes out the moment the last rank's entry arrives.
+ * Driver-side rendezvous service: every rank of a barrier stage sends one small entry and gets back
+ * the table of all ranks' entries, indexed by rank and identical on every rank. The reply goes out
+ * the moment the last rank's entry arrives.
  *
  * <p>One service per {@link SparkContext} ({@link #getOrStart}), started lazily on the driver's
  * address ({@link DriverAddress}) and stopped when the SparkContext stops. It puts together the
@@ -36,8 +36,8 @@ import org.slf4j.LoggerFactory;
  * rounds: arrivals, deadlines, failures, verdicts) and {@link JobWatches} (registrations that end
  * with a Spark job).
  *
- * <p>Rounds are keyed by (registration, stage id, stage attempt). A newer attempt of a stage
- * fails the waiters of older attempts; every round is bounded by the timeout (the smaller of the
+ * <p>Rounds are keyed by (registration, stage id, stage attempt). A newer attempt of a stage fails
+ * the waiters of older attempts; every round is bounded by the timeout (the smaller of the
  * registration's and the rank's, counted from the first rank's arrival) and fails naming the
  * missing ranks; a waiting rank that disconnects fails the round for the others at once.
  */
@@ -51,14 +51,17 @@ public final class RendezvousService implements AutoCloseable {
   private static final AtomicLong NEXT_REGISTRATION_ID = new AtomicLong(1);
   private static final SecureRandom RANDOM = new SecureRandom();
   private static final AtomicInteger SERVICE_COUNTER = new AtomicInteger();
-  private static final Cleaner CLEANER = Cleaner.create(daemonThreads("npugather-rendezvous-cleaner-"));
+  private static final Cleaner CLEANER =
+      Cleaner.create(daemonThreads("npugather-rendezvous-cleaner-"));
 
   /** Tunables (package-private: tests shorten the handshake timeout and lower the limits). */
   static final class Settings {
     /** A connection must complete its whole request within this time, else it is dropped. */
     long handshakeTimeoutMs = 10_000;
+
     /** Most requests in progress at once; a new connection beyond it evicts the oldest. */
     int maxHandshakes = 1024;
+
     /** Most requests in progress from one address; beyond it the address's oldest is evicted. */
     int maxHandshakesPerAddress = 128;
 
@@ -90,8 +93,8 @@ public final class RendezvousService implements AutoCloseable {
 
   /**
    * The service of this SparkContext, started on first use. It stops when the SparkContext stops
-   * (application end) or when {@link #close()} is called; a closed service is replaced by a new
-   * one on the next call.
+   * (application end) or when {@link #close()} is called; a closed service is replaced by a new one
+   * on the next call.
    *
    * @throws IllegalStateException if the SparkContext is stopped
    */
@@ -100,7 +103,8 @@ public final class RendezvousService implements AutoCloseable {
     List<RendezvousService> stale = new ArrayList<>();
     RendezvousService service;
     synchronized (BY_CONTEXT) {
-      for (Iterator<Map.Entry<SparkContext, RendezvousService>> it = BY_CONTEXT.entrySet().iterator();
+      for (Iterator<Map.Entry<SparkContext, RendezvousService>> it =
+              BY_CONTEXT.entrySet().iterator();
           it.hasNext(); ) {
         Map.Entry<SparkContext, RendezvousService> e = it.next();
         if (e.getKey().isStopped() || e.getValue().closed.get()) {
@@ -110,7 +114,8 @@ public final class RendezvousService implements AutoCloseable {
       }
       if (sc.isStopped()) {
         closeAll(stale);
-        throw new IllegalStateException("cannot start the rendezvous service: the SparkContext is stopped");
+        throw new IllegalStateException(
+            "cannot start the rendezvous service: the SparkContext is stopped");
       }
       service = BY_CONTEXT.get(sc);
       if (service == null) {
@@ -121,7 +126,8 @@ public final class RendezvousService implements AutoCloseable {
     closeAll(stale);
     if (sc.isStopped()) { // stopped while we started: the listener may never hear the end
       service.close();
-      throw new IllegalStateException("cannot start the rendezvous service: the SparkContext is stopped");
+      throw new IllegalStateException(
+          "cannot start the rendezvous service: the SparkContext is stopped");
     }
     return service;
   }
@@ -140,10 +146,13 @@ public final class RendezvousService implements AutoCloseable {
   private RendezvousService(DriverAddress address, SparkContext sc, Settings settings) {
     int id = SERVICE_COUNTER.incrementAndGet();
     this.advertisedHost = address.advertisedHost();
-    this.timer = new ScheduledThreadPoolExecutor(1, daemonThreads("npugather-rendezvous-" + id + "-timer-"));
+    this.timer =
+        new ScheduledThreadPoolExecutor(1, daemonThreads("npugather-rendezvous-" + id + "-timer-"));
     this.timer.setRemoveOnCancelPolicy(true);
     try {
-      this.server = new RendezvousServer(address, settings, timer, "npugather-rendezvous-" + id + "-selector-1");
+      this.server =
+          new RendezvousServer(
+              address, settings, timer, "npugather-rendezvous-" + id + "-selector-1");
     } catch (RuntimeException e) {
       timer.shutdownNow();
       throw e;
@@ -157,8 +166,11 @@ public final class RendezvousService implements AutoCloseable {
     } else {
       this.listener = null;
     }
-    LOG.info("NpuGather rendezvous service listening on {}:{} (advertised as {})",
-        address.bind().getHostAddress(), port, advertisedHost);
+    LOG.info(
+        "NpuGather rendezvous service listening on {}:{} (advertised as {})",
+        address.bind().getHostAddress(),
+        port,
+        advertisedHost);
   }
 
   private static ThreadFactory daemonThreads(String prefix) {
@@ -180,8 +192,9 @@ public final class RendezvousService implements AutoCloseable {
       return;
     }
     server.closeListener();
-    rounds.removeAll(Reason.UNKNOWN_REGISTRATION, "the rendezvous service stopped (the SparkContext stopped "
-        + "or the service was closed)");
+    rounds.removeAll(
+        Reason.UNKNOWN_REGISTRATION,
+        "the rendezvous service stopped (the SparkContext stopped " + "or the service was closed)");
     jobWatches.clear();
     timer.shutdownNow();
     // The selector thread sends the verdicts just queued (for a second at most), then closes all.
@@ -226,7 +239,8 @@ public final class RendezvousService implements AutoCloseable {
    */
   public RendezvousTicket register(int rankSize, Duration timeout) {
     if (rankSize < 1 || rankSize > Protocol.MAX_RANKS) {
-      throw new IllegalArgumentException("rankSize must be in [1, " + Protocol.MAX_RANKS + "], got " + rankSize);
+      throw new IllegalArgumentException(
+          "rankSize must be in [1, " + Protocol.MAX_RANKS + "], got " + rankSize);
     }
     Objects.requireNonNull(timeout, "timeout");
     if (timeout.isNegative() || timeout.isZero()) {
@@ -248,20 +262,25 @@ public final class RendezvousService implements AutoCloseable {
   public void unregister(RendezvousTicket ticket) {
     Objects.requireNonNull(ticket, "ticket");
     jobWatches.forget(ticket);
-    rounds.remove(ticket.registrationId(), Reason.UNKNOWN_REGISTRATION, "registration "
-        + ticket.registrationId() + " was unregistered (its job ended, failed or was cancelled)");
+    rounds.remove(
+        ticket.registrationId(),
+        Reason.UNKNOWN_REGISTRATION,
+        "registration "
+            + ticket.registrationId()
+            + " was unregistered (its job ended, failed or was cancelled)");
   }
 
   /**
    * Unregisters the ticket when the Spark job that runs stage(s) of RDD {@code rddId} ends (the
-   * last of them, if several running jobs compute that RDD), so the registration lives as long
-   * as that job. A job already running when this is called counts too.
+   * last of them, if several running jobs compute that RDD), so the registration lives as long as
+   * that job. A job already running when this is called counts too.
    */
   public void unregisterWhenJobEnds(RendezvousTicket ticket, int rddId) {
     Objects.requireNonNull(ticket, "ticket");
     if (sparkContext == null) {
       // Job events are fed by the test hooks jobStarted/jobEnded.
-      LOG.debug("rendezvous service without SparkContext: job watch for rdd {} needs job events", rddId);
+      LOG.debug(
+          "rendezvous service without SparkContext: job watch for rdd {} needs job events", rddId);
     }
     if (rounds.registration(ticket.registrationId()) == null) {
       return; // already gone
@@ -280,12 +299,14 @@ public final class RendezvousService implements AutoCloseable {
     Objects.requireNonNull(ticket, "ticket");
     Objects.requireNonNull(owner, "owner");
     WeakReference<RendezvousService> self = new WeakReference<>(this);
-    CLEANER.register(owner, () -> {
-      RendezvousService service = self.get();
-      if (service != null) {
-        service.unregister(ticket);
-      }
-    });
+    CLEANER.register(
+        owner,
+        () -> {
+          RendezvousService service = self.get();
+          if (service != null) {
+            service.unregister(ticket);
+          }
+        });
   }
 
   /** Registrations currently held (leaks are visible in tests). */
@@ -339,7 +360,13 @@ public final class RendezvousService implements AutoCloseable {
 
   @Override
   public String toString() {
-    return "RendezvousService{" + advertisedHost + ":" + port + ", registrations=" + rounds.size()
-        + (closed.get() ? ", closed" : "") + "}";
+    return "RendezvousService{"
+        + advertisedHost
+        + ":"
+        + port
+        + ", registrations="
+        + rounds.size()
+        + (closed.get() ? ", closed" : "")
+        + "}";
   }
 }

@@ -7,10 +7,10 @@ import java.io.Serializable;
 import java.util.Objects;
 
 /**
- * What a task needs to reach the driver's {@link RendezvousService}: the service's host and
- * port, the registration id and rank count, and a per-registration random secret that the task
- * proves knowledge of (HMAC) when it connects. It is shipped to executors inside the task
- * closure. {@link #toString()} never prints the secret.
+ * What a task needs to reach the driver's {@link RendezvousService}: the service's host and port,
+ * the registration id and rank count, and a per-registration random secret that the task proves
+ * knowledge of (HMAC) when it connects. It is shipped to executors inside the task closure. {@link
+ * #toString()} never prints the secret.
  */
 public final class RendezvousTicket implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -77,7 +77,8 @@ public final class RendezvousTicket implements Serializable {
       Objects.requireNonNull(host, "host");
       validate();
     } catch (RuntimeException e) {
-      InvalidObjectException ioe = new InvalidObjectException("invalid RendezvousTicket: " + e.getMessage());
+      InvalidObjectException ioe =
+          new InvalidObjectException("invalid RendezvousTicket: " + e.getMessage());
       ioe.initCause(e);
       throw ioe;
     }
@@ -85,7 +86,14 @@ public final class RendezvousTicket implements Serializable {
 
   @Override
   public String toString() {
-    return "RendezvousTicket{registration=" + registrationId + ", rankSize=" + rankSize
-        + ", service=" + host + ":" + port + "}";
+    return "RendezvousTicket{registration="
+        + registrationId
+        + ", rankSize="
+        + rankSize
+        + ", service="
+        + host
+        + ":"
+        + port
+        + "}";
   }
 }

@@ -20,11 +20,11 @@ import org.slf4j.LoggerFactory;
  * round's deadline, its failure and its verdict.
  *
  * <p>A round is keyed by (registration, stage id, stage attempt). It completes when its last rank
- * arrives, and fails when a newer attempt of its stage starts, when not all ranks arrive within
- * the timeout (the smaller of the registration's and each arrived rank's, counted from that
- * rank's arrival), when a waiting rank leaves, when its table grows past {@link
- * Protocol#MAX_TABLE_BYTES}, or when its registration is removed. Every {@link Waiter} of a round
- * that ends is answered exactly once, through the {@link Answerer}, outside every lock.
+ * arrives, and fails when a newer attempt of its stage starts, when not all ranks arrive within the
+ * timeout (the smaller of the registration's and each arrived rank's, counted from that rank's
+ * arrival), when a waiting rank leaves, when its table grows past {@link Protocol#MAX_TABLE_BYTES},
+ * or when its registration is removed. Every {@link Waiter} of a round that ends is answered
+ * exactly once, through the {@link Answerer}, outside every lock.
  *
  * @param <W> the transport's waiter
  */
@@ -69,8 +69,8 @@ final class Rounds<W extends Rounds.Waiter> {
   private final ConcurrentHashMap<Long, Registration> registrations = new ConcurrentHashMap<>();
 
   /**
-   * @param timer runs the rounds' deadlines; once it refuses work, rounds that need a deadline
-   *     fail as stopped
+   * @param timer runs the rounds' deadlines; once it refuses work, rounds that need a deadline fail
+   *     as stopped
    * @param answerer how verdicts reach the waiters
    */
   Rounds(ScheduledExecutorService timer, Answerer<W> answerer) {
@@ -157,11 +157,12 @@ final class Rounds<W extends Rounds.Waiter> {
    * Places {@code waiter} (rank {@code waiter.rank}, in range for the registration) with its entry
    * in round (stageId, stageAttempt) of {@code reg}; the waiter is answered when the round ends.
    *
-   * @param timeoutMs how long this rank waits at most; the round's deadline is the earliest of
-   *     its ranks'
+   * @param timeoutMs how long this rank waits at most; the round's deadline is the earliest of its
+   *     ranks'
    * @return null when the waiter joined, else why it was refused (it will not be answered)
    */
-  Rejection join(Registration reg, int stageId, int stageAttempt, long timeoutMs, byte[] entry, W waiter) {
+  Rejection join(
+      Registration reg, int stageId, int stageAttempt, long timeoutMs, byte[] entry, W waiter) {
     int rank = waiter.rank;
     List<Runnable> after = new ArrayList<>();
     Rejection rejection = null;
@@ -171,12 +172,22 @@ final class Rounds<W extends Rounds.Waiter> {
       } else {
         StageState st = reg.stages.computeIfAbsent(stageId, k -> new StageState());
         if (stageAttempt < st.attempt) {
-          rejection = new Rejection(Reason.SUPERSEDED, "stage " + stageId + " attempt " + stageAttempt
-              + " was superseded by attempt " + st.attempt);
+          rejection =
+              new Rejection(
+                  Reason.SUPERSEDED,
+                  "stage "
+                      + stageId
+                      + " attempt "
+                      + stageAttempt
+                      + " was superseded by attempt "
+                      + st.attempt);
         } else {
           if (stageAttempt > st.attempt) {
             if (st.round != null && st.round.open()) {
-              fail(st.round, Reason.SUPERSEDED, "superseded by attempt " + stageAttempt + " of stage " + stageId,
+              fail(
+                  st.round,
+                  Reason.SUPERSEDED,
+                  "superseded by attempt " + stageAttempt + " of stage " + stageId,
                   after);
             }
             st.attempt = stageAttempt;
@@ -184,16 +195,33 @@ final class Rounds<W extends Rounds.Waiter> {
           }
           Round round = st.round;
           if (round.completed) {
-            rejection = new Rejection(Reason.DUPLICATE_RANK, "rank " + rank + " already sent its entry: the "
-                + "round completed (a rank may send only once per round; a retried task or connection?)");
+            rejection =
+                new Rejection(
+                    Reason.DUPLICATE_RANK,
+                    "rank "
+                        + rank
+                        + " already sent its entry: the "
+                        + "round completed (a rank may send only once per round; a retried task or connection?)");
           } else if (round.failure != null) {
-            rejection = new Rejection(round.failureReason, "the round already failed: " + round.failure);
+            rejection =
+                new Rejection(round.failureReason, "the round already failed: " + round.failure);
           } else if (round.entries[rank] != null) {
-            rejection = new Rejection(Reason.DUPLICATE_RANK, "rank " + rank + " already sent its entry "
-                + "for this round (a rank may send only once per round; a retried task or connection?)");
+            rejection =
+                new Rejection(
+                    Reason.DUPLICATE_RANK,
+                    "rank "
+                        + rank
+                        + " already sent its entry "
+                        + "for this round (a rank may send only once per round; a retried task or connection?)");
           } else if (round.bytes + entry.length > Protocol.MAX_TABLE_BYTES) {
-            String msg = "the table exceeds the limit of " + Protocol.MAX_TABLE_BYTES + " bytes (rank " + rank
-                + " brought it to " + (round.bytes + entry.length) + " bytes); entries should be small metadata";
+            String msg =
+                "the table exceeds the limit of "
+                    + Protocol.MAX_TABLE_BYTES
+                    + " bytes (rank "
+                    + rank
+                    + " brought it to "
+                    + (round.bytes + entry.length)
+                    + " bytes); entries should be small metadata";
             fail(round, Reason.TOO_LARGE, msg, after);
             rejection = new Rejection(Reason.TOO_LARGE, msg);
           } else {
@@ -215,7 +243,9 @@ final class Rounds<W extends Rounds.Waiter> {
     return rejection;
   }
 
-  /** Under the registration's lock: moves the round's deadline earlier when this rank asks for less. */
+  /**
+   * Under the registration's lock: moves the round's deadline earlier when this rank asks for less.
+   */
   private void scheduleDeadline(Round round, long effectiveMs, List<Runnable> after) {
     long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(effectiveMs);
     if (round.timeoutTask != null && deadline - round.deadlineNanos >= 0) {
@@ -227,7 +257,8 @@ final class Rounds<W extends Rounds.Waiter> {
       round.timeoutTask.cancel(false);
     }
     try {
-      round.timeoutTask = timer.schedule(() -> onTimeout(round), effectiveMs, TimeUnit.MILLISECONDS);
+      round.timeoutTask =
+          timer.schedule(() -> onTimeout(round), effectiveMs, TimeUnit.MILLISECONDS);
     } catch (RejectedExecutionException e) {
       fail(round, Reason.UNKNOWN_REGISTRATION, "the rendezvous service stopped", after);
     }
@@ -244,9 +275,16 @@ final class Rounds<W extends Rounds.Waiter> {
     synchronized (round.reg) {
       if (round.open() && round.waiters.get(waiter.rank) == waiter) {
         List<Integer> missing = round.missing();
-        fail(round, Reason.RANK_LEFT, "rank " + waiter.rank + " left the round before it completed (its task "
-            + "was cancelled or failed, or its connection broke) while ranks " + Protocol.ranks(missing)
-            + " had not arrived", after);
+        fail(
+            round,
+            Reason.RANK_LEFT,
+            "rank "
+                + waiter.rank
+                + " left the round before it completed (its task "
+                + "was cancelled or failed, or its connection broke) while ranks "
+                + Protocol.ranks(missing)
+                + " had not arrived",
+            after);
       }
     }
     after.forEach(Runnable::run);
@@ -296,9 +334,21 @@ final class Rounds<W extends Rounds.Waiter> {
         return; // finished meanwhile, or rescheduled to a different deadline
       }
       List<Integer> missing = round.missing();
-      fail(round, Reason.TIMEOUT, "timed out after " + round.deadlineTimeoutMs + " ms: ranks "
-          + Protocol.ranks(missing) + " of " + reg.rankSize + " had not arrived (" + round.arrived
-          + " of " + reg.rankSize + " arrived)", after);
+      fail(
+          round,
+          Reason.TIMEOUT,
+          "timed out after "
+              + round.deadlineTimeoutMs
+              + " ms: ranks "
+              + Protocol.ranks(missing)
+              + " of "
+              + reg.rankSize
+              + " had not arrived ("
+              + round.arrived
+              + " of "
+              + reg.rankSize
+              + " arrived)",
+          after);
     }
     after.forEach(Runnable::run);
   }

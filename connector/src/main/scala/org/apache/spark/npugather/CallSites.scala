@@ -3,11 +3,11 @@ package org.apache.spark.npugather
 import org.apache.spark.SparkContext
 import org.apache.spark.util.CallSite
 
-/**
- * Names what runs in Spark's UI: an RDD takes the thread's call site when it is made, and a
- * stage is named after its last RDD's.
- */
+/** Names what runs in Spark's UI: an RDD takes the thread's call site when it is made, and a stage
+  * is named after its last RDD's.
+  */
 object CallSites {
+
   /** Runs `body` with `text` as the thread's call site, then restores the caller's. */
   def withShortForm[T](sc: SparkContext, text: String)(body: => T): T = {
     val short = sc.getLocalProperty(CallSite.SHORT_FORM)
@@ -21,10 +21,9 @@ object CallSites {
     }
   }
 
-  /**
-   * Runs `body` with `text` as the description of the jobs it submits, unless the caller gave
-   * them one (`SparkContext.setJobDescription`); then restores the caller's.
-   */
+  /** Runs `body` with `text` as the description of the jobs it submits, unless the caller gave them
+    * one (`SparkContext.setJobDescription`); then restores the caller's.
+    */
   def withJobDescription[T](sc: SparkContext, text: String)(body: => T): T = {
     val callers = sc.getLocalProperty(SparkContext.SPARK_JOB_DESCRIPTION)
     if (callers != null) {

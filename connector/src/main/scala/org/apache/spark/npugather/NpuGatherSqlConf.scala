@@ -6,12 +6,11 @@ import io.npugather.spark.NpuGatherConf
 import org.apache.spark.internal.config.ConfigEntry
 import org.apache.spark.sql.internal.SQLConf
 
-/**
- * The settings of [[NpuGatherConf]] as entries of Spark's SQL conf, built with Spark's own
- * `ConfigBuilder` (kept inside Spark's packages): `SET -v` lists each with its default and doc,
- * and Spark checks a value when it is set. Application-wide settings are static: a running
- * session refuses to change them.
- */
+/** The settings of [[NpuGatherConf]] as entries of Spark's SQL conf, built with Spark's own
+  * `ConfigBuilder` (kept inside Spark's packages): `SET -v` lists each with its default and doc,
+  * and Spark checks a value when it is set. Application-wide settings are static: a running session
+  * refuses to change them.
+  */
 object NpuGatherSqlConf {
   private val Version = "0.1.0"
 
@@ -19,7 +18,7 @@ object NpuGatherSqlConf {
   private lazy val entries: Seq[ConfigEntry[_]] = NpuGatherConf.SETTINGS.asScala.toSeq.flatMap {
     setting =>
       val builder = setting.scope match {
-        case NpuGatherConf.Scope.SESSION => SQLConf.buildConf(setting.key)
+        case NpuGatherConf.Scope.SESSION     => SQLConf.buildConf(setting.key)
         case NpuGatherConf.Scope.APPLICATION => SQLConf.buildStaticConf(setting.key)
       }
       val typed = builder.doc(setting.doc).version(Version).stringConf.transform { value =>
@@ -27,8 +26,10 @@ object NpuGatherSqlConf {
         value
       }
       try {
-        Some(if (setting.defaultValue == null) typed.createOptional
-          else typed.createWithDefault(setting.defaultValue))
+        Some(
+          if (setting.defaultValue == null) typed.createOptional
+          else typed.createWithDefault(setting.defaultValue)
+        )
       } catch {
         case e: IllegalArgumentException if e.getMessage.contains("Duplicate") => None
       }

@@ -55,8 +55,8 @@ import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.types.TimestampNTZType;
 import org.apache.spark.sql.types.TimeType;
+import org.apache.spark.sql.types.TimestampNTZType;
 import org.apache.spark.sql.types.TimestampType;
 import org.apache.spark.sql.types.VariantType;
 import org.apache.spark.sql.types.YearMonthIntervalType;
@@ -102,7 +102,9 @@ public final class ArrowTestSupport {
       return (byte) rnd.nextInt();
     } else if (t instanceof ShortType) {
       return (short) rnd.nextInt();
-    } else if (t instanceof IntegerType || t instanceof DateType || t instanceof YearMonthIntervalType) {
+    } else if (t instanceof IntegerType
+        || t instanceof DateType
+        || t instanceof YearMonthIntervalType) {
       return t instanceof DateType ? rnd.nextInt(200_000) - 100_000 : rnd.nextInt();
     } else if (t instanceof LongType || t instanceof DayTimeIntervalType) {
       return rnd.nextLong();
@@ -148,7 +150,8 @@ public final class ArrowTestSupport {
       rnd.nextBytes(m);
       return new VariantVal(v, m);
     } else if (t instanceof CalendarIntervalType) {
-      return new CalendarInterval(rnd.nextInt(1000), rnd.nextInt(1000), rnd.nextLong() % 1_000_000_000L);
+      return new CalendarInterval(
+          rnd.nextInt(1000), rnd.nextInt(1000), rnd.nextLong() % 1_000_000_000L);
     } else if (t instanceof ArrayType) {
       ArrayType a = (ArrayType) t;
       Object[] elems = new Object[rnd.nextInt(6)];
@@ -164,7 +167,10 @@ public final class ArrowTestSupport {
       Set<Object> seen = new HashSet<>();
       for (int i = 0; i < n; i++) {
         Object k = randomValue(m.keyType(), false, rnd, nullP);
-        Object key = k instanceof byte[] ? new String((byte[]) k, java.nio.charset.StandardCharsets.ISO_8859_1) : k;
+        Object key =
+            k instanceof byte[]
+                ? new String((byte[]) k, java.nio.charset.StandardCharsets.ISO_8859_1)
+                : k;
         if (seen.add(key)) {
           keys.add(k);
           values.add(randomValue(m.valueType(), m.valueContainsNull(), rnd, nullP));
@@ -198,7 +204,11 @@ public final class ArrowTestSupport {
    * ArrowWriter writes for {@code rows}.
    */
   public static void assertSameBuffersAsSpark(
-      StructType schema, List<InternalRow> rows, VectorSchemaRoot got, BufferAllocator a, String what) {
+      StructType schema,
+      List<InternalRow> rows,
+      VectorSchemaRoot got,
+      BufferAllocator a,
+      String what) {
     try (VectorSchemaRoot r = VectorSchemaRoot.create(sparkArrowSchema(schema, TZ), a)) {
       ArrowWriter w = ArrowWriter.create(r);
       for (InternalRow row : rows) {
@@ -266,7 +276,8 @@ public final class ArrowTestSupport {
         field("dec", new DecimalType(20, 4)),
         notNull("id", DataTypes.LongType),
         field("strings", DataTypes.createArrayType(DataTypes.StringType, true)),
-        field("nested", DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.IntegerType))),
+        field(
+            "nested", DataTypes.createArrayType(DataTypes.createArrayType(DataTypes.IntegerType))),
         field("st", struct(field("x", DataTypes.DoubleType))),
         field("flag", DataTypes.BooleanType));
   }
@@ -304,8 +315,8 @@ public final class ArrowTestSupport {
   }
 
   /**
-   * Copies {@code block}'s segments, in order, to {@code address}: the one contiguous send buffer
-   * a transport without segment lists would take.
+   * Copies {@code block}'s segments, in order, to {@code address}: the one contiguous send buffer a
+   * transport without segment lists would take.
    */
   public static void copyBlock(LocalBlock block, long address) {
     long[] addr = block.segmentAddresses();
@@ -342,7 +353,12 @@ public final class ArrowTestSupport {
       for (int f = 0; f < schema.fields().length; f++) {
         StructField field = schema.fields()[f];
         assertValue(
-            field.dataType(), e, f, actual, f + 1, "rank " + sourceRank + " row " + i + " ." + field.name());
+            field.dataType(),
+            e,
+            f,
+            actual,
+            f + 1,
+            "rank " + sourceRank + " row " + i + " ." + field.name());
       }
       i++;
     }
@@ -350,9 +366,16 @@ public final class ArrowTestSupport {
   }
 
   /** Checks a column vector directly, value by value, for rows [0, n). */
-  public static void assertColumn(DataType t, List<InternalRow> expected, int ordinal, ColumnVector v) {
+  public static void assertColumn(
+      DataType t, List<InternalRow> expected, int ordinal, ColumnVector v) {
     for (int i = 0; i < expected.size(); i++) {
-      assertValue(t, expected.get(i), ordinal, new org.apache.spark.sql.vectorized.ColumnarArray(v, 0, expected.size()), i, "row " + i);
+      assertValue(
+          t,
+          expected.get(i),
+          ordinal,
+          new org.apache.spark.sql.vectorized.ColumnarArray(v, 0, expected.size()),
+          i,
+          "row " + i);
     }
   }
 
@@ -369,7 +392,9 @@ public final class ArrowTestSupport {
       assertEquals(e.getByte(ei), a.getByte(ai), path);
     } else if (t instanceof ShortType) {
       assertEquals(e.getShort(ei), a.getShort(ai), path);
-    } else if (t instanceof IntegerType || t instanceof DateType || t instanceof YearMonthIntervalType) {
+    } else if (t instanceof IntegerType
+        || t instanceof DateType
+        || t instanceof YearMonthIntervalType) {
       assertEquals(e.getInt(ei), a.getInt(ai), path);
     } else if (t instanceof LongType
         || t instanceof TimestampType
@@ -377,9 +402,11 @@ public final class ArrowTestSupport {
         || t instanceof DayTimeIntervalType) {
       assertEquals(e.getLong(ei), a.getLong(ai), path);
     } else if (t instanceof FloatType) {
-      assertEquals(Float.floatToIntBits(e.getFloat(ei)), Float.floatToIntBits(a.getFloat(ai)), path);
+      assertEquals(
+          Float.floatToIntBits(e.getFloat(ei)), Float.floatToIntBits(a.getFloat(ai)), path);
     } else if (t instanceof DoubleType) {
-      assertEquals(Double.doubleToLongBits(e.getDouble(ei)), Double.doubleToLongBits(a.getDouble(ai)), path);
+      assertEquals(
+          Double.doubleToLongBits(e.getDouble(ei)), Double.doubleToLongBits(a.getDouble(ai)), path);
     } else if (t instanceof DecimalType) {
       DecimalType d = (DecimalType) t;
       assertEquals(
@@ -396,7 +423,8 @@ public final class ArrowTestSupport {
       assertEquals(e.getLong(ei), a.getLong(ai), path);
     } else if (t instanceof VariantType) {
       assertArrayEquals(e.getVariant(ei).getValue(), a.getVariant(ai).getValue(), path + " value");
-      assertArrayEquals(e.getVariant(ei).getMetadata(), a.getVariant(ai).getMetadata(), path + " metadata");
+      assertArrayEquals(
+          e.getVariant(ei).getMetadata(), a.getVariant(ai).getMetadata(), path + " metadata");
     } else if (t instanceof ArrayType) {
       assertArray(((ArrayType) t).elementType(), e.getArray(ei), a.getArray(ai), path);
     } else if (t instanceof MapType) {
@@ -434,7 +462,8 @@ public final class ArrowTestSupport {
   }
 
   /** {@code rows} as one batch of Spark's on-heap or off-heap column vectors. */
-  public static ColumnarBatch sparkBatch(StructType schema, List<InternalRow> rows, boolean offHeap) {
+  public static ColumnarBatch sparkBatch(
+      StructType schema, List<InternalRow> rows, boolean offHeap) {
     WritableColumnVector[] cols =
         offHeap
             ? org.apache.spark.sql.execution.vectorized.OffHeapColumnVector.allocateColumns(
@@ -465,7 +494,9 @@ public final class ArrowTestSupport {
       v.appendShort(src.getShort(i));
     } else if (t instanceof IntegerType || t instanceof DateType) {
       v.appendInt(src.getInt(i));
-    } else if (t instanceof LongType || t instanceof TimestampType || t instanceof TimestampNTZType) {
+    } else if (t instanceof LongType
+        || t instanceof TimestampType
+        || t instanceof TimestampNTZType) {
       v.appendLong(src.getLong(i));
     } else if (t instanceof FloatType) {
       v.appendFloat(src.getFloat(i));

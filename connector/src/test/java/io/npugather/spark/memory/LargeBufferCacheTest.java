@@ -98,7 +98,8 @@ class LargeBufferCacheTest {
   void liveBuffersNeverShareARegionAndKeepTheirBytes() {
     BufferAllocator allocator = open();
     Random random = new Random(7);
-    try (ArrowBuf a = allocator.buffer(20 * MIB); ArrowBuf b = allocator.buffer(20 * MIB)) {
+    try (ArrowBuf a = allocator.buffer(20 * MIB);
+        ArrowBuf b = allocator.buffer(20 * MIB)) {
       byte[] bytesA = new byte[(int) a.capacity()];
       byte[] bytesB = new byte[(int) b.capacity()];
       random.nextBytes(bytesA);
@@ -160,22 +161,24 @@ class LargeBufferCacheTest {
       List<Future<?>> tasks = new ArrayList<>();
       for (int t = 0; t < 2; t++) {
         long seed = t;
-        tasks.add(pool.submit(() -> {
-          Random random = new Random(seed);
-          for (int i = 0; i < 100; i++) {
-            long bytes = (4 + random.nextInt(12)) * MIB;
-            byte fill = (byte) random.nextInt();
-            try (ArrowBuf buf = allocator.buffer(bytes)) {
-              MemoryUtil.setMemory(buf.memoryAddress(), bytes, fill);
-              Thread.yield();
-              for (long at = 0; at < bytes; at += 4096) {
-                assertEquals(fill, buf.getByte(at), "byte " + at + " of a live buffer");
-              }
-              assertEquals(fill, buf.getByte(bytes - 1));
-            }
-          }
-          return null;
-        }));
+        tasks.add(
+            pool.submit(
+                () -> {
+                  Random random = new Random(seed);
+                  for (int i = 0; i < 100; i++) {
+                    long bytes = (4 + random.nextInt(12)) * MIB;
+                    byte fill = (byte) random.nextInt();
+                    try (ArrowBuf buf = allocator.buffer(bytes)) {
+                      MemoryUtil.setMemory(buf.memoryAddress(), bytes, fill);
+                      Thread.yield();
+                      for (long at = 0; at < bytes; at += 4096) {
+                        assertEquals(fill, buf.getByte(at), "byte " + at + " of a live buffer");
+                      }
+                      assertEquals(fill, buf.getByte(bytes - 1));
+                    }
+                  }
+                  return null;
+                }));
       }
       for (Future<?> task : tasks) {
         task.get(2, TimeUnit.MINUTES);
@@ -191,13 +194,22 @@ class LargeBufferCacheTest {
   void argumentsAreChecked() {
     Duration minute = Duration.ofMinutes(1);
     var factory = NettyAllocationManager.FACTORY;
-    assertTrue(assertThrows(IllegalArgumentException.class,
-        () -> new LargeBufferCache(factory, 0, 0, minute)).getMessage().contains("minBytes 0"));
-    assertTrue(assertThrows(IllegalArgumentException.class,
-        () -> new LargeBufferCache(factory, MIN, -1, minute)).getMessage()
-        .contains("maxIdleBytes -1"));
-    assertTrue(assertThrows(IllegalArgumentException.class,
-        () -> new LargeBufferCache(factory, MIN, 0, Duration.ZERO)).getMessage()
-        .contains("idleTimeout PT0S"));
+    assertTrue(
+        assertThrows(
+                IllegalArgumentException.class, () -> new LargeBufferCache(factory, 0, 0, minute))
+            .getMessage()
+            .contains("minBytes 0"));
+    assertTrue(
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> new LargeBufferCache(factory, MIN, -1, minute))
+            .getMessage()
+            .contains("maxIdleBytes -1"));
+    assertTrue(
+        assertThrows(
+                IllegalArgumentException.class,
+                () -> new LargeBufferCache(factory, MIN, 0, Duration.ZERO))
+            .getMessage()
+            .contains("idleTimeout PT0S"));
   }
 }

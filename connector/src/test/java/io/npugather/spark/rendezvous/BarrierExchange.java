@@ -14,7 +14,8 @@ import scala.runtime.AbstractFunction1;
  * Barrier-stage body for tests and the benchmark: each task does one rendezvous round keyed by its
  * stage id and attempt, and emits the table it received as "rank:entry0|entry1|...".
  */
-final class BarrierExchange extends AbstractFunction1<Iterator<Integer>, Iterator<String>> implements Serializable {
+final class BarrierExchange extends AbstractFunction1<Iterator<Integer>, Iterator<String>>
+    implements Serializable {
   private static final long serialVersionUID = 1L;
   private final RendezvousTicket ticket;
 
@@ -26,8 +27,15 @@ final class BarrierExchange extends AbstractFunction1<Iterator<Integer>, Iterato
   public Iterator<String> apply(Iterator<Integer> rows) {
     BarrierTaskContext ctx = BarrierTaskContext.get();
     int rank = ctx.partitionId();
-    List<byte[]> table = RendezvousClient.exchange(ticket, ctx.stageId(), ctx.stageAttemptNumber(), rank,
-        ("host-of-" + rank).getBytes(StandardCharsets.UTF_8), Duration.ofSeconds(60), ctx::isInterrupted);
+    List<byte[]> table =
+        RendezvousClient.exchange(
+            ticket,
+            ctx.stageId(),
+            ctx.stageAttemptNumber(),
+            rank,
+            ("host-of-" + rank).getBytes(StandardCharsets.UTF_8),
+            Duration.ofSeconds(60),
+            ctx::isInterrupted);
     StringBuilder sb = new StringBuilder().append(rank).append(':');
     for (int r = 0; r < table.size(); r++) {
       sb.append(r == 0 ? "" : "|").append(new String(table.get(r), StandardCharsets.UTF_8));

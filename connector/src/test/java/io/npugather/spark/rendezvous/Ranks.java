@@ -16,27 +16,38 @@ import java.util.function.BooleanSupplier;
 final class Ranks implements AutoCloseable {
   static final BooleanSupplier NEVER = () -> false;
 
-  private final ExecutorService pool = Executors.newCachedThreadPool(r -> {
-    Thread t = new Thread(r, "test-rank");
-    t.setDaemon(true);
-    return t;
-  });
+  private final ExecutorService pool =
+      Executors.newCachedThreadPool(
+          r -> {
+            Thread t = new Thread(r, "test-rank");
+            t.setDaemon(true);
+            return t;
+          });
 
-  Future<List<byte[]>> exchange(RendezvousTicket ticket, int stageId, int attempt, int rank, byte[] entry,
-      Duration timeout) {
+  Future<List<byte[]>> exchange(
+      RendezvousTicket ticket, int stageId, int attempt, int rank, byte[] entry, Duration timeout) {
     return exchange(ticket, stageId, attempt, rank, entry, timeout, NEVER);
   }
 
-  Future<List<byte[]>> exchange(RendezvousTicket ticket, int stageId, int attempt, int rank, byte[] entry,
-      Duration timeout, BooleanSupplier cancelled) {
-    return pool.submit(() -> RendezvousClient.exchange(ticket, stageId, attempt, rank, entry, timeout, cancelled));
+  Future<List<byte[]>> exchange(
+      RendezvousTicket ticket,
+      int stageId,
+      int attempt,
+      int rank,
+      byte[] entry,
+      Duration timeout,
+      BooleanSupplier cancelled) {
+    return pool.submit(
+        () -> RendezvousClient.exchange(ticket, stageId, attempt, rank, entry, timeout, cancelled));
   }
 
   <T> Future<T> submit(Callable<T> c) {
     return pool.submit(c);
   }
 
-  /** The exchange's failure, or an AssertionError if it succeeded or did not end within the bound. */
+  /**
+   * The exchange's failure, or an AssertionError if it succeeded or did not end within the bound.
+   */
   static RendezvousException failure(Future<?> f, Duration bound) throws InterruptedException {
     try {
       f.get(bound.toMillis(), TimeUnit.MILLISECONDS);
@@ -59,8 +70,8 @@ final class Ranks implements AutoCloseable {
     }
   }
 
-  static List<Future<List<byte[]>>> round(Ranks ranks, RendezvousTicket ticket, int stageId, int attempt,
-      Duration timeout) {
+  static List<Future<List<byte[]>>> round(
+      Ranks ranks, RendezvousTicket ticket, int stageId, int attempt, Duration timeout) {
     List<Future<List<byte[]>>> out = new ArrayList<>();
     for (int r = 0; r < ticket.rankSize(); r++) {
       out.add(ranks.exchange(ticket, stageId, attempt, r, entryOf(r, stageId), timeout));

@@ -29,13 +29,14 @@ import org.junit.jupiter.params.provider.EnumSource;
 
 /**
  * Strangers against the driver's rendezvous service while a real round runs: idle, slowloris,
- * garbage and flooding connections must not delay the round by more than a small constant nor
- * make the service grow threads; what crosses the wire reveals no entry and cannot be altered.
+ * garbage and flooding connections must not delay the round by more than a small constant nor make
+ * the service grow threads; what crosses the wire reveals no entry and cannot be altered.
  */
 class RendezvousAttackTest {
   private static final Duration LONG = Duration.ofSeconds(60);
   private static final Duration BOUND = Duration.ofSeconds(30);
-  private static final long ALLOWED_EXTRA_MS = 1_500; // scheduling on a loaded 2-core machine included
+  private static final long ALLOWED_EXTRA_MS =
+      1_500; // scheduling on a loaded 2-core machine included
   private static final int RANKS = 4;
 
   private RendezvousService service;
@@ -43,8 +44,10 @@ class RendezvousAttackTest {
 
   @BeforeEach
   void start() {
-    service = RendezvousService.startStandalone(InetAddress.getLoopbackAddress(),
-        new RendezvousService.Settings().handshakeTimeoutMs(1_000).maxHandshakes(256, 32));
+    service =
+        RendezvousService.startStandalone(
+            InetAddress.getLoopbackAddress(),
+            new RendezvousService.Settings().handshakeTimeoutMs(1_000).maxHandshakes(256, 32));
     ranks = new Ranks();
   }
 
@@ -54,7 +57,12 @@ class RendezvousAttackTest {
     service.close();
   }
 
-  enum Kind { IDLE, SLOWLORIS, GARBAGE, FLOOD }
+  enum Kind {
+    IDLE,
+    SLOWLORIS,
+    GARBAGE,
+    FLOOD
+  }
 
   /** Opens and feeds stranger connections of one kind on a thread until closed. */
   private final class Attacker implements AutoCloseable {
@@ -124,8 +132,10 @@ class RendezvousAttackTest {
     }
     Thread.sleep(300);
     long t0 = System.nanoTime();
-    List<byte[]> table = Ranks.result(ranks.exchange(ticket, stage, 0, RANKS - 1,
-        Ranks.entryOf(RANKS - 1, stage), LONG), BOUND);
+    List<byte[]> table =
+        Ranks.result(
+            ranks.exchange(ticket, stage, 0, RANKS - 1, Ranks.entryOf(RANKS - 1, stage), LONG),
+            BOUND);
     long ms = (System.nanoTime() - t0) / 1_000_000;
     for (int r = 0; r < RANKS; r++) {
       assertArrayEquals(Ranks.entryOf(r, stage), table.get(r));
@@ -138,7 +148,9 @@ class RendezvousAttackTest {
 
   private static long serviceThreads() {
     return Thread.getAllStackTraces().keySet().stream()
-        .filter(t -> t.getName().startsWith("npugather-rendezvous-") && !t.getName().contains("cleaner"))
+        .filter(
+            t ->
+                t.getName().startsWith("npugather-rendezvous-") && !t.getName().contains("cleaner"))
         .count();
   }
 
@@ -157,15 +169,29 @@ class RendezvousAttackTest {
       threadsDuring = serviceThreads();
       strangers = attacker.opened.get();
     }
-    System.out.println("rendezvous under " + kind + ": " + strangers + " stranger connections; late rank "
-        + attacked + " ms (undisturbed " + undisturbed + " ms); service threads " + threadsDuring);
+    System.out.println(
+        "rendezvous under "
+            + kind
+            + ": "
+            + strangers
+            + " stranger connections; late rank "
+            + attacked
+            + " ms (undisturbed "
+            + undisturbed
+            + " ms); service threads "
+            + threadsDuring);
     assertTrue(strangers > 0);
-    assertTrue(attacked < undisturbed + ALLOWED_EXTRA_MS, attacked + " ms vs " + undisturbed + " ms");
-    assertEquals(threadsBefore, threadsDuring, "the service's threads do not grow with connections");
-    assertTrue(Ranks.eventually(BOUND, () -> service.openConnections() == 0), "strangers are all dropped");
+    assertTrue(
+        attacked < undisturbed + ALLOWED_EXTRA_MS, attacked + " ms vs " + undisturbed + " ms");
+    assertEquals(
+        threadsBefore, threadsDuring, "the service's threads do not grow with connections");
+    assertTrue(
+        Ranks.eventually(BOUND, () -> service.openConnections() == 0), "strangers are all dropped");
   }
 
-  /** Relays one connection to the service, recording both directions, optionally flipping a byte. */
+  /**
+   * Relays one connection to the service, recording both directions, optionally flipping a byte.
+   */
   private static final class Relay implements AutoCloseable {
     final ServerSocket listener = new ServerSocket(0, 1, InetAddress.getLoopbackAddress());
     final ByteArrayOutputStream toService = new ByteArrayOutputStream();
@@ -174,17 +200,21 @@ class RendezvousAttackTest {
 
     /** flipFromEnd: 0 relays faithfully; k > 0 flips the k-th last byte the service sends. */
     Relay(String host, int port, int flipFromEnd) throws IOException {
-      thread = new Thread(() -> {
-        try (Socket client = listener.accept(); Socket upstream = new Socket(host, port)) {
-          Thread up = new Thread(() -> copy(client, upstream, toService, 0));
-          up.setDaemon(true);
-          up.start();
-          copy(upstream, client, fromService, flipFromEnd);
-          up.join();
-        } catch (IOException | InterruptedException e) {
-          // the test fails on its own assertions
-        }
-      }, "test-relay");
+      thread =
+          new Thread(
+              () -> {
+                try (Socket client = listener.accept();
+                    Socket upstream = new Socket(host, port)) {
+                  Thread up = new Thread(() -> copy(client, upstream, toService, 0));
+                  up.setDaemon(true);
+                  up.start();
+                  copy(upstream, client, fromService, flipFromEnd);
+                  up.join();
+                } catch (IOException | InterruptedException e) {
+                  // the test fails on its own assertions
+                }
+              },
+              "test-relay");
       thread.setDaemon(true);
       thread.start();
     }
@@ -193,7 +223,8 @@ class RendezvousAttackTest {
      * Copies to the end; with flipFromEnd everything after the service's hello is held until the
      * source closes.
      */
-    private static void copy(Socket from, Socket to, ByteArrayOutputStream record, int flipFromEnd) {
+    private static void copy(
+        Socket from, Socket to, ByteArrayOutputStream record, int flipFromEnd) {
       try {
         InputStream in = from.getInputStream();
         OutputStream out = to.getOutputStream();
@@ -251,16 +282,22 @@ class RendezvousAttackTest {
     RendezvousTicket ticket = service.register(2, LONG);
     byte[] secretEntry = "root-info-with-the-communicator-secret".getBytes(StandardCharsets.UTF_8);
     try (Relay relay = new Relay(ticket.host(), ticket.port(), 0)) {
-      RendezvousTicket viaRelay = new RendezvousTicket(ticket.host(), relay.port(), 2, ticket.registrationId(),
-          ticket.secret());
+      RendezvousTicket viaRelay =
+          new RendezvousTicket(
+              ticket.host(), relay.port(), 2, ticket.registrationId(), ticket.secret());
       Future<List<byte[]>> other = ranks.exchange(ticket, 5, 0, 1, Ranks.entryOf(1, 5), LONG);
-      List<byte[]> table = RendezvousClient.exchange(viaRelay, 5, 0, 0, secretEntry, LONG, Ranks.NEVER);
+      List<byte[]> table =
+          RendezvousClient.exchange(viaRelay, 5, 0, 0, secretEntry, LONG, Ranks.NEVER);
       assertArrayEquals(secretEntry, table.get(0));
       assertArrayEquals(secretEntry, Ranks.result(other, BOUND).get(0));
       relay.close();
       assertTrue(relay.toService.size() > secretEntry.length);
-      assertFalse(contains(relay.toService.toByteArray(), secretEntry), "the entry crossed the wire in clear");
-      assertFalse(contains(relay.fromService.toByteArray(), secretEntry), "the table crossed the wire in clear");
+      assertFalse(
+          contains(relay.toService.toByteArray(), secretEntry),
+          "the entry crossed the wire in clear");
+      assertFalse(
+          contains(relay.fromService.toByteArray(), secretEntry),
+          "the table crossed the wire in clear");
     }
   }
 
@@ -271,11 +308,14 @@ class RendezvousAttackTest {
     for (int flip : new int[] {1, 40}) {
       int stage = 10 + flip;
       try (Relay relay = new Relay(ticket.host(), ticket.port(), flip)) {
-        RendezvousTicket viaRelay = new RendezvousTicket(ticket.host(), relay.port(), 2, ticket.registrationId(),
-            ticket.secret());
-        Future<List<byte[]>> other = ranks.exchange(ticket, stage, 0, 1, Ranks.entryOf(1, stage), LONG);
-        RendezvousException e = Ranks.failure(ranks.exchange(viaRelay, stage, 0, 0, Ranks.entryOf(0, stage), LONG),
-            BOUND);
+        RendezvousTicket viaRelay =
+            new RendezvousTicket(
+                ticket.host(), relay.port(), 2, ticket.registrationId(), ticket.secret());
+        Future<List<byte[]>> other =
+            ranks.exchange(ticket, stage, 0, 1, Ranks.entryOf(1, stage), LONG);
+        RendezvousException e =
+            Ranks.failure(
+                ranks.exchange(viaRelay, stage, 0, 0, Ranks.entryOf(0, stage), LONG), BOUND);
         assertEquals(Reason.AUTHENTICATION, e.reason(), e.getMessage());
         assertTrue(e.getMessage().contains("does not authenticate"), e.getMessage());
         Ranks.result(other, BOUND); // the honest rank got the true table
@@ -285,12 +325,17 @@ class RendezvousAttackTest {
 
   /** A whole valid request for rank 0 of the ticket's round, answering the hello of {@code in}. */
   private static byte[] validRequest(RendezvousTicket ticket, int stage, byte[] nonce) {
-    byte[] sealed = Protocol.sealEntry(ticket.secret(), ticket.registrationId(), stage, 0, 0,
-        Ranks.entryOf(0, stage));
-    byte[] header = Protocol.requestHeader(ticket.registrationId(), stage, 0, 0, 5_000, sealed.length);
-    return java.nio.ByteBuffer.allocate(header.length + 2 * Protocol.MAC_BYTES + sealed.length).put(header)
-        .put(Protocol.headerMac(ticket.secret(), nonce, header)).put(sealed)
-        .put(Protocol.entryMac(ticket.secret(), nonce, header, sealed)).array();
+    byte[] sealed =
+        Protocol.sealEntry(
+            ticket.secret(), ticket.registrationId(), stage, 0, 0, Ranks.entryOf(0, stage));
+    byte[] header =
+        Protocol.requestHeader(ticket.registrationId(), stage, 0, 0, 5_000, sealed.length);
+    return java.nio.ByteBuffer.allocate(header.length + 2 * Protocol.MAC_BYTES + sealed.length)
+        .put(header)
+        .put(Protocol.headerMac(ticket.secret(), nonce, header))
+        .put(sealed)
+        .put(Protocol.entryMac(ticket.secret(), nonce, header, sealed))
+        .array();
   }
 
   @Test

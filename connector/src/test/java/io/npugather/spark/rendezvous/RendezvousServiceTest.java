@@ -42,8 +42,10 @@ class RendezvousServiceTest {
 
   @BeforeEach
   void start() {
-    service = RendezvousService.startStandalone(InetAddress.getLoopbackAddress(),
-        new RendezvousService.Settings().handshakeTimeoutMs(1_000));
+    service =
+        RendezvousService.startStandalone(
+            InetAddress.getLoopbackAddress(),
+            new RendezvousService.Settings().handshakeTimeoutMs(1_000));
     ranks = new Ranks();
   }
 
@@ -97,8 +99,12 @@ class RendezvousServiceTest {
   @Test
   void entryOverOneMebibyteIsRejected() {
     RendezvousTicket ticket = service.register(1, LONG);
-    RendezvousException e = assertThrows(RendezvousException.class, () ->
-        RendezvousClient.exchange(ticket, 1, 0, 0, new byte[(1 << 20) + 1], LONG, Ranks.NEVER));
+    RendezvousException e =
+        assertThrows(
+            RendezvousException.class,
+            () ->
+                RendezvousClient.exchange(
+                    ticket, 1, 0, 0, new byte[(1 << 20) + 1], LONG, Ranks.NEVER));
     assertEquals(Reason.TOO_LARGE, e.reason());
     assertTrue(e.getMessage().contains("1048577 bytes"), e.getMessage());
     assertTrue(e.getMessage().contains("rank 0"), e.getMessage());
@@ -110,7 +116,8 @@ class RendezvousServiceTest {
     try (Socket s = new Socket(ticket.host(), ticket.port())) {
       s.setSoTimeout(10_000);
       byte[] nonce = readHello(s.getInputStream());
-      byte[] header = Protocol.requestHeader(ticket.registrationId(), 1, 0, 0, 5_000, Integer.MAX_VALUE);
+      byte[] header =
+          Protocol.requestHeader(ticket.registrationId(), 1, 0, 0, 5_000, Integer.MAX_VALUE);
       OutputStream out = s.getOutputStream();
       out.write(header);
       out.write(Protocol.headerMac(ticket.secret(), nonce, header));
@@ -132,10 +139,14 @@ class RendezvousServiceTest {
     RendezvousTicket ticket = service.register(2, LONG);
     byte[] wrong = ticket.secret();
     wrong[0] ^= 1;
-    RendezvousTicket forged = new RendezvousTicket(ticket.host(), ticket.port(), 2, ticket.registrationId(), wrong);
+    RendezvousTicket forged =
+        new RendezvousTicket(ticket.host(), ticket.port(), 2, ticket.registrationId(), wrong);
     Future<List<byte[]>> good0 = ranks.exchange(ticket, 3, 0, 0, Ranks.entryOf(0, 3), LONG);
-    RendezvousException e = assertThrows(RendezvousException.class,
-        () -> RendezvousClient.exchange(forged, 3, 0, 1, Ranks.entryOf(1, 3), LONG, Ranks.NEVER));
+    RendezvousException e =
+        assertThrows(
+            RendezvousException.class,
+            () ->
+                RendezvousClient.exchange(forged, 3, 0, 1, Ranks.entryOf(1, 3), LONG, Ranks.NEVER));
     assertEquals(Reason.AUTHENTICATION, e.reason());
     assertTrue(e.getMessage().contains("authentication failed"), e.getMessage());
     assertTrue(e.getMessage().contains("rank 1"), e.getMessage());
@@ -158,13 +169,16 @@ class RendezvousServiceTest {
       // a request header claiming a 2 GiB entry, without a valid MAC
       Socket oversized = new Socket(ticket.host(), ticket.port());
       bad.add(oversized);
-      oversized.getOutputStream().write(Protocol.requestHeader(ticket.registrationId(), 1, 0, 0, 1000,
-          Integer.MAX_VALUE));
+      oversized
+          .getOutputStream()
+          .write(Protocol.requestHeader(ticket.registrationId(), 1, 0, 0, 1000, Integer.MAX_VALUE));
       oversized.getOutputStream().write(new byte[32]);
       // a negative length prefix from a valid-looking header
       Socket negative = new Socket(ticket.host(), ticket.port());
       bad.add(negative);
-      negative.getOutputStream().write(Protocol.requestHeader(ticket.registrationId(), 1, 0, 0, 1000, -5));
+      negative
+          .getOutputStream()
+          .write(Protocol.requestHeader(ticket.registrationId(), 1, 0, 0, 1000, -5));
       // connect and stall
       Socket stalled = new Socket(ticket.host(), ticket.port());
       bad.add(stalled);
@@ -214,8 +228,10 @@ class RendezvousServiceTest {
     assertTrue(elapsedMs < 1_000 + 4_000, "timeout + slack on a loaded machine: " + elapsedMs);
     assertEquals(0, service.openRounds());
     // a late rank learns that the round failed
-    RendezvousException late = assertThrows(RendezvousException.class,
-        () -> RendezvousClient.exchange(ticket, 5, 0, 1, new byte[1], LONG, Ranks.NEVER));
+    RendezvousException late =
+        assertThrows(
+            RendezvousException.class,
+            () -> RendezvousClient.exchange(ticket, 5, 0, 1, new byte[1], LONG, Ranks.NEVER));
     assertEquals(Reason.TIMEOUT, late.reason());
     assertTrue(late.getMessage().contains("already failed"), late.getMessage());
   }
@@ -223,7 +239,8 @@ class RendezvousServiceTest {
   @Test
   void registrationTimeoutBoundsTheRoundEvenWhenRanksAskForMore() throws Exception {
     RendezvousTicket ticket = service.register(2, Duration.ofMillis(500));
-    RendezvousException e = Ranks.failure(ranks.exchange(ticket, 1, 0, 1, new byte[0], LONG), BOUND);
+    RendezvousException e =
+        Ranks.failure(ranks.exchange(ticket, 1, 0, 1, new byte[0], LONG), BOUND);
     assertEquals(Reason.TIMEOUT, e.reason());
     assertTrue(e.getMessage().contains("ranks [0] of 2"), e.getMessage());
   }
@@ -240,7 +257,8 @@ class RendezvousServiceTest {
     RendezvousException e = Ranks.failure(waiting, BOUND);
     long ms = (System.nanoTime() - t0) / 1_000_000;
     assertEquals(Reason.CANCELLED, e.reason());
-    assertTrue(e.getMessage().contains("rank 0") && e.getMessage().contains("cancelled"), e.getMessage());
+    assertTrue(
+        e.getMessage().contains("rank 0") && e.getMessage().contains("cancelled"), e.getMessage());
     assertTrue(ms < 3_000, "cancellation took " + ms + " ms");
     // the service notices rank 0 left and fails the other waiter at once
     RendezvousException o = Ranks.failure(other, BOUND);
@@ -253,10 +271,12 @@ class RendezvousServiceTest {
   void interruptingTheWaitingThreadCancelsTheExchange() throws Exception {
     RendezvousTicket ticket = service.register(2, LONG);
     Thread[] runner = new Thread[1];
-    Future<List<byte[]>> waiting = ranks.submit(() -> {
-      runner[0] = Thread.currentThread();
-      return RendezvousClient.exchange(ticket, 4, 0, 0, new byte[1], LONG, Ranks.NEVER);
-    });
+    Future<List<byte[]>> waiting =
+        ranks.submit(
+            () -> {
+              runner[0] = Thread.currentThread();
+              return RendezvousClient.exchange(ticket, 4, 0, 0, new byte[1], LONG, Ranks.NEVER);
+            });
     assertTrue(Ranks.eventually(BOUND, () -> service.openRounds() == 1));
     runner[0].interrupt();
     assertEquals(Reason.CANCELLED, Ranks.failure(waiting, BOUND).reason());
@@ -271,10 +291,13 @@ class RendezvousServiceTest {
     RendezvousException e = Ranks.failure(old0, BOUND);
     assertEquals(Reason.SUPERSEDED, e.reason());
     assertTrue(e.getMessage().contains("superseded by attempt 1"), e.getMessage());
-    assertTrue(e.getMessage().contains("rank 0") && e.getMessage().contains("attempt 0"), e.getMessage());
+    assertTrue(
+        e.getMessage().contains("rank 0") && e.getMessage().contains("attempt 0"), e.getMessage());
     // an entry of the older attempt arriving later is rejected
-    RendezvousException late = assertThrows(RendezvousException.class,
-        () -> RendezvousClient.exchange(ticket, 6, 0, 1, new byte[] {1}, LONG, Ranks.NEVER));
+    RendezvousException late =
+        assertThrows(
+            RendezvousException.class,
+            () -> RendezvousClient.exchange(ticket, 6, 0, 1, new byte[] {1}, LONG, Ranks.NEVER));
     assertEquals(Reason.SUPERSEDED, late.reason());
     assertTrue(late.getMessage().contains("superseded by attempt 1"), late.getMessage());
     // the newer attempt completes
@@ -292,16 +315,20 @@ class RendezvousServiceTest {
     RendezvousTicket ticket = service.register(2, LONG);
     Future<List<byte[]>> first = ranks.exchange(ticket, 8, 0, 0, new byte[] {1}, LONG);
     assertTrue(Ranks.eventually(BOUND, () -> service.openRounds() == 1));
-    RendezvousException dup = assertThrows(RendezvousException.class,
-        () -> RendezvousClient.exchange(ticket, 8, 0, 0, new byte[] {2}, LONG, Ranks.NEVER));
+    RendezvousException dup =
+        assertThrows(
+            RendezvousException.class,
+            () -> RendezvousClient.exchange(ticket, 8, 0, 0, new byte[] {2}, LONG, Ranks.NEVER));
     assertEquals(Reason.DUPLICATE_RANK, dup.reason());
     assertTrue(dup.getMessage().contains("rank 0 already sent its entry"), dup.getMessage());
     Future<List<byte[]>> second = ranks.exchange(ticket, 8, 0, 1, new byte[] {3}, LONG);
     assertArrayEquals(new byte[] {1}, Ranks.result(first, BOUND).get(0));
     assertArrayEquals(new byte[] {1}, Ranks.result(second, BOUND).get(0));
     // re-sending to the completed round is a duplicate too
-    RendezvousException again = assertThrows(RendezvousException.class,
-        () -> RendezvousClient.exchange(ticket, 8, 0, 1, new byte[] {3}, LONG, Ranks.NEVER));
+    RendezvousException again =
+        assertThrows(
+            RendezvousException.class,
+            () -> RendezvousClient.exchange(ticket, 8, 0, 1, new byte[] {3}, LONG, Ranks.NEVER));
     assertEquals(Reason.DUPLICATE_RANK, again.reason());
   }
 
@@ -321,10 +348,13 @@ class RendezvousServiceTest {
     assertTrue((System.nanoTime() - t0) / 1_000_000 < 5_000);
     assertEquals(0, service.activeRegistrations());
     service.unregister(ticket); // idempotent
-    RendezvousException e = assertThrows(RendezvousException.class,
-        () -> RendezvousClient.exchange(ticket, 1, 0, 1, new byte[1], LONG, Ranks.NEVER));
+    RendezvousException e =
+        assertThrows(
+            RendezvousException.class,
+            () -> RendezvousClient.exchange(ticket, 1, 0, 1, new byte[1], LONG, Ranks.NEVER));
     assertEquals(Reason.UNKNOWN_REGISTRATION, e.reason());
-    assertTrue(e.getMessage().contains("unknown registration " + ticket.registrationId()), e.getMessage());
+    assertTrue(
+        e.getMessage().contains("unknown registration " + ticket.registrationId()), e.getMessage());
   }
 
   @Test
@@ -334,11 +364,15 @@ class RendezvousServiceTest {
     assertTrue(Ranks.eventually(BOUND, () -> service.openRounds() == 1));
     service.close();
     RendezvousException e = Ranks.failure(a, BOUND);
-    assertTrue(e.reason() == Reason.UNKNOWN_REGISTRATION || e.reason() == Reason.CONNECTION, e.getMessage());
+    assertTrue(
+        e.reason() == Reason.UNKNOWN_REGISTRATION || e.reason() == Reason.CONNECTION,
+        e.getMessage());
     assertEquals(0, service.activeRegistrations());
     assertThrows(IllegalStateException.class, () -> service.register(1, LONG));
-    RendezvousException refused = assertThrows(RendezvousException.class,
-        () -> RendezvousClient.exchange(ticket, 2, 0, 0, new byte[1], LONG, Ranks.NEVER));
+    RendezvousException refused =
+        assertThrows(
+            RendezvousException.class,
+            () -> RendezvousClient.exchange(ticket, 2, 0, 0, new byte[1], LONG, Ranks.NEVER));
     assertEquals(Reason.CONNECTION, refused.reason());
     service.close(); // idempotent
   }
@@ -350,8 +384,10 @@ class RendezvousServiceTest {
       port = s.getLocalPort();
     }
     RendezvousTicket ticket = new RendezvousTicket("127.0.0.1", port, 1, 99, new byte[32]);
-    RendezvousException e = assertThrows(RendezvousException.class,
-        () -> RendezvousClient.exchange(ticket, 0, 0, 0, new byte[1], LONG, Ranks.NEVER));
+    RendezvousException e =
+        assertThrows(
+            RendezvousException.class,
+            () -> RendezvousClient.exchange(ticket, 0, 0, 0, new byte[1], LONG, Ranks.NEVER));
     assertEquals(Reason.CONNECTION, e.reason());
     assertTrue(e.getMessage().contains("127.0.0.1:" + port), e.getMessage());
   }
@@ -359,12 +395,26 @@ class RendezvousServiceTest {
   @Test
   void invalidArgumentsFailBeforeConnecting() {
     RendezvousTicket ticket = service.register(2, LONG);
-    assertEquals(Reason.INVALID_ARGUMENT, assertThrows(RendezvousException.class,
-        () -> RendezvousClient.exchange(ticket, 0, 0, 2, new byte[1], LONG, Ranks.NEVER)).reason());
-    assertEquals(Reason.INVALID_ARGUMENT, assertThrows(RendezvousException.class,
-        () -> RendezvousClient.exchange(ticket, -1, 0, 0, new byte[1], LONG, Ranks.NEVER)).reason());
-    assertEquals(Reason.INVALID_ARGUMENT, assertThrows(RendezvousException.class,
-        () -> RendezvousClient.exchange(ticket, 0, 0, 0, new byte[1], Duration.ZERO, Ranks.NEVER)).reason());
+    assertEquals(
+        Reason.INVALID_ARGUMENT,
+        assertThrows(
+                RendezvousException.class,
+                () -> RendezvousClient.exchange(ticket, 0, 0, 2, new byte[1], LONG, Ranks.NEVER))
+            .reason());
+    assertEquals(
+        Reason.INVALID_ARGUMENT,
+        assertThrows(
+                RendezvousException.class,
+                () -> RendezvousClient.exchange(ticket, -1, 0, 0, new byte[1], LONG, Ranks.NEVER))
+            .reason());
+    assertEquals(
+        Reason.INVALID_ARGUMENT,
+        assertThrows(
+                RendezvousException.class,
+                () ->
+                    RendezvousClient.exchange(
+                        ticket, 0, 0, 0, new byte[1], Duration.ZERO, Ranks.NEVER))
+            .reason());
     assertThrows(IllegalArgumentException.class, () -> service.register(0, LONG));
     assertThrows(IllegalArgumentException.class, () -> service.register(1, Duration.ZERO));
   }
@@ -393,10 +443,14 @@ class RendezvousServiceTest {
     Object keptOwner = new Object();
     service.unregisterWhenUnreachable(kept, keptOwner);
     registerOwnedAndDrop();
-    assertTrue(Ranks.eventually(BOUND, () -> {
-      System.gc();
-      return service.activeRegistrations() == 1;
-    }), "the unreachable owner's registration was removed");
+    assertTrue(
+        Ranks.eventually(
+            BOUND,
+            () -> {
+              System.gc();
+              return service.activeRegistrations() == 1;
+            }),
+        "the unreachable owner's registration was removed");
     // the reachable owner's registration still works
     Ranks.result(ranks.exchange(kept, 1, 0, 0, new byte[1], LONG), BOUND);
     assertEquals(1, service.activeRegistrations());
@@ -422,7 +476,8 @@ class RendezvousServiceTest {
       out.writeObject(ticket);
     }
     RendezvousTicket copy;
-    try (ObjectInputStream in = new ObjectInputStream(new ByteArrayInputStream(bytes.toByteArray()))) {
+    try (ObjectInputStream in =
+        new ObjectInputStream(new ByteArrayInputStream(bytes.toByteArray()))) {
       copy = (RendezvousTicket) in.readObject();
     }
     assertEquals(ticket.host(), copy.host());
@@ -499,5 +554,4 @@ class RendezvousServiceTest {
       return true; // reset by the service
     }
   }
-
 }

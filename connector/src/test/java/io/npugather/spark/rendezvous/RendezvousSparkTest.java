@@ -29,11 +29,13 @@ class RendezvousSparkTest {
 
   @BeforeAll
   static void startSpark() {
-    sc = new SparkContext(new SparkConf()
-        .setMaster("local[2]")
-        .setAppName("RendezvousSparkTest")
-        .set("spark.ui.enabled", "false")
-        .set("spark.ui.showConsoleProgress", "false"));
+    sc =
+        new SparkContext(
+            new SparkConf()
+                .setMaster("local[2]")
+                .setAppName("RendezvousSparkTest")
+                .set("spark.ui.enabled", "false")
+                .set("spark.ui.showConsoleProgress", "false"));
   }
 
   @AfterAll
@@ -60,15 +62,21 @@ class RendezvousSparkTest {
     RendezvousService service = RendezvousService.getOrStart(sc);
     int before = service.activeRegistrations();
     RendezvousTicket ticket = service.register(2, Duration.ofSeconds(60));
-    RDD<String> rdd = new JavaSparkContext(sc).parallelize(Arrays.asList(1, 2, 3, 4), 2).rdd()
-        .barrier()
-        .mapPartitions(new BarrierExchange(ticket), false, ClassTag$.MODULE$.apply(String.class));
+    RDD<String> rdd =
+        new JavaSparkContext(sc)
+            .parallelize(Arrays.asList(1, 2, 3, 4), 2)
+            .rdd()
+            .barrier()
+            .mapPartitions(
+                new BarrierExchange(ticket), false, ClassTag$.MODULE$.apply(String.class));
     service.unregisterWhenJobEnds(ticket, rdd.id());
     assertEquals(before + 1, service.activeRegistrations());
     List<String> rows = Arrays.asList((String[]) rdd.collect());
-    assertEquals(List.of("0:host-of-0|host-of-1", "1:host-of-0|host-of-1"), rows.stream().sorted().toList());
+    assertEquals(
+        List.of("0:host-of-0|host-of-1", "1:host-of-0|host-of-1"), rows.stream().sorted().toList());
     // job end arrives through the (asynchronous) listener bus
-    assertTrue(Ranks.eventually(BOUND, () -> service.activeRegistrations() == before),
+    assertTrue(
+        Ranks.eventually(BOUND, () -> service.activeRegistrations() == before),
         "registration removed after the job ended: " + service.activeRegistrations());
   }
 
@@ -77,9 +85,13 @@ class RendezvousSparkTest {
   void unrelatedJobsDoNotEndARegistration() throws Exception {
     RendezvousService service = RendezvousService.getOrStart(sc);
     RendezvousTicket ticket = service.register(2, Duration.ofSeconds(60));
-    RDD<String> rdd = new JavaSparkContext(sc).parallelize(Arrays.asList(1, 2), 2).rdd()
-        .barrier()
-        .mapPartitions(new BarrierExchange(ticket), false, ClassTag$.MODULE$.apply(String.class));
+    RDD<String> rdd =
+        new JavaSparkContext(sc)
+            .parallelize(Arrays.asList(1, 2), 2)
+            .rdd()
+            .barrier()
+            .mapPartitions(
+                new BarrierExchange(ticket), false, ClassTag$.MODULE$.apply(String.class));
     service.unregisterWhenJobEnds(ticket, rdd.id());
     assertEquals(3L, new JavaSparkContext(sc).parallelize(Arrays.asList(1, 2, 3), 2).count());
     // give the listener bus time to deliver the unrelated job's end
@@ -98,8 +110,12 @@ class RendezvousSparkTest {
     assertTrue(Ranks.eventually(BOUND, service::isClosed), "service closed on application end");
     assertEquals(0, service.activeRegistrations());
     assertThrows(IllegalStateException.class, () -> RendezvousService.getOrStart(sc));
-    RendezvousException e = assertThrows(RendezvousException.class, () ->
-        RendezvousClient.exchange(ticket, 0, 0, 0, new byte[1], Duration.ofSeconds(5), Ranks.NEVER));
+    RendezvousException e =
+        assertThrows(
+            RendezvousException.class,
+            () ->
+                RendezvousClient.exchange(
+                    ticket, 0, 0, 0, new byte[1], Duration.ofSeconds(5), Ranks.NEVER));
     assertEquals(RendezvousException.Reason.CONNECTION, e.reason());
   }
 }

@@ -43,13 +43,16 @@ class RoundsTest {
   @BeforeEach
   void start() {
     timer = new ScheduledThreadPoolExecutor(1);
-    rounds = new Rounds<>(timer, (waiters, outcome) -> {
-      for (Rank w : waiters) {
-        w.outcome = outcome;
-        w.answers.incrementAndGet();
-        w.answered.countDown();
-      }
-    });
+    rounds =
+        new Rounds<>(
+            timer,
+            (waiters, outcome) -> {
+              for (Rank w : waiters) {
+                w.outcome = outcome;
+                w.answers.incrementAndGet();
+                w.answered.countDown();
+              }
+            });
   }
 
   @AfterEach
@@ -69,9 +72,12 @@ class RoundsTest {
   }
 
   /** Rank {@code rank}, joined with its {@link #entry} to round (stage, attempt) of {@code reg}. */
-  private Rank joined(Rounds<Rank>.Registration reg, int stage, int attempt, long timeoutMs, int rank) {
+  private Rank joined(
+      Rounds<Rank>.Registration reg, int stage, int attempt, long timeoutMs, int rank) {
     Rank waiter = new Rank(rank);
-    assertNull(rounds.join(reg, stage, attempt, timeoutMs, entry(rank), waiter), "rank " + rank + " refused");
+    assertNull(
+        rounds.join(reg, stage, attempt, timeoutMs, entry(rank), waiter),
+        "rank " + rank + " refused");
     return waiter;
   }
 
@@ -107,11 +113,15 @@ class RoundsTest {
   void aRankMaySendOncePerRoundBeforeAndAfterItCompletes() throws InterruptedException {
     Rounds<Rank>.Registration reg = register(1, 2);
     assertNull(rounds.join(reg, 0, 0, LONG_MS, entry(0), new Rank(0)));
-    assertRefused(Reason.DUPLICATE_RANK, "already sent its entry for this round",
+    assertRefused(
+        Reason.DUPLICATE_RANK,
+        "already sent its entry for this round",
         rounds.join(reg, 0, 0, LONG_MS, entry(0), new Rank(0)));
     Rank one = joined(reg, 0, 0, LONG_MS, 1);
     assertTrue(one.awaitOutcome().isCompleted());
-    assertRefused(Reason.DUPLICATE_RANK, "the round completed",
+    assertRefused(
+        Reason.DUPLICATE_RANK,
+        "the round completed",
         rounds.join(reg, 0, 0, LONG_MS, entry(1), new Rank(1)));
   }
 
@@ -120,24 +130,33 @@ class RoundsTest {
     Rounds<Rank>.Registration reg = register(1, 2);
     Rank old = joined(reg, 3, 0, LONG_MS, 0);
     assertNull(rounds.join(reg, 3, 1, LONG_MS, entry(1), new Rank(1)));
-    assertEquals(Rounds.Outcome.failed(Reason.SUPERSEDED, "superseded by attempt 1 of stage 3"), old.awaitOutcome());
-    assertEquals(new Rounds.Rejection(Reason.SUPERSEDED, "stage 3 attempt 0 was superseded by attempt 1"),
+    assertEquals(
+        Rounds.Outcome.failed(Reason.SUPERSEDED, "superseded by attempt 1 of stage 3"),
+        old.awaitOutcome());
+    assertEquals(
+        new Rounds.Rejection(Reason.SUPERSEDED, "stage 3 attempt 0 was superseded by attempt 1"),
         rounds.join(reg, 3, 0, LONG_MS, entry(1), new Rank(1)));
     assertEquals(1, rounds.openRounds());
   }
 
   @Test
-  void theEarliestDeadlineOfTheArrivedRanksFailsTheRoundNamingTheMissingRanks() throws InterruptedException {
+  void theEarliestDeadlineOfTheArrivedRanksFailsTheRoundNamingTheMissingRanks()
+      throws InterruptedException {
     Rounds<Rank>.Registration reg = register(1, 4);
     Rank patient = joined(reg, 0, 0, LONG_MS, 0);
     long start = System.nanoTime();
     Rank hurried = joined(reg, 0, 0, 200, 3);
     Rounds.Outcome outcome = patient.awaitOutcome();
     assertTrue(System.nanoTime() - start >= TimeUnit.MILLISECONDS.toNanos(200));
-    assertEquals(Rounds.Outcome.failed(Reason.TIMEOUT,
-        "timed out after 200 ms: ranks [1-2] of 4 had not arrived (2 of 4 arrived)"), outcome);
+    assertEquals(
+        Rounds.Outcome.failed(
+            Reason.TIMEOUT,
+            "timed out after 200 ms: ranks [1-2] of 4 had not arrived (2 of 4 arrived)"),
+        outcome);
     assertSame(outcome, hurried.awaitOutcome());
-    assertRefused(Reason.TIMEOUT, "the round already failed: timed out after 200 ms",
+    assertRefused(
+        Reason.TIMEOUT,
+        "the round already failed: timed out after 200 ms",
         rounds.join(reg, 0, 0, LONG_MS, entry(1), new Rank(1)));
   }
 
@@ -149,7 +168,9 @@ class RoundsTest {
     rounds.leave(leaves);
     Rounds.Outcome outcome = stays.awaitOutcome();
     assertEquals(Reason.RANK_LEFT, outcome.reason());
-    assertTrue(outcome.message().startsWith("rank 1 left the round before it completed"), outcome.message());
+    assertTrue(
+        outcome.message().startsWith("rank 1 left the round before it completed"),
+        outcome.message());
     assertTrue(outcome.message().endsWith("while ranks [2] had not arrived"), outcome.message());
     rounds.leave(leaves); // a second goodbye changes nothing
     rounds.leave(new Rank(2)); // nor does one from a rank that never joined
@@ -163,7 +184,8 @@ class RoundsTest {
     Rank waiting = joined(reg, 0, 0, LONG_MS, 0);
     rounds.remove(7, Reason.UNKNOWN_REGISTRATION, "gone");
     rounds.remove(7, Reason.UNKNOWN_REGISTRATION, "gone twice");
-    assertEquals(Rounds.Outcome.failed(Reason.UNKNOWN_REGISTRATION, "gone"), waiting.awaitOutcome());
+    assertEquals(
+        Rounds.Outcome.failed(Reason.UNKNOWN_REGISTRATION, "gone"), waiting.awaitOutcome());
     assertNull(rounds.registration(7));
     assertEquals(0, rounds.size());
     Rounds.Rejection late = rounds.join(reg, 1, 0, LONG_MS, entry(1), new Rank(1));
@@ -178,7 +200,8 @@ class RoundsTest {
     assertNull(rounds.join(reg, 0, 0, LONG_MS, big, first));
     assertNull(rounds.join(reg, 0, 0, LONG_MS, big, new Rank(1)));
     Rounds.Rejection over = rounds.join(reg, 0, 0, LONG_MS, new byte[1], new Rank(2));
-    assertRefused(Reason.TOO_LARGE, "the table exceeds the limit of " + Protocol.MAX_TABLE_BYTES, over);
+    assertRefused(
+        Reason.TOO_LARGE, "the table exceeds the limit of " + Protocol.MAX_TABLE_BYTES, over);
     assertEquals(over.message(), first.awaitOutcome().message());
     assertEquals(Reason.TOO_LARGE, first.outcome.reason());
   }
@@ -188,7 +211,8 @@ class RoundsTest {
     Rounds<Rank>.Registration reg = register(1, 2);
     timer.shutdownNow();
     Rank alone = joined(reg, 0, 0, LONG_MS, 0);
-    assertEquals(Rounds.Outcome.failed(Reason.UNKNOWN_REGISTRATION, "the rendezvous service stopped"),
+    assertEquals(
+        Rounds.Outcome.failed(Reason.UNKNOWN_REGISTRATION, "the rendezvous service stopped"),
         alone.awaitOutcome());
   }
 

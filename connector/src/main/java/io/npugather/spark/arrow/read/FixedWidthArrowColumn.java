@@ -25,7 +25,8 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * <p>The vector's buffers must stay valid and unchanged while the column is used (the gathered
  * partitions own them); the value count must already be validated against the buffer lengths
- * ({@code io.npugather.block.ReceivedBlocks} does that for received blocks). Closing the column releases nothing.
+ * ({@code io.npugather.block.ReceivedBlocks} does that for received blocks). Closing the column
+ * releases nothing.
  */
 public final class FixedWidthArrowColumn extends ColumnVector implements ArrowBackedColumn {
   private final FieldVector vector;
@@ -50,7 +51,8 @@ public final class FixedWidthArrowColumn extends ColumnVector implements ArrowBa
           new FixedWidthArrowColumn(((ArrayType) type).elementType(), list.getDataVector());
     } else {
       this.width = FixedWidthType.of(type).width();
-      this.data = vector.getValueCount() == 0 ? 0 : ((BaseFixedWidthVector) vector).getDataBufferAddress();
+      this.data =
+          vector.getValueCount() == 0 ? 0 : ((BaseFixedWidthVector) vector).getDataBufferAddress();
       this.offsets = 0;
       this.elements = null;
     }

@@ -37,8 +37,13 @@ public final class GatheredPartitions implements AutoCloseable {
   private final long totalRows;
   private boolean closed;
 
-  private GatheredPartitions(ArrowBuf recv, VectorSchemaRoot[] roots, LocalBlock own,
-      StructType schema, int ownRank, long rows) {
+  private GatheredPartitions(
+      ArrowBuf recv,
+      VectorSchemaRoot[] roots,
+      LocalBlock own,
+      StructType schema,
+      int ownRank,
+      long rows) {
     this.recv = recv;
     this.roots = roots;
     this.own = own;
@@ -63,8 +68,8 @@ public final class GatheredPartitions implements AutoCloseable {
    * @param allocator allocator for the rebuilt vectors (they hold no memory of their own except
    *     validity bitmaps Arrow synthesizes for empty ones)
    * @throws io.npugather.NpuGatherException if the ranks' layouts disagree: written with another
-   *     schema ({@code INVALID_USAGE}), or a layout or block inconsistent with the schema or
-   *     itself ({@code REMOTE_ERROR})
+   *     schema ({@code INVALID_USAGE}), or a layout or block inconsistent with the schema or itself
+   *     ({@code REMOTE_ERROR})
    * @throws IllegalStateException if {@code own} does not hold {@code schema}'s columns, or a block
    *     does not fit in {@code recv} at its displacement
    */
@@ -156,8 +161,8 @@ public final class GatheredPartitions implements AutoCloseable {
 
   /**
    * Rank {@code sourceRank}'s rows: the int source-rank column, then the columns. A new batch
-   * object on every call, over the same vectors, so that readers in several threads never share
-   * a column's reading state. Valid until {@link #close()}; callers should not close it.
+   * object on every call, over the same vectors, so that readers in several threads never share a
+   * column's reading state. Valid until {@link #close()}; callers should not close it.
    */
   public ColumnarBatch batch(int sourceRank) {
     if (closed) {
@@ -171,8 +176,8 @@ public final class GatheredPartitions implements AutoCloseable {
   }
 
   /**
-   * {@code root}'s vectors (of Spark schema {@code schema}) as a batch after a constant
-   * source-rank column; the columns read the vectors in place.
+   * {@code root}'s vectors (of Spark schema {@code schema}) as a batch after a constant source-rank
+   * column; the columns read the vectors in place.
    */
   static ColumnarBatch batch(int sourceRank, VectorSchemaRoot root, StructType schema) {
     List<FieldVector> vectors = root.getFieldVectors();

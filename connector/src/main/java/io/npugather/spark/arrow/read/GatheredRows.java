@@ -17,22 +17,26 @@ import org.apache.spark.unsafe.bitset.BitSetMethods;
 /**
  * The rows of gathered batches as Spark {@link UnsafeRow}s: what a row-based operator after the
  * gather reads. Rows are written a chunk at a time, column by column, straight from the Arrow
- * buffers into one reused on-heap buffer: per value one load and one store, an array of
- * fixed-width elements in one copy. (Spark's ColumnarToRow calls the column getters value by
- * value and copies an array into its row element by element.) The bytes are those of Spark's
- * {@code UnsafeProjection} over the same batch.
+ * buffers into one reused on-heap buffer: per value one load and one store, an array of fixed-width
+ * elements in one copy. (Spark's ColumnarToRow calls the column getters value by value and copies
+ * an array into its row element by element.) The bytes are those of Spark's {@code
+ * UnsafeProjection} over the same batch.
  *
  * <p>Each batch holds the source-rank column (a constant int) and then columns that {@link
- * #supports} accepts, read through {@link FixedWidthArrowColumn}. Every {@code next()} returns
- * the same {@link UnsafeRow} object, valid until the following call: Spark's contract for row
- * iterators (an operator that keeps rows copies them). Holds no more than one chunk of rows on
- * the heap. Not thread-safe.
+ * #supports} accepts, read through {@link FixedWidthArrowColumn}. Every {@code next()} returns the
+ * same {@link UnsafeRow} object, valid until the following call: Spark's contract for row iterators
+ * (an operator that keeps rows copies them). Holds no more than one chunk of rows on the heap. Not
+ * thread-safe.
  */
 public final class GatheredRows implements Iterator<InternalRow> {
   /** Rows per chunk, at most. */
   static final int CHUNK_ROWS = 4096;
-  /** Bytes per chunk, about: a chunk ends before the row that would pass it (one row always fits). */
+
+  /**
+   * Bytes per chunk, about: a chunk ends before the row that would pass it (one row always fits).
+   */
   static final int CHUNK_BYTES = 1 << 20;
+
   private static final long BASE = Platform.BYTE_ARRAY_OFFSET;
 
   private final Iterator<ColumnarBatch> batches;
@@ -63,8 +67,10 @@ public final class GatheredRows implements Iterator<InternalRow> {
 
   GatheredRows(Iterator<ColumnarBatch> batches, StructType input, int chunkRows, int chunkBytes) {
     if (!supports(input)) {
-      throw new IllegalArgumentException("GatheredRows reads columns of fixed-width types and "
-          + "arrays of them; the schema is " + input.simpleString());
+      throw new IllegalArgumentException(
+          "GatheredRows reads columns of fixed-width types and "
+              + "arrays of them; the schema is "
+              + input.simpleString());
     }
     this.batches = batches;
     this.numFields = input.fields().length + 1;
@@ -135,12 +141,13 @@ public final class GatheredRows implements Iterator<InternalRow> {
       n++;
     }
     if (bytes > Integer.MAX_VALUE - 16) {
-      throw new IllegalStateException("a gathered row of " + bytes + " bytes is larger than a "
-          + "Spark row can be");
+      throw new IllegalStateException(
+          "a gathered row of " + bytes + " bytes is larger than a " + "Spark row can be");
     }
     rowStart[n] = (int) bytes;
     if (buffer.length < bytes) {
-      buffer = new byte[(int) Math.max(bytes, Math.min(2L * buffer.length, Integer.MAX_VALUE - 16))];
+      buffer =
+          new byte[(int) Math.max(bytes, Math.min(2L * buffer.length, Integer.MAX_VALUE - 16))];
     }
     for (int k = 0; k < n; k++) {
       rowEnd[k] = rowStart[k] + fixedSize;
@@ -226,7 +233,8 @@ public final class GatheredRows implements Iterator<InternalRow> {
     for (int k = 0; k < n; k++) {
       int r = first + k;
       if (validity == 0 || !isNull(validity, r)) {
-        int elements = Platform.getInt(null, offsets + 4L * r + 4) - Platform.getInt(null, offsets + 4L * r);
+        int elements =
+            Platform.getInt(null, offsets + 4L * r + 4) - Platform.getInt(null, offsets + 4L * r);
         rowSize[k] += arrayBytes(elements, elementSize);
       }
     }

@@ -16,8 +16,8 @@ import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.complex.ListVector;
 import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
-import org.apache.spark.sql.columnar.CachedBatch;
 import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData;
+import org.apache.spark.sql.columnar.CachedBatch;
 import org.apache.spark.sql.execution.columnar.ColumnAccessor$;
 import org.apache.spark.sql.execution.columnar.DefaultCachedBatch;
 import org.apache.spark.sql.execution.columnar.compression.PassThrough$;
@@ -36,16 +36,16 @@ import org.apache.spark.unsafe.Platform;
  *   <li>the row count is summed over the partition's batches first (they are in memory), so every
  *       vector is allocated once at its final size;
  *   <li>a column stored uncompressed and without nulls (Spark's {@code PassThrough}, always the
- *       case for float and double columns without nulls) is one memory copy from the cached
- *       bytes into the Arrow buffer;
- *   <li>any other primitive column is decoded by Spark's own {@code ColumnAccessor} into one
- *       reused on-heap vector, then copied ({@link PrimitiveColumns});
- *   <li>an array column of fixed-width elements ({@link FixedWidthType}: feature
- *       vectors) is read from its cached bytes straight into the Arrow list: Spark stores it never
- *       compressed, as [null count][null row positions, int each][per non-null row: int length,
- *       then the array as {@link UnsafeArrayData}], and each array's elements are one memory copy
- *       when none is null ({@link FixedWidthRowWriter#copyArrayElements}). The elements are
- *       counted over all batches first, so the element vector is allocated once too.
+ *       case for float and double columns without nulls) is one memory copy from the cached bytes
+ *       into the Arrow buffer;
+ *   <li>any other primitive column is decoded by Spark's own {@code ColumnAccessor} into one reused
+ *       on-heap vector, then copied ({@link PrimitiveColumns});
+ *   <li>an array column of fixed-width elements ({@link FixedWidthType}: feature vectors) is read
+ *       from its cached bytes straight into the Arrow list: Spark stores it never compressed, as
+ *       [null count][null row positions, int each][per non-null row: int length, then the array as
+ *       {@link UnsafeArrayData}], and each array's elements are one memory copy when none is null
+ *       ({@link FixedWidthRowWriter#copyArrayElements}). The elements are counted over all batches
+ *       first, so the element vector is allocated once too.
  * </ul>
  *
  * Only for the primitive types Spark itself reads from its cache as columnar batches: boolean,
@@ -64,7 +64,8 @@ final class CachedBatchColumns {
   static boolean supports(StructType schema) {
     for (StructField f : schema.fields()) {
       FixedWidthType t = FixedWidthType.of(f.dataType());
-      if (!(FixedWidthType.ofElements(f.dataType()) != null || (t != null && t.cachedAsColumns()))) {
+      if (!(FixedWidthType.ofElements(f.dataType()) != null
+          || (t != null && t.cachedAsColumns()))) {
         return false;
       }
     }
@@ -169,7 +170,10 @@ final class CachedBatchColumns {
   private static void allocateList(ListVector list, int rows, long elements) {
     if (elements > Integer.MAX_VALUE) {
       throw new IllegalArgumentException(
-          "column " + list.getName() + " has " + elements
+          "column "
+              + list.getName()
+              + " has "
+              + elements
               + " array elements in one partition; the limit of one Arrow list is 2^31-1");
     }
     list.setInitialCapacity(Math.max(rows, 1), 0.0);
@@ -177,7 +181,8 @@ final class CachedBatchColumns {
     FieldVector child = list.getDataVector();
     child.clear();
     int n = Math.max((int) elements, 1);
-    int width = child instanceof BaseFixedWidthVector ? ((BaseFixedWidthVector) child).getTypeWidth() : 0;
+    int width =
+        child instanceof BaseFixedWidthVector ? ((BaseFixedWidthVector) child).getTypeWidth() : 0;
     long valueBytes = (long) n * width;
     if (width == 0 || valueBytes < HugePages.ADVICE_MIN_BYTES) {
       child.setInitialCapacity(n);
@@ -220,9 +225,18 @@ final class CachedBatchColumns {
       }
       if (r != nonNull || at != cached.length) {
         throw new IllegalArgumentException(
-            "cached array column " + field + " has " + cached.length + " bytes for "
-                + batch.numRows() + " rows, " + r + " of its " + nonNull
-                + " arrays read end at byte " + at
+            "cached array column "
+                + field
+                + " has "
+                + cached.length
+                + " bytes for "
+                + batch.numRows()
+                + " rows, "
+                + r
+                + " of its "
+                + nonNull
+                + " arrays read end at byte "
+                + at
                 + "; expected Spark's uncompressed array column layout");
       }
     }
@@ -234,15 +248,23 @@ final class CachedBatchColumns {
     int nulls = cached.length < 4 ? -1 : Platform.getInt(cached, Platform.BYTE_ARRAY_OFFSET);
     if (nulls < 0 || nulls > rows || 4 + 4L * nulls > cached.length) {
       throw new IllegalArgumentException(
-          "cached column " + field + " of " + cached.length + " bytes declares " + nulls
-              + " nulls for " + rows + " rows; allowed: 0 to " + rows);
+          "cached column "
+              + field
+              + " of "
+              + cached.length
+              + " bytes declares "
+              + nulls
+              + " nulls for "
+              + rows
+              + " rows; allowed: 0 to "
+              + rows);
     }
     return nulls;
   }
 
   /**
-   * Writes a cached array column's {@code n} rows into rows [base, base + n) of {@code list},
-   * whose elements hold {@code elements} values so far: validity, offsets and elements.
+   * Writes a cached array column's {@code n} rows into rows [base, base + n) of {@code list}, whose
+   * elements hold {@code elements} values so far: validity, offsets and elements.
    *
    * @return the elements written so far, these rows' included
    */
@@ -283,7 +305,8 @@ final class CachedBatchColumns {
    * Copies a column stored as [null count 0][PassThrough id][n values] into rows [base, base + n)
    * of {@code target}; false (nothing written) for any other encoding.
    */
-  private static boolean copyPassThrough(byte[] cached, BaseFixedWidthVector target, int base, int n) {
+  private static boolean copyPassThrough(
+      byte[] cached, BaseFixedWidthVector target, int base, int n) {
     int width = target.getTypeWidth();
     if (width == 0
         || cached.length != 8 + (long) n * width

@@ -19,16 +19,18 @@ import org.apache.spark.sql.vectorized.ColumnarArray;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * Writes columnar batches into Arrow vectors column by column, without materializing rows: a
- * column backed by an Arrow vector of exactly the expected Arrow type is appended buffer-wise
- * (bulk copies); a fixed-width column ({@link FixedWidthType}) of any other vector class is
- * copied in a tight typed loop ({@link PrimitiveColumns}); any other column is written value by
- * value with Spark's Arrow field writers.
+ * Writes columnar batches into Arrow vectors column by column, without materializing rows: a column
+ * backed by an Arrow vector of exactly the expected Arrow type is appended buffer-wise (bulk
+ * copies); a fixed-width column ({@link FixedWidthType}) of any other vector class is copied in a
+ * tight typed loop ({@link PrimitiveColumns}); any other column is written value by value with
+ * Spark's Arrow field writers.
  */
 final class ColumnarBatchWriter {
   private ColumnarBatchWriter() {}
 
-  /** Writes {@code batches} of {@code schema} into {@code root}'s vectors (created, not allocated). */
+  /**
+   * Writes {@code batches} of {@code schema} into {@code root}'s vectors (created, not allocated).
+   */
   static void write(
       Iterator<ColumnarBatch> batches,
       StructType schema,

@@ -140,8 +140,8 @@ final class FixedWidthRowWriter {
   }
 
   /**
-   * Copies value {@code index} of a column of {@code width} ({@link FixedWidthType#width}) from {@code base} +
-   * {@code from} (Spark's unsafe layout) into the Arrow data buffer at {@code data}.
+   * Copies value {@code index} of a column of {@code width} ({@link FixedWidthType#width}) from
+   * {@code base} + {@code from} (Spark's unsafe layout) into the Arrow data buffer at {@code data}.
    */
   private static void copyValue(int width, Object base, long from, long data, long index) {
     switch (width) {
@@ -193,12 +193,18 @@ final class FixedWidthRowWriter {
 
   /**
    * Copies the {@code n} elements of an {@link UnsafeArrayData} of fixed-width elements ({@link
-   * FixedWidthType#width}), its null bitset at {@code nulls} and values at {@code values} in {@code base}, into
-   * an Arrow list's element vector (validity at {@code childValidity}, data at {@code childData})
-   * from element {@code from} on: one memory copy when no element is null.
+   * FixedWidthType#width}), its null bitset at {@code nulls} and values at {@code values} in {@code
+   * base}, into an Arrow list's element vector (validity at {@code childValidity}, data at {@code
+   * childData}) from element {@code from} on: one memory copy when no element is null.
    */
   static void copyArrayElements(
-      int width, Object base, long nulls, long values, int n, long childValidity, long childData,
+      int width,
+      Object base,
+      long nulls,
+      long values,
+      int n,
+      long childValidity,
+      long childData,
       long from) {
     boolean anyNull = false;
     int words = (n + 63) >>> 6;
@@ -298,8 +304,8 @@ final class FixedWidthRowWriter {
   }
 
   /**
-   * An array of fixed-width elements: Arrow list validity and int32 offsets, then the elements
-   * in the child vector. Offsets of null rows repeat the previous offset, as Arrow fills them.
+   * An array of fixed-width elements: Arrow list validity and int32 offsets, then the elements in
+   * the child vector. Offsets of null rows repeat the previous offset, as Arrow fills them.
    */
   private final class ListColumn extends Column {
     private final ListVector list;
@@ -376,7 +382,9 @@ final class FixedWidthRowWriter {
       MemoryUtil.putInt(offsets + 4L * (index + 1), elements);
     }
 
-    /** Copies an UnsafeArrayData's elements: null bitset at {@code nulls}, values at {@code values}. */
+    /**
+     * Copies an UnsafeArrayData's elements: null bitset at {@code nulls}, values at {@code values}.
+     */
     private void copyElements(Object base, long nulls, long values, int n) {
       copyArrayElements(width, base, nulls, values, n, childValidity, childData, elements);
     }

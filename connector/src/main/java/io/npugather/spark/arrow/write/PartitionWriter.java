@@ -46,8 +46,8 @@ public final class PartitionWriter {
    * Spark's field writer.
    *
    * @param timeZoneId the session time zone; used for timestamp columns, may be null without them
-   * @param expectedRows the number of rows if known (the vectors are sized for it up front), or
-   *     a negative number
+   * @param expectedRows the number of rows if known (the vectors are sized for it up front), or a
+   *     negative number
    */
   public static LocalBlock fromRows(
       Iterator<InternalRow> rows,
@@ -55,14 +55,18 @@ public final class PartitionWriter {
       String timeZoneId,
       BufferAllocator allocator,
       int expectedRows) {
-    return write(schema, timeZoneId, allocator, root -> {
-      FixedWidthRowWriter writer = new FixedWidthRowWriter(root, schema, expectedRows);
-      while (rows.hasNext()) {
-        writer.write(rows.next());
-      }
-      writer.finish();
-      root.setRowCount(writer.count());
-    });
+    return write(
+        schema,
+        timeZoneId,
+        allocator,
+        root -> {
+          FixedWidthRowWriter writer = new FixedWidthRowWriter(root, schema, expectedRows);
+          while (rows.hasNext()) {
+            writer.write(rows.next());
+          }
+          writer.finish();
+          root.setRowCount(writer.count());
+        });
   }
 
   /**
@@ -80,17 +84,20 @@ public final class PartitionWriter {
       StructType schema,
       String timeZoneId,
       BufferAllocator allocator) {
-    return write(schema, timeZoneId, allocator,
+    return write(
+        schema,
+        timeZoneId,
+        allocator,
         root -> ColumnarBatchWriter.write(batches, schema, root, allocator));
   }
 
   /**
-   * Writes the batches of a DataFrame cached in Spark's default format into Arrow vectors
-   * allocated from {@code allocator}, straight from the cached bytes ({@link CachedBatchColumns}).
+   * Writes the batches of a DataFrame cached in Spark's default format into Arrow vectors allocated
+   * from {@code allocator}, straight from the cached bytes ({@link CachedBatchColumns}).
    *
    * @param columns for each field of {@code schema}, the index of its buffer in a cached batch
-   * @throws IllegalArgumentException if a column's type is not one {@link
-   *     #supportsCachedBatches} accepts, or a batch is not in Spark's default format
+   * @throws IllegalArgumentException if a column's type is not one {@link #supportsCachedBatches}
+   *     accepts, or a batch is not in Spark's default format
    */
   public static LocalBlock fromCachedBatches(
       Iterator<CachedBatch> batches,
@@ -100,7 +107,9 @@ public final class PartitionWriter {
       BufferAllocator allocator) {
     if (!supportsCachedBatches(schema)) {
       throw new IllegalArgumentException(
-          "schema " + schema.simpleString() + " has a column of a type Spark's cache does not "
+          "schema "
+              + schema.simpleString()
+              + " has a column of a type Spark's cache does not "
               + "decode as columns; allowed: boolean, byte, short, int, long, float, double, and "
               + "arrays of boolean, byte, short, int, long, float, double, date, timestamp, "
               + "timestamp_ntz");
@@ -109,7 +118,10 @@ public final class PartitionWriter {
       throw new IllegalArgumentException(
           "columns has " + columns.length + " entries for " + schema.fields().length + " fields");
     }
-    return write(schema, timeZoneId, allocator,
+    return write(
+        schema,
+        timeZoneId,
+        allocator,
         root -> CachedBatchColumns.write(batches, columns, schema, root));
   }
 
@@ -122,7 +134,10 @@ public final class PartitionWriter {
    * Creates the vectors of {@code schema}'s Arrow schema, has {@code fill} write them (value and
    * row counts set) and hands them to the block; on failure they are released.
    */
-  private static LocalBlock write(StructType schema, String timeZoneId, BufferAllocator allocator,
+  private static LocalBlock write(
+      StructType schema,
+      String timeZoneId,
+      BufferAllocator allocator,
       Consumer<VectorSchemaRoot> fill) {
     VectorSchemaRoot root = VectorSchemaRoot.create(arrowSchema(schema, timeZoneId), allocator);
     try {

@@ -1,7 +1,7 @@
 package io.npugather.spark.arrow.write;
 
-import io.npugather.spark.arrow.FixedWidthType;
 import io.npugather.spark.arrow.ArrowBitmaps;
+import io.npugather.spark.arrow.FixedWidthType;
 import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.arrow.vector.BaseFixedWidthVector;
 import org.apache.arrow.vector.FieldVector;
@@ -41,7 +41,8 @@ final class PrimitiveColumns {
     } else if (!hasNull
         && cv instanceof OffHeapColumnVector
         && !((OffHeapColumnVector) cv).hasDictionary()) {
-      MemoryUtil.copyMemory(((OffHeapColumnVector) cv).valuesNativeAddress(), data, (long) n * width);
+      MemoryUtil.copyMemory(
+          ((OffHeapColumnVector) cv).valuesNativeAddress(), data, (long) n * width);
     } else {
       switch (type) {
         case BYTE:

@@ -32,7 +32,8 @@ import org.junit.jupiter.api.Test;
 
 class FixedWidthArrowColumnTest extends WithRootAllocator {
   /** Every getter of {@code a} against Spark's ArrowColumnVector {@code e} over the same vector. */
-  private static void assertSameAsArrowColumnVector(DataType t, ColumnVector e, ColumnVector a, int n, String path) {
+  private static void assertSameAsArrowColumnVector(
+      DataType t, ColumnVector e, ColumnVector a, int n, String path) {
     assertEquals(e.hasNull(), a.hasNull(), path);
     assertEquals(e.numNulls(), a.numNulls(), path);
     for (int i = 0; i < n; i++) {
@@ -87,7 +88,8 @@ class FixedWidthArrowColumnTest extends WithRootAllocator {
   }
 
   /** The value as raw bits (NaN payloads included). */
-  private static long value(DataType t, org.apache.spark.sql.catalyst.expressions.SpecializedGetters g, int i) {
+  private static long value(
+      DataType t, org.apache.spark.sql.catalyst.expressions.SpecializedGetters g, int i) {
     if (t instanceof BooleanType) {
       return g.getBoolean(i) ? 1 : 0;
     } else if (t instanceof ByteType) {
@@ -123,7 +125,8 @@ class FixedWidthArrowColumnTest extends WithRootAllocator {
             assertEquals(FixedWidthArrowColumn.class, a.getClass());
             // Not closed: closing an ArrowColumnVector closes the vector.
             ArrowColumnVector e = new ArrowColumnVector(vs.get(c));
-            assertSameAsArrowColumnVector(t, e, a, n, schema.fields()[c].name() + " (" + n + " rows)");
+            assertSameAsArrowColumnVector(
+                t, e, a, n, schema.fields()[c].name() + " (" + n + " rows)");
           }
           ColumnarBatch own = GatheredPartitions.batch(2, p.root(), schema);
           assertBatch(schema, rows, own, 2);

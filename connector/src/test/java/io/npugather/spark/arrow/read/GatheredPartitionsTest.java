@@ -28,9 +28,7 @@ import java.util.List;
 import java.util.Random;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.memory.RootAllocator;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.StructType;
@@ -83,14 +81,19 @@ public class GatheredPartitionsTest extends WithRootAllocator {
                   field(
                       "l",
                       DataTypes.createArrayType(
-                          DataTypes.createMapType(DataTypes.StringType, DataTypes.IntegerType, true),
+                          DataTypes.createMapType(
+                              DataTypes.StringType, DataTypes.IntegerType, true),
                           true)))),
           field(
               "deep",
               DataTypes.createArrayType(
                   struct(
-                      field("k", DataTypes.createMapType(DataTypes.IntegerType,
-                          DataTypes.createArrayType(DataTypes.DoubleType, true), true)),
+                      field(
+                          "k",
+                          DataTypes.createMapType(
+                              DataTypes.IntegerType,
+                              DataTypes.createArrayType(DataTypes.DoubleType, true),
+                              true)),
                       field("v", DataTypes.BinaryType)),
                   true)));
 
@@ -100,7 +103,11 @@ public class GatheredPartitionsTest extends WithRootAllocator {
   }
 
   /** {@code paddingSegments}: every buffer's padding is a segment of its own. */
-  private void roundTrip(StructType schema, int[] rowsPerRank, long seed, boolean viaBatches,
+  private void roundTrip(
+      StructType schema,
+      int[] rowsPerRank,
+      long seed,
+      boolean viaBatches,
       boolean paddingSegments) {
     Random rnd = new Random(seed);
     int n = rowsPerRank.length;
@@ -221,7 +228,8 @@ public class GatheredPartitionsTest extends WithRootAllocator {
             field("ts", DataTypes.TimestampType),
             field("features", DataTypes.createArrayType(DataTypes.FloatType, true)),
             field("m", DataTypes.createMapType(DataTypes.StringType, DataTypes.IntegerType, true)),
-            field("s", struct(field("a", DataTypes.IntegerType), field("b", DataTypes.StringType))));
+            field(
+                "s", struct(field("a", DataTypes.IntegerType), field("b", DataTypes.StringType))));
     roundTrip(schema, new int[] {400, 0, 123}, 7L, true);
   }
 
@@ -229,8 +237,12 @@ public class GatheredPartitionsTest extends WithRootAllocator {
   void mismatchedSchemaFingerprintIsAClearError() {
     StructType a = struct(field("x", DataTypes.IntegerType));
     StructType b = struct(field("x", DataTypes.LongType));
-    try (LocalBlock pa = PartitionWriter.fromRows(randomRows(a, 10, new Random(8), 0.2).iterator(), a, TZ, root);
-        LocalBlock pb = PartitionWriter.fromRows(randomRows(b, 10, new Random(9), 0.2).iterator(), b, TZ, root)) {
+    try (LocalBlock pa =
+            PartitionWriter.fromRows(
+                randomRows(a, 10, new Random(8), 0.2).iterator(), a, TZ, root);
+        LocalBlock pb =
+            PartitionWriter.fromRows(
+                randomRows(b, 10, new Random(9), 0.2).iterator(), b, TZ, root)) {
       List<BlockLayout> layouts = List.of(pa.layout(), pb.layout());
       long[] displs = ArrowTestSupport.displacements(layouts);
       try (ArrowBuf recv = allGatherV(List.of(pa, pb), displs, 0, root)) {
@@ -267,8 +279,12 @@ public class GatheredPartitionsTest extends WithRootAllocator {
   @Test
   void blockThatDoesNotFitTheReceiveBufferIsAClearError() {
     StructType s = struct(field("x", DataTypes.LongType), field("y", DataTypes.StringType));
-    try (LocalBlock p0 = PartitionWriter.fromRows(randomRows(s, 10, new Random(10), 0.2).iterator(), s, TZ, root);
-        LocalBlock p1 = PartitionWriter.fromRows(randomRows(s, 10, new Random(11), 0.2).iterator(), s, TZ, root)) {
+    try (LocalBlock p0 =
+            PartitionWriter.fromRows(
+                randomRows(s, 10, new Random(10), 0.2).iterator(), s, TZ, root);
+        LocalBlock p1 =
+            PartitionWriter.fromRows(
+                randomRows(s, 10, new Random(11), 0.2).iterator(), s, TZ, root)) {
       List<BlockLayout> layouts = List.of(p0.layout(), p1.layout());
       long[] displs = ArrowTestSupport.displacements(layouts);
       try (ArrowBuf big = root.buffer(1 << 16);
@@ -298,21 +314,42 @@ public class GatheredPartitionsTest extends WithRootAllocator {
   @Test
   void layoutThatDoesNotMatchTheSchemaStructureIsRejected() {
     StructType s = struct(field("x", DataTypes.LongType));
-    try (LocalBlock p0 = PartitionWriter.fromRows(randomRows(s, 5, new Random(12), 0.2).iterator(), s, TZ, root)) {
+    try (LocalBlock p0 =
+        PartitionWriter.fromRows(randomRows(s, 5, new Random(12), 0.2).iterator(), s, TZ, root)) {
       BlockLayout l = p0.layout();
       BlockLayout forged =
-          new BlockLayout(l.schemaFingerprint(), 5, new long[] {5, 5}, new long[] {0, 0}, new long[] {8, 40}, new long[0]);
+          new BlockLayout(
+              l.schemaFingerprint(),
+              5,
+              new long[] {5, 5},
+              new long[] {0, 0},
+              new long[] {8, 40},
+              new long[0]);
       BlockLayout wrongRows =
-          new BlockLayout(l.schemaFingerprint(), 6, new long[] {5}, new long[] {0}, new long[] {8, 40}, new long[0]);
+          new BlockLayout(
+              l.schemaFingerprint(),
+              6,
+              new long[] {5},
+              new long[] {0},
+              new long[] {8, 40},
+              new long[0]);
       try (ArrowBuf recv = root.buffer(1024)) {
-        assertEquals(ResultCode.REMOTE_ERROR, assertThrows(
-            NpuGatherException.class,
-            () -> GatheredPartitions.wrap(recv, List.of(l, forged), new long[] {0, 0}, 0, p0, s, root))
-            .code());
-        assertEquals(ResultCode.REMOTE_ERROR, assertThrows(
-            NpuGatherException.class,
-            () -> GatheredPartitions.wrap(recv, List.of(l, wrongRows), new long[] {0, 0}, 0, p0, s, root))
-            .code());
+        assertEquals(
+            ResultCode.REMOTE_ERROR,
+            assertThrows(
+                    NpuGatherException.class,
+                    () ->
+                        GatheredPartitions.wrap(
+                            recv, List.of(l, forged), new long[] {0, 0}, 0, p0, s, root))
+                .code());
+        assertEquals(
+            ResultCode.REMOTE_ERROR,
+            assertThrows(
+                    NpuGatherException.class,
+                    () ->
+                        GatheredPartitions.wrap(
+                            recv, List.of(l, wrongRows), new long[] {0, 0}, 0, p0, s, root))
+                .code());
       }
     }
   }
@@ -320,8 +357,12 @@ public class GatheredPartitionsTest extends WithRootAllocator {
   @Test
   void blockInconsistentWithItsLayoutIsAClearError() {
     StructType s = struct(field("x", DataTypes.LongType), field("y", DataTypes.StringType));
-    try (LocalBlock p0 = PartitionWriter.fromRows(randomRows(s, 10, new Random(19), 0.2).iterator(), s, TZ, root);
-        LocalBlock p1 = PartitionWriter.fromRows(randomRows(s, 10, new Random(20), 0.2).iterator(), s, TZ, root)) {
+    try (LocalBlock p0 =
+            PartitionWriter.fromRows(
+                randomRows(s, 10, new Random(19), 0.2).iterator(), s, TZ, root);
+        LocalBlock p1 =
+            PartitionWriter.fromRows(
+                randomRows(s, 10, new Random(20), 0.2).iterator(), s, TZ, root)) {
       BlockLayout l1 = p1.layout();
       // x's data buffer claimed shorter than 10 longs.
       long[] nodes = new long[l1.nodeCount()];
@@ -342,9 +383,12 @@ public class GatheredPartitionsTest extends WithRootAllocator {
         NpuGatherException e =
             assertThrows(
                 NpuGatherException.class,
-                () -> GatheredPartitions.wrap(recv, List.of(p0.layout(), shortData), new long[] {0, 0}, 0, p0, s, root));
+                () ->
+                    GatheredPartitions.wrap(
+                        recv, List.of(p0.layout(), shortData), new long[] {0, 0}, 0, p0, s, root));
         assertEquals(ResultCode.REMOTE_ERROR, e.code());
-        assertTrue(e.getMessage().contains("column x data buffer of 72 bytes, 80 needed"), e.getMessage());
+        assertTrue(
+            e.getMessage().contains("column x data buffer of 72 bytes, 80 needed"), e.getMessage());
       }
       // y's last offset pointing past its data.
       List<BlockLayout> layouts = List.of(p0.layout(), l1);
@@ -376,24 +420,29 @@ public class GatheredPartitionsTest extends WithRootAllocator {
 
   @Test
   void ownBatchServesTheInputVectorsWithoutCopy() {
-    StructType s = struct(field("x", DataTypes.LongType), field("f", DataTypes.createArrayType(DataTypes.FloatType)));
+    StructType s =
+        struct(
+            field("x", DataTypes.LongType),
+            field("f", DataTypes.createArrayType(DataTypes.FloatType)));
     List<InternalRow> rows = randomRows(s, 100, new Random(14), 0.2);
     try (LocalBlock p = PartitionWriter.fromRows(rows.iterator(), s, TZ, root)) {
       long before = root.getAllocatedMemory();
       ColumnarBatch b = GatheredPartitions.batch(5, p.root(), s);
       assertEquals(before, root.getAllocatedMemory());
       assertBatch(s, rows, b, 5);
-      assertTrue(
-          ((FixedWidthArrowColumn) b.column(1)).getValueVector()
-              == p.root().getVector(0));
+      assertTrue(((FixedWidthArrowColumn) b.column(1)).getValueVector() == p.root().getVector(0));
     }
   }
 
   @Test
   void gatheredVectorsShareTheReceiveBufferMemory() {
     StructType s = struct(field("x", DataTypes.LongType), field("y", DataTypes.StringType));
-    try (LocalBlock p0 = PartitionWriter.fromRows(randomRows(s, 1000, new Random(15), 0.2).iterator(), s, TZ, root);
-        LocalBlock p1 = PartitionWriter.fromRows(randomRows(s, 1000, new Random(16), 0.2).iterator(), s, TZ, root)) {
+    try (LocalBlock p0 =
+            PartitionWriter.fromRows(
+                randomRows(s, 1000, new Random(15), 0.2).iterator(), s, TZ, root);
+        LocalBlock p1 =
+            PartitionWriter.fromRows(
+                randomRows(s, 1000, new Random(16), 0.2).iterator(), s, TZ, root)) {
       List<BlockLayout> layouts = List.of(p0.layout(), p1.layout());
       long[] displs = ArrowTestSupport.displacements(layouts);
       BufferAllocator comm = root.newChildAllocator("comm", 0, Long.MAX_VALUE);
@@ -404,7 +453,8 @@ public class GatheredPartitionsTest extends WithRootAllocator {
             (org.apache.arrow.vector.BigIntVector)
                 ((FixedWidthArrowColumn) g.batch(1).column(1)).getValueVector();
         long data = x.getDataBuffer().memoryAddress();
-        assertTrue(data >= recv.memoryAddress() + displs[1] && data < recv.memoryAddress() + displs[2]);
+        assertTrue(
+            data >= recv.memoryAddress() + displs[1] && data < recv.memoryAddress() + displs[2]);
         assertEquals(0, data % 8, "buffers are 8-byte aligned");
         // Only the bitmaps Arrow synthesizes for null-free vectors could count here; none needed.
         assertEquals(0, out.getAllocatedMemory());
@@ -424,7 +474,8 @@ public class GatheredPartitionsTest extends WithRootAllocator {
     assertFalse(out.fields()[0].nullable());
     assertEquals(3, out.fields().length);
     IllegalArgumentException e =
-        assertThrows(IllegalArgumentException.class, () -> GatheredPartitions.outputSchema(in, "A"));
+        assertThrows(
+            IllegalArgumentException.class, () -> GatheredPartitions.outputSchema(in, "A"));
     assertTrue(e.getMessage().contains("collides"), e.getMessage());
     assertThrows(IllegalArgumentException.class, () -> GatheredPartitions.outputSchema(in, ""));
   }
@@ -432,7 +483,9 @@ public class GatheredPartitionsTest extends WithRootAllocator {
   @Test
   void allocatorIsAtZeroAfterEverythingIsClosed() {
     BufferAllocator task = root.newChildAllocator("task", 0, Long.MAX_VALUE);
-    LocalBlock p = PartitionWriter.fromRows(randomRows(ALL_TYPES, 300, new Random(17), 0.2).iterator(), ALL_TYPES, TZ, task);
+    LocalBlock p =
+        PartitionWriter.fromRows(
+            randomRows(ALL_TYPES, 300, new Random(17), 0.2).iterator(), ALL_TYPES, TZ, task);
     assertTrue(task.getAllocatedMemory() > 0);
     ColumnarBatch own = GatheredPartitions.batch(0, p.root(), ALL_TYPES);
     own.close(); // a consumer closing the batch early must not break close()
@@ -468,5 +521,4 @@ public class GatheredPartitionsTest extends WithRootAllocator {
     assertEquals(0, task.getAllocatedMemory());
     task.close();
   }
-
 }

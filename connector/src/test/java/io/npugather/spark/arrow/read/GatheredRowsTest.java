@@ -29,8 +29,8 @@ import org.junit.jupiter.api.Test;
 
 class GatheredRowsTest extends WithRootAllocator {
   /**
-   * Rank r's partition holds {@code counts[r]} random rows; the rows of every rank's batch, in
-   * rank order, must be byte for byte what Spark's UnsafeProjection makes of the same batches.
+   * Rank r's partition holds {@code counts[r]} random rows; the rows of every rank's batch, in rank
+   * order, must be byte for byte what Spark's UnsafeProjection makes of the same batches.
    */
   private void assertSameAsSparkProjection(
       StructType schema, int[] counts, double nullP, long seed, int chunkRows, int chunkBytes) {
@@ -47,8 +47,17 @@ class GatheredRowsTest extends WithRootAllocator {
       StructType output = GatheredPartitions.outputSchema(schema, "rank");
       UnsafeProjection spark = UnsafeProjection.create(output);
       GatheredRows actual = new GatheredRows(batches.iterator(), schema, chunkRows, chunkBytes);
-      String run = counts.length + " ranks of " + java.util.Arrays.toString(counts)
-          + " rows, nulls " + nullP + ", chunks of " + chunkRows + " rows / " + chunkBytes + " B";
+      String run =
+          counts.length
+              + " ranks of "
+              + java.util.Arrays.toString(counts)
+              + " rows, nulls "
+              + nullP
+              + ", chunks of "
+              + chunkRows
+              + " rows / "
+              + chunkBytes
+              + " B";
       for (int r = 0; r < counts.length; r++) {
         ColumnarBatch b = batches.get(r);
         for (int i = 0; i < b.numRows(); i++) {
@@ -71,8 +80,13 @@ class GatheredRowsTest extends WithRootAllocator {
     StructType schema = ArrowTestSupport.directSchema();
     long seed = 41;
     for (double nullP : new double[] {0.0, 0.3}) {
-      assertSameAsSparkProjection(schema, new int[] {700, 0, 1, 9}, nullP, seed++,
-          GatheredRows.CHUNK_ROWS, GatheredRows.CHUNK_BYTES);
+      assertSameAsSparkProjection(
+          schema,
+          new int[] {700, 0, 1, 9},
+          nullP,
+          seed++,
+          GatheredRows.CHUNK_ROWS,
+          GatheredRows.CHUNK_BYTES);
       // Chunks end mid-batch, by rows and by bytes.
       assertSameAsSparkProjection(schema, new int[] {50, 3, 0, 64}, nullP, seed++, 7, 1 << 20);
       assertSameAsSparkProjection(schema, new int[] {50, 3, 0, 64}, nullP, seed++, 4096, 2000);
@@ -82,9 +96,10 @@ class GatheredRowsTest extends WithRootAllocator {
 
   @Test
   void featureVectorsLargerThanAChunk() {
-    StructType schema = struct(
-        field("id", DataTypes.LongType),
-        field("features", DataTypes.createArrayType(DataTypes.FloatType, false)));
+    StructType schema =
+        struct(
+            field("id", DataTypes.LongType),
+            field("features", DataTypes.createArrayType(DataTypes.FloatType, false)));
     Random rnd = new Random(43);
     List<InternalRow> rows = new ArrayList<>();
     for (int i = 0; i < 20; i++) {
@@ -96,7 +111,8 @@ class GatheredRowsTest extends WithRootAllocator {
     }
     try (LocalBlock p = PartitionWriter.fromRows(rows.iterator(), schema, TZ, root)) {
       ColumnarBatch b = GatheredPartitions.batch(1, p.root(), schema);
-      UnsafeProjection spark = UnsafeProjection.create(GatheredPartitions.outputSchema(schema, "r"));
+      UnsafeProjection spark =
+          UnsafeProjection.create(GatheredPartitions.outputSchema(schema, "r"));
       GatheredRows actual = new GatheredRows(List.of(b).iterator(), schema, 4096, 1024);
       for (int i = 0; i < rows.size(); i++) {
         assertEquals(spark.apply(b.getRow(i)), actual.next(), "row " + i);
@@ -109,8 +125,10 @@ class GatheredRowsTest extends WithRootAllocator {
   void refusesColumnsItDoesNotWrite() {
     StructType schema = struct(field("s", DataTypes.StringType), field("x", DataTypes.IntegerType));
     assertFalse(GatheredRows.supports(schema));
-    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-        () -> new GatheredRows(List.<ColumnarBatch>of().iterator(), schema));
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> new GatheredRows(List.<ColumnarBatch>of().iterator(), schema));
     assertTrue(e.getMessage().contains("string"), e.getMessage());
     assertTrue(GatheredRows.supports(ArrowTestSupport.directSchema()));
   }

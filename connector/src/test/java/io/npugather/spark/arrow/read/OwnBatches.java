@@ -9,7 +9,9 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 public final class OwnBatches {
   private OwnBatches() {}
 
-  /** {@code block}'s vectors (of Spark schema {@code schema}) as rank {@code sourceRank}'s batch. */
+  /**
+   * {@code block}'s vectors (of Spark schema {@code schema}) as rank {@code sourceRank}'s batch.
+   */
   public static ColumnarBatch of(LocalBlock block, StructType schema, int sourceRank) {
     VectorSchemaRoot root = block.root();
     return GatheredPartitions.batch(sourceRank, root, schema);

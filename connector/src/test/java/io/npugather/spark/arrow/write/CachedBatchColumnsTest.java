@@ -63,12 +63,14 @@ class CachedBatchColumnsTest extends WithRootAllocator {
   }
 
   /** One batch of {@code schema} as Spark's default cache serializer stores it (compression on). */
-  private static DefaultCachedBatch cachedBatch(StructType schema, List<InternalRow> rows, int[] order) {
+  private static DefaultCachedBatch cachedBatch(
+      StructType schema, List<InternalRow> rows, int[] order) {
     byte[][] buffers = new byte[order.length][];
     for (int k = 0; k < order.length; k++) {
       int c = order[k];
       ColumnBuilder b =
-          ColumnBuilder$.MODULE$.apply(schema.fields()[c].dataType(), 16, schema.fields()[c].name(), true);
+          ColumnBuilder$.MODULE$.apply(
+              schema.fields()[c].dataType(), 16, schema.fields()[c].name(), true);
       for (InternalRow r : rows) {
         b.appendFrom(r, c);
       }
@@ -100,16 +102,18 @@ class CachedBatchColumnsTest extends WithRootAllocator {
   }
 
   /**
-   * For partitions of several batch shapes (none, empty batches, one row, several batches) with
-   * and without nulls, cached with their buffers in reverse order (the column indices map fields
-   * to buffers): the same block as the rows give, the same buffers as Spark's ArrowWriter, and
-   * every value.
+   * For partitions of several batch shapes (none, empty batches, one row, several batches) with and
+   * without nulls, cached with their buffers in reverse order (the column indices map fields to
+   * buffers): the same block as the rows give, the same buffers as Spark's ArrowWriter, and every
+   * value.
    */
   private void assertCachedLikeRows(StructType schema, Random rnd, RowSource source) {
-    assertCachedLikeRows(schema, rnd, source, new int[][] {{}, {0}, {1}, {7, 0, 300}, {1000, 1000, 17}});
+    assertCachedLikeRows(
+        schema, rnd, source, new int[][] {{}, {0}, {1}, {7, 0, 300}, {1000, 1000, 17}});
   }
 
-  private void assertCachedLikeRows(StructType schema, Random rnd, RowSource source, int[][] shapes) {
+  private void assertCachedLikeRows(
+      StructType schema, Random rnd, RowSource source, int[][] shapes) {
     int[] order = new int[schema.fields().length];
     int[] columns = new int[order.length];
     for (int k = 0; k < order.length; k++) {
@@ -176,7 +180,8 @@ class CachedBatchColumnsTest extends WithRootAllocator {
   void cachedArrayColumnsGiveTheSameBuffersAsTheRowsAndAsSparkByteForByte() {
     StructType schema = arraySchema();
     assertTrue(PartitionWriter.supportsCachedBatches(schema));
-    assertCachedLikeRows(schema, new Random(43), (n, rnd, nullP, start) -> arrayRows(schema, n, rnd, nullP));
+    assertCachedLikeRows(
+        schema, new Random(43), (n, rnd, nullP, start) -> arrayRows(schema, n, rnd, nullP));
   }
 
   /**
@@ -185,22 +190,25 @@ class CachedBatchColumnsTest extends WithRootAllocator {
    */
   @Test
   void largeCachedArrayColumnsGiveTheSameBuffersAsTheRows() {
-    StructType schema = struct(field("id", DataTypes.LongType),
-        field("features", DataTypes.createArrayType(DataTypes.FloatType, true)),
-        field("ints", DataTypes.createArrayType(DataTypes.IntegerType, false)));
-    RowSource source = (n, rnd, nullP, start) -> {
-      List<InternalRow> rows = randomRows(schema, n, rnd, nullP);
-      for (InternalRow r : rows) {
-        if (!r.isNullAt(1)) {
-          Object[] elems = new Object[rnd.nextInt(400)];
-          for (int i = 0; i < elems.length; i++) {
-            elems[i] = rnd.nextDouble() < nullP ? null : (float) rnd.nextGaussian();
+    StructType schema =
+        struct(
+            field("id", DataTypes.LongType),
+            field("features", DataTypes.createArrayType(DataTypes.FloatType, true)),
+            field("ints", DataTypes.createArrayType(DataTypes.IntegerType, false)));
+    RowSource source =
+        (n, rnd, nullP, start) -> {
+          List<InternalRow> rows = randomRows(schema, n, rnd, nullP);
+          for (InternalRow r : rows) {
+            if (!r.isNullAt(1)) {
+              Object[] elems = new Object[rnd.nextInt(400)];
+              for (int i = 0; i < elems.length; i++) {
+                elems[i] = rnd.nextDouble() < nullP ? null : (float) rnd.nextGaussian();
+              }
+              ((GenericInternalRow) r).update(1, new GenericArrayData(elems));
+            }
           }
-          ((GenericInternalRow) r).update(1, new GenericArrayData(elems));
-        }
-      }
-      return ArrowTestSupport.unsafe(schema, rows);
-    };
+          return ArrowTestSupport.unsafe(schema, rows);
+        };
     // About 7,000 rows x 200 floats: 5.6 MB of element values.
     assertCachedLikeRows(schema, new Random(47), source, new int[][] {{4000, 3000}});
   }
@@ -208,7 +216,8 @@ class CachedBatchColumnsTest extends WithRootAllocator {
   @Test
   void aCachedArrayColumnWhoseBytesDoNotAddUpIsRefused() {
     StructType schema = struct(field("v", DataTypes.createArrayType(DataTypes.FloatType, true)));
-    DefaultCachedBatch good = cachedBatch(schema, arrayRows(schema, 5, new Random(1), 0.0), new int[] {0});
+    DefaultCachedBatch good =
+        cachedBatch(schema, arrayRows(schema, 5, new Random(1), 0.0), new int[] {0});
     byte[] bytes = good.buffers()[0];
     byte[] truncated = java.util.Arrays.copyOf(bytes, bytes.length - 4);
     // Truncated inside an array; one row more than arrays; more bytes than arrays.
@@ -223,7 +232,9 @@ class CachedBatchColumnsTest extends WithRootAllocator {
       IllegalArgumentException e =
           assertThrows(
               IllegalArgumentException.class,
-              () -> PartitionWriter.fromCachedBatches(batches.iterator(), new int[] {0}, schema, TZ, root));
+              () ->
+                  PartitionWriter.fromCachedBatches(
+                      batches.iterator(), new int[] {0}, schema, TZ, root));
       assertTrue(e.getMessage().contains("uncompressed array column layout"), e.getMessage());
     }
   }

@@ -1,11 +1,9 @@
 package io.npugather.spark.arrow.write;
 
 import static io.npugather.spark.arrow.ArrowTestSupport.TZ;
-import static io.npugather.spark.arrow.ArrowTestSupport.field;
 import static io.npugather.spark.arrow.ArrowTestSupport.notNull;
 import static io.npugather.spark.arrow.ArrowTestSupport.randomRows;
 import static io.npugather.spark.arrow.ArrowTestSupport.struct;
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -13,14 +11,12 @@ import io.npugather.block.LocalBlock;
 import io.npugather.spark.arrow.ArrowTestSupport;
 import io.npugather.spark.arrow.FixedWidthType;
 import io.npugather.spark.arrow.WithRootAllocator;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.DecimalType;
-import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.junit.jupiter.api.Test;
 
@@ -68,7 +64,8 @@ class FixedWidthRowWriterTest extends WithRootAllocator {
             notNull("x", DataTypes.FloatType),
             notNull("v", DataTypes.createArrayType(DataTypes.FloatType, false)));
     int n = FixedWidthRowWriter.UNKNOWN_COUNT_CAPACITY * 2 + 3;
-    List<InternalRow> rows = ArrowTestSupport.unsafe(schema, randomRows(schema, n, new Random(9), 0.0));
+    List<InternalRow> rows =
+        ArrowTestSupport.unsafe(schema, randomRows(schema, n, new Random(9), 0.0));
     assertSameBuffersAsSpark(schema, rows, -1);
     assertSameBuffersAsSpark(schema, rows, n);
   }

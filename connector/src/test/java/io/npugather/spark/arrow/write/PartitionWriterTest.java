@@ -10,7 +10,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.npugather.block.BlockLayout;
 import io.npugather.block.LocalBlock;
 import io.npugather.spark.arrow.ArrowTestSupport;
 import io.npugather.spark.arrow.WithRootAllocator;
@@ -19,7 +18,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.memory.RootAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
@@ -120,8 +118,12 @@ public class PartitionWriterTest extends WithRootAllocator {
             assertEquals(viaRows.layout().schemaFingerprint(), p.layout().schemaFingerprint());
             assertEquals(viaRows.layout().nodeCount(), p.layout().nodeCount());
             for (int i = 0; i < p.layout().nodeCount(); i++) {
-              assertEquals(viaRows.layout().nodeLength(i), p.layout().nodeLength(i), order + " node " + i);
-              assertEquals(viaRows.layout().nodeNullCount(i), p.layout().nodeNullCount(i), order + " node " + i);
+              assertEquals(
+                  viaRows.layout().nodeLength(i), p.layout().nodeLength(i), order + " node " + i);
+              assertEquals(
+                  viaRows.layout().nodeNullCount(i),
+                  p.layout().nodeNullCount(i),
+                  order + " node " + i);
             }
           }
         } finally {
@@ -154,7 +156,9 @@ public class PartitionWriterTest extends WithRootAllocator {
     ColumnarBatch b = new ColumnarBatch(new ColumnVector[] {c, t}, 7);
     List<InternalRow> expected = new ArrayList<>();
     for (int i = 0; i < 7; i++) {
-      expected.add(new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(new Object[] {42L, null}));
+      expected.add(
+          new org.apache.spark.sql.catalyst.expressions.GenericInternalRow(
+              new Object[] {42L, null}));
     }
     try (LocalBlock p = PartitionWriter.fromBatches(List.of(b).iterator(), s, TZ, root)) {
       assertBatch(s, expected, OwnBatches.of(p, s, 0), 0);
@@ -164,7 +168,10 @@ public class PartitionWriterTest extends WithRootAllocator {
   @Test
   void batchWithTheWrongColumnCountIsRejected() {
     StructType s = struct(field("a", DataTypes.LongType), field("b", DataTypes.LongType));
-    ColumnarBatch b = ArrowTestSupport.onHeapBatch(struct(field("a", DataTypes.LongType)), randomRows(struct(field("a", DataTypes.LongType)), 3, new Random(1), 0.2));
+    ColumnarBatch b =
+        ArrowTestSupport.onHeapBatch(
+            struct(field("a", DataTypes.LongType)),
+            randomRows(struct(field("a", DataTypes.LongType)), 3, new Random(1), 0.2));
     try {
       IllegalArgumentException e =
           assertThrows(
