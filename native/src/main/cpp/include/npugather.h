@@ -46,14 +46,16 @@ typedef enum {
 typedef enum { NPG_COMM_MULTI_PROCESS = 0, NPG_COMM_MULTI_THREAD = 1 } npg_comm_mode_t;
 
 /* Flags for npg_comm_init (host backend). */
-#define NPG_FLAG_FORCE_TCP                                                   \
-  0x1u /* use the flat TCP ring even when all ranks share a host, and across \
-          hosts instead of the hierarchical "tcp-hier" */
-#define NPG_FLAG_FORCE_STAGING                                                                         \
-  0x2u                            /* shared memory (one host, or within each host of "tcp-hier"): copy \
-                                     through a staging area, no cross-memory attach */
-#define NPG_FLAG_FORCE_RING 0x4u  /* flat TCP: the ring at every size, never the log-N algorithm */
-#define NPG_FLAG_FORCE_LOG_N 0x8u /* flat TCP: the log-N (Bruck) algorithm at every size ("tcp-log-n") */
+/* Use the flat TCP ring even when all ranks share a host, and across hosts instead of the
+   hierarchical "tcp-hier". */
+#define NPG_FLAG_FORCE_TCP 0x1u
+/* Shared memory (one host, or within each host of "tcp-hier"): copy through a staging area, no
+   cross-memory attach. */
+#define NPG_FLAG_FORCE_STAGING 0x2u
+/* Flat TCP: the ring at every size, never the log-N algorithm. */
+#define NPG_FLAG_FORCE_RING 0x4u
+/* Flat TCP: the log-N (Bruck) algorithm at every size ("tcp-log-n"). */
+#define NPG_FLAG_FORCE_LOG_N 0x8u
 
 /* Most ranks one communicator may have, checked before anything is sized by rank_size. */
 #define NPG_MAX_RANK_SIZE 65536
