@@ -30,7 +30,7 @@ uint64_t staging_chunk_bytes_from_env();
 // saves a system call (cma) and the done round. Ranks as threads read directly at no such
 // cost, unless the host's ranks outnumber its CPUs, where every round costs context switches.
 constexpr uint64_t kEagerBytes = 8ull << 10;
-constexpr uint64_t kOversubscribedEagerBytes = 64ull << 10;
+constexpr uint64_t kOversubscribedEagerBytes = 256ull << 10;
 // NPUGATHER_EAGER_BYTES if set and a number (0: never eager), else the default above. Each
 // rank decides for its own block alone, so ranks may differ.
 uint64_t eager_bytes_from_env(bool threads, bool oversubscribed);
