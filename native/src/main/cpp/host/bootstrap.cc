@@ -17,7 +17,7 @@ namespace npg {
 namespace host {
 namespace {
 
-constexpr uint32_t kProtocolVersion = 2;
+constexpr uint32_t kProtocolVersion = 3;  // 3: 64-byte block headers on the TCP links
 constexpr size_t kMaxHelloBytes = 1024;
 constexpr size_t kMaxReportBytes = 4096;
 constexpr size_t kMaxGoBytes = 16;

@@ -37,7 +37,8 @@ void BlockHeader::encode(uint8_t* out) const {
   w.u64(bytes);
   w.u64(digest);
   w.u64(following);
-  memcpy(out, w.data().data(), kBytes);
+  memset(out, 0, kBytes);
+  memcpy(out, w.data().data(), w.data().size());
 }
 
 BlockHeader BlockHeader::decode(const uint8_t* in) {
