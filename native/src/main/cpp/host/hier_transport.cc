@@ -172,7 +172,7 @@ HierTransport::HierTransport(Setup setup, const RankTable& table, int32_t rank, 
   shm_.reset(new ShmTransport(std::move(setup.segment), mode, local_, static_cast<int32_t>(mine.size()),
                               table.staging_chunk, pids, abort));
   name_ = std::string("tcp-hier+") + shm_->name();
-  // This host's ranks all run a ring at once: spinning would take the CPUs they need.
+  // This host's ranks all run a ring at once: when they outnumber its CPUs, the spin yields.
   ring_->set_poll_spin(static_cast<int>(mine.size()) > get_nprocs() ? TcpRing::kOversubscribedPollSpin
                                                                     : TcpRing::kPollSpin);
 }

@@ -1,6 +1,7 @@
 #include "tcp_frames.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -137,12 +138,15 @@ void judge_layout(const uint8_t* headers, const GatherArgs& args, int32_t size) 
   }
 }
 
-bool wait_links(pollfd* fds, nfds_t n, std::chrono::steady_clock::time_point& idle_since,
-                std::chrono::microseconds spin, const Deadline& deadline, const AbortSignal& abort) {
+bool wait_links(pollfd* fds, nfds_t n, std::chrono::steady_clock::time_point& idle_since, LinkSpin spin,
+                const Deadline& deadline, const AbortSignal& abort) {
   if (abort.triggered()) throw_aborted();
   int rc = poll(fds, n, 0);
   if (rc == 0) {
-    if (std::chrono::steady_clock::now() - idle_since < spin) return false;
+    if (std::chrono::steady_clock::now() - idle_since < spin.budget) {
+      if (spin.yield) sched_yield();
+      return false;
+    }
     rc = poll(fds, n, deadline.poll_timeout_ms());
   }
   idle_since = std::chrono::steady_clock::now();

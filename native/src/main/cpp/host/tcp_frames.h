@@ -90,12 +90,18 @@ iovec receive_span(bool in_header, uint8_t* header, uint8_t* dst, uint64_t follo
 // or the ranks disagree on the receive counts.
 void judge_layout(const uint8_t* headers, const GatherArgs& args, int32_t size);
 
+// How a rank waits for its links before it sleeps in poll.
+struct LinkSpin {
+  std::chrono::microseconds budget;  // polls without sleeping this long after the last progress
+  bool yield;                        // gives up its CPU between polls (sched_yield)
+};
+
 // Waits until a link in fds[0 .. n-2] is ready; fds[n-1] is the abort eventfd. Polls without
-// sleeping until spin has passed since idle_since (the last progress), then sleeps in poll
-// bounded by the deadline; idle_since becomes now. False when nothing became ready: the
+// sleeping until spin.budget has passed since idle_since (the last progress), then sleeps in
+// poll bounded by the deadline; idle_since becomes now. False when nothing became ready: the
 // caller checks the deadline and names what it waited for. Throws ABORTED.
-bool wait_links(pollfd* fds, nfds_t n, std::chrono::steady_clock::time_point& idle_since,
-                std::chrono::microseconds spin, const Deadline& deadline, const AbortSignal& abort);
+bool wait_links(pollfd* fds, nfds_t n, std::chrono::steady_clock::time_point& idle_since, LinkSpin spin,
+                const Deadline& deadline, const AbortSignal& abort);
 
 // One sendmsg on a non-blocking socket: the bytes sent, 0 when it would block. A lost
 // connection is REMOTE_ERROR naming peer.

@@ -250,7 +250,7 @@ std::unique_ptr<FlatTcp> FlatTcp::connect(int32_t rank, int32_t size, uint32_t f
   return std::unique_ptr<FlatTcp>(new FlatTcp(algo, size, std::move(ring), std::move(bruck)));
 }
 
-void FlatTcp::set_poll_spin(std::chrono::microseconds spin) {
+void FlatTcp::set_poll_spin(LinkSpin spin) {
   ring_->set_poll_spin(spin);
   if (bruck_) bruck_->set_poll_spin(spin);
 }

@@ -34,7 +34,7 @@ class TcpBruck {
   // rank, by rank). A block whose size the receiver disputes is read and dropped, and its
   // header forwarded with no bytes, so the steps stay in step; the caller judges the layout.
   void exchange(const GatherArgs& args, bool with_data, std::vector<uint8_t>& headers, const Deadline& deadline);
-  void set_poll_spin(std::chrono::microseconds spin) { poll_spin_ = spin; }
+  void set_poll_spin(LinkSpin spin) { poll_spin_ = spin; }
   void shutdown_links() noexcept;
   int close() noexcept;  // first errno or 0
 
@@ -48,7 +48,7 @@ class TcpBruck {
   std::vector<UniqueFd> to_;    // by step: to rank - 2^step
   std::vector<UniqueFd> from_;  // by step: from rank + 2^step
   AbortSignal& abort_;
-  std::chrono::microseconds poll_spin_ = TcpRing::kPollSpin;
+  LinkSpin poll_spin_ = TcpRing::kPollSpin;
   std::vector<uint8_t> scratch_;
 };
 
@@ -78,7 +78,7 @@ class FlatTcp final : public HostTransport {
                                           const Deadline& deadline, int cancel_fd, AbortSignal& abort);
 
   const char* name() const override { return algorithm_ == TcpAlgorithm::kLogN ? "tcp-log-n" : "tcp"; }
-  void set_poll_spin(std::chrono::microseconds spin);
+  void set_poll_spin(LinkSpin spin);
   void all_gather_v(const GatherArgs& args, const Deadline& deadline) override;
   void on_abort() noexcept override;
   void on_failure() noexcept override;

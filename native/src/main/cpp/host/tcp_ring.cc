@@ -29,7 +29,7 @@ std::unique_ptr<TcpRing> TcpRing::adopt(int32_t rank, int32_t size, UniqueFd lef
   return std::unique_ptr<TcpRing>(new TcpRing(rank, size, std::move(left), std::move(right), abort));
 }
 
-void TcpRing::set_poll_spin(std::chrono::microseconds spin) { poll_spin_ = spin; }
+void TcpRing::set_poll_spin(LinkSpin spin) { poll_spin_ = spin; }
 
 std::unique_ptr<TcpRing> TcpRing::connect(int32_t rank, int32_t size, int listener, const Endpoint& right,
                                           const HostRootInfo& info, const Deadline& deadline, int cancel_fd,

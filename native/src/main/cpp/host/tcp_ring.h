@@ -12,6 +12,7 @@
 #include "host_transport.h"
 #include "root_info.h"
 #include "socket_util.h"
+#include "tcp_frames.h"
 
 namespace npg {
 namespace host {
@@ -30,13 +31,13 @@ class TcpRing final : public HostTransport {
   // authenticated the same way.
   static std::unique_ptr<TcpRing> adopt(int32_t rank, int32_t size, UniqueFd left, UniqueFd right, AbortSignal& abort);
 
-  // Before blocking in poll the ring polls without sleeping for this long: a neighbour's
-  // next bytes usually arrive within it, and a sleeping rank's wake-up on a busy host costs
-  // more. Short when this host's ranks outnumber its CPUs, where spinning takes the CPU a
-  // co-located neighbour needs.
-  static constexpr std::chrono::microseconds kPollSpin{1000};
-  static constexpr std::chrono::microseconds kOversubscribedPollSpin{2};
-  void set_poll_spin(std::chrono::microseconds spin);
+  // Before blocking in poll the ring polls without sleeping for 1 ms: a neighbour's next
+  // bytes usually arrive within it, and a sleeping rank's wake-up on a busy host costs more.
+  // When this host's ranks outnumber its CPUs it yields its CPU between polls, which hands
+  // the CPU at once to a co-located rank it waits for (docs/performance.md, "TCP").
+  static constexpr LinkSpin kPollSpin{std::chrono::microseconds(1000), false};
+  static constexpr LinkSpin kOversubscribedPollSpin{std::chrono::microseconds(1000), true};
+  void set_poll_spin(LinkSpin spin);
 
   const char* name() const override { return "tcp"; }
   void all_gather_v(const GatherArgs& args, const Deadline& deadline) override;
@@ -56,7 +57,7 @@ class TcpRing final : public HostTransport {
   UniqueFd left_;
   UniqueFd right_;
   AbortSignal& abort_;
-  std::chrono::microseconds poll_spin_ = kPollSpin;
+  LinkSpin poll_spin_ = kPollSpin;
 };
 
 }  // namespace host
