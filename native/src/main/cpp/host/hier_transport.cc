@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <map>
@@ -173,8 +172,7 @@ HierTransport::HierTransport(Setup setup, const RankTable& table, int32_t rank, 
                               table.staging_chunk, pids, abort));
   name_ = std::string("tcp-hier+") + shm_->name();
   // This host's ranks all run a ring at once: when they outnumber its CPUs, the spin yields.
-  ring_->set_poll_spin(static_cast<int>(mine.size()) > get_nprocs() ? TcpRing::kOversubscribedPollSpin
-                                                                    : TcpRing::kPollSpin);
+  ring_->set_poll_spin(TcpRing::poll_spin_for(static_cast<int32_t>(mine.size())));
 }
 
 void HierTransport::rethrow_named(const Error& e, const std::vector<int32_t>& ranks, const std::string& where) const {

@@ -2,7 +2,6 @@
 
 #include <stdint.h>
 #include <string.h>
-#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "../core/error.h"
@@ -149,7 +148,7 @@ void HostCommunicator::install(TransportKind kind, const RankTable& table, ShmSe
   } else if (kind == TransportKind::kTcp) {
     int32_t on_this_host = 0;
     for (const RankInfo& r : table.ranks) on_this_host += r.identity == table.ranks[rank_].identity ? 1 : 0;
-    ring->set_poll_spin(on_this_host > get_nprocs() ? TcpRing::kOversubscribedPollSpin : TcpRing::kPollSpin);
+    ring->set_poll_spin(TcpRing::poll_spin_for(on_this_host));
     transport_ = std::move(ring);
   } else {
     transport_.reset(new ShmTransport(std::move(segment), shm_mode(kind), rank_, size_, table.staging_chunk,

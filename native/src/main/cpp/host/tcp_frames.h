@@ -30,7 +30,8 @@ struct BlockHeader {
   // 40 bytes of fields, zero-padded to a cache line: a block that follows its header keeps
   // the 64-byte alignment it has in memory within the stream, so the kernel's copies into and
   // out of socket buffers have source and destination aligned alike (a 40-byte header made
-  // 4-8 MiB blocks 1.5x slower on loopback; docs/performance.md, table I).
+  // 4-8 MiB blocks 1.5x slower on loopback; docs/performance.md, "This version on a quiet
+  // machine").
   static constexpr size_t kBytes = 64;
   uint32_t magic;
   int32_t rank;

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <chrono>
@@ -30,6 +31,10 @@ std::unique_ptr<TcpRing> TcpRing::adopt(int32_t rank, int32_t size, UniqueFd lef
 }
 
 void TcpRing::set_poll_spin(LinkSpin spin) { poll_spin_ = spin; }
+
+LinkSpin TcpRing::poll_spin_for(int32_t ranks_on_host) {
+  return ranks_on_host > get_nprocs() ? kOversubscribedPollSpin : kPollSpin;
+}
 
 std::unique_ptr<TcpRing> TcpRing::connect(int32_t rank, int32_t size, int listener, const Endpoint& right,
                                           const HostRootInfo& info, const Deadline& deadline, int cancel_fd,
