@@ -573,6 +573,48 @@ void test_segmented_sends_deliver_every_block_and_leave_own_region_untouched() {
     if (c != 0) throw TestFailure("children failed:" + report);
 }
 
+// Blocks around the size from which copies stream past the cache (8 MiB): one just below, one
+// at it, the others a ragged few bytes above, placed at odd offsets with gaps between them.
+Layout blocks_around_8_mib(int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Layout l;
+  uint64_t at = 1 + rng() % 15;
+  for (int r = 0; r < n; ++r) {
+    const uint64_t count = r == 0 ? (8ull << 20) - 1 : r == 1 ? (8ull << 20) : (8ull << 20) + 1 + rng() % 99;
+    l.counts.push_back(count);
+    l.displs.push_back(at);
+    at += count + rng() % 7;
+  }
+  l.recv_elems = at + 3;
+  return l;
+}
+
+void test_large_blocks_arrive_intact_at_unaligned_places_from_unaligned_pieces() {
+  const Layout l = blocks_around_8_mib(3, 8);
+  run_threads_case(3, 0, l, NPG_INT8, false, true, "threads");
+  auto info = make_root_info();
+  run_ranks(3, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, 3, info);
+    // The second piece starts one byte into the block: an unaligned source.
+    for (int pieces : {3, 5}) gather_segments_and_verify(comm, rank, 3, l, 900 + pieces, pieces);
+    CHECK_OK(npg_comm_destroy(comm));
+  });
+  ProcShared* shared = map_shared();
+  auto pids = fork_ranks(
+      3, shared,
+      [&](int r, npg_comm_t comm) {
+        gather_and_verify(comm, r, 3, l, NPG_INT8, false, true, 910);
+        gather_segments_and_verify(comm, r, 3, l, 911, 3);
+        return 0;
+      },
+      0, 20000);
+  auto codes = wait_ranks(pids, 60000);
+  std::string report = child_report(shared, codes);
+  munmap(shared, sizeof(ProcShared));
+  for (int c : codes)
+    if (c != 0) throw TestFailure("children failed:" + report);
+}
+
 void test_processes_forced_staging_gather_every_byte() {
   ProcShared* shared = map_shared();
   const int n = 2;
@@ -1599,6 +1641,8 @@ const TestCase kTests[] = {
     {"processes_gather_through_cross_memory_attach", test_processes_gather_through_cross_memory_attach},
     {"segmented_sends_deliver_every_block_and_leave_own_region_untouched",
      test_segmented_sends_deliver_every_block_and_leave_own_region_untouched},
+    {"large_blocks_arrive_intact_at_unaligned_places_from_unaligned_pieces",
+     test_large_blocks_arrive_intact_at_unaligned_places_from_unaligned_pieces},
     {"processes_forced_staging_gather_every_byte", test_processes_forced_staging_gather_every_byte},
     {"mismatched_counts_give_invalid_usage_on_every_rank", test_mismatched_counts_give_invalid_usage_on_every_rank},
     {"forced_log_n_gathers_every_byte_for_2_to_9_ranks", test_forced_log_n_gathers_every_byte_for_2_to_9_ranks},

@@ -9,6 +9,7 @@
 
 #include "../core/error.h"
 #include "../core/huge_pages.h"
+#include "../core/stream_copy.h"
 
 namespace npg {
 namespace host {
@@ -25,7 +26,7 @@ void copy_from_segments(const npg_segment_t* segments, size_t count, uint64_t of
       continue;
     }
     const uint64_t take = std::min(bytes - offset, len);
-    memcpy(dst, static_cast<const uint8_t*>(segments[i].address) + offset, take);
+    stream_copy(dst, static_cast<const uint8_t*>(segments[i].address) + offset, take);
     dst += take;
     len -= take;
     offset = 0;
