@@ -686,6 +686,26 @@ void test_forced_log_n_gathers_every_byte_for_2_to_9_ranks() {
   run_threads_segments_case(6, flags, "tcp-log-n");
 }
 
+// Back-to-back collectives of small and mid-sized blocks over TCP: a rank's reader takes in
+// bytes ahead of the block it reads, often the next collective's, and must keep them in order.
+void test_back_to_back_small_blocks_over_tcp_keep_every_byte_in_order() {
+  const uint64_t max_counts[] = {1, 64, 100, 4096, 16383, 16384, 16385, 40000, 3};
+  auto run = [&](int n, uint32_t flags, const char* transport) {
+    auto info = make_root_info();
+    run_ranks(n, [&](int rank) {
+      npg_comm_t comm = init_rank(rank, n, info, flags);
+      CHECK(std::string(npg_comm_transport(comm)) == transport);
+      for (int it = 0; it < 27; ++it) {
+        const Layout l = ragged_layout(n, max_counts[it % 9], 1000 + it);
+        gather_and_verify(comm, rank, n, l, NPG_UINT8, false, true, 1100 + it);
+      }
+      CHECK_OK(npg_comm_destroy(comm));
+    });
+  };
+  for (int n : {2, 3}) run(n, NPG_FLAG_FORCE_TCP, "tcp");
+  run(5, NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N, "tcp-log-n");
+}
+
 // From 4 ranks the default flat TCP transport runs log-N for small outputs and the ring,
 // after the log-N header steps, for large ones: both deliver every byte.
 void test_flat_tcp_picks_log_n_or_ring_by_size_and_delivers_every_byte() {
@@ -1646,6 +1666,8 @@ const TestCase kTests[] = {
     {"processes_forced_staging_gather_every_byte", test_processes_forced_staging_gather_every_byte},
     {"mismatched_counts_give_invalid_usage_on_every_rank", test_mismatched_counts_give_invalid_usage_on_every_rank},
     {"forced_log_n_gathers_every_byte_for_2_to_9_ranks", test_forced_log_n_gathers_every_byte_for_2_to_9_ranks},
+    {"back_to_back_small_blocks_over_tcp_keep_every_byte_in_order",
+     test_back_to_back_small_blocks_over_tcp_keep_every_byte_in_order},
     {"flat_tcp_picks_log_n_or_ring_by_size_and_delivers_every_byte",
      test_flat_tcp_picks_log_n_or_ring_by_size_and_delivers_every_byte},
     {"log_n_mismatched_counts_give_invalid_usage_on_every_rank",

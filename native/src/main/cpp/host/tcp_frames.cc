@@ -115,6 +115,21 @@ iovec receive_span(bool in_header, uint8_t* header, uint8_t* dst, uint64_t follo
   return {scratch.data(), want};
 }
 
+int64_t LinkReader::read(int fd, uint8_t* into, uint64_t want, int32_t peer) {
+  if (!buffered()) {
+    if (want >= kBufferBytes) return recv_some(fd, into, want, peer);
+    if (buffer_.empty()) buffer_.resize(kBufferBytes);
+    const int64_t k = recv_some(fd, buffer_.data(), kBufferBytes, peer);
+    if (k <= 0) return k;
+    begin_ = 0;
+    end_ = static_cast<size_t>(k);
+  }
+  const size_t take = static_cast<size_t>(std::min<uint64_t>(want, end_ - begin_));
+  memcpy(into, buffer_.data() + begin_, take);
+  begin_ += take;
+  return static_cast<int64_t>(take);
+}
+
 void judge_layout(const uint8_t* headers, const GatherArgs& args, int32_t size) {
   std::vector<BlockHeader> all;
   all.reserve(static_cast<size_t>(size));

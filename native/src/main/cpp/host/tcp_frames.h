@@ -86,6 +86,29 @@ class SendStream {
 iovec receive_span(bool in_header, uint8_t* header, uint8_t* dst, uint64_t following, uint64_t got,
                    std::vector<uint8_t>& scratch);
 
+// The receiving end of one link. A read of fewer than kBufferBytes goes through a buffer that
+// takes what the socket holds, up to kBufferBytes, so that one recv brings a small block's
+// header and its bytes, often the next blocks' too (a header and its bytes in two recv calls
+// made 1-8 KiB blocks cost more than Open MPI's; docs/performance.md); larger reads go
+// straight to their place once the buffer is empty. Bytes read ahead wait in the buffer for
+// the next read, of this collective or the next, so the reader lives as long as its link.
+class LinkReader {
+ public:
+  static constexpr uint64_t kBufferBytes = 16ull << 10;
+  // Up to want bytes into `into`: buffered bytes if any, else from one recv. The bytes read,
+  // 0 when the socket has none now, -1 at the end of the stream. A lost connection is
+  // REMOTE_ERROR naming peer.
+  int64_t read(int fd, uint8_t* into, uint64_t want, int32_t peer);
+  // True when bytes wait in the buffer: the caller reads them before it waits on the socket,
+  // which may have nothing more to say.
+  bool buffered() const { return begin_ < end_; }
+
+ private:
+  std::vector<uint8_t> buffer_;
+  size_t begin_ = 0;  // first unread byte
+  size_t end_ = 0;
+};
+
 // headers holds every rank's header (BlockHeader::kBytes each, by rank): throws the verdict
 // every rank reaches from the same headers, INVALID_USAGE when a rank rejected its arguments
 // or the ranks disagree on the receive counts.

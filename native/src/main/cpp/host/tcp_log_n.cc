@@ -16,8 +16,7 @@ namespace npg {
 namespace host {
 namespace {
 
-constexpr uint32_t kHeaderMagic = 0x3142504eu;  // "NPB1"
-constexpr size_t kLinkAuthBytes = 8;            // the connecting rank, the link (0 ring, 1 + step)
+constexpr size_t kLinkAuthBytes = 8;  // the connecting rank, the link (0 ring, 1 + step)
 
 // The ring (link 0: to rank+1, from rank-1) and log-N step k (link 1+k: to rank-2^k, from
 // rank+2^k). Every rank makes its links in the same order and admits early arrivals for
@@ -83,7 +82,7 @@ Links connect_links(int32_t rank, int32_t size, int32_t links, int listener, con
 }  // namespace
 
 TcpBruck::TcpBruck(int32_t rank, int32_t size, std::vector<UniqueFd> to, std::vector<UniqueFd> from, AbortSignal& abort)
-    : rank_(rank), size_(size), to_(std::move(to)), from_(std::move(from)), abort_(abort) {}
+    : rank_(rank), size_(size), to_(std::move(to)), from_(std::move(from)), readers_(from_.size()), abort_(abort) {}
 
 int32_t TcpBruck::steps(int32_t size) {
   int32_t k = 0;
@@ -114,6 +113,7 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
   const int32_t from_rank = recv_peer(rank_, size_, step);
   const int to = to_[step].get();
   const int from = from_[step].get();
+  LinkReader& reader = readers_[static_cast<size_t>(step)];
   auto header_of = [&](int32_t r) { return headers.data() + static_cast<size_t>(r) * kHeaderBytes; };
 
   // Send: blocks rank, rank+1, ..., rank+blocks-1, each its header then its bytes.
@@ -170,7 +170,9 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
       fds[n++] = {from, POLLIN, 0};
     }
     fds[n++] = {abort_.fd(), POLLIN, 0};
-    if (!wait_links(fds, n, idle_since, poll_spin_, deadline, abort_)) {
+    if (from_i >= 0 && reader.buffered()) {
+      fds[from_i].revents = POLLIN;  // bytes already read go first: the socket may hold no more
+    } else if (!wait_links(fds, n, idle_since, poll_spin_, deadline, abort_)) {
       if (deadline.expired()) {
         throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) + " ms in log-N step " +
                                      std::to_string(step) + ": sent " + std::to_string(send.sent()) + "/" +
@@ -185,7 +187,7 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
     if (from_i >= 0 && fds[from_i].revents != 0) {
       while (got_blocks < blocks) {
         const iovec span = receive_span(in_header, incoming, dst, following, got, scratch_);
-        const int64_t k = recv_some(from, span.iov_base, span.iov_len, from_rank);
+        const int64_t k = reader.read(from, static_cast<uint8_t*>(span.iov_base), span.iov_len, from_rank);
         if (k < 0) throw_error(NPG_REMOTE_ERROR, rank_name(from_rank) + " closed its connection");
         if (k == 0) break;
         got += static_cast<uint64_t>(k);

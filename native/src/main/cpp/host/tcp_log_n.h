@@ -39,14 +39,16 @@ class TcpBruck {
   int close() noexcept;  // first errno or 0
 
   static constexpr size_t kHeaderBytes = BlockHeader::kBytes;
+  static constexpr uint32_t kHeaderMagic = 0x3142504eu;  // "NPB1": log-N's block headers
 
  private:
   void run_step(const GatherArgs& args, int32_t step, std::vector<uint8_t>& headers, const Deadline& deadline);
 
   int32_t rank_;
   int32_t size_;
-  std::vector<UniqueFd> to_;    // by step: to rank - 2^step
-  std::vector<UniqueFd> from_;  // by step: from rank + 2^step
+  std::vector<UniqueFd> to_;         // by step: to rank - 2^step
+  std::vector<UniqueFd> from_;       // by step: from rank + 2^step
+  std::vector<LinkReader> readers_;  // by step: the reading end of from_[step]
   AbortSignal& abort_;
   LinkSpin poll_spin_ = TcpRing::kPollSpin;
   std::vector<uint8_t> scratch_;

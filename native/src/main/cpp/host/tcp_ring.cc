@@ -17,8 +17,7 @@ namespace npg {
 namespace host {
 namespace {
 
-constexpr size_t kRingAuthBytes = 4;            // the connecting rank
-constexpr uint32_t kHeaderMagic = 0x3244504eu;  // "NPD2"
+constexpr size_t kRingAuthBytes = 4;  // the connecting rank
 constexpr size_t kHeaderBytes = BlockHeader::kBytes;
 
 }  // namespace
@@ -136,7 +135,9 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
       fds[n++] = {left_.get(), POLLIN, 0};
     }
     fds[n++] = {abort_.fd(), POLLIN, 0};
-    if (!wait_links(fds, n, idle_since, poll_spin_, deadline, abort_)) {
+    if (left_i >= 0 && from_left_.buffered()) {
+      fds[left_i].revents = POLLIN;  // bytes already read go first: the socket may hold no more
+    } else if (!wait_links(fds, n, idle_since, poll_spin_, deadline, abort_)) {
       if (deadline.expired()) {
         // Name the rank whose block is missing: a stalled rank stops the ring at every rank
         // after it, and blaming the left neighbour would point at a rank that merely waits too.
@@ -159,7 +160,7 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
       uint64_t budget = 4 * kIoChunkBytes;
       while (budget > 0 && unit < size_) {
         const iovec span = receive_span(in_header, incoming, dst, following, got, scratch);
-        const int64_t k = recv_some(left_.get(), span.iov_base, span.iov_len, left_rank);
+        const int64_t k = from_left_.read(left_.get(), static_cast<uint8_t*>(span.iov_base), span.iov_len, left_rank);
         if (k < 0) {
           // Name the block still missing: the neighbour may only pass on a failure before it.
           const int32_t block = (rank_ - unit + size_) % size_;

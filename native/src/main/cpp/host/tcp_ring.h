@@ -42,6 +42,8 @@ class TcpRing final : public HostTransport {
   // kOversubscribedPollSpin when ranks_on_host outnumber the host's CPUs, else kPollSpin.
   static LinkSpin poll_spin_for(int32_t ranks_on_host);
 
+  static constexpr uint32_t kHeaderMagic = 0x3244504eu;  // "NPD2": the ring's block headers
+
   const char* name() const override { return "tcp"; }
   void all_gather_v(const GatherArgs& args, const Deadline& deadline) override;
   void on_abort() noexcept override;
@@ -61,6 +63,7 @@ class TcpRing final : public HostTransport {
   UniqueFd right_;
   AbortSignal& abort_;
   LinkSpin poll_spin_ = kPollSpin;
+  LinkReader from_left_;
 };
 
 }  // namespace host
