@@ -1,7 +1,7 @@
 // The read-ahead of the TCP links (host/tcp_frames.h LinkReader): bytes come out in order
-// whatever the sizes asked for, and a ring or log-N rank whose next collective arrived with
-// the one before finishes it from the buffer instead of waiting on a socket that has nothing
-// more to say.
+// whatever the sizes asked for; a ring or log-N rank whose next collective arrived with the one
+// before finishes it from the buffer instead of waiting on a socket that has nothing more to
+// say; and bytes the ring read into the wrong place (a disagreement) go back into the stream.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -90,23 +90,39 @@ std::vector<uint8_t> unit_of_rank_1(uint32_t magic, uint64_t seq, const std::vec
   return unit;
 }
 
-// Rank 0 of 2 over `left` (from rank 1) and `right` (to rank 1), rank 1 played by the test and
-// ahead: both of its units wait in the socket before rank 0 starts the first collective, so
-// rank 0's first read takes in the second collective too. gather runs one collective.
+// One collective of rank 0 with rank 1 (played by the test).
+struct Round {
+  size_t mine;      // rank 0's block
+  size_t theirs;    // rank 1's block as sent
+  size_t expected;  // rank 1's block as rank 0 expects it (a disagreement when not theirs)
+  int written;      // rounds whose units rank 1 writes before rank 0 starts this one
+};
+
+// Rank 0 of 2 over `left` (from rank 1) and `right` (to rank 1). Rank 1 is ahead: the units of
+// the first two rounds wait in the socket before rank 0 starts, and the first has no bytes, so
+// rank 0's first read takes in the second round too. The third, a disagreement larger than the
+// reader's buffer (the ring reads its bytes where it expects them, then gives them back), comes
+// with the fourth, which must stay in step; the fifth is large and agreed. gather runs one
+// collective and throws its verdict.
 void check_rank_1_ahead(uint32_t magic, SocketPair& left, SocketPair& right,
                         const std::function<void(const GatherArgs&, const Deadline&)>& gather) {
-  const std::vector<uint8_t> theirs[2] = {random_bytes(300, 3), random_bytes(1000, 4)};
-  const std::vector<uint8_t> mine[2] = {random_bytes(200, 5), random_bytes(700, 6)};
-  std::vector<uint8_t> both;
-  for (uint64_t seq : {1, 2}) {
-    const uint64_t counts[2] = {mine[seq - 1].size(), theirs[seq - 1].size()};
-    const std::vector<uint8_t> unit = unit_of_rank_1(magic, seq, theirs[seq - 1], npg::host::counts_digest(2, counts));
-    both.insert(both.end(), unit.begin(), unit.end());
+  const Round rounds[] = {
+      {200, 0, 0, 2}, {700, 1000, 1000, 0}, {100, 20000, 17000, 2}, {50, 3000, 3000, 0}, {60, 50000, 50000, 1}};
+  const size_t count = sizeof(rounds) / sizeof(rounds[0]);
+  std::vector<std::vector<uint8_t>> mine, theirs;
+  for (size_t i = 0; i < count; ++i) {
+    mine.push_back(random_bytes(rounds[i].mine, 10 + i));
+    theirs.push_back(random_bytes(rounds[i].theirs, 20 + i));
   }
-  write_all(left.far.get(), both);
-  for (uint64_t seq : {1, 2}) {
-    const std::vector<uint8_t>& block = mine[seq - 1];
-    const uint64_t counts[2] = {block.size(), theirs[seq - 1].size()};
+  size_t written = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t seq = i + 1;
+    for (size_t end = written + static_cast<size_t>(rounds[i].written); written < end; ++written) {
+      const uint64_t sent[2] = {rounds[written].mine, rounds[written].theirs};
+      write_all(left.far.get(), unit_of_rank_1(magic, written + 1, theirs[written], npg::host::counts_digest(2, sent)));
+    }
+    const std::vector<uint8_t>& block = mine[i];
+    const uint64_t counts[2] = {block.size(), rounds[i].expected};
     const uint64_t displs[2] = {0, block.size()};
     std::vector<uint8_t> recv(counts[0] + counts[1]);
     const npg_segment_t segment{block.data(), block.size()};
@@ -121,28 +137,41 @@ void check_rank_1_ahead(uint32_t magic, SocketPair& left, SocketPair& right,
     args.seq = seq;
     args.digest = npg::host::counts_digest(2, counts);
     // Waiting on the socket instead of the buffer would end in this deadline's TIMEOUT.
+    if (rounds[i].theirs != rounds[i].expected) {
+      try {
+        gather(args, Deadline::after_ms(3000));
+        throw TestFailure("round " + std::to_string(seq) + ": the disagreement went unnoticed");
+      } catch (const npg::Error& e) {
+        CHECK(e.code() == NPG_INVALID_USAGE);
+      }
+      continue;
+    }
     gather(args, Deadline::after_ms(3000));
     std::vector<uint8_t> expected = block;
-    expected.insert(expected.end(), theirs[seq - 1].begin(), theirs[seq - 1].end());
+    expected.insert(expected.end(), theirs[i].begin(), theirs[i].end());
     CHECK(recv == expected);
   }
-  // Rank 0 sent its own two units to rank 1, in order.
-  std::vector<uint8_t> out(2 * BlockHeader::kBytes + mine[0].size() + mine[1].size());
+  // Rank 0 sent its own units to rank 1, in order.
+  size_t total = 0;
+  for (const Round& r : rounds) total += BlockHeader::kBytes + r.mine;
+  std::vector<uint8_t> out(total);
   size_t at = 0;
   while (at < out.size()) {
     ssize_t k = read(right.far.get(), out.data() + at, out.size() - at);
     CHECK(k > 0);
     at += static_cast<size_t>(k);
   }
-  const BlockHeader first = BlockHeader::decode(out.data());
-  const BlockHeader second = BlockHeader::decode(out.data() + BlockHeader::kBytes + mine[0].size());
-  CHECK(first.magic == magic && first.seq == 1 && first.rank == 0 && first.following == mine[0].size());
-  CHECK(second.magic == magic && second.seq == 2 && second.rank == 0 && second.following == mine[1].size());
-  CHECK(std::equal(mine[0].begin(), mine[0].end(), out.begin() + BlockHeader::kBytes));
-  CHECK(std::equal(mine[1].begin(), mine[1].end(), out.end() - static_cast<std::ptrdiff_t>(mine[1].size())));
+  at = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const BlockHeader h = BlockHeader::decode(out.data() + at);
+    CHECK(h.magic == magic && h.seq == i + 1 && h.rank == 0 && h.following == mine[i].size());
+    at += BlockHeader::kBytes;
+    CHECK(std::equal(mine[i].begin(), mine[i].end(), out.begin() + static_cast<std::ptrdiff_t>(at)));
+    at += mine[i].size();
+  }
 }
 
-void test_a_ring_finishes_a_collective_that_arrived_with_the_one_before() {
+void test_a_ring_stays_in_step_with_a_peer_that_runs_ahead() {
   SocketPair left = socket_pair();
   SocketPair right = socket_pair();
   AbortSignal abort;
@@ -152,7 +181,7 @@ void test_a_ring_finishes_a_collective_that_arrived_with_the_one_before() {
   ring->close();
 }
 
-void test_log_n_finishes_a_collective_that_arrived_with_the_one_before() {
+void test_log_n_stays_in_step_with_a_peer_that_runs_ahead() {
   SocketPair left = socket_pair();
   SocketPair right = socket_pair();
   AbortSignal abort;
@@ -163,6 +192,7 @@ void test_log_n_finishes_a_collective_that_arrived_with_the_one_before() {
   check_rank_1_ahead(TcpBruck::kHeaderMagic, left, right, [&](const GatherArgs& args, const Deadline& deadline) {
     std::vector<uint8_t> headers;
     bruck.exchange(args, true, headers, deadline);
+    npg::host::judge_layout(headers.data(), args, 2);
     args.write_own_block();
   });
   CHECK(bruck.close() == 0);
@@ -171,10 +201,8 @@ void test_log_n_finishes_a_collective_that_arrived_with_the_one_before() {
 const hardening::TestCase kTests[] = {
     {"a_reader_hands_out_bytes_in_order_whatever_the_sizes_asked",
      test_a_reader_hands_out_bytes_in_order_whatever_the_sizes_asked},
-    {"a_ring_finishes_a_collective_that_arrived_with_the_one_before",
-     test_a_ring_finishes_a_collective_that_arrived_with_the_one_before},
-    {"log_n_finishes_a_collective_that_arrived_with_the_one_before",
-     test_log_n_finishes_a_collective_that_arrived_with_the_one_before},
+    {"a_ring_stays_in_step_with_a_peer_that_runs_ahead", test_a_ring_stays_in_step_with_a_peer_that_runs_ahead},
+    {"log_n_stays_in_step_with_a_peer_that_runs_ahead", test_log_n_stays_in_step_with_a_peer_that_runs_ahead},
 };
 
 }  // namespace

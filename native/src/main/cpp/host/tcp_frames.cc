@@ -130,6 +130,22 @@ int64_t LinkReader::read(int fd, uint8_t* into, uint64_t want, int32_t peer) {
   return static_cast<int64_t>(take);
 }
 
+int64_t LinkReader::read_header_and_body(int fd, uint8_t* header, uint8_t* body, uint64_t body_len, int32_t peer) {
+  iovec iov[2] = {{header, BlockHeader::kBytes}, {body, body_len}};
+  return recv_some_v(fd, iov, body_len > 0 ? 2 : 1, peer);
+}
+
+void LinkReader::unread(const uint8_t* bytes, uint64_t len) {
+  if (len == 0) return;
+  std::vector<uint8_t> rest(buffer_.begin() + static_cast<std::ptrdiff_t>(begin_),
+                            buffer_.begin() + static_cast<std::ptrdiff_t>(end_));
+  buffer_.assign(bytes, bytes + len);
+  buffer_.insert(buffer_.end(), rest.begin(), rest.end());
+  begin_ = 0;
+  end_ = buffer_.size();
+  if (buffer_.size() < kBufferBytes) buffer_.resize(kBufferBytes);
+}
+
 void judge_layout(const uint8_t* headers, const GatherArgs& args, int32_t size) {
   std::vector<BlockHeader> all;
   all.reserve(static_cast<size_t>(size));
@@ -187,9 +203,12 @@ uint64_t send_some(int fd, const iovec* iov, int count, int32_t peer) {
   }
 }
 
-int64_t recv_some(int fd, void* into, uint64_t want, int32_t peer) {
+int64_t recv_some_v(int fd, iovec* iov, int count, int32_t peer) {
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = static_cast<size_t>(count);
   for (;;) {
-    ssize_t k = ::recv(fd, into, want, 0);
+    ssize_t k = recvmsg(fd, &msg, 0);
     if (k > 0) return k;
     if (k == 0) return -1;
     int err = errno;
@@ -197,6 +216,11 @@ int64_t recv_some(int fd, void* into, uint64_t want, int32_t peer) {
     if (err == EAGAIN || err == EWOULDBLOCK) return 0;
     throw_lost(peer, err);
   }
+}
+
+int64_t recv_some(int fd, void* into, uint64_t want, int32_t peer) {
+  iovec iov{into, want};
+  return recv_some_v(fd, &iov, 1, peer);
 }
 
 }  // namespace host

@@ -99,6 +99,13 @@ class LinkReader {
   // 0 when the socket has none now, -1 at the end of the stream. A lost connection is
   // REMOTE_ERROR naming peer.
   int64_t read(int fd, uint8_t* into, uint64_t want, int32_t peer);
+  // Nothing buffered: one recvmsg of a unit's header into header (BlockHeader::kBytes) and on,
+  // without waiting for more, straight into body (at most body_len bytes) where the receiver
+  // expects the unit's bytes, which saves a system call and a copy when it is right. When it
+  // is not, the caller gives the body's bytes back (unread). Returns as read.
+  int64_t read_header_and_body(int fd, uint8_t* header, uint8_t* body, uint64_t body_len, int32_t peer);
+  // Puts bytes read into the wrong place back in front of the buffered ones.
+  void unread(const uint8_t* bytes, uint64_t len);
   // True when bytes wait in the buffer: the caller reads them before it waits on the socket,
   // which may have nothing more to say.
   bool buffered() const { return begin_ < end_; }
@@ -130,6 +137,9 @@ bool wait_links(pollfd* fds, nfds_t n, std::chrono::steady_clock::time_point& id
 // One sendmsg on a non-blocking socket: the bytes sent, 0 when it would block. A lost
 // connection is REMOTE_ERROR naming peer.
 uint64_t send_some(int fd, const iovec* iov, int count, int32_t peer);
+
+// One recvmsg on a non-blocking socket into iov[0 .. count-1], otherwise as recv_some.
+int64_t recv_some_v(int fd, iovec* iov, int count, int32_t peer);
 
 // One recv on a non-blocking socket: the bytes read, 0 when it would block, -1 at the end of
 // the stream (the caller says what was missing). A lost connection is REMOTE_ERROR naming peer.

@@ -159,11 +159,23 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
     if (left_i >= 0 && fds[left_i].revents != 0) {
       uint64_t budget = 4 * kIoChunkBytes;
       while (budget > 0 && unit < size_) {
-        const iovec span = receive_span(in_header, incoming, dst, following, got, scratch);
-        const int64_t k = from_left_.read(left_.get(), static_cast<uint8_t*>(span.iov_base), span.iov_len, left_rank);
+        // A unit whose header and bytes fit the reader's buffer comes in one read through it;
+        // a larger one's bytes go straight to where this rank expects them, with the header in
+        // one call (saving the buffer's copy), and back to the reader if the header disagrees.
+        const int32_t block = (rank_ - unit + size_) % size_;
+        uint8_t* guess = nullptr;
+        int64_t k = 0;
+        if (in_header && got == 0 && !from_left_.buffered() &&
+            args.counts[block] + kHeaderBytes > LinkReader::kBufferBytes) {
+          guess = args.recv + args.displs[block];
+          k = from_left_.read_header_and_body(left_.get(), incoming, guess, std::min(args.counts[block], kIoChunkBytes),
+                                              left_rank);
+        } else {
+          const iovec span = receive_span(in_header, incoming, dst, following, got, scratch);
+          k = from_left_.read(left_.get(), static_cast<uint8_t*>(span.iov_base), span.iov_len, left_rank);
+        }
         if (k < 0) {
           // Name the block still missing: the neighbour may only pass on a failure before it.
-          const int32_t block = (rank_ - unit + size_) % size_;
           std::string missing;
           if (block != left_rank) {
             missing = " while this rank still waited for " + rank_name(block) + "'s block, which comes through " +
@@ -172,11 +184,21 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
           throw_error(NPG_REMOTE_ERROR, rank_name(left_rank) + " closed the ring connection" + missing);
         }
         if (k == 0) break;
-        got += static_cast<uint64_t>(k);
         budget -= std::min<uint64_t>(budget, static_cast<uint64_t>(k));
-        if (in_header) {
-          if (got == kHeaderBytes) take_header();
-          continue;
+        if (guess != nullptr && static_cast<uint64_t>(k) > kHeaderBytes) {
+          take_header();
+          const uint64_t body = static_cast<uint64_t>(k) - kHeaderBytes;
+          if (dst != guess) {
+            from_left_.unread(guess, body);  // not this unit's bytes, or not expected here
+            continue;
+          }
+          got = body;
+        } else {
+          got += static_cast<uint64_t>(k);
+          if (in_header) {
+            if (got == kHeaderBytes) take_header();
+            continue;
+          }
         }
         if (forward_piece != 0) send.set_ready(forward_piece, got);
         if (got == following) {
