@@ -7,9 +7,9 @@
 
 #include <algorithm>
 
+#include "../core/block_copy.h"
 #include "../core/error.h"
 #include "../core/huge_pages.h"
-#include "../core/stream_copy.h"
 
 namespace npg {
 namespace host {
@@ -26,7 +26,7 @@ void copy_from_segments(const npg_segment_t* segments, size_t count, uint64_t of
       continue;
     }
     const uint64_t take = std::min(bytes - offset, len);
-    stream_copy(dst, static_cast<const uint8_t*>(segments[i].address) + offset, take);
+    copy_block(dst, static_cast<const uint8_t*>(segments[i].address) + offset, take);
     dst += take;
     len -= take;
     offset = 0;

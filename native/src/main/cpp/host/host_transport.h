@@ -43,8 +43,8 @@ struct GatherArgs {
   void advise_huge_pages(int32_t size) const;
 };
 
-// Copies bytes [offset, offset + len) of the concatenation of segments to dst; pieces from
-// kStreamCopyMinBytes on stream past the cache (stream_copy).
+// Copies bytes [offset, offset + len) of the concatenation of segments to dst, each piece with
+// copy_block.
 void copy_from_segments(const npg_segment_t* segments, size_t count, uint64_t offset, uint64_t len, uint8_t* dst);
 
 // Records the ranks whose digest is kRejectedDigest (header_of(r) gives rank r's digest and

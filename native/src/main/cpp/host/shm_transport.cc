@@ -23,6 +23,7 @@
 #include <immintrin.h>
 #endif
 
+#include "../core/block_copy.h"
 #include "../core/error.h"
 
 namespace npg {
@@ -436,7 +437,7 @@ void ShmTransport::copy_from_peer(int32_t peer, uint64_t seq, uint8_t* dst, uint
                                         std::to_string(len) + " bytes; at most " + std::to_string(eager_capacity_) +
                                         " fit");
     }
-    memcpy(dst, eager_block(peer, seq), len);
+    copy_block(dst, eager_block(peer, seq), len);
     return;
   }
   const uint64_t segments_addr = theirs.segments_addr.load(std::memory_order_relaxed);
@@ -532,7 +533,7 @@ void ShmTransport::run_staging(const GatherArgs& args, const Deadline& deadline)
     for (int32_t i = 1; i < size_; ++i) {
       int32_t r = (rank_ + i) % size_;
       if (args.counts[r] > off) {
-        memcpy(args.recv + args.displs[r] + off, staging(r), std::min(chunk_, args.counts[r] - off));
+        copy_block(args.recv + args.displs[r] + off, staging(r), std::min(chunk_, args.counts[r] - off));
       }
     }
     publish(&Slot::stage_done, round);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "../core/block_copy.h"
 #include "../core/error.h"
 #include "wire.h"
 
@@ -125,7 +126,7 @@ int64_t LinkReader::read(int fd, uint8_t* into, uint64_t want, int32_t peer) {
     end_ = static_cast<size_t>(k);
   }
   const size_t take = static_cast<size_t>(std::min<uint64_t>(want, end_ - begin_));
-  memcpy(into, buffer_.data() + begin_, take);
+  copy_block(into, buffer_.data() + begin_, take);
   begin_ += take;
   return static_cast<int64_t>(take);
 }
