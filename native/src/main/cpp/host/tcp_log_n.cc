@@ -157,6 +157,7 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
   };
 
   auto idle_since = std::chrono::steady_clock::now();
+  bool try_first = true;  // as on the ring (TcpRing::stream): try the links, poll after a try that moved nothing
   while (!send.done() || got_blocks < blocks) {
     pollfd fds[3];
     nfds_t n = 0;
@@ -172,6 +173,8 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
     fds[n++] = {abort_.fd(), POLLIN, 0};
     if (from_i >= 0 && reader.buffered()) {
       fds[from_i].revents = POLLIN;  // bytes already read go first: the socket may hold no more
+    } else if (try_first) {
+      for (nfds_t i = 0; i + 1 < n; ++i) fds[i].revents = fds[i].events;
     } else if (!wait_links(fds, n, idle_since, poll_spin_, deadline, abort_)) {
       if (deadline.expired()) {
         throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) + " ms in log-N step " +
@@ -183,6 +186,8 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
       continue;
     }
     // A step's headers and blocks leave in as few sendmsg calls as the socket takes.
+    const uint64_t sent_before = send.sent();
+    bool read_some = false;
     if (to_i >= 0 && fds[to_i].revents != 0) send.send_ready(to, to_rank, UINT64_MAX);
     if (from_i >= 0 && fds[from_i].revents != 0) {
       while (got_blocks < blocks) {
@@ -190,6 +195,7 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
         const int64_t k = reader.read(from, static_cast<uint8_t*>(span.iov_base), span.iov_len, from_rank);
         if (k < 0) throw_error(NPG_REMOTE_ERROR, rank_name(from_rank) + " closed its connection");
         if (k == 0) break;
+        read_some = true;
         got += static_cast<uint64_t>(k);
         if (in_header) {
           if (got == kHeaderBytes) take_header();
@@ -200,6 +206,8 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
         }
       }
     }
+    try_first = read_some || send.sent() != sent_before;
+    if (try_first) idle_since = std::chrono::steady_clock::now();
   }
 }
 
