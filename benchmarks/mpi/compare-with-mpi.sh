@@ -197,8 +197,11 @@ for ranks in "${rank_counts[@]}"; do
 done
 
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-first_ours="$(ls "$out_dir"/ours.*.csv | head -1)"
-first_mpi="$(ls "$out_dir"/mpi.*.csv | head -1)"
+# Globs, not `ls | head`: head closing the pipe early fails the pipeline under pipefail.
+ours_csvs=("$out_dir"/ours.*.csv)
+mpi_csvs=("$out_dir"/mpi.*.csv)
+first_ours="${ours_csvs[0]}"
+first_mpi="${mpi_csvs[0]}"
 grep -h '^# allgather-perf' "$first_ours" || true
 grep -h '^# mpi_allgather_perf' "$first_mpi" || true
 if [[ "$transport" == tcp || "$transport" == ring || "$transport" == log-n ]]; then

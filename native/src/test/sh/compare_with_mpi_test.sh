@@ -34,6 +34,9 @@ expect 2 "invalid value 'fibers' for --launch" --launch fibers
 expect 2 "invalid size '64Q'" --fresh --min-bytes 64Q
 expect 2 "--ranks needs a value" --ranks
 expect 2 "unknown option '--fast'" --fast
+# An mpirun argument that looks like an option is taken as --mpi-arg's value (docs/performance.md
+# passes "-x GLIBC_TUNABLES" this way): the error is the later bad --ranks, not "-x".
+expect 2 "invalid value '0' for --ranks" --mpi-arg -x --mpi-arg GLIBC_TUNABLES --ranks 0
 
 # Without mpicc/mpirun on PATH: the hint, and exit 3.
 bare="$(mktemp -d)"
