@@ -23,6 +23,7 @@ warmup=5
 transport=auto
 launch=processes
 fresh=0
+hosts=1
 bind=auto
 mpi_args=()
 out_dir=""
@@ -43,6 +44,10 @@ usage: benchmarks/mpi/compare-with-mpi.sh [options]
   --bind B             auto, cores or none: both tools bind each rank to its own CPU (cores) or
                        not at all (none); auto (default) does what mpirun does by default: cores
                        for up to 2 ranks, none above (one socket here) and when oversubscribed
+  --hosts H            simulated hosts (network namespaces on a bridge, as the tests make; root and
+                       `ip` needed): rank r on host r mod H for both tools; ours gets --hosts H
+                       (tcp-hier), Open MPI one orted per namespace through an rsh agent that
+                       enters it, with TCP between hosts and vader within one (default 1: none)
   --transport T        allgather-perf --transport: auto, tcp, ring, log-n or staging (default
                        auto); tcp (log-N up to 256 KiB of output from 4 ranks on, else the ring),
                        ring and log-n (either at every size) also restrict Open MPI to its TCP
@@ -56,7 +61,7 @@ USAGE
 
 while (($#)); do
   case "$1" in
-    --repeats | --ranks | --launch | --bind | --min-bytes | --max-bytes | --iters | --warmup | --transport | --mpi-arg | --out)
+    --repeats | --ranks | --launch | --hosts | --bind | --min-bytes | --max-bytes | --iters | --warmup | --transport | --mpi-arg | --out)
       if (($# < 2)); then
         echo "compare-with-mpi: $1 needs a value" >&2
         exit 2
@@ -72,6 +77,7 @@ while (($#)); do
     --iters) iters="$2"; shift ;;
     --warmup) warmup="$2"; shift ;;
     --fresh) fresh=1 ;;
+    --hosts) hosts="$2"; shift ;;
     --bind) bind="$2"; shift ;;
     --transport) transport="$2"; shift ;;
     --mpi-arg) mpi_args+=("$2"); shift ;;
@@ -95,6 +101,14 @@ if [[ "$launch" != processes && "$launch" != threads ]]; then
 fi
 if [[ "$bind" != auto && "$bind" != cores && "$bind" != none ]]; then
   echo "compare-with-mpi: invalid value '$bind' for --bind: expected auto, cores or none" >&2
+  exit 2
+fi
+if [[ ! "$hosts" =~ ^[1-9][0-9]*$ ]]; then
+  echo "compare-with-mpi: invalid value '$hosts' for --hosts: expected a positive integer" >&2
+  exit 2
+fi
+if ((hosts > 1)) && [[ "$launch" != processes ]]; then
+  echo "compare-with-mpi: --hosts $hosts needs --launch processes (got '$launch')" >&2
   exit 2
 fi
 IFS=, read -r -a rank_counts <<<"$ranks_list"
@@ -156,6 +170,62 @@ if ((fresh)); then
   for ((s = min_b; s <= max_b; s *= 2)); do sizes+=("$s:$s"); done
 fi
 
+# Simulated hosts for Open MPI: namespace i has address $subnet.(i+2) on a bridge at $subnet.1
+# (allgather-perf --hosts makes its own alike). mpirun starts one orted per host through the
+# rsh agent below, which enters the host's network namespace and gives it its own host name,
+# so that Open MPI sees separate nodes: vader within one, TCP over the bridge between them.
+mpi_hosts=()
+if ((hosts > 1)); then
+  if [[ "$(id -u)" != 0 ]] || ! command -v ip >/dev/null 2>&1; then
+    echo "compare-with-mpi: --hosts needs root and the ip command (iproute2)" >&2
+    exit 2
+  fi
+  tag="c$$"
+  bridge="npgcb$$"
+  subnet=""
+  used="$(ip -4 -o addr show)"
+  for ((try = 0; try < 100; try++)); do
+    candidate="10.$((100 + RANDOM % 150)).$((RANDOM % 250))"
+    if [[ "$used" != *" $candidate."* ]]; then subnet="$candidate"; break; fi
+  done
+  [[ -n "$subnet" ]] || { echo "compare-with-mpi: no free 10.x.y.0/24 subnet" >&2; exit 1; }
+  remove_hosts() {
+    for ((h = 0; h < hosts; h++)); do ip netns del "npg$tag-$h" 2>/dev/null || true; done
+    ip link del "$bridge" 2>/dev/null || true
+  }
+  trap remove_hosts EXIT
+  ip link add "$bridge" type bridge
+  ip addr add "$subnet.1/24" dev "$bridge"
+  ip link set "$bridge" up
+  agent="$out_dir/enter-host.sh"
+  {
+    echo '#!/bin/sh'
+    echo '# rsh agent of mpirun: runs the command in the network namespace of the host address $1.'
+    echo 'host="$1"; shift'
+    echo 'case "$host" in'
+  } >"$agent"
+  slots=$(( (${rank_counts[0]} + hosts - 1) / hosts ))
+  for r in "${rank_counts[@]}"; do slots=$((slots > (r + hosts - 1) / hosts ? slots : (r + hosts - 1) / hosts)); done
+  host_list=""
+  for ((h = 0; h < hosts; h++)); do
+    ns="npg$tag-$h"
+    ip netns add "$ns"
+    ip link add "npgcv$$-$h" type veth peer name eth0 netns "$ns"
+    ip link set "npgcv$$-$h" master "$bridge" up
+    ip -n "$ns" addr add "$subnet.$((h + 2))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    echo "  $subnet.$((h + 2))) exec ip netns exec $ns unshare --uts sh -c \"hostname $ns; \$*\" ;;" >>"$agent"
+    host_list+="${host_list:+,}$subnet.$((h + 2)):$slots"
+  done
+  echo '  *) echo "enter-host: unknown host $host" >&2; exit 1 ;;' >>"$agent"
+  echo 'esac' >>"$agent"
+  chmod +x "$agent"
+  mpi_hosts=(--mca plm_rsh_agent "$agent" --host "$host_list" --map-by node --mca btl_tcp_if_include "$subnet.0/24"
+    --mca oob_tcp_if_include "$subnet.0/24")
+  if ((${#mpi_transport[@]} == 0)); then mpi_transport=(--mca btl tcp,vader,self); fi
+fi
+
 # Other work on the machine skews both tools; say how busy it was.
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
 status=0
@@ -175,10 +245,12 @@ run_one() {
 for ranks in "${rank_counts[@]}"; do
   oversubscribe=()
   if ((ranks > $(nproc))); then oversubscribe=(--oversubscribe); fi
+  ours_hosts=()
+  if ((hosts > 1)); then ours_hosts=(--hosts "$hosts"); fi
   binding="$bind"
   if [[ "$binding" == auto ]]; then
     binding=none
-    if ((ranks <= 2 && ranks <= $(nproc))); then binding=cores; fi
+    if ((ranks <= 2 && ranks <= $(nproc) && hosts == 1)); then binding=cores; fi
   fi
   mpi_bind=(--bind-to core)
   if [[ "$binding" == none ]]; then mpi_bind=(--bind-to none); fi
@@ -189,9 +261,9 @@ for ranks in "${rank_counts[@]}"; do
       common=(--min-bytes "$lo" --max-bytes "$hi" --iters "$iters" --warmup "$warmup" --csv)
       echo "# ranks $ranks, run $r/$repeats, sizes $lo..$hi" >&2
       run_one "ours.n$ranks.r$r.s$lo" "$root/bin/allgather-perf" --launch "$launch" --ranks "$ranks" \
-        --bind "$binding" --transport "$transport" "${common[@]}"
-      run_one "mpi.n$ranks.r$r.s$lo" mpirun -np "$ranks" "${oversubscribe[@]}" "${mpi_bind[@]}" "${mpi_transport[@]}" \
-        "${mpi_args[@]}" "$mpi_bin" "${common[@]}"
+        --bind "$binding" --transport "$transport" "${ours_hosts[@]}" "${common[@]}"
+      run_one "mpi.n$ranks.r$r.s$lo" mpirun -np "$ranks" "${oversubscribe[@]}" "${mpi_bind[@]}" "${mpi_hosts[@]}" \
+        "${mpi_transport[@]}" "${mpi_args[@]}" "$mpi_bin" "${common[@]}"
     done
   done
 done
@@ -210,6 +282,11 @@ elif command -v ompi_info >/dev/null 2>&1; then
   mech="$(ompi_info --param btl vader --level 3 2>/dev/null |
     sed -n 's/.*btl_vader_single_copy_mechanism" (current value: "\([^"]*\)".*/\1/p')"
   echo "# Open MPI default for on-host ranks: BTL vader, single-copy mechanism ${mech:-unknown} (--mpi-arg may override)"
+fi
+if ((hosts > 1)); then
+  within="vader within a host, TCP between hosts"
+  if [[ "${mpi_transport[*]}" == *"tcp,self"* ]]; then within="TCP between every pair"; fi
+  echo "# $hosts simulated hosts (network namespaces on a bridge), rank r on host r mod $hosts; Open MPI: $within"
 fi
 mode="one sweep per run"
 if ((fresh)); then mode="new processes for every size and run"; fi

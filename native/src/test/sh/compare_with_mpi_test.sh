@@ -33,6 +33,8 @@ expect 2 "invalid value 'cpus' for --bind" --bind cpus
 expect 2 "invalid value 'fibers' for --launch" --launch fibers
 expect 2 "invalid size '64Q'" --fresh --min-bytes 64Q
 expect 2 "--ranks needs a value" --ranks
+expect 2 "invalid value 'two' for --hosts" --hosts two
+expect 2 "--hosts 2 needs --launch processes (got 'threads')" --hosts 2 --launch threads
 expect 2 "unknown option '--fast'" --fast
 # An mpirun argument that looks like an option is taken as --mpi-arg's value (docs/performance.md
 # passes "-x GLIBC_TUNABLES" this way): the error is the later bad --ranks, not "-x".
