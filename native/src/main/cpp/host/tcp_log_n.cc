@@ -174,6 +174,7 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
     if (from_i >= 0 && reader.buffered()) {
       fds[from_i].revents = POLLIN;  // bytes already read go first: the socket may hold no more
     } else if (try_first) {
+      if (abort_.triggered()) throw_aborted();  // as wait_links would
       for (nfds_t i = 0; i + 1 < n; ++i) fds[i].revents = fds[i].events;
     } else if (!wait_links(fds, n, idle_since, poll_spin_, deadline, abort_)) {
       if (deadline.expired()) {

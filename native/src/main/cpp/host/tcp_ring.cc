@@ -142,6 +142,7 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
     if (left_i >= 0 && from_left_.buffered()) {
       fds[left_i].revents = POLLIN;  // bytes already read go first: the socket may hold no more
     } else if (try_first) {
+      if (abort_.triggered()) throw_aborted();  // as wait_links would
       for (nfds_t i = 0; i + 1 < n; ++i) fds[i].revents = fds[i].events;
     } else if (!wait_links(fds, n, idle_since, poll_spin_, deadline, abort_)) {
       if (deadline.expired()) {
