@@ -204,7 +204,7 @@ if ((hosts > 1)); then
     echo 'host="$1"; shift'
     echo 'case "$host" in'
   } >"$agent"
-  slots=$(( (${rank_counts[0]} + hosts - 1) / hosts ))
+  slots=0  # ranks per host of the largest rank count
   for r in "${rank_counts[@]}"; do slots=$((slots > (r + hosts - 1) / hosts ? slots : (r + hosts - 1) / hosts)); done
   host_list=""
   for ((h = 0; h < hosts; h++)); do

@@ -170,24 +170,36 @@ void judge_layout(const uint8_t* headers, const GatherArgs& args, int32_t size) 
   }
 }
 
-bool wait_links(pollfd* fds, nfds_t n, std::chrono::steady_clock::time_point& idle_since, LinkSpin spin,
-                const Deadline& deadline, const AbortSignal& abort) {
-  if (abort.triggered()) throw_aborted();
+LinkWaiter::LinkWaiter(LinkSpin spin, const Deadline& deadline, const AbortSignal& abort)
+    : spin_(spin), deadline_(deadline), abort_(abort), idle_since_(std::chrono::steady_clock::now()) {}
+
+bool LinkWaiter::wait(pollfd* fds, nfds_t n) {
+  if (abort_.triggered()) throw_aborted();
+  if (try_first_) {
+    for (nfds_t i = 0; i + 1 < n; ++i) fds[i].revents = fds[i].events;
+    fds[n - 1].revents = 0;
+    return true;
+  }
   int rc = poll(fds, n, 0);
   if (rc == 0) {
-    if (std::chrono::steady_clock::now() - idle_since < spin.budget) {
-      if (spin.yield) sched_yield();
+    if (std::chrono::steady_clock::now() - idle_since_ < spin_.budget) {
+      if (spin_.yield) sched_yield();
       return false;
     }
-    rc = poll(fds, n, deadline.poll_timeout_ms());
+    rc = poll(fds, n, deadline_.poll_timeout_ms());
   }
-  idle_since = std::chrono::steady_clock::now();
+  idle_since_ = std::chrono::steady_clock::now();
   if (rc < 0) {
     if (errno == EINTR) return false;
     throw_system_error("poll", errno);
   }
-  if (fds[n - 1].revents != 0 || abort.triggered()) throw_aborted();
+  if (fds[n - 1].revents != 0 || abort_.triggered()) throw_aborted();
   return rc > 0;
+}
+
+void LinkWaiter::stepped(bool moved) {
+  try_first_ = moved;
+  if (moved) idle_since_ = std::chrono::steady_clock::now();
 }
 
 uint64_t send_some(int fd, const iovec* iov, int count, int32_t peer) {

@@ -127,12 +127,28 @@ struct LinkSpin {
   bool yield;                        // gives up its CPU between polls (sched_yield)
 };
 
-// Waits until a link in fds[0 .. n-2] is ready; fds[n-1] is the abort eventfd. Polls without
-// sleeping until spin.budget has passed since idle_since (the last progress), then sleeps in
-// poll bounded by the deadline; idle_since becomes now. False when nothing became ready: the
-// caller checks the deadline and names what it waited for. Throws ABORTED.
-bool wait_links(pollfd* fds, nfds_t n, std::chrono::steady_clock::time_point& idle_since, LinkSpin spin,
-                const Deadline& deadline, const AbortSignal& abort);
+// How a ring or log-N step waits for its links: fds[0 .. n-2] are the links, fds[n-1] the abort
+// eventfd. At the start and after each step that moved bytes it reports every link ready without
+// a system call, so that the step tries them: the send side is then almost always writable and
+// the next unit often there already, and a poll would only add a call. After a try that moved
+// nothing it polls without sleeping until spin.budget has passed since the last progress, then
+// sleeps in poll bounded by the deadline.
+class LinkWaiter {
+ public:
+  LinkWaiter(LinkSpin spin, const Deadline& deadline, const AbortSignal& abort);
+  // Sets revents of the links to try. False when nothing became ready: the caller checks the
+  // deadline and names what it waited for. Throws ABORTED.
+  bool wait(pollfd* fds, nfds_t n);
+  // After the step's I/O: whether it moved bytes.
+  void stepped(bool moved);
+
+ private:
+  LinkSpin spin_;
+  const Deadline& deadline_;
+  const AbortSignal& abort_;
+  std::chrono::steady_clock::time_point idle_since_;
+  bool try_first_ = true;
+};
 
 // One sendmsg on a non-blocking socket: the bytes sent, 0 when it would block. A lost
 // connection is REMOTE_ERROR naming peer.

@@ -156,8 +156,7 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
     if (in_header) ++got_blocks;
   };
 
-  auto idle_since = std::chrono::steady_clock::now();
-  bool try_first = true;  // as on the ring (TcpRing::stream): try the links, poll after a try that moved nothing
+  LinkWaiter waiter(poll_spin_, deadline, abort_);
   while (!send.done() || got_blocks < blocks) {
     pollfd fds[3];
     nfds_t n = 0;
@@ -173,10 +172,7 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
     fds[n++] = {abort_.fd(), POLLIN, 0};
     if (from_i >= 0 && reader.buffered()) {
       fds[from_i].revents = POLLIN;  // bytes already read go first: the socket may hold no more
-    } else if (try_first) {
-      if (abort_.triggered()) throw_aborted();  // as wait_links would
-      for (nfds_t i = 0; i + 1 < n; ++i) fds[i].revents = fds[i].events;
-    } else if (!wait_links(fds, n, idle_since, poll_spin_, deadline, abort_)) {
+    } else if (!waiter.wait(fds, n)) {
       if (deadline.expired()) {
         throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) + " ms in log-N step " +
                                      std::to_string(step) + ": sent " + std::to_string(send.sent()) + "/" +
@@ -207,8 +203,7 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
         }
       }
     }
-    try_first = read_some || send.sent() != sent_before;
-    if (try_first) idle_since = std::chrono::steady_clock::now();
+    waiter.stepped(read_some || send.sent() != sent_before);
   }
 }
 

@@ -6,7 +6,6 @@
 #include <sys/sysinfo.h>
 
 #include <algorithm>
-#include <chrono>
 
 #include "../core/error.h"
 #include "handshake.h"
@@ -120,11 +119,7 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
     if (in_header) ++unit;
   };
 
-  auto idle_since = std::chrono::steady_clock::now();
-  // The links are tried before poll is asked, at the start and after each step that moved
-  // bytes: the send side is then almost always writable, and the next unit often already
-  // there, so the poll would only add a system call. A try that moves nothing polls next.
-  bool try_first = true;
+  LinkWaiter waiter(poll_spin_, deadline, abort_);
   while (!send.done() || unit < size_) {
     const bool can_send = send.can_send();
     pollfd fds[3];
@@ -141,10 +136,7 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
     fds[n++] = {abort_.fd(), POLLIN, 0};
     if (left_i >= 0 && from_left_.buffered()) {
       fds[left_i].revents = POLLIN;  // bytes already read go first: the socket may hold no more
-    } else if (try_first) {
-      if (abort_.triggered()) throw_aborted();  // as wait_links would
-      for (nfds_t i = 0; i + 1 < n; ++i) fds[i].revents = fds[i].events;
-    } else if (!wait_links(fds, n, idle_since, poll_spin_, deadline, abort_)) {
+    } else if (!waiter.wait(fds, n)) {
       if (deadline.expired()) {
         // Name the rank whose block is missing: a stalled rank stops the ring at every rank
         // after it, and blaming the left neighbour would point at a rank that merely waits too.
@@ -218,8 +210,7 @@ void TcpRing::stream(const GatherArgs& args, std::vector<uint8_t>& headers, cons
         }
       }
     }
-    try_first = read_some || send.sent() != sent_before;
-    if (try_first) idle_since = std::chrono::steady_clock::now();
+    waiter.stepped(read_some || send.sent() != sent_before);
   }
 }
 
