@@ -11,11 +11,12 @@ import org.apache.spark.npugather.CallSites
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, UnsafeProjection}
-import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project, UnaryNode}
+import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
 import org.apache.spark.sql.catalyst.plans.physical.{Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.columnar.CachedBatch
 import org.apache.spark.sql.execution.{
   ColumnarToRowExec,
+  ProjectExec,
   RowToColumnarTransition,
   SparkPlan,
   SparkStrategy,
@@ -30,18 +31,17 @@ import org.apache.spark.sql.vectorized.ColumnarBatch
 /** Logical node of allGatherOnNpu: every output partition holds every input row, rank-major.
   * `sourceRank` is a placeholder column of `child` ([[NpuGatherPlanning.node]]) that the gather
   * fills; it comes first in the output.
+  *
+  * The planner plans `child` itself, placeholder included, and [[NpuAllGatherExec]] drops the
+  * placeholder from the physical plan: every physical node under the gather then links to a node of
+  * this logical tree, as adaptive execution requires of the plans it replaces with query stages (a
+  * node planned from a projection made up at planning time links to no node of the tree, and
+  * adaptive execution re-plans its stage without end).
   */
 case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child: LogicalPlan)
     extends UnaryNode {
-  override def output: Seq[Attribute] = NpuAllGather.output(sourceRank, input.output)
-
-  /** The rows to gather: `child` without the placeholder. */
-  def input: LogicalPlan = child match {
-    case Project(list, grandchild) =>
-      val kept = list.filterNot(_.exprId == sourceRank.exprId)
-      if (kept.map(_.toAttribute) == grandchild.output) grandchild else Project(kept, grandchild)
-    case other => Project(other.output.filterNot(_.exprId == sourceRank.exprId), other)
-  }
+  override def output: Seq[Attribute] =
+    NpuAllGather.output(sourceRank, NpuAllGather.withoutPlaceholder(sourceRank, child.output))
 
   override protected def withNewChildInternal(newChild: LogicalPlan): NpuAllGather =
     copy(child = newChild)
@@ -51,12 +51,16 @@ object NpuAllGather {
 
   /** The gather's output, in the logical and the physical plan: the source rank, then the rows. */
   def output(sourceRank: Attribute, rows: Seq[Attribute]): Seq[Attribute] = sourceRank +: rows
+
+  /** `attributes` without the source-rank placeholder. */
+  def withoutPlaceholder(sourceRank: Attribute, attributes: Seq[Attribute]): Seq[Attribute] =
+    attributes.filterNot(_.exprId == sourceRank.exprId)
 }
 
 /** Plans [[NpuAllGather]]; installed into the session by [[NpuGatherPlanning]]. */
 object NpuAllGatherStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
-    case g: NpuAllGather => NpuAllGatherExec(g.sourceRank, g.options, planLater(g.input)) :: Nil
+    case g: NpuAllGather => NpuAllGatherExec(g.sourceRank, g.options, planLater(g.child)) :: Nil
     case _               => Nil
   }
 }
@@ -173,10 +177,13 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
 
   /** The gather reads its input in the form it is offered (rows, batches, cached bytes), so a
     * transition Spark puts under it would not run: it is left out of the plan, and `explain()`
-    * shows what runs.
+    * shows what runs. The planned child of [[NpuAllGather]] arrives here with the source-rank
+    * placeholder, which is dropped ([[NpuAllGatherExec.withoutPlaceholder]]).
     */
   override protected def withNewChildInternal(newChild: SparkPlan): NpuAllGatherExec =
-    copy(child = NpuAllGatherExec.columnarSource(newChild))
+    copy(child =
+      NpuAllGatherExec.columnarSource(NpuAllGatherExec.withoutPlaceholder(sourceRank, newChild))
+    )
 }
 
 /** The input of a gather, by the form the child offers it in. */
@@ -200,6 +207,22 @@ private[spark] case class RowInput(rdd: RDD[InternalRow]) extends GatherInput {
 }
 
 object NpuAllGatherExec {
+
+  /** `plan` without the source-rank placeholder: the projection under it when it only appends the
+    * placeholder (and so the scan that reads just the gathered columns, or the cached relation),
+    * else the same projection without the placeholder. Plans without it are returned as they are.
+    */
+  def withoutPlaceholder(sourceRank: Attribute, plan: SparkPlan): SparkPlan =
+    if (!plan.output.exists(_.exprId == sourceRank.exprId)) {
+      plan
+    } else {
+      plan match {
+        case ProjectExec(list, below) =>
+          val kept = list.filterNot(_.exprId == sourceRank.exprId)
+          if (kept.map(_.toAttribute) == below.output) below else ProjectExec(kept, below)
+        case other => ProjectExec(NpuAllGather.withoutPlaceholder(sourceRank, other.output), other)
+      }
+    }
 
   /** A rank's output as the barrier RDD's one record: (rank, output). */
   private def keyedByRank(output: GatheredOutput): Iterator[(Int, GatheredOutput)] =

@@ -5,10 +5,12 @@ import static org.apache.spark.sql.functions.lit;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.spark.output.GatheredOutputs;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.Iterator;
@@ -17,6 +19,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.Stream;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerJobStart;
@@ -29,7 +32,9 @@ import org.apache.spark.util.LongAccumulator;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestFactory;
 import org.junit.jupiter.api.io.TempDir;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -220,6 +225,55 @@ abstract class GatheredDataFrameContract {
                 g.select("id", "source_rank"),
                 CollectionConverters.asScala(List.of("id", "source_rank")).toSeq())
             .count());
+  }
+
+  /**
+   * Adaptive execution re-plans a query each time one of its stages finishes; over a gathered
+   * result that re-planning must converge, whatever the input under the gather. Each query is
+   * bounded, so a plan that never finishes fails its test instead of hanging the build.
+   */
+  @TestFactory
+  Stream<DynamicTest> queriesThatAdaptiveExecutionReplansFinishWithTheRightAnswer() {
+    return GatheredQueryFamily.inputs().stream()
+        .flatMap(
+            input ->
+                Stream.of(true, false)
+                    .flatMap(
+                        adaptive ->
+                            GatheredQueryFamily.queries().stream()
+                                .map(
+                                    query ->
+                                        DynamicTest.dynamicTest(
+                                            query.name()
+                                                + " over a "
+                                                + input.name()
+                                                + " input, adaptive execution "
+                                                + (adaptive ? "on" : "off"),
+                                            () -> assertQueryAnswers(input, query, adaptive)))));
+  }
+
+  private static void assertQueryAnswers(
+      GatheredQueryFamily.Input input, GatheredQueryFamily.Query query, boolean adaptive) {
+    spark.conf().set("spark.sql.adaptive.enabled", Boolean.toString(adaptive));
+    Dataset<Row> in = input.in(spark);
+    try {
+      List<Row> all = rankMajor(in);
+      int ranks = in.javaRDD().getNumPartitions();
+      List<List<Object>> expected = GatheredQueryFamily.sorted(query.expected().apply(all, ranks));
+      List<List<Object>> actual =
+          assertTimeoutPreemptively(
+              Duration.ofSeconds(90),
+              () -> GatheredQueryFamily.answer(query.over().apply(NpuGather.allGatherOnNpu(in))),
+              () ->
+                  "the query did not finish: "
+                      + query.name()
+                      + " over a "
+                      + input.name()
+                      + " input");
+      assertEquals(expected, actual);
+    } finally {
+      in.unpersist(true);
+    }
   }
 
   @Test
