@@ -31,7 +31,7 @@ public enum Backend {
   /** LCCL (the vendor's LCAL library): the NPUs of one node. */
   LCCL("lccl", List.of("lccl"), Trait.NEEDS_DEVICE, Trait.SINGLE_NODE, Trait.NUMBERED_DOMAIN),
   /** The CPU collective: shared memory between ranks of one host, TCP across hosts. */
-  HOST("host", List.of("threads", "cma", "staging", "tcp"));
+  HOST("host", List.of("executor", "threads", "cma", "staging", "tcp"));
 
   /** The operator's default (the vendor's contract); see the class comment. */
   public static final Backend OPERATOR_DEFAULT = HCCL;
@@ -134,7 +134,9 @@ public enum Backend {
 
   /**
    * The transports its communicators report ({@link Communicator#transport()}): for {@code host}
-   * the one it picked, for a device backend its own name.
+   * the one it picked, for a device backend its own name. For {@code host} also {@code executor}:
+   * what a gather's ranks report when they all ran in one executor and gathered one output there,
+   * without a communicator.
    */
   public List<String> transports() {
     return transports;

@@ -89,7 +89,8 @@ class BackendTest {
 
   @Test
   void hostReportsTheTransportItPickedAndADeviceBackendItsName() {
-    assertEquals(List.of("threads", "cma", "staging", "tcp"), Backend.HOST.transports());
+    assertEquals(
+        List.of("executor", "threads", "cma", "staging", "tcp"), Backend.HOST.transports());
     assertEquals(List.of("hccl"), Backend.HCCL.transports());
     assertEquals(List.of("lccl"), Backend.LCCL.transports());
   }

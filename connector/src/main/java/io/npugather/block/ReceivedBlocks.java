@@ -56,28 +56,60 @@ public final class ReceivedBlocks {
       LocalBlock own,
       String schemaName,
       BufferAllocator allocator) {
+    if (ownRank < 0 || ownRank >= layouts.size()) {
+      throw new IllegalArgumentException(
+          "ownRank " + ownRank + " is outside [0, " + layouts.size() + ")");
+    }
+    LocalBlock[] local = new LocalBlock[layouts.size()];
+    local[ownRank] = own;
+    return load(recv, layouts, displs, ownRank, local, schemaName, allocator);
+  }
+
+  /**
+   * {@link #load(ArrowBuf, List, long[], int, LocalBlock, String, BufferAllocator)} where several
+   * ranks' blocks are at hand ({@code local[r]} non-null: served from its own vectors, not from
+   * {@code recv}), as on the ranks that share an executor.
+   *
+   * @param reporter the rank that runs the check: one of the local ranks, whose layout every other
+   *     is checked against and whom the exceptions name
+   * @return every rank's vectors, null where {@code local} has a block
+   */
+  public static VectorSchemaRoot[] load(
+      ArrowBuf recv,
+      List<BlockLayout> layouts,
+      long[] displs,
+      int reporter,
+      LocalBlock[] local,
+      String schemaName,
+      BufferAllocator allocator) {
     int ranks = layouts.size();
     if (ranks == 0) {
       throw new IllegalArgumentException("layouts is empty: there must be one per rank");
     }
-    if (ownRank < 0 || ownRank >= ranks) {
-      throw new IllegalArgumentException("ownRank " + ownRank + " is outside [0, " + ranks + ")");
+    if (local.length != ranks) {
+      throw new IllegalArgumentException(
+          "local has " + local.length + " entries for " + ranks + " rank(s)");
+    }
+    if (reporter < 0 || reporter >= ranks || local[reporter] == null) {
+      throw new IllegalArgumentException(
+          "reporter " + reporter + " is not one of the ranks whose blocks are at hand");
     }
     if (displs.length != ranks && displs.length != ranks + 1) {
       throw new IllegalArgumentException(
           "displs has " + displs.length + " entries for " + ranks + " rank(s)");
     }
-    BlockLayout ownLayout = own.layout();
-    if (!layouts.get(ownRank).equals(ownLayout)) {
-      throw new IllegalStateException(
-          "layout of rank " + ownRank + " (this rank) differs from its own partition's layout");
+    for (int r = 0; r < ranks; r++) {
+      if (local[r] != null && !layouts.get(r).equals(local[r].layout())) {
+        throw new IllegalStateException(
+            "layout of rank " + r + " (at hand) differs from its own partition's layout");
+      }
     }
-    Schema arrowSchema = own.root().getSchema();
-    check(recv, layouts, displs, ownRank, arrowSchema, schemaName);
+    Schema arrowSchema = local[reporter].root().getSchema();
+    check(recv, layouts, displs, reporter, local, arrowSchema, schemaName);
     VectorSchemaRoot[] roots = new VectorSchemaRoot[ranks];
     try {
       for (int r = 0; r < ranks; r++) {
-        if (r == ownRank) {
+        if (local[r] != null) {
           continue;
         }
         roots[r] = VectorSchemaRoot.create(arrowSchema, allocator);
@@ -99,6 +131,7 @@ public final class ReceivedBlocks {
       List<BlockLayout> layouts,
       long[] displs,
       int ownRank,
+      LocalBlock[] local,
       Schema arrowSchema,
       String schemaName) {
     long fp = layouts.get(ownRank).schemaFingerprint();
@@ -164,7 +197,7 @@ public final class ReceivedBlocks {
                   + " rows");
         }
       }
-      if (r == ownRank) {
+      if (local[r] != null) {
         continue;
       }
       if (l.blockBytes() == 0) {

@@ -6,6 +6,7 @@ import io.npugather.block.LocalBlock;
 import io.npugather.block.ReceiveDisplacements;
 import io.npugather.spark.arrow.read.GatheredPartitions;
 import io.npugather.spark.arrow.write.PartitionWriter;
+import io.npugather.spark.output.ExecutorOutput;
 import io.npugather.spark.output.GatheredOutput;
 import java.io.Serializable;
 import java.util.ArrayList;
@@ -38,11 +39,17 @@ public final class GatherTask implements Serializable {
   private final StructType schema;
   private final String timeZoneId;
   private final RankTask ranks;
+  private final boolean shareExecutors;
 
-  GatherTask(StructType schema, String timeZoneId, RankTask ranks) {
+  /**
+   * @param shareExecutors whether the ranks that share an executor gather one output together
+   *     ({@link ExecutorGroups}; the host backend only)
+   */
+  GatherTask(StructType schema, String timeZoneId, RankTask ranks, boolean shareExecutors) {
     this.schema = schema;
     this.timeZoneId = timeZoneId;
     this.ranks = ranks;
+    this.shareExecutors = shareExecutors;
   }
 
   /** Gathers a partition of rows. */
@@ -93,78 +100,173 @@ public final class GatherTask implements Serializable {
       group.checkReceiveFits(blockBytes);
       me.rendezvousDone();
 
-      Communicator communicator = me.connect();
-      String transport = communicator.transport();
-      int device = group.entries().get(rank).deviceId();
-
-      // This rank's own block is served from its input vectors: the receive buffer holds
-      // only the peers' blocks, 8-byte aligned.
-      ReceiveDisplacements placement = ReceiveDisplacements.of(layouts, rank);
-      long[] counts = placement.counts();
-      long[] displs = placement.displacements();
-      long received = placement.totalBytes();
-      ArrowBuf recv = received == 0 ? null : me.allocator().buffer(received);
-      try {
-        communicator.allGatherVSegments(
-            own.segmentAddresses(), own.segmentLengths(), recv, counts, displs);
-        me.closeGroup();
-        resources.gathered =
-            GatheredPartitions.wrap(recv, layouts, displs, rank, own, schema, me.allocator());
-      } finally {
-        if (recv != null) {
-          recv.close(); // the gathered partitions hold their own reference
-        }
+      boolean share = shareExecutors && !ranks.options().backendType().needsDevice();
+      ExecutorGroups executors =
+          share
+              ? ExecutorGroups.byProcess(group.entries())
+              : ExecutorGroups.eachRankAlone(rankSize);
+      if (share && executors.executorCount() == 1) {
+        group.releaseUnusedRootInfo(); // one executor holds every rank: no communicator
       }
+      int leader = executors.leaderOf(rank);
+      ExecutorShare meeting =
+          ExecutorShare.join(
+              me.attemptKey() + "-r" + leader, executors.ranksOf(executors.executorOf(rank)));
+      BufferAllocator allocator = me.handOverAllocator();
+      resources.share = meeting;
+      resources.own = null;
+      meeting.contribute(rank, own, allocator); // owned by the meeting from here on
 
-      long rows = resources.gathered.totalRows();
-      long sent = counts[rank] * (rankSize - 1);
+      GatheredOutput output;
+      long sent = 0;
+      long received = 0;
+      if (executors.isLeader(rank)) {
+        Gathered gathered = lead(me, meeting, executors, layouts, allocator, share);
+        output = gathered.output;
+        sent = gathered.sent;
+        received = gathered.received;
+      } else {
+        me.failIfInjected();
+        output =
+            meeting.awaitOutput(
+                rank,
+                ranks.options().timeout().toMillis(),
+                me.context()::isInterrupted,
+                me.where());
+        me.joined(output.shared().transport());
+      }
+      resources.output = output;
+
+      long rows = output.totalRows();
       me.collectiveDone(sent, received, rows);
-      ranks
-          .metrics()
-          .addRankData(own.layout().rowCount(), counts[rank], Arrays.stream(counts).sum());
+      long total = Arrays.stream(blockBytes).sum();
+      ranks.metrics().addRankData(own.layout().rowCount(), blockBytes[rank], total);
       // The batches handed out below are slices: no allocation after this point.
-      ranks.metrics().addMemory(ownBytes, me.allocator().getPeakMemoryAllocation());
+      ranks.metrics().addMemory(ownBytes, allocator.getPeakMemoryAllocation());
+      int device = group.entries().get(rank).deviceId();
       LOG.info(
           "{}: gathered {} rows over {}{}, {} bytes received, {} sent; {}",
           me.where(),
           rows,
-          transport,
+          output.shared().transport(),
           device < 0 ? "" : " (device " + device + ")",
           received,
           sent,
           me.timings());
-      return resources.handOver();
+      return output;
     } catch (RuntimeException | Error e) {
       me.abort();
+      if (resources.share != null) {
+        resources.share.fail(rank, e);
+      }
       throw e;
     }
   }
 
+  /** What the leader of an executor's ranks made and moved. */
+  private record Gathered(GatheredOutput output, long sent, long received) {}
+
   /**
-   * What the task owns beyond its {@link RankTask.Rank}; released once, when the task completes: on
-   * success the output has the allocator, and closes unless the executor keeps it.
+   * The leader's part: once every rank of its executor has handed over its partition, one
+   * all-gather-v among the executors' leaders (each sends its executor's blocks, in rank order,
+   * straight from their buffers, and receives the other executors' blocks), then the executor's
+   * output over the local partitions and the receive buffer. Without sharing, or with one executor,
+   * no other rank: the collective runs over every rank, or not at all.
+   */
+  private Gathered lead(
+      RankTask.Rank me,
+      ExecutorShare meeting,
+      ExecutorGroups executors,
+      List<BlockLayout> layouts,
+      BufferAllocator allocator,
+      boolean share) {
+    int rank = me.rank();
+    int executor = executors.executorOf(rank);
+    // Connected first, so that a local rank's failure aborts the communicator and the other
+    // executors' leaders fail at once instead of waiting for this one to join.
+    Communicator communicator = null;
+    String transport = SHARED_TRANSPORT;
+    if (executors.executorCount() > 1 || !share) {
+      communicator =
+          me.connect(
+              executor,
+              executors.executorCount(),
+              executors.executorOf(ranks.options().rankRoot()));
+      transport = communicator.transport();
+    } else {
+      me.joined(transport);
+    }
+    meeting.awaitContributions(
+        rank, ranks.options().timeout().toMillis(), me.context()::isInterrupted, me.where());
+    LocalBlock[] blocks = meeting.blocks();
+    LocalBlock[] local = new LocalBlock[layouts.size()];
+    int[] localRanks = meeting.ranks();
+    int segmentCount = 0;
+    for (int i = 0; i < localRanks.length; i++) {
+      local[localRanks[i]] = blocks[i];
+      segmentCount += blocks[i].segmentAddresses().length;
+    }
+    ReceiveDisplacements placement = ReceiveDisplacements.of(layouts, executors.groups(), executor);
+    long[] counts = placement.counts();
+    long received = placement.totalBytes();
+    GatheredPartitions gathered;
+    ArrowBuf recv = received == 0 ? null : allocator.buffer(received);
+    try {
+      if (communicator != null) {
+        long[] addresses = new long[segmentCount];
+        long[] lengths = new long[segmentCount];
+        int s = 0;
+        for (LocalBlock block : blocks) {
+          long[] a = block.segmentAddresses();
+          System.arraycopy(a, 0, addresses, s, a.length);
+          System.arraycopy(block.segmentLengths(), 0, lengths, s, a.length);
+          s += a.length;
+        }
+        communicator.allGatherVSegments(
+            addresses, lengths, recv, counts, placement.displacements());
+        me.closeGroup();
+      }
+      gathered =
+          GatheredPartitions.wrap(
+              recv, layouts, placement.rankDisplacements(), rank, local, schema, allocator);
+    } finally {
+      if (recv != null) {
+        recv.close(); // the gathered partitions hold their own reference
+      }
+    }
+    List<LocalBlock> owned = new ArrayList<>(Arrays.asList(blocks));
+    meeting.complete(
+        new ExecutorOutput(meeting.allocators(), owned, gathered, transport, localRanks.length));
+    long sent = counts[executor] * (executors.executorCount() - 1);
+    return new Gathered(meeting.takeOwn(rank), sent, received);
+  }
+
+  /**
+   * What the output's transport says when one executor held every rank and nothing crossed a
+   * process: {@link io.npugather.Backend#transports()} lists it for the host backend.
+   */
+  static final String SHARED_TRANSPORT = "executor";
+
+  /**
+   * What the task owns beyond its {@link RankTask.Rank}; released once, when the task completes:
+   * its partition until it hands it to its executor's meeting, its reference to the output (closed
+   * unless the executor's block manager keeps it).
    */
   private static final class TaskResources {
     final RankTask.Rank me;
     LocalBlock own;
-    GatheredPartitions gathered;
+    ExecutorShare share;
     GatheredOutput output;
 
     TaskResources(RankTask.Rank me) {
       this.me = me;
     }
 
-    /** The gathered partitions with the memory they live in, owned from now on by the output. */
-    synchronized GatheredOutput handOver() {
-      output = new GatheredOutput(me.handOverAllocator(), own, gathered, me.rank());
-      return output;
-    }
-
     synchronized void close() {
       Throwable first =
           output != null
               ? me.release(null, output::closeUnlessKept) // kept once the stage's writer took it
-              : me.release(null, gathered, own);
+              : me.release(null, own);
       if (first != null) {
         LOG.warn("allGatherOnNpu: releasing task resources failed", first);
       }

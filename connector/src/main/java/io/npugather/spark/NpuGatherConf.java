@@ -92,6 +92,14 @@ public final class NpuGatherConf {
               Scope.SESSION,
               GatheredOutputs::releaseDelayMs),
           new Setting(
+              GatheredOutputs.ONE_PER_EXECUTOR,
+              GatheredOutputs.DEFAULT_ONE_PER_EXECUTOR,
+              "Backend host: true, the ranks that share an executor gather one output together, so"
+                  + " the executor holds every row once; false, every rank gathers a copy of its"
+                  + " own.",
+              Scope.SESSION,
+              GatheredOutputs::onePerExecutor),
+          new Setting(
               GatherMemory.CACHE_BYTES,
               GatherMemory.DEFAULT_CACHE_BYTES,
               "The most memory of large buffers (4 MiB and more) an executor keeps idle for the next"

@@ -12,18 +12,24 @@ import java.io.UncheckedIOException;
 
 /**
  * What one rank contributes to the rendezvous round: the root info (root rank only), where it runs
- * (host, device), the most bytes it may receive in a gather and where that limit comes from ({@link
- * GatherMemory#receiveLimit}), and a payload of the caller's (for {@code allGatherOnNpu}, the
- * partition's layout; empty for {@code onRanks}). Every rank decodes the same table.
+ * (host, the JVM it runs in ({@link #THIS_PROCESS}), device), the most bytes it may receive in a
+ * gather and where that limit comes from ({@link GatherMemory#receiveLimit}), and a payload of the
+ * caller's (for {@code allGatherOnNpu}, the partition's layout; empty for {@code onRanks}). Every
+ * rank decodes the same table.
  */
 record RankEntry(
     String host,
+    String process,
     int deviceId,
     long receiveLimit,
     String receiveLimitSource,
     byte[] rootInfo,
     byte[] payload) {
-  private static final int VERSION = 2;
+  private static final int VERSION = 3;
+
+  /** This JVM, as no other JVM anywhere names itself: ranks with the same one share memory. */
+  static final String THIS_PROCESS = java.util.UUID.randomUUID().toString();
+
   private static final int MAX_FIELD_BYTES = 1 << 20;
 
   /** The operation the table's checks report in their exceptions. */
@@ -34,6 +40,7 @@ record RankEntry(
     try (DataOutputStream out = new DataOutputStream(bytes)) {
       out.writeByte(VERSION);
       out.writeUTF(host);
+      out.writeUTF(process);
       out.writeInt(deviceId);
       out.writeLong(receiveLimit);
       out.writeUTF(receiveLimitSource);
@@ -71,6 +78,7 @@ record RankEntry(
                 + " (are all executors running the same NpuGather jar?)");
       }
       String host = in.readUTF();
+      String process = in.readUTF();
       int deviceId = in.readInt();
       long receiveLimit = in.readLong();
       String receiveLimitSource = in.readUTF();
@@ -79,7 +87,8 @@ record RankEntry(
       if (in.available() != 0) {
         throw malformed(reader, "rank " + rank + "'s rendezvous entry has trailing bytes", null);
       }
-      return new RankEntry(host, deviceId, receiveLimit, receiveLimitSource, rootInfo, payload);
+      return new RankEntry(
+          host, process, deviceId, receiveLimit, receiveLimitSource, rootInfo, payload);
     } catch (IOException e) {
       throw malformed(reader, "rank " + rank + "'s rendezvous entry is truncated", e);
     }

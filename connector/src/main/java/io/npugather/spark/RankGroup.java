@@ -44,6 +44,7 @@ final class RankGroup implements AutoCloseable {
   private final CommunicatorOptions commOptions;
   private final List<RankEntry> entries;
   private final long exchangeNanos;
+  private RootInfo createdRootInfo; // this rank's, when it is the root
   private Communicator communicator;
   private Thread watchdog;
 
@@ -52,12 +53,14 @@ final class RankGroup implements AutoCloseable {
       AllGatherOptions options,
       CommunicatorOptions commOptions,
       List<RankEntry> entries,
-      long exchangeNanos) {
+      long exchangeNanos,
+      RootInfo createdRootInfo) {
     this.context = context;
     this.options = options;
     this.commOptions = commOptions;
     this.entries = entries;
     this.exchangeNanos = exchangeNanos;
+    this.createdRootInfo = createdRootInfo;
   }
 
   /**
@@ -91,7 +94,13 @@ final class RankGroup implements AutoCloseable {
       GatherMemory.ReceiveLimit limit = GatherMemory.receiveLimit();
       RankEntry mine =
           new RankEntry(
-              hostName(), commOptions.deviceId(), limit.bytes(), limit.source(), rootInfo, payload);
+              hostName(),
+              RankEntry.THIS_PROCESS,
+              commOptions.deviceId(),
+              limit.bytes(),
+              limit.source(),
+              rootInfo,
+              payload);
       long sent = System.nanoTime();
       List<byte[]> table =
           RendezvousClient.exchange(
@@ -121,7 +130,12 @@ final class RankGroup implements AutoCloseable {
             ResultCode.INVALID_USAGE, RankEntry.OPERATION, rank, sharedDevice);
       }
       return new RankGroup(
-          context, options, commOptions, Collections.unmodifiableList(entries), exchangeNanos);
+          context,
+          options,
+          commOptions,
+          Collections.unmodifiableList(entries),
+          exchangeNanos,
+          created);
     } catch (RuntimeException | Error e) {
       // The communicator will not be created: the root's listener must not stay parked.
       if (created != null) {
@@ -161,6 +175,16 @@ final class RankGroup implements AutoCloseable {
    * retried stage never meets its failed attempt) and starts the kill watchdog.
    */
   Communicator connect(String runDomain) {
+    return connect(runDomain, rank(), rankSize(), options.rankRoot());
+  }
+
+  /**
+   * {@link #connect(String)} as rank {@code commRank} of a communicator of {@code commSize} ranks
+   * whose root, {@code commRoot}, runs in the process of the run's root rank and so can take the
+   * root info that rank made: how one rank per executor connects when the ranks of an executor
+   * gather one output together ({@link ExecutorGroups}).
+   */
+  Communicator connect(String runDomain, int commRank, int commSize, int commRoot) {
     synchronized (this) {
       if (communicator != null) {
         throw new IllegalStateException("rank " + rank() + " is already connected");
@@ -169,9 +193,9 @@ final class RankGroup implements AutoCloseable {
     AllGatherParam param =
         AllGatherParam.builder()
             .backend(options.backend())
-            .rank(rank())
-            .rankSize(rankSize())
-            .rankRoot(options.rankRoot())
+            .rank(commRank)
+            .rankSize(commSize)
+            .rankRoot(commRoot)
             .commMode(CommMode.COMM_MULTI_PROCESS)
             .commDomain(
                 commDomain(
@@ -205,6 +229,19 @@ final class RankGroup implements AutoCloseable {
         UUID.nameUUIDFromBytes(name.getBytes(StandardCharsets.UTF_8)).getMostSignificantBits();
     long id = Math.floorMod(hash, MAX_LCCL_DOMAIN_ID + 1L);
     return id + ":" + AllGatherParam.MIN_LCCL_BUFFER_MB;
+  }
+
+  /**
+   * Releases the root info this rank made (the host backend's listening endpoint) when no
+   * communicator will be created from it: the ranks of the run all share one executor. No-op on
+   * other ranks.
+   */
+  synchronized void releaseUnusedRootInfo() {
+    if (createdRootInfo != null) {
+      RootInfo unused = createdRootInfo;
+      createdRootInfo = null;
+      unused.close();
+    }
   }
 
   /** The communicator, or null before {@link #connect}. */

@@ -88,6 +88,7 @@ final class RankTask implements Serializable {
   final class Rank {
     private final BarrierTaskContext context;
     private final int rank;
+    private final int stageId;
     private final int stageAttempt;
     private final String where;
     private final long started = System.nanoTime();
@@ -106,6 +107,7 @@ final class RankTask implements Serializable {
         BufferAllocator allocator) {
       this.context = context;
       this.rank = rank;
+      this.stageId = stageId;
       this.stageAttempt = stageAttempt;
       this.where =
           operation
@@ -147,6 +149,11 @@ final class RankTask implements Serializable {
       converted = System.nanoTime();
     }
 
+    /** This stage attempt of the run, as no other names itself in any JVM. */
+    String attemptKey() {
+      return runDomain + "-s" + stageId + "a" + stageAttempt;
+    }
+
     /** The rendezvous round: every rank's entry, {@code payload} carried in this rank's. */
     RankGroup meet(byte[] payload) {
       RankGroup met = RankGroup.meet(context, options, devices, ticket, payload);
@@ -165,10 +172,28 @@ final class RankTask implements Serializable {
      * metrics; fails here when the options inject a failure into this rank and stage attempt.
      */
     Communicator connect() {
-      Communicator communicator = group.connect(runDomain);
-      metrics.addRankGroup(group.exchangeNanos(), communicator.transport());
-      failIfInjected();
+      return connect(rank, ticket.rankSize(), options.rankRoot());
+    }
+
+    /**
+     * {@link #connect()} as rank {@code commRank} of {@code commSize} ranks with root {@code
+     * commRoot} ({@link RankGroup#connect(String, int, int, int)}): the leaders' communicator of
+     * ranks that share executors.
+     */
+    Communicator connect(int commRank, int commSize, int commRoot) {
+      Communicator communicator = group.connect(runDomain, commRank, commSize, commRoot);
+      joined(communicator.transport());
       return communicator;
+    }
+
+    /**
+     * Records that this rank's rows travel over {@code transport} (a communicator's, or its
+     * executor's leader's) and fails here when the options inject a failure into this rank and
+     * stage attempt, as {@link #connect()} does.
+     */
+    void joined(String transport) {
+      metrics.addRankGroup(group.exchangeNanos(), transport);
+      failIfInjected();
     }
 
     /** As a rank that dies in the collective: its peers see it fail at once. */

@@ -140,7 +140,10 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     }
     val run =
       RunSetup.prepare(sc, RankTask.Operation.ALL_GATHER, rankSize, options, gatherMetrics)
-    val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, run.ranks())
+    val onePerExecutor = GatheredOutputs.onePerExecutor(
+      conf.getConfString(GatheredOutputs.ONE_PER_EXECUTOR, GatheredOutputs.DEFAULT_ONE_PER_EXECUTOR)
+    )
+    val task = new GatherTask(child.schema, conf.sessionLocalTimeZone, run.ranks(), onePerExecutor)
     val releaseDelayMs = GatheredOutputs.releaseDelayMs(
       conf.getConfString(GatheredOutputs.RELEASE_DELAY, GatheredOutputs.DEFAULT_RELEASE_DELAY)
     )
@@ -219,7 +222,18 @@ object NpuAllGatherExec {
       plan match {
         case ProjectExec(list, below) =>
           val kept = list.filterNot(_.exprId == sourceRank.exprId)
-          if (kept.map(_.toAttribute) == below.output) below else ProjectExec(kept, below)
+          below match {
+            case _ if kept.map(_.toAttribute) == below.output => below
+            // Spark scans the requested columns of a cached relation in the order of their ids:
+            // the scan of the gathered columns in their order instead, so that the gather reads
+            // the cached bytes ([[cachedBatches]]).
+            case s: InMemoryTableScanExec
+                if kept.forall(_.isInstanceOf[Attribute]) &&
+                  AttributeSet(kept.map(_.toAttribute)) == AttributeSet(s.output) &&
+                  kept.size == s.output.size =>
+              s.copy(attributes = kept.map(_.toAttribute))
+            case _ => ProjectExec(kept, below)
+          }
         case other => ProjectExec(NpuAllGather.withoutPlaceholder(sourceRank, other.output), other)
       }
     }

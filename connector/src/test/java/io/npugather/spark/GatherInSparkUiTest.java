@@ -131,16 +131,30 @@ class GatherInSparkUiTest {
     long inputBytes = metrics.get("inputBytes").value();
     assertTrue(inputBytes >= 1000 * 16, "input size " + inputBytes);
     assertEquals(4 * inputBytes, metrics.get("outputBytes").value());
-    assertEquals(3 * inputBytes, metrics.get("bytesSent").value());
+    // The ranks of local[4] share one executor: they gather one output there, sending nothing.
+    assertEquals(0, metrics.get("bytesSent").value());
     for (String timing :
         List.of("conversionTime", "rendezvousTime", "slowestRankWait", "collectiveTime")) {
       assertTrue(metrics.get(timing).value() > 0, timing + " " + metrics.get(timing).value());
       assertEquals("nsTiming", metrics.get(timing).metricType(), timing);
     }
-    // Ranks of local[4] are threads of one JVM.
-    assertEquals(4, metrics.get("ranksOver_threads").value());
-    assertEquals("ranks over threads", metrics.get("ranksOver_threads").name().get());
-    assertEquals(Map.of("threads", 4L), NpuGather.lastMetrics().transports());
+    assertEquals(4, metrics.get("ranksOver_executor").value());
+    assertEquals("ranks over executor", metrics.get("ranksOver_executor").name().get());
+    assertEquals(Map.of("executor", 4L), NpuGather.lastMetrics().transports());
+
+    // Each rank a copy of its own: the ranks of local[4], threads of one JVM, exchange directly.
+    spark.conf().set("spark.npugather.output.onePerExecutor", "false");
+    try {
+      Dataset<Row> copies = NpuGather.allGatherOnNpu(input());
+      assertEquals(4 * 1000, copies.collectAsList().size());
+      Map<String, SQLMetric> perRank =
+          CollectionConverters.asJava(gatherNode(copies.queryExecution().executedPlan()).metrics());
+      assertEquals(3 * inputBytes, perRank.get("bytesSent").value());
+      assertEquals(4, perRank.get("ranksOver_threads").value());
+      assertEquals(Map.of("threads", 4L), NpuGather.lastMetrics().transports());
+    } finally {
+      spark.conf().unset("spark.npugather.output.onePerExecutor");
+    }
   }
 
   @Test
@@ -151,8 +165,10 @@ class GatherInSparkUiTest {
     Logger root = (Logger) LogManager.getRootLogger();
     root.addAppender(log);
     try {
+      spark.conf().set("spark.npugather.output.onePerExecutor", "false"); // ranks exchange
       NpuGather.allGatherOnNpu(input(), Map.of("npugather.hostTransport", "staging")).count();
     } finally {
+      spark.conf().unset("spark.npugather.output.onePerExecutor");
       root.removeAppender(log);
     }
     List<String> lines = List.copyOf(log.lines);

@@ -237,7 +237,8 @@ class NpuGatherTest {
       assertRankMajorOnEveryPartition(df, out);
       GatherMetrics metrics = NpuGather.lastMetrics();
       assertEquals(4L * 40_000, metrics.rowsGathered());
-      assertTrue(metrics.bytesReceived() > 0, metrics.toString());
+      // The 4 ranks share one executor: they gather one output there, receiving nothing.
+      assertEquals(0L, metrics.bytesReceived(), metrics.toString());
     } finally {
       df.unpersist(true);
     }

@@ -15,6 +15,7 @@ class RankEntryTest {
   private static final RankEntry ENTRY =
       new RankEntry(
           "host-a",
+          "jvm-1",
           3,
           1L << 30,
           "spark.executor.memoryOverhead",
@@ -25,6 +26,7 @@ class RankEntryTest {
   void anEntryDecodesAsItWasSent() {
     RankEntry back = RankEntry.fromBytes(0, 1, ENTRY.toBytes());
     assertEquals(ENTRY.host(), back.host());
+    assertEquals(ENTRY.process(), back.process());
     assertEquals(ENTRY.deviceId(), back.deviceId());
     assertEquals(ENTRY.receiveLimit(), back.receiveLimit());
     assertEquals(ENTRY.receiveLimitSource(), back.receiveLimitSource());

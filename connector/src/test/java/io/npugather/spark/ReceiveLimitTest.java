@@ -20,10 +20,11 @@ class ReceiveLimitTest {
     List<RankEntry> entries =
         List.of(
             new RankEntry(
-                "a", -1, 1 * GIB, "spark.executor.memoryOverhead", new byte[0], new byte[0]),
-            new RankEntry("b", -1, 256 * MIB, "-XX:MaxDirectMemorySize", new byte[0], new byte[0]),
+                "a", "pa", -1, 1 * GIB, "spark.executor.memoryOverhead", new byte[0], new byte[0]),
             new RankEntry(
-                "c", -1, 1 * GIB, "spark.executor.memoryOverhead", new byte[0], new byte[0]));
+                "b", "pb", -1, 256 * MIB, "-XX:MaxDirectMemorySize", new byte[0], new byte[0]),
+            new RankEntry(
+                "c", "pc", -1, 1 * GIB, "spark.executor.memoryOverhead", new byte[0], new byte[0]));
     long[] blocks = {200 * MIB, 100 * MIB, 200 * MIB};
     NpuGatherException e =
         assertThrows(

@@ -1,47 +1,35 @@
 package io.npugather.spark.output;
 
-import io.npugather.block.LocalBlock;
 import io.npugather.spark.arrow.read.GatheredPartitions;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
-import org.apache.arrow.memory.BufferAllocator;
 import org.apache.spark.npugather.KnownSize;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
- * One rank's gathered partitions, with everything they live in: the rank's own partition, the
- * vectors over the receive buffer, and the child allocator both came from. Made by a barrier task;
- * from then on owned by its executor's block manager ({@link GatheredOutputWriter}), which closes
- * it when the block is removed; read by any number of later tasks at once, each with its own batch
- * objects ({@link #batches()}).
+ * One rank's gathered partitions: a reference to its executor's {@link ExecutorOutput}, which the
+ * ranks of that executor share. Made by a barrier task; from then on owned by its executor's block
+ * manager ({@link GatheredOutputWriter}), which closes it when the block is removed; read by any
+ * number of later tasks at once, each with its own batch objects ({@link #batches()}).
  *
- * <p>Its off-heap bytes are accounted by its allocator (and {@code GatherMemory}); towards Spark's
- * on-heap storage memory it counts as the few objects it is.
+ * <p>Its off-heap bytes are accounted by the executor output's allocators (and {@code
+ * GatherMemory}); towards Spark's on-heap storage memory it counts as the few objects it is.
  */
 public final class GatheredOutput implements AutoCloseable, KnownSize {
-  private static final Logger LOG = LoggerFactory.getLogger(GatheredOutput.class);
-
   /** On-heap bytes of this object and the vectors' Java objects, roughly. */
   private static final long ON_HEAP_BYTES = 16 * 1024;
 
-  private final BufferAllocator allocator;
-  private final LocalBlock own;
+  private final ExecutorOutput shared;
   private final GatheredPartitions gathered;
   private final int rank;
-  private final long bytes;
   private volatile long mapTaskId = -1; // >= 0 once the block manager keeps it
   private boolean closed; // guarded by this
 
-  /** Takes ownership of {@code allocator}, {@code own} and {@code gathered}. */
-  public GatheredOutput(
-      BufferAllocator allocator, LocalBlock own, GatheredPartitions gathered, int rank) {
-    this.allocator = allocator;
-    this.own = own;
-    this.gathered = gathered;
+  /** Takes one of {@code shared}'s references ({@link ExecutorOutput#view}). */
+  GatheredOutput(ExecutorOutput shared, int rank) {
+    this.shared = shared;
+    this.gathered = shared.gathered();
     this.rank = rank;
-    this.bytes = allocator.getAllocatedMemory();
   }
 
   /** The rank that gathered it. */
@@ -59,9 +47,17 @@ public final class GatheredOutput implements AutoCloseable, KnownSize {
     return gathered.totalRows();
   }
 
-  /** Off-heap bytes it holds: the own partition and the peers' blocks. */
+  /**
+   * Off-heap bytes of the executor's output it reads: the executor's ranks' partitions and the
+   * other executors' blocks (the same figure for every rank of the executor).
+   */
   public long bytes() {
-    return bytes;
+    return shared.bytes();
+  }
+
+  /** The executor's output it is a reference to. */
+  public ExecutorOutput shared() {
+    return shared;
   }
 
   /** The task attempt whose map output this is, once kept; -1 before. */
@@ -113,32 +109,14 @@ public final class GatheredOutput implements AutoCloseable, KnownSize {
     return ON_HEAP_BYTES;
   }
 
-  /** Releases the vectors and closes the allocator (which fails on a leak). Idempotent. */
+  /** Releases its reference to the executor's output. Idempotent. */
   @Override
   public synchronized void close() {
     if (closed) {
       return;
     }
     closed = true;
-    RuntimeException first = null;
-    try {
-      gathered.close();
-    } catch (RuntimeException e) {
-      first = e;
-    }
-    try {
-      own.close();
-    } catch (RuntimeException e) {
-      first = first == null ? e : first;
-    }
-    try {
-      allocator.close();
-    } catch (RuntimeException e) {
-      first = first == null ? e : first;
-    }
-    if (first != null) {
-      LOG.warn("allGatherOnNpu: releasing the gathered output of rank {} failed", rank, first);
-    }
+    shared.release();
   }
 
   @Override
@@ -150,7 +128,7 @@ public final class GatheredOutput implements AutoCloseable, KnownSize {
         + ", rows="
         + gathered.totalRows()
         + ", bytes="
-        + bytes
+        + shared.bytes()
         + ", mapTask="
         + mapTaskId
         + "}";

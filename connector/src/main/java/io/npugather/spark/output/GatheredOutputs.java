@@ -47,6 +47,31 @@ public final class GatheredOutputs {
 
   public static final String DEFAULT_RELEASE_DELAY = "0s";
 
+  /**
+   * Whether the ranks that share an executor gather one output together (session conf; backend
+   * host): the executor then holds every row once instead of once per rank.
+   */
+  public static final String ONE_PER_EXECUTOR = "spark.npugather.output.onePerExecutor";
+
+  public static final String DEFAULT_ONE_PER_EXECUTOR = "true";
+
+  /**
+   * {@code value} of {@link #ONE_PER_EXECUTOR}.
+   *
+   * @throws IllegalArgumentException naming the key, the value and what is allowed
+   */
+  public static boolean onePerExecutor(String value) {
+    String v = value == null ? "" : value.trim();
+    if (v.equalsIgnoreCase("true")) {
+      return true;
+    }
+    if (v.equalsIgnoreCase("false")) {
+      return false;
+    }
+    throw new IllegalArgumentException(
+        ONE_PER_EXECUTOR + " = " + value + " is invalid; allowed: true or false");
+  }
+
   private static final Logger LOG = LoggerFactory.getLogger(GatheredOutputs.class);
   private static final Map<SparkContext, GatheredOutputs> BY_CONTEXT = new IdentityHashMap<>();
   private static final Cleaner CLEANER = Cleaner.create();

@@ -30,25 +30,18 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  */
 public final class GatheredPartitions implements AutoCloseable {
   private final ArrowBuf recv;
-  private final VectorSchemaRoot[] roots; // null at the own rank, whose vectors are own's
-  private final LocalBlock own;
+  private final VectorSchemaRoot[] roots; // null where the vectors are a local block's
+  private final LocalBlock[] local;
   private final StructType schema;
-  private final int ownRank;
   private final long totalRows;
   private boolean closed;
 
   private GatheredPartitions(
-      ArrowBuf recv,
-      VectorSchemaRoot[] roots,
-      LocalBlock own,
-      StructType schema,
-      int ownRank,
-      long rows) {
+      ArrowBuf recv, VectorSchemaRoot[] roots, LocalBlock[] local, StructType schema, long rows) {
     this.recv = recv;
     this.roots = roots;
-    this.own = own;
+    this.local = local;
     this.schema = schema;
-    this.ownRank = ownRank;
     this.totalRows = rows;
   }
 
@@ -81,6 +74,50 @@ public final class GatheredPartitions implements AutoCloseable {
       LocalBlock own,
       StructType schema,
       BufferAllocator allocator) {
+    if (ownRank < 0 || ownRank >= layouts.size()) {
+      throw new IllegalArgumentException(
+          "ownRank " + ownRank + " is outside [0, " + layouts.size() + ")");
+    }
+    LocalBlock[] local = new LocalBlock[layouts.size()];
+    local[ownRank] = own;
+    return wrap(recv, layouts, displs, ownRank, local, schema, allocator);
+  }
+
+  /**
+   * {@link #wrap(ArrowBuf, List, long[], int, LocalBlock, StructType, BufferAllocator)} with the
+   * blocks of several ranks at hand, as on the ranks that share an executor: rank r's batch is
+   * served from {@code local[r]} where it is non-null (open until this object is closed), from
+   * {@code recv} otherwise.
+   *
+   * @param reporter the rank that runs the checks, one of those in {@code local}
+   */
+  public static GatheredPartitions wrap(
+      ArrowBuf recv,
+      List<BlockLayout> layouts,
+      long[] displs,
+      int reporter,
+      LocalBlock[] local,
+      StructType schema,
+      BufferAllocator allocator) {
+    for (LocalBlock own : local) {
+      if (own != null) {
+        checkColumns(own, schema);
+      }
+    }
+    VectorSchemaRoot[] roots =
+        ReceivedBlocks.load(
+            recv, layouts, displs, reporter, local, schema.simpleString(), allocator);
+    long rows = 0;
+    for (BlockLayout l : layouts) {
+      rows += l.rowCount();
+    }
+    if (recv != null) {
+      recv.getReferenceManager().retain();
+    }
+    return new GatheredPartitions(recv, roots, local.clone(), schema, rows);
+  }
+
+  private static void checkColumns(LocalBlock own, StructType schema) {
     List<Field> ownFields = own.root().getSchema().getFields();
     StructField[] fields = schema.fields();
     boolean sameColumns = ownFields.size() == fields.length;
@@ -94,16 +131,6 @@ public final class GatheredPartitions implements AutoCloseable {
               + " differ from the requested schema "
               + schema.simpleString());
     }
-    VectorSchemaRoot[] roots =
-        ReceivedBlocks.load(recv, layouts, displs, ownRank, own, schema.simpleString(), allocator);
-    long rows = 0;
-    for (BlockLayout l : layouts) {
-      rows += l.rowCount();
-    }
-    if (recv != null) {
-      recv.getReferenceManager().retain();
-    }
-    return new GatheredPartitions(recv, roots, own, schema, ownRank, rows);
   }
 
   /**
@@ -172,7 +199,8 @@ public final class GatheredPartitions implements AutoCloseable {
       throw new IllegalArgumentException(
           "sourceRank " + sourceRank + " is outside [0, " + roots.length + ")");
     }
-    return batch(sourceRank, sourceRank == ownRank ? own.root() : roots[sourceRank], schema);
+    LocalBlock at = local[sourceRank];
+    return batch(sourceRank, at != null ? at.root() : roots[sourceRank], schema);
   }
 
   /**
@@ -196,14 +224,9 @@ public final class GatheredPartitions implements AutoCloseable {
     return v;
   }
 
-  /** This rank. */
-  public int ownRank() {
-    return ownRank;
-  }
-
   /**
-   * Releases the rebuilt vectors and the reference to the receive buffer. The own rank's vectors
-   * belong to its {@link LocalBlock}, closed by its owner. Idempotent.
+   * Releases the rebuilt vectors and the reference to the receive buffer. The local blocks' vectors
+   * belong to their {@link LocalBlock}s, closed by their owner. Idempotent.
    */
   @Override
   public void close() {
