@@ -434,6 +434,54 @@ class NpuGatherTest {
     System.out.println("allGatherOnNpu memory, 4 ranks x 100000 rows: " + m);
   }
 
+  /**
+   * The executor's off-heap memory while later tasks read a gather of its 4 ranks, from the
+   * allocators: the gathered table once (each rank's partition, nothing received), not once per
+   * rank as when each rank gathers a copy of its own.
+   */
+  @Test
+  void theRanksOfOneExecutorHoldTheGatheredTableOnce() {
+    Dataset<Row> df =
+        spark.range(0, 400_000, 1, 4).selectExpr("id", "cast(id as double) as d", "id * 3 as x");
+    long onePerExecutor = offHeapWhileReading(df, true);
+    GatherMetrics m = NpuGather.lastMetrics();
+    long table = m.inputBytes(); // the blocks' bytes; the partitions' vectors hold some spare room
+    long partitions = m.ownPartitionBytes();
+    assertEquals(0, m.bytesReceived(), m.toString());
+    assertTrue(
+        onePerExecutor >= table && onePerExecutor <= partitions + partitions / 10,
+        "one per executor: " + onePerExecutor + " bytes for a table of " + table + "; " + m);
+    long onePerRank = offHeapWhileReading(df, false);
+    assertTrue(
+        onePerRank >= 4 * table - table / 10,
+        "one per rank: " + onePerRank + " bytes for a table of " + table);
+  }
+
+  /** The most Arrow memory of {@link GatherMemory} any reader of the gather of {@code df} saw. */
+  private static long offHeapWhileReading(Dataset<Row> df, boolean onePerExecutor) {
+    spark.conf().set("spark.npugather.output.onePerExecutor", Boolean.toString(onePerExecutor));
+    try {
+      return NpuGather.allGatherOnNpu(df)
+          .javaRDD()
+          .mapPartitions(
+              rows -> {
+                long count = 0;
+                while (rows.hasNext()) {
+                  rows.next();
+                  count++;
+                }
+                return List.of(count == 0 ? 0 : GatherMemory.allocatedBytes()).iterator();
+              })
+          .collect()
+          .stream()
+          .mapToLong(Long::longValue)
+          .max()
+          .orElseThrow();
+    } finally {
+      spark.conf().unset("spark.npugather.output.onePerExecutor");
+    }
+  }
+
   @Test
   void moreRanksThanTaskSlotsFailAtOnceWithAClearMessage() {
     Dataset<Row> df = spark.range(0, 100, 1, 6).toDF();

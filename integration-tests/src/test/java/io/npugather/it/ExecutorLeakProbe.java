@@ -96,7 +96,8 @@ final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterat
 
   /** Every executor of the cluster holds no Arrow memory and no native communicator. */
   static void assertNothingHeld(SparkCluster cluster, int executors) {
-    List<Figures> figures = awaitReleased(cluster, executors);
+    // One task per slot, so that every executor answers however many slots it has.
+    List<Figures> figures = awaitReleased(cluster, cluster.taskSlots());
     assertEquals(
         executors,
         figures.stream().map(Figures::pid).distinct().count(),

@@ -78,6 +78,7 @@ public final class SparkCluster implements AutoCloseable {
   public static final class Builder {
     private final String appName;
     private int executors = 2;
+    private int coresPerExecutor = 1;
     private Map<String, String> conf = Map.of();
     private Network network = Network.LOOPBACK;
     private IntFunction<Map<String, String>> workerConf = i -> Map.of();
@@ -92,6 +93,12 @@ public final class SparkCluster implements AutoCloseable {
     /** Workers, one executor (one core) each. Default 2. */
     public Builder executors(int executors) {
       this.executors = executors;
+      return this;
+    }
+
+    /** Task slots of each executor (its Worker's cores): ranks that share one JVM. Default 1. */
+    public Builder coresPerExecutor(int cores) {
+      this.coresPerExecutor = cores;
       return this;
     }
 
@@ -148,6 +155,7 @@ public final class SparkCluster implements AutoCloseable {
 
   private final String appName;
   private final int executors;
+  private final int coresPerExecutor;
   private final Path sparkHome;
   private final Map<Path, Path> jarsByEntry;
   private final Path logDir;
@@ -164,9 +172,15 @@ public final class SparkCluster implements AutoCloseable {
   private boolean closed;
 
   private SparkCluster(
-      String appName, int executors, Path sparkHome, Map<Path, Path> jarsByEntry, Path logDir) {
+      String appName,
+      int executors,
+      int coresPerExecutor,
+      Path sparkHome,
+      Map<Path, Path> jarsByEntry,
+      Path logDir) {
     this.appName = appName;
     this.executors = executors;
+    this.coresPerExecutor = coresPerExecutor;
     this.sparkHome = sparkHome;
     this.jarsByEntry = jarsByEntry;
     this.logDir = logDir;
@@ -199,7 +213,7 @@ public final class SparkCluster implements AutoCloseable {
       Path logDir = Path.of("target", "spark-cluster", b.appName).toAbsolutePath();
       deleteQuietly(logDir);
       Files.createDirectories(logDir);
-      cluster = new SparkCluster(b.appName, b.executors, home, jars, logDir);
+      cluster = new SparkCluster(b.appName, b.executors, b.coresPerExecutor, home, jars, logDir);
       Runtime.getRuntime().addShutdownHook(cluster.shutdownHook);
       cluster.startProcesses(b);
       if (b.driver) {
@@ -288,7 +302,7 @@ public final class SparkCluster implements AutoCloseable {
                   "--webui-port",
                   "0",
                   "--cores",
-                  "1",
+                  String.valueOf(b.coresPerExecutor),
                   "--memory",
                   "1g",
                   "--work-dir",
@@ -390,8 +404,8 @@ public final class SparkCluster implements AutoCloseable {
             .set("spark.dynamicAllocation.enabled", "false")
             .set("spark.driver.host", host)
             .set("spark.driver.bindAddress", host)
-            .set("spark.cores.max", String.valueOf(executors))
-            .set("spark.executor.cores", "1")
+            .set("spark.cores.max", String.valueOf(executors * coresPerExecutor))
+            .set("spark.executor.cores", String.valueOf(coresPerExecutor))
             .set("spark.executor.memory", "1g")
             // Short-lived JVMs on a small machine: C1 only and the serial collector start faster
             // and leave more CPU to the other JVMs.
@@ -481,6 +495,11 @@ public final class SparkCluster implements AutoCloseable {
   /** The executors (Workers) the cluster was started with. */
   public int executorCount() {
     return executors;
+  }
+
+  /** Task slots over all executors: a barrier stage of this many tasks runs on every executor. */
+  public int taskSlots() {
+    return executors * coresPerExecutor;
   }
 
   /** Executors registered with the driver now (the driver itself not counted). */

@@ -1,0 +1,127 @@
+package io.npugather.it;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.npugather.spark.GatherMetrics;
+import io.npugather.spark.NpuGather;
+import io.npugather.spark.memory.GatherMemory;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.junit.jupiter.api.AutoClose;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Order;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+
+/**
+ * Two ranks in each of two executor JVMs: the ranks of an executor gather one output together (one
+ * of them exchanges with the other executor's), so every executor holds the gathered table once,
+ * and every rank's partition still holds every row in rank order.
+ */
+@TestMethodOrder(MethodOrderer.OrderAnnotation.class)
+class RanksSharingExecutorJvmsTest {
+  @AutoClose private static SparkCluster cluster;
+
+  @BeforeAll
+  static void startCluster() {
+    cluster =
+        SparkCluster.builder("RanksSharingExecutorJvmsTest")
+            .executors(2)
+            .coresPerExecutor(2)
+            .start();
+  }
+
+  @Test
+  @Order(1)
+  void everyPartitionHoldsEveryRowInRankOrderWhenRanksShareExecutors() {
+    cluster.explainFailure(
+        () -> {
+          SparkSession spark = cluster.spark();
+          Dataset<Row> input =
+              spark.createDataFrame(
+                  JavaSparkContext.fromSparkContext(spark.sparkContext())
+                      .parallelize(GatherChecks.mixedRows(12_000, 31), 4),
+                  GatherChecks.MIXED);
+          List<List<Row>> in = GatherChecks.partitions(input);
+          Dataset<Row> g = NpuGather.allGatherOnNpu(input);
+          GatherChecks.assertRankMajorOnEveryPartition(in, GatherChecks.partitions(g));
+          // Every rank's rows crossed between the executors' leaders over shared memory.
+          assertEquals(Map.of("cma", 4L), NpuGather.lastMetrics().transports());
+          GatherChecks.assertRankMajorOnEveryPartition(in, GatherChecks.partitions(g));
+        });
+  }
+
+  @Test
+  @Order(2)
+  void everyExecutorHoldsTheGatheredTableOnce() {
+    cluster.explainFailure(
+        () -> {
+          Dataset<Row> input =
+              cluster
+                  .spark()
+                  .range(0, 1_200_000, 1, 4)
+                  .selectExpr("id", "xxhash64(id) as h", "cast(id as double) as d");
+          Map<Long, Long> shared = offHeapPerExecutor(input, true);
+          GatherMetrics m = NpuGather.lastMetrics();
+          long table = m.inputBytes();
+          long partitions = m.ownPartitionBytes(); // as allocated: vectors keep spare room
+          assertEquals(2, shared.size(), "both executors read: " + shared);
+          for (long bytes : shared.values()) {
+            assertTrue(
+                bytes >= table && bytes <= partitions + partitions / 10,
+                "one per executor: " + shared + " for a table of " + table + "; " + m);
+          }
+          Map<Long, Long> perRank = offHeapPerExecutor(input, false);
+          for (long bytes : perRank.values()) {
+            assertTrue(
+                bytes >= 2 * table - table / 10,
+                "one per rank: " + perRank + " for a table of " + table);
+          }
+        });
+  }
+
+  @Test
+  @Order(3)
+  void noSharedMemoryArrowMemoryOrCommunicatorIsLeftBehind() {
+    cluster.explainFailure(() -> GatherChecks.assertNothingLeftBehind(cluster));
+  }
+
+  /** The most Arrow memory each executor (by pid) held while its tasks read the gather. */
+  private static Map<Long, Long> offHeapPerExecutor(Dataset<Row> input, boolean onePerExecutor) {
+    SparkSession spark = cluster.spark();
+    spark.conf().set("spark.npugather.output.onePerExecutor", Boolean.toString(onePerExecutor));
+    try {
+      List<long[]> seen =
+          NpuGather.allGatherOnNpu(input)
+              .javaRDD()
+              .mapPartitions(
+                  rows -> {
+                    long count = 0;
+                    while (rows.hasNext()) {
+                      rows.next();
+                      count++;
+                    }
+                    long pid = ProcessHandle.current().pid();
+                    List<long[]> one = new ArrayList<>();
+                    one.add(new long[] {pid, count == 0 ? 0 : GatherMemory.allocatedBytes()});
+                    return one.iterator();
+                  })
+              .collect();
+      Map<Long, Long> byPid = new TreeMap<>();
+      for (long[] s : seen) {
+        byPid.merge(s[0], s[1], Math::max);
+      }
+      return byPid;
+    } finally {
+      spark.conf().unset("spark.npugather.output.onePerExecutor");
+    }
+  }
+}
