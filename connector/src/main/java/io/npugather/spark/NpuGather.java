@@ -7,9 +7,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicReference;
+import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
@@ -156,6 +158,31 @@ public final class NpuGather {
             (org.apache.spark.sql.classic.Dataset<Row>) input, wireDtype,
             (RankFunction<Object>) (RankFunction<?>) fn, options);
     return (List<T>) results;
+  }
+
+  /**
+   * The result of {@link #allGatherOnNpu} as its columnar batches, for code that reads the gathered
+   * columns whole: partition r holds one batch per source rank, in rank order, each with the int
+   * source-rank column first, then the columns over the gathered Arrow vectors, read in place.
+   * Columns of fixed-width types and arrays of them are {@link
+   * io.npugather.spark.arrow.ArrowBackedColumn}s whose bulk reads ({@code getFloats(0, n)}; of an
+   * array column's elements, all rows' at once, {@code getChild(0).getFloats(0, n)}) are one memory
+   * copy each; other columns are Spark's {@code ArrowColumnVector}s; both give their Arrow vector
+   * ({@code getValueVector()}). A batch is valid while the task that reads it runs; do not close
+   * it.
+   *
+   * @param gathered what {@code allGatherOnNpu} returned, with no operation after it
+   * @throws IllegalArgumentException if {@code gathered} is not such a result
+   */
+  public static JavaRDD<ColumnarBatch> gatheredBatches(Dataset<Row> gathered) {
+    Objects.requireNonNull(gathered, "gathered");
+    if (!(gathered.queryExecution().optimizedPlan() instanceof NpuAllGather)) {
+      throw new IllegalArgumentException(
+          "gathered must be the result of allGatherOnNpu itself, with no operation after it; its"
+              + " plan is "
+              + gathered.queryExecution().optimizedPlan().nodeName());
+    }
+    return gathered.queryExecution().executedPlan().executeColumnar().toJavaRDD();
   }
 
   /** The figures of the most recent run planned in this driver, or null before the first. */

@@ -27,6 +27,7 @@ import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -432,6 +433,60 @@ class NpuGatherTest {
     assertTrue(m.peakOffHeapBytes() <= bound, m.toString());
     assertTrue(m.peakOffHeapBytes() >= m.ownPartitionBytes() + m.bytesReceived(), m.toString());
     System.out.println("allGatherOnNpu memory, 4 ranks x 100000 rows: " + m);
+  }
+
+  @Test
+  void gatheredBatchesHandEveryRankTheGatheredColumnsWhole() {
+    Dataset<Row> df =
+        spark
+            .range(0, 4000, 1, 4)
+            .selectExpr(
+                "id", "array(cast(id as float), cast(id * 2 as float), cast(-id as float)) as e");
+    Dataset<Row> gathered = NpuGather.allGatherOnNpu(df);
+    for (int run = 0; run < 2; run++) {
+      List<String> partitions =
+          NpuGather.gatheredBatches(gathered)
+              .mapPartitionsWithIndex(
+                  (partition, batches) -> {
+                    int source = 0;
+                    long rows = 0;
+                    List<String> wrong = new ArrayList<>();
+                    while (batches.hasNext()) {
+                      ColumnarBatch b = batches.next();
+                      int n = b.numRows();
+                      long[] ids = b.column(1).getLongs(0, n);
+                      float[] e = b.column(2).getChild(0).getFloats(0, 3 * n);
+                      for (int i = 0; i < n; i++) {
+                        long id = source * 1000L + i;
+                        if (b.column(0).getInt(i) != source
+                            || ids[i] != id
+                            || e[3 * i] != id
+                            || e[3 * i + 1] != 2 * id
+                            || e[3 * i + 2] != -id
+                            || b.column(2).getArray(i).numElements() != 3) {
+                          wrong.add("source " + source + " row " + i);
+                        }
+                      }
+                      if (!(b.column(1) instanceof io.npugather.spark.arrow.ArrowBackedColumn)) {
+                        wrong.add("column 1 is a " + b.column(1).getClass().getName());
+                      }
+                      rows += n;
+                      source++;
+                    }
+                    return List.of(partition + ": " + source + " x " + rows + " " + wrong)
+                        .iterator();
+                  },
+                  false)
+              .collect();
+      assertEquals(
+          List.of("0: 4 x 4000 []", "1: 4 x 4000 []", "2: 4 x 4000 []", "3: 4 x 4000 []"),
+          partitions);
+    }
+    IllegalArgumentException notAGather =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> NpuGather.gatheredBatches(gathered.filter("id > 3")));
+    assertTrue(notAGather.getMessage().contains("allGatherOnNpu itself"), notAGather.getMessage());
   }
 
   /**

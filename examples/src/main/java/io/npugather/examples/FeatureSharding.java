@@ -6,6 +6,7 @@ import io.npugather.spark.AllGatherOptions;
 import io.npugather.spark.ClusterCheck;
 import io.npugather.spark.GatherMetrics;
 import io.npugather.spark.NpuGather;
+import io.npugather.spark.arrow.ArrowBackedColumn;
 import java.io.IOException;
 import java.io.Serializable;
 import java.nio.file.Files;
@@ -17,6 +18,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.apache.arrow.vector.complex.ListVector;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.SparkContext;
 import org.apache.spark.TaskContext;
@@ -30,6 +32,8 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.util.CollectionAccumulator;
 
 /**
@@ -324,9 +328,10 @@ public final class FeatureSharding {
             k,
             itemCount,
             spark.sparkContext().collectionAccumulator("featureSharding.ranks"));
-    JavaRDD<InternalRow> gatheredRows = gathered.queryExecution().toRdd().toJavaRDD();
+    // Every rank reads the gathered items whole, column by column, from the Arrow vectors.
+    JavaRDD<ColumnarBatch> gatheredItems = NpuGather.gatheredBatches(gathered);
     JavaRDD<InternalRow> queryRows = queryShards.queryExecution().toRdd().toJavaRDD();
-    JavaRDD<Row> recommendations = gatheredRows.zipPartitions(queryRows, scorer::score);
+    JavaRDD<Row> recommendations = gatheredItems.zipPartitions(queryRows, scorer::score);
     long start = System.nanoTime();
     spark
         .createDataFrame(recommendations, RECOMMENDATION_SCHEMA)
@@ -417,11 +422,11 @@ public final class FeatureSharding {
       this.stats = stats;
     }
 
-    Iterator<Row> score(Iterator<InternalRow> gatheredItems, Iterator<InternalRow> queries) {
+    Iterator<Row> score(Iterator<ColumnarBatch> gatheredItems, Iterator<InternalRow> queries) {
       int rank = TaskContext.getPartitionId();
       long t0 = System.nanoTime();
       FlatTable items =
-          FlatTable.load(
+          FlatTable.loadColumns(
               gatheredItems,
               itemIdOrdinal,
               itemEmbeddingOrdinal,
@@ -452,6 +457,62 @@ public final class FeatureSharding {
       this.dim = dim;
       this.ids = new long[Math.max(1, capacity)];
       this.values = new float[Math.max(1, capacity) * dim];
+    }
+
+    /**
+     * The gathered batches' rows: per batch, the ids in one copy and every embedding's values in
+     * one copy of the array column's elements, after checking that no value is null and that every
+     * embedding has {@code dim} values.
+     */
+    static FlatTable loadColumns(
+        Iterator<ColumnarBatch> batches,
+        int idOrdinal,
+        int embeddingOrdinal,
+        int dim,
+        int capacityHint,
+        String what,
+        int rank) {
+      FlatTable table = new FlatTable(dim, capacityHint);
+      while (batches.hasNext()) {
+        ColumnarBatch batch = batches.next();
+        int n = batch.numRows();
+        if (n == 0) {
+          continue;
+        }
+        ColumnVector ids = batch.column(idOrdinal);
+        ColumnVector embeddings = batch.column(embeddingOrdinal);
+        ColumnVector values = embeddings.getChild(0);
+        if (ids.hasNull() || embeddings.hasNull() || values.hasNull()) {
+          throw new IllegalArgumentException(
+              "rank " + rank + ": an " + what + " has a null id, embedding or embedding value");
+        }
+        for (int i = 0; i < n; i++) {
+          int length = embeddings.getArray(i).numElements();
+          if (length != dim) {
+            throw new IllegalArgumentException(
+                "rank "
+                    + rank
+                    + ": "
+                    + what
+                    + " "
+                    + ids.getLong(i)
+                    + " has "
+                    + length
+                    + " dims, the first item "
+                    + dim);
+          }
+        }
+        while (table.ids.length - table.rows < n) {
+          table.grow();
+        }
+        ListVector list = (ListVector) ((ArrowBackedColumn) embeddings).getValueVector();
+        int first = list.getOffsetBuffer().getInt(0);
+        System.arraycopy(ids.getLongs(0, n), 0, table.ids, table.rows, n);
+        System.arraycopy(
+            values.getFloats(first, n * dim), 0, table.values, table.rows * dim, n * dim);
+        table.rows += n;
+      }
+      return table;
     }
 
     static FlatTable load(

@@ -12,7 +12,8 @@ import org.apache.spark.sql.catalyst.InternalRow;
  */
 interface GatherMethod {
   /** The names {@code --methods} accepts, in the table's order. */
-  List<String> NAMES = List.of("npu", "broadcast", "barrier-strings", "shuffle", "floor");
+  List<String> NAMES =
+      List.of("npu", "npu-per-rank", "broadcast", "barrier-strings", "shuffle", "floor");
 
   String name();
 
@@ -29,7 +30,9 @@ interface GatherMethod {
   static GatherMethod named(String name) {
     switch (name.trim().toLowerCase(Locale.ROOT)) {
       case "npu":
-        return new NpuMethod();
+        return new NpuMethod(true);
+      case "npu-per-rank":
+        return new NpuMethod(false);
       case "broadcast":
         return new BroadcastMethod();
       case "barrier-strings":

@@ -235,8 +235,16 @@ public final class FixedWidthArrowColumn extends ColumnVector implements ArrowBa
     throw new UnsupportedOperationException(type.simpleString() + " column has no binary values");
   }
 
+  /**
+   * An array column's elements, all rows' one after another (child 0, as Spark's Arrow column has
+   * it): {@code getChild(0).getFloats(0, n)} copies n elements at once.
+   */
   @Override
   public ColumnVector getChild(int ordinal) {
-    throw new UnsupportedOperationException(type.simpleString() + " column has no children");
+    if (elements == null || ordinal != 0) {
+      throw new UnsupportedOperationException(
+          type.simpleString() + " column has no child " + ordinal);
+    }
+    return elements;
   }
 }
