@@ -161,6 +161,25 @@ public final class NpuGather {
   }
 
   /**
+   * {@code df} marked as the build side of the joins it takes part in: it is all-gathered onto
+   * every executor (one rank per task slot), built there once per executor and joined with the
+   * other side where that lies, never passing through the driver — as the hint {@code ALLGATHER}
+   * does with the SQL extension ({@code SELECT /*+ ALLGATHER(items) *}{@code / ...}, {@code
+   * df.hint("allgather")}). Spark's hash join for equi-joins (null-safe keys included), its
+   * nested-loop join otherwise; inner joins, left outer, semi and anti joins with {@code df} on the
+   * right, right outer joins with {@code df} on the left. Elsewhere the mark changes nothing.
+   */
+  public static Dataset<Row> broadcastOnExecutors(Dataset<Row> df) {
+    Objects.requireNonNull(df, "df");
+    org.apache.spark.sql.classic.Dataset<Row> classic =
+        (org.apache.spark.sql.classic.Dataset<Row>) df;
+    NpuGatherPlanning.install(classic.sparkSession());
+    return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(
+        classic.sparkSession(),
+        AllGatherJoinHint.over(classic.logicalPlan(), classic.sparkSession().sparkContext()));
+  }
+
+  /**
    * The result of {@link #allGatherOnNpu} as its columnar batches, for code that reads the gathered
    * columns whole: partition r holds one batch per source rank, in rank order, each with the int
    * source-rank column first, then the columns over the gathered Arrow vectors, read in place.

@@ -6,7 +6,7 @@ import scala.jdk.CollectionConverters._
 import io.npugather.spark.arrow.read.{GatheredPartitions, GatheredRows}
 import io.npugather.spark.arrow.write.PartitionWriter
 import io.npugather.spark.output.{GatheredOutput, GatheredOutputs, GatheredRDD}
-import org.apache.spark.Partitioner
+import org.apache.spark.{Partitioner, ShuffleDependency}
 import org.apache.spark.npugather.CallSites
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
@@ -104,6 +104,23 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
 
   override protected def doExecuteColumnar(): RDD[ColumnarBatch] = gathered
 
+  /** Where this node's gather keeps its outputs, for code that runs the gather alone and reads the
+    * outputs in the executors that hold them (an executor-side build side); None when the input has
+    * no partitions (nothing is gathered).
+    */
+  def gatheredOutputs: Option[GatheredOutputsHandle] = gathered match {
+    case g: GatheredRDD =>
+      Some(
+        GatheredOutputsHandle(
+          g.dependencies.head.asInstanceOf[ShuffleDependency[_, _, _]],
+          g.barrierRddId,
+          g.getNumPartitions,
+          g
+        )
+      )
+    case _ => None
+  }
+
   override protected def doExecute(): RDD[InternalRow] = {
     val outputSchema = schema
     val inputSchema = child.schema
@@ -187,6 +204,19 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
     copy(child =
       NpuAllGatherExec.columnarSource(NpuAllGatherExec.withoutPlaceholder(sourceRank, newChild))
     )
+}
+
+/** A gather's outputs: the barrier stage's map side (`dependency`; running it keeps every rank's
+  * output in its executor), the barrier RDD whose blocks hold them, and the reader RDD, which keeps
+  * them until it is unreachable on the driver unless a job that reads it ends first.
+  */
+case class GatheredOutputsHandle(
+    dependency: ShuffleDependency[_, _, _],
+    barrierRddId: Int,
+    rankSize: Int,
+    readerRdd: RDD[ColumnarBatch]
+) {
+  def shuffleId: Int = dependency.shuffleId
 }
 
 /** The input of a gather, by the form the child offers it in. */

@@ -2,12 +2,16 @@ package io.npugather.spark
 
 import org.apache.spark.npugather.NpuGatherSqlConf
 import org.apache.spark.sql.SparkSessionExtensions
+import org.apache.spark.sql.execution.joins.npugather.{
+  AllGatherJoinStrategy,
+  PullUpAllGatherJoinHint
+}
 
 /** The connector as a Spark SQL extension, for `spark-defaults.conf` or `--conf`:
   * `spark.sql.extensions=io.npugather.spark.NpuGatherExtensions`. Every session of the application
-  * then plans `allGatherOnNpu` from its start and lists the `spark.npugather.*` settings in
-  * `SET -v`; on the driver it records the ranks' exceptions ([[TaskFailures]]). Without it, the
-  * first `allGatherOnNpu` of a session does the same.
+  * then plans `allGatherOnNpu` and joins with the `ALLGATHER` hint from its start and lists the
+  * `spark.npugather.*` settings in `SET -v`; on the driver it records the ranks' exceptions
+  * ([[TaskFailures]]). Without it, the first `allGatherOnNpu` of a session does the same.
   */
 class NpuGatherExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
@@ -16,5 +20,8 @@ class NpuGatherExtensions extends (SparkSessionExtensions => Unit) {
       NpuGatherPlanning.installDriverSide(session.sparkContext)
       NpuAllGatherStrategy
     }
+    extensions.injectHintResolutionRule(session => new ResolveAllGatherHint(session.sparkContext))
+    extensions.injectOptimizerRule(_ => PullUpAllGatherJoinHint)
+    extensions.injectPlannerStrategy(_ => AllGatherJoinStrategy)
   }
 }

@@ -8,6 +8,10 @@ import org.apache.spark.npugather.NpuGatherSqlConf
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.catalyst.expressions.{Alias, Literal}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
+import org.apache.spark.sql.execution.joins.npugather.{
+  AllGatherJoinStrategy,
+  PullUpAllGatherJoinHint
+}
 
 /** Builds the allGatherOnNpu logical plan and teaches the session to plan it. */
 object NpuGatherPlanning extends Logging {
@@ -27,9 +31,15 @@ object NpuGatherPlanning extends Logging {
     */
   def install(session: SparkSession): Unit = session.synchronized {
     installDriverSide(session.sparkContext)
-    if (!session.sessionState.planner.strategies.contains(NpuAllGatherStrategy)) {
-      session.experimental.extraStrategies =
-        session.experimental.extraStrategies :+ NpuAllGatherStrategy
+    val planned = session.sessionState.planner.strategies
+    for (
+      strategy <- Seq(NpuAllGatherStrategy, AllGatherJoinStrategy) if !planned.contains(strategy)
+    ) {
+      session.experimental.extraStrategies = session.experimental.extraStrategies :+ strategy
+    }
+    if (!session.experimental.extraOptimizations.contains(PullUpAllGatherJoinHint)) {
+      session.experimental.extraOptimizations =
+        session.experimental.extraOptimizations :+ PullUpAllGatherJoinHint
     }
   }
 

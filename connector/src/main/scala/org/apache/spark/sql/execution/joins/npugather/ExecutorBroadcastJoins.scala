@@ -1,0 +1,374 @@
+package org.apache.spark.sql.execution.joins.npugather
+
+import java.util.concurrent.ConcurrentHashMap
+
+import scala.jdk.CollectionConverters._
+import scala.reflect.ClassTag
+
+import io.npugather.spark.{
+  AllGatherJoinHint,
+  AllGatherOptions,
+  GatheredOutputsHandle,
+  NpuAllGatherExec
+}
+import io.npugather.spark.output.GatheredOutputReader
+import org.apache.spark.{SparkEnv, TaskContext}
+import org.apache.spark.broadcast.Broadcast
+import org.apache.spark.rdd.RDD
+import org.apache.spark.shuffle.FetchFailedException
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{
+  Attribute,
+  AttributeReference,
+  BindReferences,
+  BoundReference,
+  UnsafeProjection
+}
+import org.apache.spark.sql.catalyst.expressions.{Expression, Literal, UnaryExpression}
+import org.apache.spark.sql.catalyst.expressions.codegen.{CodegenContext, CodegenFallback}
+import org.apache.spark.sql.catalyst.optimizer.{
+  BuildLeft,
+  BuildRight,
+  BuildSide,
+  JoinSelectionHelper
+}
+import org.apache.spark.sql.catalyst.planning.ExtractEquiJoinKeys
+import org.apache.spark.sql.catalyst.plans.JoinType
+import org.apache.spark.sql.catalyst.plans.logical.{Filter, Join, LogicalPlan, Project}
+import org.apache.spark.sql.catalyst.plans.physical.{
+  BroadcastMode,
+  BroadcastPartitioning,
+  IdentityBroadcastMode,
+  Partitioning
+}
+import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.classic.SparkSession
+import org.apache.spark.sql.execution.{SparkPlan, SparkStrategy, UnaryExecNode}
+import org.apache.spark.sql.execution.joins.{
+  BroadcastNestedLoopJoinExec,
+  HashedRelation,
+  HashedRelationBroadcastMode,
+  HashedRelationInfo,
+  HashJoin
+}
+import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
+import org.apache.spark.sql.types.{DataType, IntegerType}
+import org.apache.spark.storage.RDDBlockId
+
+/** Plans joins whose build side carries the `ALLGATHER` hint ([[AllGatherJoinHint]]): the build
+  * side is all-gathered onto every executor ([[ExecutorBuildExec]]), built there once per executor
+  * and joined with the stream side where it lies — Spark's hash join
+  * ([[ExecutorBroadcastHashJoinExec]]) for equi-joins, Spark's nested-loop join over the gathered
+  * rows otherwise. A hint the planner cannot honour (a full outer join, a build side Spark does not
+  * build for that join type) leaves the join to Spark's own strategies, with a warning.
+  */
+object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
+  override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
+    case ExtractEquiJoinKeys(joinType, leftKeys, rightKeys, otherCondition, _, left, right, _)
+        if buildSide(joinType, left, right).isDefined =>
+      val side = buildSide(joinType, left, right).get
+      val (buildKeys, marker) = side match {
+        case BuildRight => (rightKeys, right.asInstanceOf[AllGatherJoinHint])
+        case BuildLeft  => (leftKeys, left.asInstanceOf[AllGatherJoinHint])
+      }
+      val boundKeys =
+        BindReferences.bindReferences(HashJoin.rewriteKeyExpr(buildKeys), marker.output)
+      val build = ExecutorBuildExec(HashedRelationBroadcastMode(boundKeys), gather(marker))
+      val (l, r) = sides(side, build, left, right)
+      val (normalizedLeft, normalizedRight) = HashJoin.normalizeJoinKeys(leftKeys, rightKeys)
+      ExecutorBroadcastHashJoinExec(
+        normalizedLeft,
+        normalizedRight,
+        joinType,
+        side,
+        otherCondition,
+        l,
+        r
+      ) :: Nil
+
+    case Join(left, right, joinType, condition, _) if buildSide(joinType, left, right).isDefined =>
+      val side = buildSide(joinType, left, right).get
+      val marker = (if (side == BuildRight) right else left).asInstanceOf[AllGatherJoinHint]
+      val build = ExecutorBuildExec(IdentityBroadcastMode, gather(marker))
+      val (l, r) = sides(side, build, left, right)
+      val onExecutors = ExecutorSideCondition(condition.getOrElse(Literal.TrueLiteral))
+      BroadcastNestedLoopJoinExec(l, r, side, joinType, Some(onExecutors)) :: Nil
+
+    case j: Join
+        if j.left.isInstanceOf[AllGatherJoinHint] || j.right.isInstanceOf[AllGatherJoinHint] =>
+      logWarning(
+        s"ALLGATHER hint not honoured: a ${j.joinType} join cannot build the hinted side; " +
+          "Spark plans the join"
+      )
+      Nil
+
+    case AllGatherJoinHint(child) => planLater(child) :: Nil
+
+    case _ => Nil
+  }
+
+  private def buildSide(joinType: JoinType, left: LogicalPlan, right: LogicalPlan) =
+    if (right.isInstanceOf[AllGatherJoinHint] && canBuildBroadcastRight(joinType)) Some(BuildRight)
+    else if (left.isInstanceOf[AllGatherJoinHint] && canBuildBroadcastLeft(joinType))
+      Some(BuildLeft)
+    else None
+
+  private def sides(
+      side: BuildSide,
+      build: SparkPlan,
+      left: LogicalPlan,
+      right: LogicalPlan
+  ): (SparkPlan, SparkPlan) = side match {
+    case BuildRight => (planLater(left), build)
+    case BuildLeft  => (build, planLater(right))
+  }
+
+  /** The gather of the hinted side, with the session's options. */
+  private def gather(marker: AllGatherJoinHint): NpuAllGatherExec = {
+    val session = SparkSession.active
+    val options = AllGatherOptions.fromConf(session.conf.getAll.asJava)
+    val sourceRank = AttributeReference(options.sourceRankColumn, IntegerType, nullable = false)()
+    NpuAllGatherExec(sourceRank, options, planLater(marker.child))
+  }
+}
+
+/** A nested-loop join's condition when its build side is an [[ExecutorBuildExec]]: the same
+  * predicate, which keeps the join out of whole-stage code generation (Spark's generated join code
+  * reads the build rows on the driver to plan itself; its row-by-row path reads them in the tasks).
+  */
+case class ExecutorSideCondition(child: Expression) extends UnaryExpression with CodegenFallback {
+  override def dataType: DataType = child.dataType
+
+  override def eval(input: InternalRow): Any = child.eval(input)
+
+  override def prettyName: String = "built_on_executors"
+
+  override protected def withNewChildInternal(newChild: Expression): ExecutorSideCondition =
+    copy(child = newChild)
+}
+
+/** Keeps the `ALLGATHER` mark right under its join: a projection or a deterministic filter the
+  * optimizer puts between them (column pruning, predicates pushed into the build side) moves under
+  * the mark.
+  */
+object PullUpAllGatherJoinHint extends Rule[LogicalPlan] {
+  override def apply(plan: LogicalPlan): LogicalPlan = plan.transformUp {
+    case Project(list, AllGatherJoinHint(child)) => AllGatherJoinHint(Project(list, child))
+    case Filter(condition, AllGatherJoinHint(child)) if condition.deterministic =>
+      AllGatherJoinHint(Filter(condition, child))
+  }
+}
+
+/** The build side of an executor-side broadcast: `child` (an [[NpuAllGatherExec]]) gathers it onto
+  * every executor; [[doExecuteBroadcast]] runs that gather alone and returns an
+  * [[ExecutorRelation]], whose value each executor builds once, from its own gathered output, when
+  * a task first asks for it. Nothing passes through the driver.
+  */
+case class ExecutorBuildExec(mode: BroadcastMode, child: SparkPlan) extends UnaryExecNode {
+
+  private def gatherNode: NpuAllGatherExec = child.collectFirst { case g: NpuAllGatherExec =>
+    g
+  }.get
+
+  override def output: Seq[Attribute] = child.output.drop(1) // the rows, without the source rank
+
+  override def outputPartitioning: Partitioning = BroadcastPartitioning(mode)
+
+  override lazy val metrics: Map[String, SQLMetric] = Map(
+    "buildTime" -> SQLMetrics.createTimingMetric(sparkContext, "time to build (all executors)"),
+    "executorsBuilt" -> SQLMetrics.createMetric(sparkContext, "executors that built"),
+    "rowsBuilt" -> SQLMetrics.createMetric(sparkContext, "rows built (all executors)")
+  )
+
+  @transient private lazy val relation: ExecutorRelation[AnyRef] = {
+    val handle = gatherNode.gatheredOutputs
+    handle.foreach { h =>
+      // The barrier stage alone: every rank's output stays in its executor.
+      sparkContext.submitMapStage(h.dependency).get()
+    }
+    new ExecutorRelation[AnyRef](
+      ExecutorRelation.nextId(),
+      handle,
+      mode,
+      output,
+      metrics("buildTime"),
+      metrics("executorsBuilt"),
+      metrics("rowsBuilt")
+    )
+  }
+
+  override protected def doExecute(): RDD[InternalRow] =
+    throw new UnsupportedOperationException(
+      s"$nodeName is the build side of a join and is read through executeBroadcast"
+    )
+
+  override protected[sql] def doExecuteBroadcast[T](): Broadcast[T] =
+    relation.asInstanceOf[Broadcast[T]]
+
+  override def simpleString(maxFields: Int): String = s"$nodeName $mode"
+
+  override protected def withNewChildInternal(newChild: SparkPlan): ExecutorBuildExec =
+    copy(child = newChild)
+}
+
+/** The value of an executor-side broadcast: on the driver only the gather's whereabouts (and a
+  * reference that keeps its outputs); in an executor, the relation that `mode` makes of the
+  * executor's gathered rows, built by the first task that asks and shared by the others.
+  */
+class ExecutorRelation[T: ClassTag](
+    id: Long,
+    @transient private val handle: Option[GatheredOutputsHandle],
+    mode: BroadcastMode,
+    buildOutput: Seq[Attribute],
+    buildTime: SQLMetric,
+    executorsBuilt: SQLMetric,
+    rowsBuilt: SQLMetric
+) extends Broadcast[T](id) {
+  private val barrierRddId = handle.map(_.barrierRddId).getOrElse(-1)
+  private val shuffleId = handle.map(_.shuffleId).getOrElse(-1)
+  private val rankSize = handle.map(_.rankSize).getOrElse(0)
+
+  override protected def getValue(): T =
+    ExecutorRelation
+      .getOrBuild((barrierRddId, shuffleId, mode.canonicalized), build())
+      .asInstanceOf[T]
+
+  private def build(): AnyRef = {
+    val start = System.nanoTime()
+    val context = TaskContext.get()
+    if (context == null) {
+      throw new IllegalStateException(
+        "the value of an ALLGATHER build side is built in an executor's task, not on the driver"
+      )
+    }
+    var rows = 0L
+    val projected: Iterator[InternalRow] =
+      if (rankSize == 0) Iterator.empty
+      else {
+        val output =
+          try {
+            GatheredOutputReader.open(
+              barrierRddId,
+              shuffleId,
+              rankSize,
+              context.partitionId() % rankSize,
+              context
+            )
+          } catch {
+            case e: FetchFailedException =>
+              throw new IllegalStateException(
+                s"executor ${SparkEnv.get.executorId} holds no rank of the ALLGATHER build side " +
+                  s"($rankSize ranks): every executor must run one, which needs one free task " +
+                  "slot per rank on every executor while the gather runs",
+                e
+              )
+          }
+        val project = UnsafeProjection.create(buildOutput.zipWithIndex.map { case (a, i) =>
+          BoundReference(i + 1, a.dataType, a.nullable)
+        })
+        val copy = mode == IdentityBroadcastMode // kept as they are; the hashed modes copy
+        output.batches().asScala.flatMap(_.rowIterator().asScala).map { row =>
+          rows += 1
+          val p = project(row)
+          if (copy) p.copy() else p
+        }
+      }
+    val relation = mode.transform(projected, None).asInstanceOf[AnyRef]
+    buildTime.add((System.nanoTime() - start) / 1000000L)
+    executorsBuilt.add(1)
+    rowsBuilt.add(rows)
+    relation
+  }
+
+  override protected def doUnpersist(blocking: Boolean): Unit = ()
+
+  override protected def doDestroy(blocking: Boolean): Unit = ()
+
+  override def toString: String = s"ExecutorRelation($id, gather of rdd $barrierRddId)"
+}
+
+object ExecutorRelation {
+  private val ids = new java.util.concurrent.atomic.AtomicLong(Long.MinValue / 2)
+
+  /** Ids of their own, far from Spark's broadcasts'. */
+  def nextId(): Long = ids.incrementAndGet()
+
+  private final class Slot { var value: AnyRef = _ }
+
+  /** This executor's relations, by the gather they are built of; dropped once its output is. */
+  private val slots = new ConcurrentHashMap[(Int, Int, BroadcastMode), Slot]()
+
+  private def getOrBuild(key: (Int, Int, BroadcastMode), build: => AnyRef): AnyRef = {
+    forgetReleased()
+    val slot = slots.computeIfAbsent(key, _ => new Slot)
+    slot.synchronized {
+      if (slot.value == null) {
+        slot.value = build
+      }
+      slot.value
+    }
+  }
+
+  /** Relations whose gathered output this executor no longer holds. */
+  private def forgetReleased(): Unit = {
+    val env = SparkEnv.get
+    if (env == null) return
+    val held = env.blockManager
+      .getMatchingBlockIds {
+        case RDDBlockId(_, _) => true
+        case _                => false
+      }
+      .collect { case RDDBlockId(rdd, _) => rdd }
+      .toSet
+    slots.entrySet().removeIf { e =>
+      e.getKey._1 >= 0 && !held.contains(e.getKey._1) && e.getValue.synchronized(
+        e.getValue.value != null
+      )
+    }
+  }
+
+  /** Relations this executor holds (tests). */
+  def builtCount: Int = slots.size
+}
+
+/** Spark's hash join over an [[ExecutorBuildExec]]: the stream side's tasks read the relation their
+  * executor built, with Spark's own semantics for every join type the build side allows.
+  */
+case class ExecutorBroadcastHashJoinExec(
+    leftKeys: Seq[org.apache.spark.sql.catalyst.expressions.Expression],
+    rightKeys: Seq[org.apache.spark.sql.catalyst.expressions.Expression],
+    joinType: JoinType,
+    buildSide: BuildSide,
+    condition: Option[org.apache.spark.sql.catalyst.expressions.Expression],
+    left: SparkPlan,
+    right: SparkPlan
+) extends HashJoin {
+
+  override lazy val metrics: Map[String, SQLMetric] = Map(
+    "numOutputRows" -> SQLMetrics.createMetric(sparkContext, "number of output rows")
+  )
+
+  /** The relation is an executor's; generated code would read it on the driver to plan itself. */
+  override def supportCodegen: Boolean = false
+
+  override def inputRDDs(): Seq[RDD[InternalRow]] =
+    throw new UnsupportedOperationException(s"$nodeName generates no code")
+
+  override protected def prepareRelation(ctx: CodegenContext): HashedRelationInfo =
+    throw new UnsupportedOperationException(s"$nodeName generates no code")
+
+  override protected def doExecute(): RDD[InternalRow] = {
+    val numOutputRows = longMetric("numOutputRows")
+    val relation = buildPlan.executeBroadcast[HashedRelation]()
+    streamedPlan.execute().mapPartitions { streamedIter =>
+      val hashed = relation.value.asReadOnlyCopy()
+      TaskContext.get().taskMetrics().incPeakExecutionMemory(hashed.estimatedSize)
+      join(streamedIter, hashed, numOutputRows)
+    }
+  }
+
+  override protected def withNewChildrenInternal(
+      newLeft: SparkPlan,
+      newRight: SparkPlan
+  ): ExecutorBroadcastHashJoinExec = copy(left = newLeft, right = newRight)
+}
