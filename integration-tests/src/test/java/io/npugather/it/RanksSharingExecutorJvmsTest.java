@@ -90,6 +90,44 @@ class RanksSharingExecutorJvmsTest {
 
   @Test
   @Order(3)
+  void aJoinBuildsItsAllGatherSideOnEveryExecutorAndAnswersAsSpark() {
+    cluster.explainFailure(
+        () -> {
+          SparkSession spark = cluster.spark();
+          Dataset<Row> stream =
+              spark
+                  .range(0, 20_000, 1, 4)
+                  .selectExpr("IF(id % 19 = 0, NULL, CAST(id % 997 AS INT)) AS k", "id AS v");
+          Dataset<Row> build =
+              spark
+                  .range(0, 3_000, 1, 3)
+                  .selectExpr("IF(id % 23 = 0, NULL, CAST(id % 1200 AS INT)) AS rk", "id * 2 AS w");
+          for (String type : List.of("inner", "left_outer", "left_anti")) {
+            Dataset<Row> joined =
+                stream.join(
+                    NpuGather.broadcastOnExecutors(build),
+                    stream.col("k").equalTo(build.col("rk")),
+                    type);
+            String plan =
+                joined
+                    .queryExecution()
+                    .explainString(org.apache.spark.sql.execution.ExplainMode.fromString("simple"));
+            assertTrue(plan.contains("ExecutorBuild"), plan);
+            Dataset<Row> spark_ =
+                stream.join(build, stream.col("k").equalTo(build.col("rk")), type);
+            assertEquals(digest(spark_), digest(joined), type);
+          }
+        });
+  }
+
+  /** Count and an order-free sum of row hashes: equal for equal multisets of rows. */
+  private static List<Object> digest(Dataset<Row> df) {
+    Row r = df.selectExpr("count(*)", "sum(CAST(hash(*) AS BIGINT))").first();
+    return List.of(r.get(0), r.get(1) == null ? 0L : r.get(1));
+  }
+
+  @Test
+  @Order(4)
   void noSharedMemoryArrowMemoryOrCommunicatorIsLeftBehind() {
     cluster.explainFailure(() -> GatherChecks.assertNothingLeftBehind(cluster));
   }
