@@ -12,6 +12,8 @@
 - :func:`all_gather_on_npu` / ``df.allGatherOnNpu(**options)``: the gather (importing this
   package adds the method to ``pyspark.sql.DataFrame``; set ``NPUGATHER_DATAFRAME_METHOD=0``
   before the import to leave DataFrame alone, or call :func:`remove_dataframe_method`).
+- :func:`broadcast_on_executors` / ``df.hint("allgather")``: a join's build side all-gathered
+  onto every executor instead of Spark's broadcast through the driver.
 - :func:`configure` / :func:`jars`: the connector's jars for a session being built.
 - :func:`gathered_tensor` / :func:`gathered_matrix`: a gathered partition as one NumPy array
   inside ``mapInArrow``.
@@ -23,6 +25,7 @@ from npugather._version import __version__
 from npugather.dataframe import (
     add_dataframe_method,
     all_gather_on_npu,
+    broadcast_on_executors,
     dataframe_method_wanted,
     remove_dataframe_method,
 )
@@ -37,6 +40,7 @@ __all__ = [
     "__version__",
     "add_dataframe_method",
     "all_gather_on_npu",
+    "broadcast_on_executors",
     "configure",
     "gathered_matrix",
     "gathered_tensor",

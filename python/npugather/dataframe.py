@@ -117,6 +117,32 @@ def all_gather_on_npu(
     return DataFrame(gathered, session)
 
 
+def broadcast_on_executors(df: DataFrame) -> DataFrame:
+    """``df`` marked as the build side of the joins it takes part in: all-gathered onto every
+    executor, built there once per executor and joined with the other side where that lies, never
+    passing through the driver — what ``df.hint("allgather")`` and ``/*+ ALLGATHER(t) */`` do in a
+    session built with :func:`npugather.configure`.
+
+    Raises:
+        TypeError: ``df`` is not a classic (py4j) DataFrame.
+        npugather.ConnectorNotFoundError: the connector is not on the session's classpath.
+    """
+    if not isinstance(df, DataFrame):
+        raise _options.wrong_type("df", df, "a pyspark.sql.DataFrame")
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        raise TypeError("broadcast_on_executors needs a classic Spark session (py4j): Spark"
+                        " Connect DataFrames are not supported")
+    session = df.sparkSession
+    jvm = session._jvm
+    if not connector_loaded(jvm):
+        raise ConnectorNotFoundError(
+            "the NpuGather connector is not on this session's classpath: build the session"
+            " with npugather.configure(SparkSession.builder)", java_class="")
+    entry = getattr(jvm, "io.npugather.spark.NpuGather")
+    return DataFrame(entry.broadcastOnExecutors(jdf), session)
+
+
 def _check_rank_root(jvm: Any, session: Any, jdf: Any, jvm_options: Any) -> None:
     """rank_root < rank_size, with the session's defaults applied: the JVM checks it only when
     the job starts."""
