@@ -9,8 +9,8 @@ import org.apache.spark.sql.Row;
 
 /**
  * {@code allGatherOnNpu} with backend {@code host}; every output partition is read as Spark reads
- * it downstream (its columnar batches turned into rows), the id after the source rank. {@code
- * npu}: one output per executor, as by default; {@code npu-per-rank}: a copy per rank ({@code
+ * it downstream (its columnar batches turned into rows), the id after the source rank. {@code npu}:
+ * one output per executor, as by default; {@code npu-per-rank}: a copy per rank ({@code
  * spark.npugather.output.onePerExecutor=false}).
  */
 final class NpuMethod implements GatherMethod {

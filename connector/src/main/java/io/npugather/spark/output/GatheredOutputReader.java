@@ -31,6 +31,27 @@ import scala.collection.Seq;
 public final class GatheredOutputReader {
   private GatheredOutputReader() {}
 
+  /**
+   * Any rank's output of barrier RDD {@code barrierRddId} that this executor keeps, read-locked
+   * until {@code context} ends, or null when it keeps none. Reads only this executor's blocks: for
+   * readers outside the gather's shuffle (an executor-side build side), where a fetch failure would
+   * name a shuffle their stage does not depend on.
+   */
+  public static GatheredOutput openAnyLocal(int barrierRddId, int rankSize, TaskContext context) {
+    BlockManager blocks = SparkEnv.get().blockManager();
+    for (int rank = 0; rank < rankSize; rank++) {
+      RDDBlockId id = GatheredOutputWriter.blockId(barrierRddId, rank);
+      Option<BlockResult> block = blocks.getLocalValues(id);
+      if (block.isDefined()) {
+        GatheredOutput output = (GatheredOutput) block.get().data().next();
+        TaskCompletionListener release = ctx -> blocks.releaseLock(id, Option.empty());
+        context.addTaskCompletionListener(release);
+        return output;
+      }
+    }
+    return null;
+  }
+
   /** Reader partition {@code partition}'s output, read-locked until {@code context} ends. */
   public static GatheredOutput open(
       int barrierRddId, int shuffleId, int rankSize, int partition, TaskContext context)

@@ -15,7 +15,6 @@ import io.npugather.spark.output.GatheredOutputReader
 import org.apache.spark.{SparkEnv, TaskContext}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
-import org.apache.spark.shuffle.FetchFailedException
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{
   Attribute,
@@ -245,24 +244,14 @@ class ExecutorRelation[T: ClassTag](
     val projected: Iterator[InternalRow] =
       if (rankSize == 0) Iterator.empty
       else {
-        val output =
-          try {
-            GatheredOutputReader.open(
-              barrierRddId,
-              shuffleId,
-              rankSize,
-              context.partitionId() % rankSize,
-              context
-            )
-          } catch {
-            case e: FetchFailedException =>
-              throw new IllegalStateException(
-                s"executor ${SparkEnv.get.executorId} holds no rank of the ALLGATHER build side " +
-                  s"($rankSize ranks): every executor must run one, which needs one free task " +
-                  "slot per rank on every executor while the gather runs",
-                e
-              )
-          }
+        val output = GatheredOutputReader.openAnyLocal(barrierRddId, rankSize, context)
+        if (output == null) {
+          throw new IllegalStateException(
+            s"executor ${SparkEnv.get.executorId} holds no rank of the ALLGATHER build side " +
+              s"($rankSize ranks): every executor must run one, which needs one free task " +
+              "slot per rank on every executor while the gather runs"
+          )
+        }
         val project = UnsafeProjection.create(buildOutput.zipWithIndex.map { case (a, i) =>
           BoundReference(i + 1, a.dataType, a.nullable)
         })
