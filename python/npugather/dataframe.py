@@ -89,17 +89,7 @@ def all_gather_on_npu(
     if not isinstance(df, DataFrame):
         raise _options.wrong_type("df", df, "a pyspark.sql.DataFrame")
     entries = _options.to_jvm(options, df.columns)
-    jdf = getattr(df, "_jdf", None)
-    if jdf is None:
-        raise TypeError("all_gather_on_npu needs a classic Spark session (py4j): Spark Connect"
-                        " DataFrames are not supported")
-    session = df.sparkSession
-    jvm = session._jvm
-    if not connector_loaded(jvm):
-        raise ConnectorNotFoundError(
-            "the NpuGather connector is not on this session's classpath: build the session"
-            " with npugather.configure(SparkSession.builder) (or pass the jars of"
-            " `python -m npugather jars` to --jars)", java_class="")
+    jdf, session, jvm = _classic(df, "all_gather_on_npu")
     jvm_options = jvm.java.util.LinkedHashMap()
     for key, value in entries.items():
         jvm_options.put(key, value)
@@ -129,18 +119,25 @@ def broadcast_on_executors(df: DataFrame) -> DataFrame:
     """
     if not isinstance(df, DataFrame):
         raise _options.wrong_type("df", df, "a pyspark.sql.DataFrame")
+    jdf, session, jvm = _classic(df, "broadcast_on_executors")
+    entry = getattr(jvm, "io.npugather.spark.NpuGather")
+    return DataFrame(entry.broadcastOnExecutors(jdf), session)
+
+
+def _classic(df: DataFrame, function: str) -> tuple[Any, Any, Any]:
+    """The JVM DataFrame, session and JVM of ``df``, once the connector is found there."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
-        raise TypeError("broadcast_on_executors needs a classic Spark session (py4j): Spark"
-                        " Connect DataFrames are not supported")
+        raise TypeError(f"{function} needs a classic Spark session (py4j): Spark Connect"
+                        " DataFrames are not supported")
     session = df.sparkSession
     jvm = session._jvm
     if not connector_loaded(jvm):
         raise ConnectorNotFoundError(
             "the NpuGather connector is not on this session's classpath: build the session"
-            " with npugather.configure(SparkSession.builder)", java_class="")
-    entry = getattr(jvm, "io.npugather.spark.NpuGather")
-    return DataFrame(entry.broadcastOnExecutors(jdf), session)
+            " with npugather.configure(SparkSession.builder) (or pass the jars of"
+            " `python -m npugather jars` to --jars)", java_class="")
+    return jdf, session, jvm
 
 
 def _check_rank_root(jvm: Any, session: Any, jdf: Any, jvm_options: Any) -> None:
