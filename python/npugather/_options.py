@@ -9,6 +9,7 @@ applies, else the JVM's default.
 from __future__ import annotations
 
 import datetime
+import math
 import numbers
 import re
 from dataclasses import dataclass
@@ -17,9 +18,13 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 # io.npugather.Backend.names(), in its order (a test compares them).
 BACKENDS = ("hccl", "lccl", "host")
 HOST_TRANSPORTS = ("auto", "tcp", "staging")
-# AllGatherParam.MAX_COMM_DOMAIN_LENGTH minus the run suffix the driver appends.
+# AllGatherParam.MAX_COMM_DOMAIN_LENGTH minus the run suffix the driver appends, in UTF-8 bytes.
 MAX_COMM_DOMAIN_LENGTH = 128 - 32
-_INT_MAX = 2**31 - 1
+# AllGatherParam.MAX_RANK_SIZE: the most ranks of one communicator.
+MAX_RANK_SIZE = 65536
+# CommunicatorOptions.MAX_TIMEOUT: the longest timeout, 30 days.
+MAX_TIMEOUT = datetime.timedelta(days=30)
+_MAX_TIMEOUT_MILLIS = MAX_TIMEOUT // datetime.timedelta(milliseconds=1)
 
 # Spark's time strings (JavaUtils.timeStringAsMs): an integer and an optional unit, ms if none.
 _DURATION = re.compile(r"(-?[0-9]+)([a-z]+)?")
@@ -32,7 +37,7 @@ _MICROS_PER_UNIT = {
     "h": 3_600_000_000,
     "d": 86_400_000_000,
 }
-_INJECT_FAILURE = re.compile(r"[0-9]+(:[0-9]+)?")
+_INJECT_FAILURE = re.compile(r"[0-9]{1,9}(:[0-9]{1,9})?")
 
 
 def invalid(name: str, value: Any, allowed: str) -> ValueError:
@@ -51,10 +56,10 @@ def _text(name: str, value: Any, allowed: str) -> str:
     return value
 
 
-def _integer(name: str, value: Any, allowed: str) -> int:
+def _integer(name: str, value: Any, allowed: str, most: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise wrong_type(name, value, allowed)
-    if not 0 <= value <= _INT_MAX:
+    if not 0 <= value <= most:
         raise invalid(name, value, allowed)
     return int(value)
 
@@ -68,27 +73,42 @@ def _backend(value: Any) -> str:
 
 
 def _rank_size(value: Any) -> str:
-    return str(_integer("rank_size", value, "None or 0 (one rank per partition) or a positive"
-                        " count"))
+    return str(_integer("rank_size", value, "None or 0 (one rank per partition) or 1 <= rank_size"
+                        f" <= {MAX_RANK_SIZE}", MAX_RANK_SIZE))
 
 
 def _rank_root(value: Any) -> str:
-    return str(_integer("rank_root", value, "0 <= rank_root < rank_size"))
+    return str(_integer("rank_root", value, f"0 <= rank_root < rank_size <= {MAX_RANK_SIZE}",
+                        MAX_RANK_SIZE - 1))
 
 
 def _comm_domain(value: Any) -> str:
-    allowed = f"a string of at most {MAX_COMM_DOMAIN_LENGTH} characters (a run suffix is added)"
+    allowed = (f"a string of at most {MAX_COMM_DOMAIN_LENGTH} UTF-8 bytes (a run suffix is"
+               " added)")
     domain = _text("comm_domain", value, allowed)
-    if len(domain) > MAX_COMM_DOMAIN_LENGTH:
-        raise invalid("comm_domain", f"<{len(domain)} characters>", allowed)
+    size = len(domain.encode("utf-8", "surrogatepass"))
+    if size > MAX_COMM_DOMAIN_LENGTH:
+        raise invalid("comm_domain", f"<{size} UTF-8 bytes>", allowed)
+    if "\0" in domain:
+        # AllGatherParam.requireNoNul's words.
+        raise ValueError(f"comm_domain = with a NUL character at index {domain.index(chr(0))} is"
+                         " invalid; allowed: no NUL characters (the native library would cut the"
+                         " name there)")
     return domain
 
 
 def duration_millis(name: str, value: Any) -> int:
-    """Milliseconds of a Spark time string ("120s", "5m", "500ms") or a timedelta; positive."""
-    allowed = "a positive duration: a string such as '120s', '5m', '500ms' or a datetime.timedelta"
+    """Milliseconds of a Spark time string ("120s", "5m", "500ms"), a timedelta or a number of
+    seconds; positive and at most MAX_TIMEOUT (30 days)."""
+    allowed = ("a positive duration of at most 30 days (720h): a string such as '120s', '5m' or"
+               " '500ms', a datetime.timedelta or a number of seconds")
     if isinstance(value, datetime.timedelta):
         millis = value // datetime.timedelta(milliseconds=1)
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise invalid(name, value, allowed)
+        millis = (int(value) * 1000 if isinstance(value, numbers.Integral)
+                  else round(float(value) * 1000))
     elif isinstance(value, str):
         match = _DURATION.fullmatch(value.strip().lower())
         if match is None or (match.group(2) or "ms") not in _MICROS_PER_UNIT:
@@ -98,7 +118,7 @@ def duration_millis(name: str, value: Any) -> int:
         millis = abs(micros) // 1_000 * (1 if micros >= 0 else -1)
     else:
         raise wrong_type(name, value, allowed)
-    if millis <= 0:
+    if not 0 < millis <= _MAX_TIMEOUT_MILLIS:
         raise invalid(name, value, allowed)
     return millis
 
@@ -136,7 +156,7 @@ def _host_transport(value: Any) -> str:
 
 
 def _inject_failure(value: Any) -> str:
-    allowed = "'', 'RANK' or 'RANK:ATTEMPT'"
+    allowed = "'', 'RANK' or 'RANK:ATTEMPT' (each at most 9 digits)"
     spec = _text("inject_failure", value, allowed)
     if spec and not _INJECT_FAILURE.fullmatch(spec):
         raise invalid("inject_failure", value, allowed)

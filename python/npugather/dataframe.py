@@ -18,7 +18,7 @@ from npugather import _options
 from npugather._jars import connector_loaded
 from npugather.errors import ConnectorNotFoundError, from_java
 
-Duration = Union[str, datetime.timedelta]
+Duration = Union[str, datetime.timedelta, float]
 
 METHOD_NAME = "allGatherOnNpu"
 METHOD_ENV = "NPUGATHER_DATAFRAME_METHOD"
@@ -56,14 +56,14 @@ def all_gather_on_npu(
         backend: ``"host"`` (the CPU collective), ``"hccl"`` or ``"lccl"`` (Ascend NPUs).
             Default ``"host"``.
         rank_size: None or 0: one rank per input partition; N: the input is repartitioned
-            (round-robin) to N partitions first.
+            (round-robin) to N partitions first. At most 65536 ranks either way.
         rank_root: the rank that creates the communicator's root info, ``0 <= rank_root <
             rank_size``. Default 0.
-        comm_domain: the communication domain's name (a unique suffix is added for every run).
-            Default ``""``.
+        comm_domain: the communication domain's name, at most 96 UTF-8 bytes and no NUL
+            character (a unique suffix is added for every run). Default ``""``.
         timeout: bounds every wait (rendezvous, communicator set-up, the collective): a Spark
-            time string (``"500ms"``, ``"60s"``, ``"5m"``) or a ``datetime.timedelta``.
-            Default ``"120s"``.
+            time string (``"500ms"``, ``"60s"``, ``"5m"``), a ``datetime.timedelta`` or a number
+            of seconds (``60``, ``0.5``); positive, at most 30 days. Default ``"120s"``.
         source_rank_column: the name of the source-rank column; must not be an input column's.
             Default ``"source_rank"``.
         resource_name: the Spark resource whose address is a rank's device id.

@@ -19,21 +19,35 @@ pytestmark = pytest.mark.parametrize("spark", ["local[2]"], indirect=True)
 BAD = [
     ("backend", "gpu", ValueError, "one of ['hccl', 'lccl', 'host']"),
     ("backend", 1, TypeError, "one of"),
-    ("rank_size", -1, ValueError, "positive count"),
-    ("rank_size", 2**31, ValueError, "positive count"),
-    ("rank_size", 2.0, TypeError, "positive count"),
-    ("rank_size", True, TypeError, "positive count"),
-    ("rank_root", -1, ValueError, "0 <= rank_root < rank_size"),
+    ("rank_size", -1, ValueError, "0 (one rank per partition) or 1 <= rank_size <= 65536"),
+    ("rank_size", 65537, ValueError, "0 (one rank per partition) or 1 <= rank_size <= 65536"),
+    ("rank_size", 2**31, ValueError, "1 <= rank_size <= 65536"),
+    ("rank_size", 2.0, TypeError, "1 <= rank_size <= 65536"),
+    ("rank_size", True, TypeError, "1 <= rank_size <= 65536"),
+    ("rank_root", -1, ValueError, "0 <= rank_root < rank_size <= 65536"),
+    ("rank_root", 65536, ValueError, "0 <= rank_root < rank_size <= 65536"),
     ("rank_root", "0", TypeError, "0 <= rank_root < rank_size"),
-    ("comm_domain", "d" * 97, ValueError, "at most 96 characters"),
-    ("comm_domain", 5, TypeError, "at most 96 characters"),
-    ("timeout", "0s", ValueError, "a positive duration"),
+    ("comm_domain", "d" * 97, ValueError, "at most 96 UTF-8 bytes"),
+    ("comm_domain", "\u00e9" * 49, ValueError, "at most 96 UTF-8 bytes"),
+    ("comm_domain", "job\0a", ValueError, "no NUL characters (the native library would cut"),
+    ("comm_domain", 5, TypeError, "at most 96 UTF-8 bytes"),
+    ("timeout", "0s", ValueError, "a positive duration of at most 30 days"),
     ("timeout", "-5s", ValueError, "a positive duration"),
     ("timeout", "500us", ValueError, "a positive duration"),
     ("timeout", "1.5s", ValueError, "a positive duration"),
     ("timeout", "10 parsecs", ValueError, "a positive duration"),
+    ("timeout", "31d", ValueError, "at most 30 days (720h)"),
+    ("timeout", "99999999999d", ValueError, "at most 30 days (720h)"),
     ("timeout", datetime.timedelta(0), ValueError, "a positive duration"),
-    ("timeout", 60, TypeError, "datetime.timedelta"),
+    ("timeout", datetime.timedelta(days=30, milliseconds=1), ValueError, "at most 30 days"),
+    ("timeout", -1, ValueError, "a number of seconds"),
+    ("timeout", 0, ValueError, "a number of seconds"),
+    ("timeout", 0.0001, ValueError, "a positive duration"),
+    ("timeout", 30 * 86400 + 1, ValueError, "at most 30 days"),
+    ("timeout", float("nan"), ValueError, "a number of seconds"),
+    ("timeout", float("inf"), ValueError, "a number of seconds"),
+    ("timeout", True, TypeError, "a number of seconds"),
+    ("timeout", b"60s", TypeError, "datetime.timedelta"),
     ("source_rank_column", " ", ValueError, "a non-blank column name"),
     ("source_rank_column", 0, TypeError, "a non-blank column name"),
     ("resource_name", "", ValueError, "a Spark resource name"),
@@ -44,6 +58,8 @@ BAD = [
     ("host_transport", b"tcp", TypeError, "one of"),
     ("inject_failure", "x", ValueError, "'RANK' or 'RANK:ATTEMPT'"),
     ("inject_failure", "1:", ValueError, "'RANK' or 'RANK:ATTEMPT'"),
+    ("inject_failure", "9999999999", ValueError, "each at most 9 digits"),
+    ("inject_failure", 1, TypeError, "'RANK' or 'RANK:ATTEMPT'"),
 ]
 
 
@@ -61,7 +77,8 @@ def test_a_bad_option_fails_before_any_job_naming_keyword_value_and_what_is_allo
 
     for message in (str(raised.value), str(raised_by_method.value)):
         assert message.startswith(f"{name} = "), message
-        assert repr(value)[:20] in message or "characters" in message, message
+        assert (repr(value)[:20] in message or "characters" in message
+                or "UTF-8 bytes>" in message), message
         assert allowed in message, message
     assert _jobs(spark) == jobs_before
 
@@ -173,6 +190,42 @@ def test_python_and_the_jvm_agree_on_valid_and_invalid_values(spark: SparkSessio
         except ValueError:
             millis = None
         assert millis == (jvm_millis if jvm_millis is None or jvm_millis > 0 else None), text
+
+
+def test_a_timeout_is_also_a_number_of_seconds_up_to_the_jvms_bound(spark: SparkSession) -> None:
+    assert _options.to_jvm({"timeout": 60}, []) == {"npugather.timeout": "60000ms"}
+    assert _options.to_jvm({"timeout": 0.5}, []) == {"npugather.timeout": "500ms"}
+    longest = _options.to_jvm({"timeout": datetime.timedelta(days=30)}, [])["npugather.timeout"]
+    assert longest == "2592000000ms"
+    defaults = spark.sparkContext._jvm.io.npugather.spark.AllGatherOptions.defaults()
+    jvm_map = spark.sparkContext._jvm.java.util.HashMap()
+    jvm_map.put("npugather.timeout", longest)
+    assert getattr(defaults, "with")(jvm_map).timeout().toDays() == 30
+    jvm_map.put("npugather.timeout", "2592000001ms")
+    with pytest.raises(Exception, match="at most 30 days"):
+        getattr(defaults, "with")(jvm_map)
+    with pytest.raises(ValueError, match=r"timeout = '2592000001ms' is invalid; allowed: a"
+                                         r" positive duration of at most 30 days \(720h\)"):
+        _options.to_jvm({"timeout": "2592000001ms"}, [])
+    jobs_before = _jobs(spark)
+    with pytest.raises(ValueError, match=r"^timeout = -1 is invalid; allowed: a positive"):
+        spark.range(0, 4, 1, 2).allGatherOnNpu(timeout=-1)
+    assert spark.range(0, 4, 1, 2).allGatherOnNpu(timeout=30).count() == 8
+    assert _jobs(spark) > jobs_before
+
+
+def test_a_nul_in_comm_domain_is_refused_in_the_operators_words(spark: SparkSession) -> None:
+    param = spark.sparkContext._jvm.io.npugather.AllGatherParam.builder() \
+        .backend("host").rankSize(2).commDomain("job\0a").build()
+    try:
+        param.validate()
+        raise AssertionError("the operator took a NUL in commDomain")
+    except Exception as e:  # py4j's Py4JJavaError
+        operator = str(e.java_exception.getMessage())
+    assert operator.startswith("AllGatherParam.commDomain = ")
+    with pytest.raises(ValueError) as raised:
+        spark.range(0, 4, 1, 2).allGatherOnNpu(comm_domain="job\0a")
+    assert str(raised.value) == "comm_domain" + operator[len("AllGatherParam.commDomain"):]
 
 
 def test_a_bad_session_default_is_a_value_error_naming_the_conf_key(spark: SparkSession) -> None:

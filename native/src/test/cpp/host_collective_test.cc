@@ -1063,6 +1063,133 @@ void test_rank_root_mismatch_fails_every_rank_at_once_with_the_same_error() {
   }
 }
 
+// Forks one process per rank, rank r passing rank_root roots[r]; maker's process makes the
+// root info on the thread that then inits; late ranks wait until the others returned. Every
+// child stays until all returned, so that what a failed rank left serving can still answer.
+// Returns "" when every rank failed with NPG_INVALID_USAGE well within the timeout, else what
+// went wrong; errors gets every rank's error text.
+std::string run_rank_root_processes(const std::vector<int>& roots, int maker, const std::vector<bool>& late,
+                                    int64_t timeout, std::vector<std::string>* errors) {
+  const int n = static_cast<int>(roots.size());
+  ProcShared* shared = map_shared();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid < 0) throw TestFailure("fork failed");
+    if (pid == 0) {
+      if (r == maker) {
+        size_t size = 0;
+        if (npg_get_root_info("host", "127.0.0.1", shared->info, sizeof(shared->info), &size) != NPG_SUCCESS) _exit(91);
+        shared->info_size = size;
+        shared->info_ready.store(1);
+      }
+      while (shared->info_ready.load() == 0) usleep(1000);
+      if (late[r]) {
+        while (shared->inited.load() < n - 1) usleep(1000);
+        usleep(100 * 1000);  // the root has refused the others by now
+      }
+      npg_comm_t comm = nullptr;
+      auto t0 = Clock::now();
+      shared->rc[r] = npg_comm_init("host", r, n, roots[r], "proc", NPG_COMM_MULTI_PROCESS, -1, nullptr, timeout, 0,
+                                    shared->info, shared->info_size, &comm);
+      shared->elapsed_ms[r] = ms_since(t0);
+      snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+      shared->inited.fetch_add(1);
+      while (shared->inited.load() < n) usleep(1000);
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  auto codes = wait_ranks(pids, 2.0 * timeout);
+  std::string problems;
+  for (int r = 0; r < n; ++r) {
+    errors->push_back(without_context(shared->error[r]));
+    if (codes[r] != 0 || shared->rc[r] != NPG_INVALID_USAGE || shared->elapsed_ms[r] >= timeout / 3) {
+      problems += " rank " + std::to_string(r) + " exited " + std::to_string(codes[r]) + " with rc " +
+                  std::to_string(shared->rc[r]) + " after " + std::to_string(shared->elapsed_ms[r]) + " ms;";
+    }
+  }
+  if (!problems.empty()) problems += child_report(shared, codes);
+  munmap(shared, sizeof(ProcShared));
+  return problems;
+}
+
+void expect_one_verdict(const std::string& where, const std::vector<std::string>& errors, const std::string& problems,
+                        const std::vector<std::string>& words) {
+  bool ok = problems.empty();
+  for (const std::string& e : errors) ok = ok && e == errors[0];
+  for (const std::string& w : words) ok = ok && contains(errors[0], w);
+  if (!ok) {
+    std::string all;
+    for (const std::string& e : errors) all += " '" + e + "'";
+    throw TestFailure(where + ":" + problems + all);
+  }
+}
+
+void test_a_rank_that_made_the_root_info_but_names_another_root_fails_every_rank_at_once() {
+  // Rank 0 makes the root info (the root's job) but passes rank_root 1; rank 1 passes rank_root
+  // 0. Nobody is the root by its arguments: rank 0 serves the listener in the root's place and
+  // refuses the first rank that joins, naming both values, on every rank. The timeout is long;
+  // the failure must not wait for it.
+  const int64_t timeout = 30000;
+  std::vector<uint8_t> info;
+  std::atomic<int> ready{0};
+  std::mutex mutex;
+  std::vector<std::string> errors(2);
+  run_ranks(2, [&](int rank) {
+    if (rank == 0) {
+      info = make_root_info();
+      ready.store(1);
+    }
+    while (ready.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    npg_comm_t comm = nullptr;
+    auto t0 = Clock::now();
+    npg_result_t rc =
+        npg_comm_init("host", rank, 2, 1 - rank, "", 0, -1, nullptr, timeout, 0, info.data(), info.size(), &comm);
+    CHECK_RC(rc, NPG_INVALID_USAGE);
+    CHECK(ms_since(t0) < timeout / 3);
+    std::lock_guard<std::mutex> lock(mutex);
+    errors[rank] = without_context(npg_last_error());
+  });
+  if (errors[0] != errors[1] ||
+      !contains(errors[0], "rank 1 (pid " + std::to_string(getpid()) + ") passed rank_root 0 but rank 0 (pid ") ||
+      !contains(errors[0], "), which made the root info, passed rank_root 1")) {
+    throw TestFailure("threads: '" + errors[0] + "' and '" + errors[1] + "'");
+  }
+
+  std::vector<std::string> procs;
+  std::string problems = run_rank_root_processes({1, 0}, 0, {false, false}, timeout, &procs);
+  expect_one_verdict(
+      "processes", procs, problems,
+      {"rank 1 (pid ", ") passed rank_root 0 but rank 0 (pid ", "), which made the root info, passed rank_root 1"});
+  // Three ranks, three roots: rank 1 names itself (and joins rank 0 to say so), rank 2 names
+  // rank 0, rank 0 made the root info and names rank 2.
+  procs.clear();
+  problems = run_rank_root_processes({2, 1, 0}, 0, {false, false, false}, timeout, &procs);
+  expect_one_verdict("processes 2, 1, 0", procs, problems,
+                     {"), which made the root info, passed rank_root 2", "passed rank_root "});
+}
+
+void test_a_rank_that_comes_after_the_root_refused_the_others_gets_the_same_verdict() {
+  // Rank 2 passes rank_root 1, so root rank 0 refuses the init; rank 1, which agrees with the
+  // root, comes only after that: the root's listener tells it the verdict at once instead of
+  // refusing its connection until its timeout.
+  const int64_t timeout = 30000;
+  std::vector<std::string> procs;
+  std::string problems = run_rank_root_processes({0, 0, 1}, 0, {false, true, false}, timeout, &procs);
+  expect_one_verdict("processes, rank 1 late", procs, problems,
+                     {"rank 2 (pid ", ") passed rank_root 1 but root rank 0 passed rank_root 0"});
+  // A late rank that names itself the root joins the root to say so, and hears the verdict too.
+  procs.clear();
+  problems = run_rank_root_processes({0, 0, 2}, 0, {false, true, false}, timeout, &procs);
+  expect_one_verdict("processes, rank 1 late, rank 2 claims the root", procs, problems,
+                     {"rank 2 (pid ", ") passed rank_root 2 but root rank 0 passed rank_root 0"});
+  procs.clear();
+  problems = run_rank_root_processes({0, 1, 0}, 0, {false, false, true}, timeout, &procs);
+  expect_one_verdict("processes, rank 2 late", procs, problems,
+                     {"rank 1 (pid ", ") passed rank_root 1 but root rank 0 passed rank_root 0"});
+}
+
 void test_an_abort_is_named_as_the_abort_on_every_other_rank() {
   // Rank 1 aborts while ranks 0 and 2 wait for it; rank 2 may see rank 0's failure before
   // rank 1's abort, and must still name the abort.
@@ -1687,6 +1814,10 @@ const TestCase kTests[] = {
      test_a_rank_rejecting_its_arguments_fails_every_rank_at_once_with_the_same_error},
     {"rank_root_mismatch_fails_every_rank_at_once_with_the_same_error",
      test_rank_root_mismatch_fails_every_rank_at_once_with_the_same_error},
+    {"a_rank_that_made_the_root_info_but_names_another_root_fails_every_rank_at_once",
+     test_a_rank_that_made_the_root_info_but_names_another_root_fails_every_rank_at_once},
+    {"a_rank_that_comes_after_the_root_refused_the_others_gets_the_same_verdict",
+     test_a_rank_that_comes_after_the_root_refused_the_others_gets_the_same_verdict},
     {"an_abort_is_named_as_the_abort_on_every_other_rank", test_an_abort_is_named_as_the_abort_on_every_other_rank},
     {"a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it",
      test_a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it},

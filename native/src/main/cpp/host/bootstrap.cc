@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <set>
+#include <thread>
 #include <utility>
 
 #include "../core/error.h"
@@ -30,6 +33,66 @@ std::string rank_list(const std::vector<int32_t>& ranks) {
   for (size_t i = 0; i < ranks.size() && i < 16; ++i) list += (i ? ", " : "") + std::to_string(ranks[i]);
   if (ranks.size() > 16) list += ", ...";
   return list;
+}
+
+// After the root refused the init with a verdict, the ranks that had not joined yet still come
+// for it: its listener stays open, on a thread of its own, and every rank that proves the
+// secret gets the same error frame, until every rank has had it or the root's deadline passes.
+// Without this, a rank that comes late waits out its timeout (connection refused) or sees the
+// connection close in the handshake, instead of failing with the verdict the others have.
+struct VerdictService {
+  UniqueFd listener;                // closed last
+  std::unique_ptr<Admission> gate;  // pending handshakes continue; admitted ones are told first
+  std::vector<uint8_t> frame;
+  std::set<int32_t> told;
+  int32_t rank_size = 0;
+  Deadline deadline;
+
+  void run() noexcept {
+    try {
+      while (static_cast<int32_t>(told.size()) < rank_size && !deadline.expired()) {
+        AdmittedConnection c = gate->next(deadline, -1, nullptr, "telling late ranks the verdict");
+        try {
+          RankInfo hello = decode_hello(c.payload);
+          if (hello.rank >= 0 && hello.rank < rank_size) told.insert(hello.rank);
+        } catch (const Error&) {
+          // Told all the same.
+        }
+        try {
+          send_frame(c.fd.get(), FrameType::kError, frame, deadline.earlier(1000), "a rank that came late");
+        } catch (const Error&) {
+        }
+      }
+    } catch (...) {
+      // The deadline passed, or the listener failed: nobody else is told.
+    }
+  }
+};
+
+// Starts a VerdictService for the ranks not told yet; false when no thread can be started (the
+// caller tells what it can and closes the listener).
+bool tell_late_ranks(UniqueFd* listener, std::unique_ptr<Admission>* gate, npg_result_t code, const std::string& text,
+                     std::set<int32_t> told, int32_t rank_size, const Deadline& deadline) noexcept {
+  std::shared_ptr<VerdictService> service;
+  try {
+    service = std::make_shared<VerdictService>();
+    service->frame = encode_error(code, text);
+    service->told = std::move(told);
+    service->rank_size = rank_size;
+    service->deadline = deadline;
+  } catch (...) {
+    return false;
+  }
+  service->listener = std::move(*listener);
+  service->gate = std::move(*gate);
+  try {
+    std::thread([service] { service->run(); }).detach();
+    return true;
+  } catch (...) {
+    *listener = std::move(service->listener);
+    *gate = std::move(service->gate);
+    return false;
+  }
 }
 
 }  // namespace
@@ -114,9 +177,16 @@ Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, c
   b.info_ = info;
   b.root_rank_ = self.rank;
   const int32_t n = self.rank_size;
+  // A rank that made the root info but passed another rank_root serves in the root's place
+  // (take_listener_made_by_this_thread): the first rank to join learns the disagreement.
+  const bool stand_in = self.rank != self.rank_root;
+  const std::string me = stand_in ? "rank " + std::to_string(self.rank) + " (pid " + std::to_string(self.pid) +
+                                        "), which made the root info,"
+                                  : "root rank " + std::to_string(self.rank);
   // Sized by the ranks that joined, not by rank_size, until all of them have.
   std::map<int32_t, std::pair<RankInfo, UniqueFd>> joined;
   std::vector<UniqueFd> offenders;  // authenticated but inconsistent: told about the failure too
+  std::set<int32_t> told{self.rank};
   npg_result_t fatal_code = NPG_SUCCESS;
   std::string fatal;
   auto fail = [&](const std::string& text) {
@@ -125,13 +195,15 @@ Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, c
       fatal = text;
     }
   };
-  const std::string root_name = "root rank " + std::to_string(self.rank);
-  Admission gate(listener.get(), info, HandshakePurpose::kBootstrap, kMaxHelloBytes, root_name);
+  const std::string root_name = stand_in ? "rank " + std::to_string(self.rank) + " (in the root's place)"
+                                         : "root rank " + std::to_string(self.rank);
+  auto gate =
+      std::make_unique<Admission>(listener.get(), info, HandshakePurpose::kBootstrap, kMaxHelloBytes, root_name);
   try {
     while (static_cast<int32_t>(joined.size()) + 1 < n && fatal.empty()) {
       AdmittedConnection c;
       try {
-        c = gate.next(deadline, -1, nullptr, "waiting for ranks to join");
+        c = gate->next(deadline, -1, nullptr, "waiting for ranks to join");
       } catch (const Error& e) {
         if (e.code() != NPG_TIMEOUT) throw;
         break;
@@ -146,11 +218,12 @@ Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, c
         break;
       }
       const int32_t r = hello.rank;
+      if (r >= 0 && r < n) told.insert(r);
       std::string who = "rank " + std::to_string(r) + " (pid " + std::to_string(hello.pid) + ")";
       auto twin = joined.find(r);
       if (hello.rank_size != n) {
-        fail(who + " passed rank_size " + std::to_string(hello.rank_size) + " but root rank " +
-             std::to_string(self.rank) + " passed " + std::to_string(n));
+        fail(who + " passed rank_size " + std::to_string(hello.rank_size) + " but " + me + " passed " +
+             std::to_string(n));
       } else if (hello.pid <= 0) {
         fail(who + " sent an invalid process id");
       } else if (r < 0 || r >= n) {
@@ -160,8 +233,12 @@ Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, c
         fail("two ranks claim rank " + std::to_string(r) + " (pids " + std::to_string(other_pid) + " and " +
              std::to_string(hello.pid) + ")");
       } else if (hello.rank_root != self.rank_root) {
-        fail(who + " passed rank_root " + std::to_string(hello.rank_root) + " but root rank " +
-             std::to_string(self.rank) + " passed rank_root " + std::to_string(self.rank_root));
+        fail(who + " passed rank_root " + std::to_string(hello.rank_root) + " but " + me + " passed rank_root " +
+             std::to_string(self.rank_root));
+      } else if (stand_in) {
+        fail(who + " passed rank_root " + std::to_string(hello.rank_root) + " and so did " + me +
+             " but the root info must be made by rank_root itself (npg_get_root_info on rank " +
+             std::to_string(self.rank_root) + ")");
       } else if (hello.domain_hash != self.domain_hash) {
         fail(who + " passed a different comm_domain than the root");
       } else if (hello.flags != self.flags) {
@@ -180,7 +257,12 @@ Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, c
       fatal_code = NPG_TIMEOUT;
       fatal = "timed out after " + std::to_string(deadline.budget_ms()) + " ms waiting for rank" +
               (missing.size() > 1 ? "s " : " ") + rank_list(missing) + " to join at " + info.root.to_string() +
-              gate.drop_summary();
+              gate->drop_summary();
+      if (stand_in) {
+        fatal_code = NPG_INVALID_USAGE;
+        fatal = "rank " + std::to_string(self.rank) + " made the root info but passed rank_root " +
+                std::to_string(self.rank_root) + ": the root info must be made by rank_root itself; " + fatal;
+      }
     }
   } catch (const Error& e) {
     fatal_code = e.code();
@@ -194,8 +276,13 @@ Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, c
     b.members_[entry.first] = std::move(entry.second.second);
   }
   if (!fatal.empty()) {
-    // Ranks whose hello was admitted but not read yet learn the verdict too.
-    for (auto& fd : gate.take_admitted()) offenders.push_back(std::move(fd));
+    // Ranks that are still to come, or whose hello was admitted but not read yet, get the
+    // verdict from the listener, kept open for them; without that, only those admitted.
+    const bool for_late_ranks = fatal_code == NPG_INVALID_USAGE && !deadline.expired() &&
+                                tell_late_ranks(&listener, &gate, fatal_code, fatal, told, n, deadline);
+    if (!for_late_ranks) {
+      for (auto& fd : gate->take_admitted()) offenders.push_back(std::move(fd));
+    }
     for (auto& fd : offenders) {
       try {
         send_frame(fd.get(), FrameType::kError, encode_error(fatal_code, fatal), deadline.earlier(1000), "offender");
@@ -205,6 +292,7 @@ Bootstrap Bootstrap::accept_ranks(UniqueFd listener, const HostRootInfo& info, c
     b.fail_all(fatal_code, fatal);
     throw_error(fatal_code, fatal);
   }
+  if (stand_in) throw_error(NPG_INTERNAL_ERROR, "rank " + std::to_string(self.rank) + " served in the root's place");
   return b;
 }
 

@@ -116,6 +116,10 @@ void HostCommunicator::join(const CommConfig& config, const HostRootInfo& info) 
       if (size_ == 1 || e.code() != NPG_INVALID_USAGE) throw;
       claim = e.what();
     }
+  } else if (size_ > 1) {
+    // This thread made the root info, so it is the root by the contract, yet another rank is
+    // rank_root by its arguments: nobody else will ever serve this listener.
+    root_listener = take_listener_made_by_this_thread(info);
   }
   if (size_ == 1) {
     transport_.reset(new SelfTransport());
@@ -134,6 +138,7 @@ void HostCommunicator::join(const CommConfig& config, const HostRootInfo& info) 
   self.canary_value = canary_;
 
   if (!claim.empty()) join_claiming_root(info, self, claim, deadline);
+  if (!is_root && root_listener) join_standing_in(info, std::move(root_listener), self, deadline);
   if (is_root) {
     join_as_root(config, info, std::move(root_listener), self, deadline);
   } else {
@@ -210,6 +215,16 @@ void HostCommunicator::join_as_root(const CommConfig& config, const HostRootInfo
     boot.fail_all(e.code(), e.what());
     throw;
   }
+}
+
+// This rank made the root info but another rank is rank_root by its arguments: the ranks that
+// come to the listener wait in vain for a root, so this rank serves it in the root's place.
+// The first rank to join makes it fail: with the same INVALID_USAGE on every rank, naming both
+// rank_root values when they differ (Bootstrap::accept_ranks, which tells the later ranks too).
+void HostCommunicator::join_standing_in(const HostRootInfo& info, UniqueFd listener, const RankInfo& self,
+                                        const Deadline& deadline) {
+  Bootstrap::accept_ranks(std::move(listener), info, self, deadline);
+  throw_error(NPG_INTERNAL_ERROR, "rank " + std::to_string(rank_) + " was admitted in the root's place");
 }
 
 // This rank is rank_root by its arguments but did not make the root info. The rank that did

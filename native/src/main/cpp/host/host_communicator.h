@@ -45,6 +45,8 @@ class HostCommunicator final : public Communicator {
                     const Deadline& deadline);
   void join_as_member(const CommConfig& config, const HostRootInfo& info, RankInfo self, const Deadline& deadline,
                       const Deadline& member_deadline);
+  [[noreturn]] void join_standing_in(const HostRootInfo& info, UniqueFd listener, const RankInfo& self,
+                                     const Deadline& deadline);
   [[noreturn]] void join_claiming_root(const HostRootInfo& info, const RankInfo& self, const std::string& claim,
                                        const Deadline& deadline);
   // One collective; digest is kRejectedDigest for a rank that only reports a rejection.

@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -20,6 +21,7 @@ struct ParkedListener {
   UniqueFd fd;
   uint8_t secret[kSecretBytes];
   std::chrono::steady_clock::time_point created;
+  uint64_t maker = 0;  // this_thread_token() of the thread that made the root info
 };
 
 struct ListenerRegistry {
@@ -30,6 +32,13 @@ struct ListenerRegistry {
 ListenerRegistry& listener_registry() {
   static ListenerRegistry* instance = new ListenerRegistry();  // lives until exit; fds close with the process
   return *instance;
+}
+
+// A number for the calling thread, never reused (a thread id may be, once its thread ended).
+uint64_t this_thread_token() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t token = next.fetch_add(1);
+  return token;
 }
 
 // Closes the listeners parked for longer than their lifetime; the caller holds the mutex.
@@ -108,6 +117,7 @@ HostRootInfo create_root_info(const char* bind_address) {
   slot.fd = std::move(fd);
   memcpy(slot.secret, info.secret, kSecretBytes);
   slot.created = std::chrono::steady_clock::now();
+  slot.maker = this_thread_token();
   return info;
 }
 
@@ -121,6 +131,20 @@ UniqueFd take_parked_listener(const HostRootInfo& info) {
                 "this rank is rank_root but root_info was not created in this process by npg_get_root_info "
                 "(or was already used by an earlier npg_comm_init, or expired after 10 minutes); the root "
                 "rank must call npg_get_root_info itself");
+  }
+  UniqueFd fd = std::move(it->second.fd);
+  reg.parked.erase(it);
+  return fd;
+}
+
+UniqueFd take_listener_made_by_this_thread(const HostRootInfo& info) {
+  ListenerRegistry& reg = listener_registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  sweep_expired(reg);
+  auto it = reg.parked.find(info.id_hex(kIdBytes));
+  if (it == reg.parked.end() || it->second.maker != this_thread_token() ||
+      !constant_time_equal(it->second.secret, info.secret, kSecretBytes)) {
+    return UniqueFd();
   }
   UniqueFd fd = std::move(it->second.fd);
   reg.parked.erase(it);

@@ -35,6 +35,11 @@ HostRootInfo create_root_info(const char* bind_address);
 // The listener parked for info's id, or NPG_INVALID_USAGE when this process did not create it.
 UniqueFd take_parked_listener(const HostRootInfo& info);
 
+// The listener parked for info when the calling thread made it (npg_get_root_info) and it is
+// still parked, else an empty fd: a rank that made the root info but is not rank_root by its
+// arguments serves the bootstrap in the root's place, to tell every rank the disagreement.
+UniqueFd take_listener_made_by_this_thread(const HostRootInfo& info);
+
 // Closes the listener parked for info; false when there is none (used, expired or foreign).
 bool release_parked_listener(const HostRootInfo& info);
 size_t parked_listener_count();

@@ -27,6 +27,9 @@ public final class AllGatherParam {
   /** Most ranks of one communicator (the native core's NPG_MAX_RANK_SIZE). */
   public static final int MAX_RANK_SIZE = 65536;
 
+  /** What {@link #validate()} allows for rankSize without a communicator, in its words. */
+  public static final String RANK_SIZE_ALLOWED = "1 <= rankSize <= " + MAX_RANK_SIZE;
+
   /** Largest LCCL shared buffer, in MB, for the "ID:SIZE_MB" commDomain form: an NPU's memory. */
   public static final int MAX_LCCL_BUFFER_MB = 65536;
 
@@ -144,7 +147,7 @@ public final class AllGatherParam {
       }
     } else {
       if (rankSize < 1 || rankSize > MAX_RANK_SIZE) {
-        throw invalid("rankSize", rankSize, "1 <= rankSize <= " + MAX_RANK_SIZE);
+        throw invalid("rankSize", rankSize, RANK_SIZE_ALLOWED);
       }
       if (rank < 0 || rank >= rankSize) {
         throw invalid("rank", rank, "0 <= rank < rankSize (" + rankSize + ")");
@@ -163,12 +166,7 @@ public final class AllGatherParam {
           "of " + domainBytes + " UTF-8 bytes",
           "at most " + MAX_COMM_DOMAIN_LENGTH + " UTF-8 bytes");
     }
-    if (commDomain.indexOf('\0') >= 0) {
-      throw invalid(
-          "commDomain",
-          "with a NUL character at index " + commDomain.indexOf('\0'),
-          "no NUL characters (the native library would cut the name there)");
-    }
+    requireNoNul("AllGatherParam.commDomain", commDomain);
     if (type.numberedDomain() && commMode == CommMode.COMM_MULTI_PROCESS && !commDomain.isEmpty()) {
       validateNumberedDomain(type);
     }
@@ -224,9 +222,30 @@ public final class AllGatherParam {
         .collect(Collectors.joining(" or "));
   }
 
+  /**
+   * Refuses a commDomain with a NUL character as {@link #validate()} does, naming it {@code name}
+   * (an option's key, say), so that a layer above can refuse it in the same words before any rank
+   * starts.
+   *
+   * @throws IllegalArgumentException "NAME = with a NUL character at index I is invalid; allowed:
+   *     no NUL characters (...)"
+   */
+  public static void requireNoNul(String name, String commDomain) {
+    int at = commDomain.indexOf('\0');
+    if (at >= 0) {
+      throw invalidNamed(
+          name,
+          "with a NUL character at index " + at,
+          "no NUL characters (the native library would cut the name there)");
+    }
+  }
+
   private static IllegalArgumentException invalid(String field, Object value, String allowed) {
-    return new IllegalArgumentException(
-        "AllGatherParam." + field + " = " + value + " is invalid; allowed: " + allowed);
+    return invalidNamed("AllGatherParam." + field, value, allowed);
+  }
+
+  private static IllegalArgumentException invalidNamed(String name, Object value, String allowed) {
+    return new IllegalArgumentException(name + " = " + value + " is invalid; allowed: " + allowed);
   }
 
   @Override

@@ -20,6 +20,16 @@ public final class CommunicatorOptions {
 
   public static final Duration DEFAULT_TIMEOUT = Duration.ofSeconds(120);
 
+  /**
+   * Longest timeout: 30 days. Every wait of a communicator, and of the Spark layer's rendezvous, is
+   * bounded by it; HCCL bounds its own waits further (HCCL_CONNECT_TIMEOUT at most 7200 s,
+   * HCCL_EXEC_TIMEOUT at most 17340 s).
+   */
+  public static final Duration MAX_TIMEOUT = Duration.ofDays(30);
+
+  /** What {@link #withTimeout} allows, in the words of its error. */
+  public static final String TIMEOUT_ALLOWED = "a positive duration of at most 30 days (720h)";
+
   private final Duration timeout;
   private final int deviceId;
   private final HostTransport hostTransport;
@@ -38,12 +48,24 @@ public final class CommunicatorOptions {
     return new CommunicatorOptions(DEFAULT_TIMEOUT, -1, HostTransport.AUTO, null);
   }
 
+  /**
+   * Bounds every blocking wait of the communicator.
+   *
+   * @throws IllegalArgumentException when {@code timeout} is not positive or longer than {@link
+   *     #MAX_TIMEOUT}
+   */
   public CommunicatorOptions withTimeout(Duration timeout) {
     Objects.requireNonNull(timeout, "timeout");
-    if (timeout.isNegative() || timeout.isZero()) {
-      throw new IllegalArgumentException("timeout = " + timeout + "; allowed: a positive duration");
+    if (!timeoutAllowed(timeout)) {
+      throw new IllegalArgumentException(
+          "timeout = " + timeout + " is invalid; allowed: " + TIMEOUT_ALLOWED);
     }
     return new CommunicatorOptions(timeout, deviceId, hostTransport, bindAddress);
+  }
+
+  /** True when {@code timeout} is positive and at most {@link #MAX_TIMEOUT}. */
+  public static boolean timeoutAllowed(Duration timeout) {
+    return !timeout.isNegative() && !timeout.isZero() && timeout.compareTo(MAX_TIMEOUT) <= 0;
   }
 
   /** The NPU this rank uses ({@code -1}: none, as for the host backend). */

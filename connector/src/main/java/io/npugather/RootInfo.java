@@ -48,13 +48,57 @@ public final class RootInfo implements AutoCloseable {
     return backend + ":" + Base64.getEncoder().encodeToString(bytes);
   }
 
-  /** Parses {@link #encode()}'s form. */
+  /**
+   * Parses {@link #encode()}'s form.
+   *
+   * @throws IllegalArgumentException naming what is wrong and what is allowed: {@code
+   *     BACKEND:BASE64}, the root rank's bytes in standard Base64 after the backend's name. The
+   *     error shows the backend and the length of the rest, never the rest: a root info is a secret
+   */
   public static RootInfo decode(String text) {
-    int colon = text == null ? -1 : text.indexOf(':');
-    if (colon <= 0) {
-      throw new IllegalArgumentException("RootInfo text: '" + text + "'; allowed: backend:base64");
+    if (text == null) {
+      throw new IllegalArgumentException(
+          "RootInfo text = null is invalid; allowed: " + ENCODED_FORM);
     }
-    return of(text.substring(0, colon), Base64.getDecoder().decode(text.substring(colon + 1)));
+    int colon = text.indexOf(':');
+    if (colon <= 0) {
+      throw new IllegalArgumentException(
+          "RootInfo text of "
+              + text.length()
+              + " characters (not shown: a root info is a secret) is invalid: no BACKEND before a"
+              + " ':'; allowed: "
+              + ENCODED_FORM);
+    }
+    String backend = text.substring(0, colon);
+    String base64 = text.substring(colon + 1);
+    byte[] bytes;
+    try {
+      bytes = Base64.getDecoder().decode(base64);
+    } catch (IllegalArgumentException e) {
+      throw invalidBase64(backend, base64, e.getMessage());
+    }
+    if (bytes.length == 0) {
+      throw invalidBase64(backend, base64, "no bytes after the ':'");
+    }
+    return of(backend, bytes);
+  }
+
+  /** What {@link #decode} allows, in the words of its errors. */
+  private static final String ENCODED_FORM =
+      "BACKEND:BASE64, the text RootInfo.encode() makes (e.g. 'host:' and the root rank's bytes in"
+          + " standard Base64)";
+
+  private static IllegalArgumentException invalidBase64(
+      String backend, String base64, String problem) {
+    return new IllegalArgumentException(
+        "RootInfo text '"
+            + backend
+            + ":' + "
+            + base64.length()
+            + " characters (not shown: a root info is a secret) is invalid: "
+            + problem
+            + "; allowed: "
+            + ENCODED_FORM);
   }
 
   int length() {

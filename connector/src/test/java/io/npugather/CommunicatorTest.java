@@ -11,6 +11,7 @@ import java.net.Socket;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -392,6 +393,54 @@ class CommunicatorTest {
               .matches(
                   "rank ([01]) \\(pid \\d+\\) passed rank_root \\1 but root rank "
                       + "([01]) passed rank_root \\2"),
+          texts.get(0));
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
+  void aRankThatMadeTheRootInfoButNamesAnotherRootFailsEveryRankAtOnce() throws Exception {
+    // Rank 0 makes the root info, the root's job, but says rankRoot 1, and rank 1 says rankRoot
+    // 0: no rank is the root by its params. Rank 0 serves the root info's endpoint in the root's
+    // place and refuses rank 1 when it joins, naming both values, on both ranks at once.
+    CommunicatorOptions options =
+        CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(60));
+    AllGatherParam.Builder template = Ranks.hostParam(2);
+    List<AllGatherParam> params =
+        List.of(template.rank(0).rankRoot(1).build(), template.rank(1).rankRoot(0).build());
+    CompletableFuture<RootInfo> rootInfo = new CompletableFuture<>();
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    long start = System.nanoTime();
+    try {
+      List<Future<NpuGatherException>> futures = new ArrayList<>();
+      for (AllGatherParam param : params) {
+        futures.add(
+            pool.submit(
+                () -> {
+                  if (param.rank() == 0) {
+                    rootInfo.complete(Communicator.createRootInfo("host", options));
+                  }
+                  RootInfo info = rootInfo.get(60, TimeUnit.SECONDS);
+                  return assertThrows(
+                      NpuGatherException.class, () -> Communicator.create(param, info, options));
+                }));
+      }
+      List<String> texts = new ArrayList<>();
+      for (Future<NpuGatherException> future : futures) {
+        NpuGatherException e = future.get(60, TimeUnit.SECONDS);
+        assertEquals(ResultCode.INVALID_USAGE, e.code(), e.getMessage());
+        texts.add(e.getMessage().substring(e.getMessage().indexOf("): ") + 3));
+      }
+      long ms = (System.nanoTime() - start) / 1_000_000;
+      assertTrue(ms < 30_000, "the ranks failed after " + ms + " ms of a 60 s timeout");
+      assertEquals(texts.get(0), texts.get(1));
+      assertTrue(
+          texts
+              .get(0)
+              .matches(
+                  "rank 1 \\(pid \\d+\\) passed rank_root 0 but rank 0 \\(pid \\d+\\), which"
+                      + " made the root info, passed rank_root 1"),
           texts.get(0));
     } finally {
       pool.shutdownNow();

@@ -2,8 +2,10 @@ package io.npugather.spark;
 
 import io.npugather.AllGatherParam;
 import io.npugather.Backend;
+import io.npugather.CommunicatorOptions;
 import io.npugather.CommunicatorOptions.HostTransport;
 import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -57,6 +59,24 @@ public final class AllGatherOptions implements Serializable {
 
   /** Prefix of the keys of {@link #KEYS}, which a map of options may leave out. */
   public static final String KEY_PREFIX = "npugather.";
+
+  /** What {@link #withRankSize} allows, in the words of its error. */
+  static final String RANK_SIZE_ALLOWED =
+      "0 (one rank per partition) or " + AllGatherParam.RANK_SIZE_ALLOWED;
+
+  /** What {@link #withRankRoot} allows, in the words of its error. */
+  static final String RANK_ROOT_ALLOWED =
+      "0 <= rankRoot < rankSize <= " + AllGatherParam.MAX_RANK_SIZE;
+
+  /** What {@link #withCommDomain} allows, in the words of its error. */
+  static final String COMM_DOMAIN_ALLOWED =
+      "at most "
+          + (AllGatherParam.MAX_COMM_DOMAIN_LENGTH - 32)
+          + " UTF-8 bytes (a run suffix is added)";
+
+  /** What {@link #withTimeout} allows, in the words of its error. */
+  static final String TIMEOUT_ALLOWED =
+      CommunicatorOptions.TIMEOUT_ALLOWED + ", such as 120s, 5m or 500ms";
 
   private final Backend backend;
   private final int rankSize;
@@ -168,7 +188,7 @@ public final class AllGatherOptions implements Serializable {
       case RANK_SIZE -> withRankSize(parseInt(written, value), written);
       case RANK_ROOT -> withRankRoot(parseInt(written, value), written);
       case COMM_DOMAIN -> withCommDomain(value, written);
-      case TIMEOUT -> withTimeout(parseDuration(written, value), written);
+      case TIMEOUT -> withTimeout(parseDuration(written, value), written, "'" + value + "'");
       case SOURCE_RANK_COLUMN -> withSourceRankColumn(value, written);
       case RESOURCE_NAME -> withResourceName(value, written);
       case RETRYABLE -> withRetryable(parseBoolean(written, value));
@@ -220,14 +240,17 @@ public final class AllGatherOptions implements Serializable {
         injectFailure);
   }
 
-  /** 0: one rank per partition of the input; otherwise the input is repartitioned first. */
+  /**
+   * 0: one rank per partition of the input; otherwise the input is repartitioned first. At most
+   * {@link AllGatherParam#MAX_RANK_SIZE}, as the operator allows.
+   */
   public AllGatherOptions withRankSize(int rankSize) {
     return withRankSize(rankSize, RANK_SIZE);
   }
 
   private AllGatherOptions withRankSize(int rankSize, String key) {
-    if (rankSize < 0) {
-      throw invalid(key, rankSize, "0 (one rank per partition) or a positive count");
+    if (rankSize < 0 || rankSize > AllGatherParam.MAX_RANK_SIZE) {
+      throw invalid(key, rankSize, RANK_SIZE_ALLOWED);
     }
     return new AllGatherOptions(
         backend,
@@ -247,8 +270,8 @@ public final class AllGatherOptions implements Serializable {
   }
 
   private AllGatherOptions withRankRoot(int rankRoot, String key) {
-    if (rankRoot < 0) {
-      throw invalid(key, rankRoot, "0 <= rankRoot < rankSize");
+    if (rankRoot < 0 || rankRoot >= AllGatherParam.MAX_RANK_SIZE) {
+      throw invalid(key, rankRoot, RANK_ROOT_ALLOWED);
     }
     return new AllGatherOptions(
         backend,
@@ -263,21 +286,22 @@ public final class AllGatherOptions implements Serializable {
         injectFailure);
   }
 
-  /** "" (default): a fresh domain for every run, so concurrent jobs never collide. */
+  /**
+   * "" (default): a fresh domain for every run, so concurrent jobs never collide. The run's domain
+   * is this name and a suffix of at most 32 bytes, which the operator must accept: at most 96 UTF-8
+   * bytes, no NUL character.
+   */
   public AllGatherOptions withCommDomain(String commDomain) {
     return withCommDomain(commDomain, COMM_DOMAIN);
   }
 
   private AllGatherOptions withCommDomain(String commDomain, String key) {
     Objects.requireNonNull(commDomain, key);
-    if (commDomain.length() > AllGatherParam.MAX_COMM_DOMAIN_LENGTH - 32) {
-      throw invalid(
-          key,
-          "of length " + commDomain.length(),
-          "at most "
-              + (AllGatherParam.MAX_COMM_DOMAIN_LENGTH - 32)
-              + " characters (a run suffix is added)");
+    int bytes = commDomain.getBytes(StandardCharsets.UTF_8).length;
+    if (bytes > AllGatherParam.MAX_COMM_DOMAIN_LENGTH - 32) {
+      throw invalid(key, "of " + bytes + " UTF-8 bytes", COMM_DOMAIN_ALLOWED);
     }
+    AllGatherParam.requireNoNul(key, commDomain);
     return new AllGatherOptions(
         backend,
         rankSize,
@@ -291,15 +315,19 @@ public final class AllGatherOptions implements Serializable {
         injectFailure);
   }
 
-  /** Bounds every wait: the rendezvous, communicator set-up and the collective. */
+  /**
+   * Bounds every wait: the rendezvous, communicator set-up and the collective. Positive, at most
+   * {@link CommunicatorOptions#MAX_TIMEOUT} (30 days).
+   */
   public AllGatherOptions withTimeout(Duration timeout) {
-    return withTimeout(timeout, TIMEOUT);
+    return withTimeout(timeout, TIMEOUT, timeout);
   }
 
-  private AllGatherOptions withTimeout(Duration timeout, String key) {
+  /** {@code written}: the value as the caller wrote it, for the error. */
+  private AllGatherOptions withTimeout(Duration timeout, String key, Object written) {
     Objects.requireNonNull(timeout, key);
-    if (timeout.isZero() || timeout.isNegative()) {
-      throw invalid(key, timeout, "a positive duration");
+    if (!CommunicatorOptions.timeoutAllowed(timeout)) {
+      throw invalid(key, written, TIMEOUT_ALLOWED);
     }
     return new AllGatherOptions(
         backend,
@@ -397,8 +425,9 @@ public final class AllGatherOptions implements Serializable {
 
   private AllGatherOptions withInjectFailure(String spec, String key) {
     Objects.requireNonNull(spec, key);
-    if (!spec.isEmpty() && !spec.matches("\\d+(:\\d+)?")) {
-      throw invalid(key, "'" + spec + "'", "\"\", \"RANK\" or \"RANK:ATTEMPT\"");
+    if (!spec.isEmpty() && !spec.matches("\\d{1,9}(:\\d{1,9})?")) {
+      throw invalid(
+          key, "'" + spec + "'", "\"\", \"RANK\" or \"RANK:ATTEMPT\" (each at most 9 digits)");
     }
     return new AllGatherOptions(
         backend,

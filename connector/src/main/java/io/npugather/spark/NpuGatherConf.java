@@ -47,7 +47,8 @@ public final class NpuGatherConf {
           option(
               AllGatherOptions.RANK_SIZE,
               "0",
-              "0: one rank per input partition; N: repartition the input to N partitions first."),
+              "0: one rank per input partition (at most 65536 partitions); N, 1 <= N <= 65536:"
+                  + " repartition the input to N partitions first."),
           option(
               AllGatherOptions.RANK_ROOT,
               "0",
@@ -55,13 +56,13 @@ public final class NpuGatherConf {
           option(
               AllGatherOptions.COMM_DOMAIN,
               "",
-              "Communication domain name; a unique suffix is added for every run so concurrent jobs"
-                  + " never collide."),
+              "Communication domain name, at most 96 UTF-8 bytes without NUL characters; a unique"
+                  + " suffix is added for every run so concurrent jobs never collide."),
           option(
               AllGatherOptions.TIMEOUT,
               "120s",
               "Bounds every wait: rendezvous, communicator set-up, the collective (500ms, 30s, 5m,"
-                  + " ...)."),
+                  + " ...; positive, at most 30 days)."),
           option(
               AllGatherOptions.SOURCE_RANK_COLUMN,
               "source_rank",
@@ -83,7 +84,8 @@ public final class NpuGatherConf {
           option(
               AllGatherOptions.INJECT_FAILURE,
               "",
-              "Testing aid: RANK or RANK:ATTEMPT makes that rank fail in that stage attempt."),
+              "Testing aid: RANK or RANK:ATTEMPT (each at most 9 digits) makes that rank fail in"
+                  + " that stage attempt."),
           new Setting(
               GatheredOutputs.RELEASE_DELAY,
               GatheredOutputs.DEFAULT_RELEASE_DELAY,

@@ -336,11 +336,21 @@ final class RankGroup implements AutoCloseable {
                 + mebibytes(e.receiveLimit())
                 + ") from "
                 + e.receiveLimitSource()
-                + "; raise that setting or set "
-                + GatherMemory.MAX_GATHER_BYTES
+                + "; "
+                + raiseTheLimit(e.receiveLimitSource())
                 + " (or gather fewer rows or columns)");
       }
     }
+  }
+
+  /**
+   * What to raise after "from SOURCE": the source, or {@link GatherMemory#MAX_GATHER_BYTES} where
+   * the source is another limit; the setting is named once either way.
+   */
+  private static String raiseTheLimit(String source) {
+    return source.startsWith(GatherMemory.MAX_GATHER_BYTES + "=")
+        ? "raise it"
+        : "raise that setting or set " + GatherMemory.MAX_GATHER_BYTES;
   }
 
   private static String mebibytes(long bytes) {

@@ -1,5 +1,6 @@
 package io.npugather.spark;
 
+import io.npugather.AllGatherParam;
 import io.npugather.Backend;
 import io.npugather.CommunicatorOptions.HostTransport;
 import io.npugather.spark.rendezvous.RendezvousService;
@@ -56,10 +57,10 @@ final class RunSetup implements AutoCloseable {
   }
 
   /**
-   * Checks a run of rankSize ranks before anything is launched (rankRoot in range, enough barrier
-   * slots, no dynamic allocation, a device for every rank where the backend needs one), registers
-   * it with the driver's rendezvous service and makes it the last run's {@code metrics} ({@link
-   * NpuGather#lastMetrics}).
+   * Checks a run of rankSize ranks before anything is launched (rankSize and rankRoot in range,
+   * enough barrier slots, no dynamic allocation, a device for every rank where the backend needs
+   * one), registers it with the driver's rendezvous service and makes it the last run's {@code
+   * metrics} ({@link NpuGather#lastMetrics}).
    */
   static RunSetup prepare(
       SparkContext sc,
@@ -67,6 +68,20 @@ final class RunSetup implements AutoCloseable {
       int rankSize,
       AllGatherOptions options,
       GatherMetrics metrics) {
+    if (rankSize > AllGatherParam.MAX_RANK_SIZE) {
+      // Before the slot check, which would wait for executors that can never be enough.
+      throw new IllegalArgumentException(
+          operation
+              + ": the input has "
+              + rankSize
+              + " partitions, one rank each, and rankSize = "
+              + rankSize
+              + " is invalid; allowed: "
+              + AllGatherParam.RANK_SIZE_ALLOWED
+              + " (set "
+              + AllGatherOptions.RANK_SIZE
+              + " to repartition the input to fewer ranks)");
+    }
     if (options.rankRoot() >= rankSize) {
       throw new IllegalArgumentException(
           AllGatherOptions.RANK_ROOT

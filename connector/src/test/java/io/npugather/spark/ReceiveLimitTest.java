@@ -43,4 +43,25 @@ class ReceiveLimitTest {
     RankGroup.checkReceiveFits(
         2, entries, new long[] {100 * MIB, 300 * MIB, 100 * MIB}); // fits everyone
   }
+
+  @Test
+  void aLimitSetByMaxGatherBytesIsNamedOnce() {
+    String source = GatherMemory.MAX_GATHER_BYTES + "=1m";
+    List<RankEntry> entries =
+        List.of(
+            new RankEntry("a", "pa", -1, MIB, source, new byte[0], new byte[0]),
+            new RankEntry("b", "pb", -1, MIB, source, new byte[0], new byte[0]));
+    NpuGatherException e =
+        assertThrows(
+            NpuGatherException.class,
+            () -> RankGroup.checkReceiveFits(1, entries, new long[] {2 * MIB, 2 * MIB}));
+    assertEquals(
+        "INVALID_USAGE: rank 0 (on a) would receive "
+            + 2 * MIB
+            + " bytes (2.0 MiB) in this gather, more than its limit of "
+            + MIB
+            + " bytes (1.0 MiB) from spark.npugather.memory.maxGatherBytes=1m; raise it (or gather"
+            + " fewer rows or columns)",
+        e.getMessage().substring(e.getMessage().indexOf("INVALID_USAGE: ")));
+  }
 }

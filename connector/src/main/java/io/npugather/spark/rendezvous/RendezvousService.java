@@ -1,5 +1,6 @@
 package io.npugather.spark.rendezvous;
 
+import io.npugather.CommunicatorOptions;
 import io.npugather.spark.rendezvous.RendezvousException.Reason;
 import java.lang.ref.Cleaner;
 import java.lang.ref.WeakReference;
@@ -15,7 +16,6 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadFactory;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -44,8 +44,11 @@ import org.slf4j.LoggerFactory;
 public final class RendezvousService implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(RendezvousService.class);
 
-  /** Longest timeout honoured (keeps nanoTime arithmetic far from overflow). */
-  static final long MAX_TIMEOUT_MS = TimeUnit.DAYS.toMillis(30);
+  /**
+   * Longest timeout honoured, the communicator's ({@link CommunicatorOptions#MAX_TIMEOUT}, which
+   * the options refuse to pass; keeps nanoTime arithmetic far from overflow).
+   */
+  static final long MAX_TIMEOUT_MS = CommunicatorOptions.MAX_TIMEOUT.toMillis();
 
   private static final Map<SparkContext, RendezvousService> BY_CONTEXT = new IdentityHashMap<>();
   private static final AtomicLong NEXT_REGISTRATION_ID = new AtomicLong(1);
