@@ -33,6 +33,11 @@ public final class JoinBenchmark {
   private record Method(String name, BiFunction<Dataset<Row>, Dataset<Row>, Dataset<Row>> join) {}
 
   public static void main(String[] args) throws Exception {
+    System.out.print(run(args));
+  }
+
+  /** Runs the benchmark; returns the markdown table (every answer checked, or it throws). */
+  static String run(String[] args) throws Exception {
     String master = args.length > 0 ? args[0] : "local[2]";
     List<Long> buildMiB = new ArrayList<>();
     for (String s : (args.length > 1 ? args[1] : "16,64,256").split(",")) {
@@ -139,8 +144,8 @@ public final class JoinBenchmark {
       build.unpersist(true);
       stream.unpersist(true);
     }
-    System.out.print(md);
     spark.stop();
+    return md.toString();
   }
 
   /** Count and an order-free sum of row hashes: equal for equal multisets of rows. */

@@ -18,6 +18,15 @@ import org.junit.jupiter.api.io.TempDir;
  * input, the report written. (The measurements themselves are runs of bin/npugather-bench.)
  */
 class SparkBenchmarkTest {
+  /** What {@code bin/npugather-bench --joins} runs, on tiny tables: the three joins agree. */
+  @Test
+  void theJoinBenchmarkComparesTheThreeJoinsOfOneQuery() throws Exception {
+    String table = JoinBenchmark.run(new String[] {"local[2]", "1", "20000", "1"});
+    for (String method : List.of("| allgather |", "| broadcast |", "| sort-merge |")) {
+      assertTrue(table.contains(method), table);
+    }
+  }
+
   @Test
   void everyMethodDeliversEveryRowToEveryRankAndTheReportIsWritten(@TempDir Path dir)
       throws Exception {
