@@ -10,7 +10,6 @@ import io.npugather.spark.memory.GatherMemory;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
@@ -131,11 +130,7 @@ class AllGatherAcrossExecutorJvmsTest {
     cluster.explainFailure(
         () -> {
           SparkSession spark = cluster.spark();
-          Dataset<Row> input =
-              spark.createDataFrame(
-                  JavaSparkContext.fromSparkContext(spark.sparkContext())
-                      .parallelize(GatherChecks.mixedRows(4_000, 21), 2),
-                  GatherChecks.MIXED);
+          Dataset<Row> input = GatherChecks.mixedInput(spark, 4_000, 21, 2);
           List<List<Row>> in = GatherChecks.partitions(input);
           List<Row> rankMajor = GatherChecks.rankMajor(in);
           Dataset<Row> g = NpuGather.allGatherOnNpu(input);

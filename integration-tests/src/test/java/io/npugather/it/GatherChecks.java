@@ -89,9 +89,7 @@ final class GatherChecks {
       long seed,
       String transport) {
     SparkSession spark = cluster.spark();
-    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-    Dataset<Row> df =
-        spark.createDataFrame(jsc.parallelize(mixedRows(6_000 * rankSize, seed), rankSize), MIXED);
+    Dataset<Row> df = mixedInput(spark, 6_000 * rankSize, seed, rankSize);
     List<List<Row>> in = partitions(df);
     assertEquals(rankSize, in.size());
     Map<Path, Integer> offsets = logOffsets(cluster);
@@ -110,6 +108,12 @@ final class GatherChecks {
         gathers.stream().map(Gather::executor).distinct().count(),
         "ranks sharing an executor: " + gathers);
     return gathers;
+  }
+
+  /** {@code count} random {@link #MIXED} rows ({@link #mixedRows}) in {@code partitions}. */
+  static Dataset<Row> mixedInput(SparkSession spark, int count, long seed, int partitions) {
+    JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+    return spark.createDataFrame(jsc.parallelize(mixedRows(count, seed), partitions), MIXED);
   }
 
   static List<List<Row>> partitions(Dataset<Row> df) {

@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -45,11 +44,7 @@ class RanksSharingExecutorJvmsTest {
     cluster.explainFailure(
         () -> {
           SparkSession spark = cluster.spark();
-          Dataset<Row> input =
-              spark.createDataFrame(
-                  JavaSparkContext.fromSparkContext(spark.sparkContext())
-                      .parallelize(GatherChecks.mixedRows(12_000, 31), 4),
-                  GatherChecks.MIXED);
+          Dataset<Row> input = GatherChecks.mixedInput(spark, 12_000, 31, 4);
           List<List<Row>> in = GatherChecks.partitions(input);
           Dataset<Row> g = NpuGather.allGatherOnNpu(input);
           GatherChecks.assertRankMajorOnEveryPartition(in, GatherChecks.partitions(g));
