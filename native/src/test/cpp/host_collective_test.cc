@@ -1135,6 +1135,88 @@ void test_a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it() {
   CHECK(!contains(errors[2], "comes through"));
 }
 
+// The rank a ring rank's error blames for the stall, parsed from its text; -1 if none.
+int blamed_on_the_ring(const std::string& error) {
+  // In order: a neighbour's verdict passed on, a rank that did not pass a block on, the rank a
+  // neighbour waits for, a right neighbour that stopped reading, the origin of the block missing.
+  for (const char* pattern :
+       {"timed out waiting for rank %d%n", "which rank %d has not passed on%n", "waits for rank %d)%n",
+        "rank %d has not taken the rest%n", "still waiting for rank %d's block%n"}) {
+    const std::string head(pattern, strstr(pattern, "%d"));
+    for (size_t at = error.find(head); at != std::string::npos; at = error.find(head, at + 1)) {
+      int rank = -1;
+      int end = 0;  // set only when the whole pattern matched
+      if (sscanf(error.c_str() + at, pattern, &rank, &end) == 1 && end > 0) return rank;
+    }
+  }
+  return -1;
+}
+
+// One rank of a TCP ring is stopped (SIGSTOP: alive, holding its connections, not moving) while
+// every rank loops over gathers: every other rank fails by its deadline naming the stopped rank,
+// not a neighbour that merely waits too or that closed the ring after giving up, whichever
+// collective and whichever part of a block each was in.
+void test_a_stopped_rank_on_the_ring_is_named_by_every_other_rank() {
+  const int64_t timeout = 1500;
+  struct Case {
+    int n;
+    int victim;
+    uint64_t bytes;
+    int stop_after_ms;
+  };
+  const Case cases[] = {
+      {3, 0, 64, 20}, {3, 2, 1 << 20, 60}, {3, 1, 100000, 110}, {4, 1, 64, 150}, {4, 3, 256 << 10, 90}};
+  for (const Case& c : cases) {
+    ProcShared* shared = map_shared();
+    auto pids = fork_ranks(
+        c.n, shared,
+        [&](int r, npg_comm_t comm) {
+          std::vector<uint8_t> send(c.bytes, static_cast<uint8_t>(r)), recv(c.bytes * c.n);
+          shared->started.fetch_add(1);
+          for (;;) {
+            auto t0 = Clock::now();
+            npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), c.bytes, NPG_UINT8);
+            if (rc == NPG_SUCCESS) continue;
+            shared->elapsed_ms[r] = ms_since(t0);
+            shared->rc[r] = rc;
+            snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+            return 0;
+          }
+        },
+        NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_RING, timeout);
+    auto t0 = Clock::now();
+    while (shared->started.load() < c.n && ms_since(t0) < 20000) usleep(1000);
+    usleep(c.stop_after_ms * 1000);
+    kill(pids[c.victim], SIGSTOP);
+    std::vector<pid_t> survivors;
+    for (int r = 0; r < c.n; ++r)
+      if (r != c.victim) survivors.push_back(pids[r]);
+    auto codes = wait_ranks(survivors, 4 * timeout + 5000);
+    kill(pids[c.victim], SIGKILL);
+    waitpid(pids[c.victim], nullptr, 0);
+    std::string problems;
+    std::string report;
+    for (int r = 0, i = 0; r < c.n; ++r) {
+      if (r == c.victim) continue;
+      const int code = codes[i++];
+      const std::string error = shared->error[r];
+      report += "\n    rank " + std::to_string(r) + ": " + npg_result_name(static_cast<npg_result_t>(shared->rc[r])) +
+                " after " + std::to_string(static_cast<int>(shared->elapsed_ms[r])) + " ms: " + error;
+      const bool in_time = shared->elapsed_ms[r] < timeout + 1000;
+      if (code != 0 || shared->rc[r] != NPG_TIMEOUT || !in_time || blamed_on_the_ring(error) != c.victim) {
+        problems += " rank " + std::to_string(r);
+      }
+    }
+    printf("  %d ranks, rank %d stopped, %llu bytes:%s\n", c.n, c.victim, static_cast<unsigned long long>(c.bytes),
+           report.c_str());
+    munmap(shared, sizeof(ProcShared));
+    if (!problems.empty()) {
+      throw TestFailure(std::to_string(c.n) + " ranks, rank " + std::to_string(c.victim) +
+                        " stopped: not named within the deadline by" + problems + report);
+    }
+  }
+}
+
 void expect_arg_error(npg_result_t rc, npg_result_t expected, const char* needle) {
   if (rc != expected || !contains(npg_last_error(), needle)) {
     throw TestFailure(std::string("got ") + npg_result_name(rc) + " '" + npg_last_error() + "', expected " +
@@ -1530,6 +1612,8 @@ void test_a_rank_closing_its_communicator_fails_its_peers_at_once_on_every_trans
     for (int close_after_ms : {0, 200}) {
       expect_leaving_thread_fails_peers(0, "threads", bytes, close_after_ms);
       expect_leaving_thread_fails_peers(NPG_FLAG_FORCE_STAGING, "staging", bytes, close_after_ms);
+      expect_leaving_thread_fails_peers(NPG_FLAG_FORCE_TCP, "tcp", bytes, close_after_ms);
+      expect_leaving_thread_fails_peers(NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N, "tcp-log-n", bytes, close_after_ms);
       expect_leaving_process_fails_peers(0, bytes, close_after_ms);
       expect_leaving_process_fails_peers(NPG_FLAG_FORCE_STAGING, bytes, close_after_ms);
     }
@@ -1878,6 +1962,8 @@ const TestCase kTests[] = {
     {"an_abort_is_named_as_the_abort_on_every_other_rank", test_an_abort_is_named_as_the_abort_on_every_other_rank},
     {"a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it",
      test_a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it},
+    {"a_stopped_rank_on_the_ring_is_named_by_every_other_rank",
+     test_a_stopped_rank_on_the_ring_is_named_by_every_other_rank},
     {"ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically",
      test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically},
     {"rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically",

@@ -658,14 +658,16 @@ void ShmTransport::on_failure() noexcept {
   wake_sleepers();
 }
 
+void ShmTransport::on_leave() noexcept {
+  if (segment_.data() == nullptr) return;
+  // Peers that wait for this rank in a later collective fail at once instead of at their
+  // deadline. A rank that failed, aborted or timed out keeps that status.
+  uint64_t expected = kStatusOk;
+  slot(rank_).status.compare_exchange_strong(expected, kStatusLeft, std::memory_order_seq_cst);
+  wake_sleepers();
+}
+
 void ShmTransport::close() {
-  if (segment_.data() != nullptr) {
-    // Peers that wait for this rank in a later collective fail at once instead of at their
-    // deadline. A rank that failed, aborted or timed out keeps that status.
-    uint64_t expected = kStatusOk;
-    slot(rank_).status.compare_exchange_strong(expected, kStatusLeft, std::memory_order_seq_cst);
-    wake_sleepers();
-  }
   int err = segment_.close();
   for (auto& fd : pidfds_) {
     int e = fd.reset();

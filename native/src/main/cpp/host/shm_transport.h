@@ -60,6 +60,7 @@ class ShmTransport final : public HostTransport {
   void all_gather_v(const GatherArgs& args, const Deadline& deadline) override;
   void on_abort() noexcept override;
   void on_failure() noexcept override;
+  void on_leave() noexcept override;
   void close() override;
 
   static constexpr size_t kInlineSegments = 8;  // segments published in the post itself
