@@ -59,6 +59,10 @@ bool contains(const std::string& haystack, const std::string& needle) {
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
 // Runs fn(rank) on n threads; rethrows the first failure after all joined.
 void run_ranks(int n, const std::function<void(int)>& fn) {
   std::mutex mutex;
@@ -284,6 +288,7 @@ struct ProcShared {
   int root_pid;
   int rc[kMaxProcRanks];
   double elapsed_ms[kMaxProcRanks];
+  std::atomic<int64_t> mark_ns;  // a moment in a test (steady clock, the same in every process)
   char transport[kMaxProcRanks][32];
   char error[kMaxProcRanks][512];
 };
@@ -1257,6 +1262,88 @@ void test_a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it() {
   CHECK(!contains(errors[2], "comes through"));
 }
 
+// The rank a ring rank's error blames for the stall, parsed from its text; -1 if none.
+int blamed_on_the_ring(const std::string& error) {
+  // In order: a neighbour's verdict passed on, a rank that did not pass a block on, the rank a
+  // neighbour waits for, a right neighbour that stopped reading, the origin of the block missing.
+  for (const char* pattern :
+       {"timed out waiting for rank %d%n", "which rank %d has not passed on%n", "waits for rank %d)%n",
+        "rank %d has not taken the rest%n", "still waiting for rank %d's block%n"}) {
+    const std::string head(pattern, strstr(pattern, "%d"));
+    for (size_t at = error.find(head); at != std::string::npos; at = error.find(head, at + 1)) {
+      int rank = -1;
+      int end = 0;  // set only when the whole pattern matched
+      if (sscanf(error.c_str() + at, pattern, &rank, &end) == 1 && end > 0) return rank;
+    }
+  }
+  return -1;
+}
+
+// One rank of a TCP ring is stopped (SIGSTOP: alive, holding its connections, not moving) while
+// every rank loops over gathers: every other rank fails by its deadline naming the stopped rank,
+// not a neighbour that merely waits too or that closed the ring after giving up, whichever
+// collective and whichever part of a block each was in.
+void test_a_stopped_rank_on_the_ring_is_named_by_every_other_rank() {
+  const int64_t timeout = 1500;
+  struct Case {
+    int n;
+    int victim;
+    uint64_t bytes;
+    int stop_after_ms;
+  };
+  const Case cases[] = {
+      {3, 0, 64, 20}, {3, 2, 1 << 20, 60}, {3, 1, 100000, 110}, {4, 1, 64, 150}, {4, 3, 256 << 10, 90}};
+  for (const Case& c : cases) {
+    ProcShared* shared = map_shared();
+    auto pids = fork_ranks(
+        c.n, shared,
+        [&](int r, npg_comm_t comm) {
+          std::vector<uint8_t> send(c.bytes, static_cast<uint8_t>(r)), recv(c.bytes * c.n);
+          shared->started.fetch_add(1);
+          for (;;) {
+            auto t0 = Clock::now();
+            npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), c.bytes, NPG_UINT8);
+            if (rc == NPG_SUCCESS) continue;
+            shared->elapsed_ms[r] = ms_since(t0);
+            shared->rc[r] = rc;
+            snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+            return 0;
+          }
+        },
+        NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_RING, timeout);
+    auto t0 = Clock::now();
+    while (shared->started.load() < c.n && ms_since(t0) < 20000) usleep(1000);
+    usleep(c.stop_after_ms * 1000);
+    kill(pids[c.victim], SIGSTOP);
+    std::vector<pid_t> survivors;
+    for (int r = 0; r < c.n; ++r)
+      if (r != c.victim) survivors.push_back(pids[r]);
+    auto codes = wait_ranks(survivors, 4 * timeout + 5000);
+    kill(pids[c.victim], SIGKILL);
+    waitpid(pids[c.victim], nullptr, 0);
+    std::string problems;
+    std::string report;
+    for (int r = 0, i = 0; r < c.n; ++r) {
+      if (r == c.victim) continue;
+      const int code = codes[i++];
+      const std::string error = shared->error[r];
+      report += "\n    rank " + std::to_string(r) + ": " + npg_result_name(static_cast<npg_result_t>(shared->rc[r])) +
+                " after " + std::to_string(static_cast<int>(shared->elapsed_ms[r])) + " ms: " + error;
+      const bool in_time = shared->elapsed_ms[r] < timeout + 1000;
+      if (code != 0 || shared->rc[r] != NPG_TIMEOUT || !in_time || blamed_on_the_ring(error) != c.victim) {
+        problems += " rank " + std::to_string(r);
+      }
+    }
+    printf("  %d ranks, rank %d stopped, %llu bytes:%s\n", c.n, c.victim, static_cast<unsigned long long>(c.bytes),
+           report.c_str());
+    munmap(shared, sizeof(ProcShared));
+    if (!problems.empty()) {
+      throw TestFailure(std::to_string(c.n) + " ranks, rank " + std::to_string(c.victim) +
+                        " stopped: not named within the deadline by" + problems + report);
+    }
+  }
+}
+
 void expect_arg_error(npg_result_t rc, npg_result_t expected, const char* needle) {
   if (rc != expected || !contains(npg_last_error(), needle)) {
     throw TestFailure(std::string("got ") + npg_result_name(rc) + " '" + npg_last_error() + "', expected " +
@@ -1525,6 +1612,141 @@ void test_abort_during_eager_gathers_ends_every_rank() {
   }
 }
 
+// ---------------------------------------------------------------- a rank that leaves
+
+// A rank that closes its communicator (npg_comm_destroy, no abort) while its process lives:
+// the collectives it took part in succeed on every rank, even when it closes while its
+// peers still finish the last one, and the peers' next collective fails within a second
+// (the deadline is 3 s) with REMOTE_ERROR naming it, whether they already wait when it
+// closes (close_after_ms > 0) or only enter afterwards.
+constexpr int kRunsBeforeLeaving = 20;
+constexpr int64_t kLeaverTimeoutMs = 3000;
+constexpr double kLeaverBoundMs = 1000;
+
+// Checks a peer's outcome after `leaver` closed its communicator; "" when it is right.
+std::string peer_after_leaver(int rank, npg_result_t rc, double ms, const std::string& error, int leaver,
+                              const std::string& expected_text) {
+  if (rc == NPG_REMOTE_ERROR && ms < kLeaverBoundMs && contains(error, expected_text)) return "";
+  return "rank " + std::to_string(rank) + " returned " + npg_result_name(rc) + " after " +
+         std::to_string(static_cast<int>(ms)) + " ms: '" + error + "' (expected REMOTE_ERROR within " +
+         std::to_string(static_cast<int>(kLeaverBoundMs)) + " ms naming rank " + std::to_string(leaver) + ")";
+}
+
+std::string closed_text(int leaver) { return "rank " + std::to_string(leaver) + " closed its communicator"; }
+
+void expect_leaving_thread_fails_peers(uint32_t flags, const char* transport, uint64_t bytes, int close_after_ms) {
+  const int n = 3;
+  const int leaver = 1;
+  auto info = make_root_info();
+  std::mutex mutex;
+  std::vector<std::string> problems;
+  std::vector<int64_t> ended(n, 0);
+  std::atomic<int64_t> closed_at{0};
+  run_ranks(n, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, n, info, flags, kLeaverTimeoutMs);
+    CHECK(std::string(npg_comm_transport(comm)) == transport);
+    for (int i = 0; i < kRunsBeforeLeaving; ++i) {
+      gather_and_verify(comm, rank, n, equal_layout(n, bytes), NPG_UINT8, false, false, 1000 + i);
+    }
+    if (rank == leaver) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(close_after_ms));
+      closed_at.store(now_ns());
+      CHECK_OK(npg_comm_destroy(comm));
+      return;
+    }
+    std::vector<uint8_t> send(bytes), recv(bytes * n);
+    auto t0 = Clock::now();
+    npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), bytes, NPG_UINT8);
+    const double ms = ms_since(t0);
+    const int64_t end = now_ns();
+    std::string problem = peer_after_leaver(rank, rc, ms, npg_last_error(), leaver, closed_text(leaver));
+    CHECK_OK(npg_comm_destroy(comm));
+    std::lock_guard<std::mutex> lock(mutex);
+    ended[rank] = end;
+    if (!problem.empty()) problems.push_back(problem);
+  });
+  printf("  %s, %llu bytes, closing after %d ms: the peers failed %.1f and %.1f ms after the close\n", transport,
+         static_cast<unsigned long long>(bytes), close_after_ms, (ended[0] - closed_at.load()) / 1e6,
+         (ended[2] - closed_at.load()) / 1e6);
+  if (!problems.empty()) {
+    throw TestFailure(std::string(transport) + ", " + std::to_string(bytes) + " bytes, closing after " +
+                      std::to_string(close_after_ms) + " ms: " + problems[0]);
+  }
+}
+
+void expect_leaving_process_fails_peers(uint32_t flags, uint64_t bytes, int close_after_ms) {
+  const int n = 3;
+  const int leaver = 1;
+  ProcShared* shared = map_shared();
+  // When each peer's call ended (steady clock), in memory the children share with this process.
+  auto* ended = static_cast<int64_t*>(
+      mmap(nullptr, n * sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (ended == MAP_FAILED) throw TestFailure("mmap failed");
+  auto pids = fork_ranks(
+      n, shared,
+      [&](int r, npg_comm_t comm) {
+        for (int i = 0; i < kRunsBeforeLeaving; ++i) {
+          gather_and_verify(comm, r, n, equal_layout(n, bytes), NPG_UINT8, false, false, 2000 + i);
+        }
+        if (r == leaver) {
+          usleep(close_after_ms * 1000);
+          shared->mark_ns.store(now_ns());
+          if (npg_comm_destroy(comm) != NPG_SUCCESS) return 2;
+          // Lives on until the peers have their verdict (fork_ranks' destroy of the dead
+          // handle then fails harmlessly).
+          auto t0 = Clock::now();
+          while (shared->started.load() < n - 1 && ms_since(t0) < 10000) usleep(1000);
+          return 0;
+        }
+        std::vector<uint8_t> send(bytes), recv(bytes * n);
+        auto t0 = Clock::now();
+        shared->rc[r] = npg_all_gather(comm, send.data(), recv.data(), bytes, NPG_UINT8);
+        shared->elapsed_ms[r] = ms_since(t0);
+        ended[r] = now_ns();
+        snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+        shared->started.fetch_add(1);
+        return 0;
+      },
+      flags, kLeaverTimeoutMs);
+  auto codes = wait_ranks(pids, 30000);
+  std::string report = child_report(shared, codes);
+  std::string transport = shared->transport[0];
+  std::string problem;
+  for (int r = 0; r < n && problem.empty(); ++r) {
+    if (codes[r] != 0) problem = "rank " + std::to_string(r) + " exited with " + std::to_string(codes[r]);
+    if (r != leaver && problem.empty()) {
+      problem = peer_after_leaver(r, static_cast<npg_result_t>(shared->rc[r]), shared->elapsed_ms[r], shared->error[r],
+                                  leaver, closed_text(leaver));
+    }
+  }
+  int root_pid = shared->root_pid;
+  printf("  %s (processes), %llu bytes, closing after %d ms: the peers failed %.1f and %.1f ms after the close\n",
+         transport.c_str(), static_cast<unsigned long long>(bytes), close_after_ms,
+         (ended[0] - shared->mark_ns.load()) / 1e6, (ended[2] - shared->mark_ns.load()) / 1e6);
+  munmap(ended, n * sizeof(int64_t));
+  munmap(shared, sizeof(ProcShared));
+  if (!problem.empty()) {
+    throw TestFailure(transport + ", " + std::to_string(bytes) + " bytes, closing after " +
+                      std::to_string(close_after_ms) + " ms: " + problem + ";" + report);
+  }
+  CHECK(shm_entries("npugather." + std::to_string(root_pid) + ".").empty());
+}
+
+void test_a_rank_closing_its_communicator_fails_its_peers_at_once_on_every_transport() {
+  // Eager (64 bytes) and direct (300000 bytes, with a done round) collectives.
+  EagerLimit limit("8192");
+  for (uint64_t bytes : {uint64_t{64}, uint64_t{300000}}) {
+    for (int close_after_ms : {0, 200}) {
+      expect_leaving_thread_fails_peers(0, "threads", bytes, close_after_ms);
+      expect_leaving_thread_fails_peers(NPG_FLAG_FORCE_STAGING, "staging", bytes, close_after_ms);
+      expect_leaving_thread_fails_peers(NPG_FLAG_FORCE_TCP, "tcp", bytes, close_after_ms);
+      expect_leaving_thread_fails_peers(NPG_FLAG_FORCE_TCP | NPG_FLAG_FORCE_LOG_N, "tcp-log-n", bytes, close_after_ms);
+      expect_leaving_process_fails_peers(0, bytes, close_after_ms);
+      expect_leaving_process_fails_peers(NPG_FLAG_FORCE_STAGING, bytes, close_after_ms);
+    }
+  }
+}
+
 void test_successful_runs_leave_no_shared_memory_behind() {
   std::string prefix = "npugather." + std::to_string(getpid()) + ".";
   CHECK(shm_entries(prefix).empty());
@@ -1769,6 +1991,56 @@ void test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor() {
   }
 }
 
+// A rank of a host that closes its communicator after collectives with the others: every
+// survivor's next collective fails within a second; its host peer (through the host's
+// segment) and its ring peer name it.
+void test_a_rank_closing_its_communicator_on_simulated_hosts_fails_every_survivor_at_once() {
+  if (simulated_hosts_unavailable()) return;
+  simulated::SimulatedHosts net(2);
+  const int n = 4;  // host 0: ranks 0, 2; host 1: ranks 1, 3
+  const int leaver = 3;
+  EagerLimit limit("8192");
+  for (uint64_t bytes : {uint64_t{64}, uint64_t{300000}}) {
+    ProcShared* shared = map_shared();
+    auto pids = fork_on_hosts(
+        net, n, shared,
+        [&](int r, npg_comm_t comm) {
+          for (int i = 0; i < kRunsBeforeLeaving; ++i) {
+            gather_and_verify(comm, r, n, equal_layout(n, bytes), NPG_UINT8, false, false, 3000 + i);
+          }
+          if (r == leaver) {
+            if (npg_comm_destroy(comm) != NPG_SUCCESS) return 2;
+            auto t0 = Clock::now();
+            while (shared->started.load() < n - 1 && ms_since(t0) < 10000) usleep(1000);
+            return 0;
+          }
+          std::vector<uint8_t> send(bytes), recv(bytes * n);
+          auto t0 = Clock::now();
+          shared->rc[r] = npg_all_gather(comm, send.data(), recv.data(), bytes, NPG_UINT8);
+          shared->elapsed_ms[r] = ms_since(t0);
+          snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+          shared->started.fetch_add(1);
+          return 0;
+        },
+        0, kLeaverTimeoutMs);
+    auto codes = wait_ranks(pids, 30000);
+    std::string report = child_report(shared, codes);
+    std::string transport = shared->transport[0];
+    bool ok = transport.rfind("tcp-hier+", 0) == 0;
+    for (int r = 0; r < n; ++r) {
+      ok = ok && codes[r] == 0;
+      if (r == leaver) continue;
+      ok = ok && shared->rc[r] == NPG_REMOTE_ERROR && shared->elapsed_ms[r] < kLeaverBoundMs;
+      // Rank 1 shares its host with the leaver, rank 2 its ring.
+      if (r == 1 || r == 2) ok = ok && contains(shared->error[r], "rank 3");
+    }
+    printf("  %s, %llu bytes: %s\n", transport.c_str(), static_cast<unsigned long long>(bytes), report.c_str());
+    munmap(shared, sizeof(ProcShared));
+    if (!ok) throw TestFailure(std::to_string(bytes) + " bytes:" + report);
+    expect_no_shm_of(pids);
+  }
+}
+
 struct TestCase {
   const char* name;
   void (*fn)();
@@ -1821,6 +2093,8 @@ const TestCase kTests[] = {
     {"an_abort_is_named_as_the_abort_on_every_other_rank", test_an_abort_is_named_as_the_abort_on_every_other_rank},
     {"a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it",
      test_a_stalled_rank_on_the_ring_is_named_by_the_ranks_after_it},
+    {"a_stopped_rank_on_the_ring_is_named_by_every_other_rank",
+     test_a_stopped_rank_on_the_ring_is_named_by_every_other_rank},
     {"ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically",
      test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically},
     {"rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically",
@@ -1830,12 +2104,16 @@ const TestCase kTests[] = {
      test_mismatched_counts_across_simulated_hosts_give_invalid_usage_on_every_rank},
     {"rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor",
      test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor},
+    {"a_rank_closing_its_communicator_on_simulated_hosts_fails_every_survivor_at_once",
+     test_a_rank_closing_its_communicator_on_simulated_hosts_fails_every_survivor_at_once},
     {"eager_and_direct_blocks_alternate_on_every_shared_memory_transport",
      test_eager_and_direct_blocks_alternate_on_every_shared_memory_transport},
     {"ranks_with_different_eager_limits_gather_every_byte", test_ranks_with_different_eager_limits_gather_every_byte},
     {"rank_killed_during_eager_gathers_fails_every_survivor",
      test_rank_killed_during_eager_gathers_fails_every_survivor},
     {"abort_during_eager_gathers_ends_every_rank", test_abort_during_eager_gathers_ends_every_rank},
+    {"a_rank_closing_its_communicator_fails_its_peers_at_once_on_every_transport",
+     test_a_rank_closing_its_communicator_fails_its_peers_at_once_on_every_transport},
     {"successful_runs_leave_no_shared_memory_behind", test_successful_runs_leave_no_shared_memory_behind},
 };
 

@@ -257,6 +257,11 @@ void HierTransport::on_failure() noexcept {
   if (shm_) shm_->on_failure();
 }
 
+void HierTransport::on_leave() noexcept {
+  if (ring_) ring_->on_leave();
+  if (shm_) shm_->on_leave();
+}
+
 void HierTransport::close() {
   std::string first;
   npg_result_t code = NPG_SUCCESS;

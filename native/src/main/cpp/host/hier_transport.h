@@ -62,6 +62,7 @@ class HierTransport final : public HostTransport {
   void all_gather_v(const GatherArgs& args, const Deadline& deadline) override;
   void on_abort() noexcept override;
   void on_failure() noexcept override;
+  void on_leave() noexcept override;
   void close() override;
 
  private:

@@ -380,7 +380,9 @@ void HostCommunicator::run(const npg_segment_t* segments, size_t segment_count, 
       throw;
     }
     broken_ = e.what();
-    // A timed-out rank stays silent: its peers time out on their own and name the real laggard.
+    // A timed-out rank breaks no link: its peers time out on their own, or learn whom it
+    // waited for (shared memory: its status; the TCP ring: an urgent byte), and name the real
+    // laggard, not this rank.
     if (e.code() != NPG_TIMEOUT) transport_->on_failure();
     throw;
   } catch (...) {
@@ -399,6 +401,9 @@ void HostCommunicator::close() {
   std::string first;
   npg_result_t code = NPG_SUCCESS;
   if (transport_) {
+    // Peers waiting for this rank in a later collective learn it at once. After a failure or
+    // an abort they have learnt what there is to learn (a timed-out rank stays silent).
+    if (broken_.empty() && !abort_.triggered()) transport_->on_leave();
     try {
       transport_->close();
     } catch (const Error& e) {

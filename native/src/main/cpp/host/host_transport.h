@@ -90,6 +90,9 @@ class HostTransport {
   virtual void on_abort() noexcept = 0;
   // This rank failed (not a timeout): let peers fail instead of waiting for it.
   virtual void on_failure() noexcept = 0;
+  // This rank closes its communicator, not after a failure or abort: let peers that wait for
+  // it (in a later collective; it finished its last one) fail at once. Before close().
+  virtual void on_leave() noexcept {}
   // Releases resources; tries every step and throws the first failure.
   virtual void close() = 0;
 };

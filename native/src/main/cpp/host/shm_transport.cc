@@ -39,6 +39,11 @@ constexpr uint64_t kStatusOk = 0;
 constexpr uint64_t kStatusFailed = 1;
 constexpr uint64_t kStatusAborted = 2;
 constexpr uint64_t kStatusTimedOut = 3;  // blame holds the rank it waited for
+// Closed its communicator (npg_comm_destroy) outside a failure. Not a failure by itself: a rank
+// destroys only after its last collective returned, so it has published everything a peer
+// still waits for in that collective; only a peer that waits for more (a later collective)
+// fails.
+constexpr uint64_t kStatusLeft = 4;
 constexpr auto kDrainLimit = std::chrono::seconds(10);
 constexpr uint64_t kCmaChunkBytes = 8ull << 20;  // abort is checked between chunks
 constexpr size_t kCmaIovecs = 64;                // remote pieces per process_vm_readv
@@ -117,6 +122,9 @@ struct alignas(kLineBytes) ShmTransport::Slot {
   std::atomic<uint64_t> stage_done;
   std::atomic<uint64_t> reading;  // seq while copying from peers' send buffers, else 0
   std::atomic<uint64_t> blame;    // 1 + the rank that made this one fail, 0 if none
+  // The last collective this rank returned from successfully: a failure of the rank from
+  // then on belongs to a later collective (check_peer_status).
+  std::atomic<uint64_t> finished_seq;
 };
 static_assert(sizeof(ShmTransport::Slot) == kLineBytes, "one slot per cache-line pair");
 
@@ -312,19 +320,28 @@ void ShmTransport::check_peers_alive(const std::vector<int32_t>& missing) {
   }
 }
 
-void ShmTransport::check_peer_status() {
+void ShmTransport::check_peer_status(std::atomic<uint64_t> Slot::*field, uint64_t target) {
   for (int32_t r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     uint64_t st = slot(r).status.load(std::memory_order_seq_cst);
     if (st == kStatusOk) continue;
+    // A rank that has finished this collective published all of it before: what became of
+    // it since (it failed, aborted or timed out in a later collective or, under tcp-hier, in
+    // the next collective's ring, e.g. because a third rank left) is not this one's business.
+    if (slot(r).finished_seq.load(std::memory_order_seq_cst) >= seq_) continue;
+    // A rank that left published everything of its last collective before it left (seq_cst
+    // stores, then the status): it fails this wait only when this wait needs more of it.
+    if (st == kStatusLeft && (field == nullptr || (slot(r).*field).load(std::memory_order_seq_cst) >= target)) {
+      continue;
+    }
     uint64_t blame = slot(r).blame.load(std::memory_order_relaxed);
-    // A rank that failed because a peer aborted or timed out names it in blame: report that
-    // root cause, as the ranks that saw it directly do, so every rank names the same one.
+    // A rank that failed because a peer aborted, timed out or left names it in blame: report
+    // that root cause, as the ranks that saw it directly do, so every rank names the same one.
     int32_t cause = r;
     if (st == kStatusFailed && blame > 0 && blame - 1 < static_cast<uint64_t>(size_) &&
         static_cast<int32_t>(blame - 1) != rank_) {
       uint64_t cause_status = slot(static_cast<int32_t>(blame - 1)).status.load(std::memory_order_seq_cst);
-      if (cause_status == kStatusAborted || cause_status == kStatusTimedOut) {
+      if (cause_status == kStatusAborted || cause_status == kStatusTimedOut || cause_status == kStatusLeft) {
         cause = static_cast<int32_t>(blame - 1);
         st = cause_status;
         blame = slot(cause).blame.load(std::memory_order_relaxed);
@@ -335,6 +352,10 @@ void ShmTransport::check_peer_status() {
     if (st == kStatusAborted) {
       slot(rank_).blame.store(static_cast<uint64_t>(cause) + 1, std::memory_order_relaxed);
       throw_error(NPG_REMOTE_ERROR, who + " aborted its communicator");
+    }
+    if (st == kStatusLeft) {
+      slot(rank_).blame.store(static_cast<uint64_t>(cause) + 1, std::memory_order_relaxed);
+      throw_error(NPG_REMOTE_ERROR, who + " closed its communicator");
     }
     if (st == kStatusTimedOut) {
       if (blame > 0) slot(rank_).blame.store(blame, std::memory_order_relaxed);  // the rank waited for
@@ -358,7 +379,7 @@ void ShmTransport::wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t targe
   for (unsigned spins = 1;; ++spins) {
     if (peers_reached(field, target)) return;
     if (abort_.triggered()) throw_aborted();
-    check_peer_status();
+    check_peer_status(field, target);
     if (spins % 64 != 0) {
       cpu_relax();
       continue;
@@ -543,6 +564,7 @@ void ShmTransport::run_staging(const GatherArgs& args, const Deadline& deadline)
 
 void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline) {
   Slot& mine = slot(rank_);
+  seq_ = args.seq;
   // A small block goes into this rank's post, so no peer reads the send buffer.
   fill_post(args, args.send_bytes <= eager_limit_);
   publish(&Slot::posted_seq, args.seq);
@@ -567,6 +589,7 @@ void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline
         const int32_t r = (rank_ + i) % size_;
         copy_from_peer(r, args.seq, args.recv + args.displs[r], args.counts[r]);
       }
+      mine.finished_seq.store(args.seq, std::memory_order_release);
       return;
     }
     if (mode_ == Mode::kStaging) {
@@ -585,6 +608,7 @@ void ShmTransport::all_gather_v(const GatherArgs& args, const Deadline& deadline
     publish(&Slot::done_seq, args.seq);
     // Peers may still be reading this rank's send buffer.
     wait_peers(&Slot::done_seq, args.seq, deadline, "finish the collective");
+    mine.finished_seq.store(args.seq, std::memory_order_release);
   } catch (const Error& e) {
     mine.reading.store(0, std::memory_order_release);
     leave_after_failure(args.seq, e.code());
@@ -631,6 +655,15 @@ void ShmTransport::on_failure() noexcept {
   if (segment_.data() == nullptr) return;
   uint64_t expected = kStatusOk;
   slot(rank_).status.compare_exchange_strong(expected, kStatusFailed, std::memory_order_seq_cst);
+  wake_sleepers();
+}
+
+void ShmTransport::on_leave() noexcept {
+  if (segment_.data() == nullptr) return;
+  // Peers that wait for this rank in a later collective fail at once instead of at their
+  // deadline. A rank that failed, aborted or timed out keeps that status.
+  uint64_t expected = kStatusOk;
+  slot(rank_).status.compare_exchange_strong(expected, kStatusLeft, std::memory_order_seq_cst);
   wake_sleepers();
 }
 

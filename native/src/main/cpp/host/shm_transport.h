@@ -60,6 +60,7 @@ class ShmTransport final : public HostTransport {
   void all_gather_v(const GatherArgs& args, const Deadline& deadline) override;
   void on_abort() noexcept override;
   void on_failure() noexcept override;
+  void on_leave() noexcept override;
   void close() override;
 
   static constexpr size_t kInlineSegments = 8;  // segments published in the post itself
@@ -85,8 +86,11 @@ class ShmTransport final : public HostTransport {
   // Returns once field of every peer >= target; throws on abort, deadline, peer failure or exit.
   void wait_peers(std::atomic<uint64_t> Slot::*field, uint64_t target, const Deadline& deadline, const char* phase);
   void check_peers_alive(const std::vector<int32_t>& missing);
-  // Throws when a peer has failed, aborted or timed out.
-  void check_peer_status();
+  // Throws when a peer has failed, aborted or timed out before it finished this collective
+  // (seq_), or has
+  // closed its communicator while this rank waits for more of it (its field below target; a
+  // check outside a wait passes no field and passes peers that left).
+  void check_peer_status(std::atomic<uint64_t> Slot::*field = nullptr, uint64_t target = 0);
   // Publishes this rank's failure and waits until no peer is copying from its send buffer.
   void leave_after_failure(uint64_t seq, npg_result_t code) noexcept;
   // Throws INVALID_USAGE, the same on every rank, when the posts disagree on the layout.
@@ -112,6 +116,7 @@ class ShmTransport final : public HostTransport {
   std::chrono::nanoseconds spin_budget_;
   std::chrono::nanoseconds yield_budget_;  // then yields until this long has passed
   uint64_t stage_round_ = 0;
+  uint64_t seq_ = 0;  // the collective running
 };
 
 }  // namespace host

@@ -173,20 +173,26 @@ void judge_layout(const uint8_t* headers, const GatherArgs& args, int32_t size) 
 LinkWaiter::LinkWaiter(LinkSpin spin, const Deadline& deadline, const AbortSignal& abort)
     : spin_(spin), deadline_(deadline), abort_(abort), idle_since_(std::chrono::steady_clock::now()) {}
 
-bool LinkWaiter::wait(pollfd* fds, nfds_t n) {
+bool LinkWaiter::wait(pollfd* fds, nfds_t n, nfds_t links) {
   if (abort_.triggered()) throw_aborted();
   if (try_first_) {
-    for (nfds_t i = 0; i + 1 < n; ++i) fds[i].revents = fds[i].events;
-    fds[n - 1].revents = 0;
+    for (nfds_t i = 0; i < n; ++i) fds[i].revents = i < links ? fds[i].events : 0;
     return true;
   }
   int rc = poll(fds, n, 0);
   if (rc == 0) {
-    if (std::chrono::steady_clock::now() - idle_since_ < spin_.budget) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - idle_since_ < spin_.budget) {
       if (spin_.yield) sched_yield();
       return false;
     }
-    rc = poll(fds, n, deadline_.poll_timeout_ms());
+    int timeout = deadline_.poll_timeout_ms();
+    if (wake_by_ != std::chrono::steady_clock::time_point::max()) {
+      if (wake_by_ <= now) return false;
+      const auto until = std::chrono::ceil<std::chrono::milliseconds>(wake_by_ - now).count();
+      timeout = static_cast<int>(std::min<int64_t>(timeout, until));
+    }
+    rc = poll(fds, n, timeout);
   }
   idle_since_ = std::chrono::steady_clock::now();
   if (rc < 0) {
@@ -200,6 +206,32 @@ bool LinkWaiter::wait(pollfd* fds, nfds_t n) {
 void LinkWaiter::stepped(bool moved) {
   try_first_ = moved;
   if (moved) idle_since_ = std::chrono::steady_clock::now();
+}
+
+bool send_urgent(int fd, uint8_t byte) noexcept {
+  return send(fd, &byte, 1, MSG_OOB | MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
+}
+
+int recv_urgent(int fd) noexcept {
+  uint8_t byte = 0;
+  return recv(fd, &byte, 1, MSG_OOB | MSG_DONTWAIT) == 1 ? byte : -1;
+}
+
+bool send_signal_frame(int fd, int32_t sender, uint64_t seq, uint8_t signal) noexcept {
+  uint8_t frame[BlockHeader::kBytes];
+  BlockHeader{kSignalMagic, sender, seq, signal, 0, 0}.encode(frame);
+  return send(fd, frame, sizeof(frame), MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(frame));
+}
+
+uint8_t urgent_notice(uint8_t kind, int32_t sender, int32_t culprit, int32_t size) {
+  const int64_t distance = culprit < 0 ? kUrgentFar : ((int64_t{sender} - culprit) % size + size) % size;
+  return static_cast<uint8_t>(kind | std::min<int64_t>(distance, kUrgentFar));
+}
+
+int32_t urgent_culprit(int byte, int32_t sender, int32_t size) {
+  const int distance = byte & kUrgentFar;
+  if (distance == kUrgentFar) return -1;
+  return static_cast<int32_t>(((int64_t{sender} - distance) % size + size) % size);
 }
 
 uint64_t send_some(int fd, const iovec* iov, int count, int32_t peer) {

@@ -127,28 +127,58 @@ struct LinkSpin {
   bool yield;                        // gives up its CPU between polls (sched_yield)
 };
 
-// How a ring or log-N step waits for its links: fds[0 .. n-2] are the links, fds[n-1] the abort
-// eventfd. At the start and after each step that moved bytes it reports every link ready without
-// a system call, so that the step tries them: the send side is then almost always writable and
-// the next unit often there already, and a poll would only add a call. After a try that moved
-// nothing it polls without sleeping until spin.budget has passed since the last progress, then
-// sleeps in poll bounded by the deadline.
+// How a ring or log-N step waits for its links: fds[0 .. links-1] are the links, fds[links ..
+// n-2] side channels (urgent bytes, the ring's reverse direction) that only a poll reports, and
+// fds[n-1] the abort eventfd. At the start and after each step that moved bytes it reports every
+// link ready without a system call, so that the step tries them: the send side is then almost
+// always writable and the next unit often there already, and a poll would only add a call.
+// After a try that moved nothing it polls without sleeping until spin.budget has passed since the
+// last progress, then sleeps in poll bounded by the deadline (and by wake_by).
 class LinkWaiter {
  public:
   LinkWaiter(LinkSpin spin, const Deadline& deadline, const AbortSignal& abort);
   // Sets revents of the links to try. False when nothing became ready: the caller checks the
   // deadline and names what it waited for. Throws ABORTED.
-  bool wait(pollfd* fds, nfds_t n);
+  bool wait(pollfd* fds, nfds_t n, nfds_t links);
+  bool wait(pollfd* fds, nfds_t n) { return wait(fds, n, n - 1); }
   // After the step's I/O: whether it moved bytes.
   void stepped(bool moved);
+  // A sleep in poll ends by then too (wait returns false); time_point::max() for none.
+  void wake_by(std::chrono::steady_clock::time_point at) { wake_by_ = at; }
 
  private:
   LinkSpin spin_;
   const Deadline& deadline_;
   const AbortSignal& abort_;
   std::chrono::steady_clock::time_point idle_since_;
+  std::chrono::steady_clock::time_point wake_by_ = std::chrono::steady_clock::time_point::max();
   bool try_first_ = true;
 };
+
+// Signals between ranks beside the blocks: why a rank gave up, so that the ranks it feeds name
+// the rank that stalled or left (docs/architecture.md, "TCP ring"), or an answer to the ring's
+// probe. One byte: the sender gave up because the rank `distance` places before it (sender -
+// distance, modulo the ranks) stalled (kUrgentTimedOut) or closed its communicator (kUrgentClosed;
+// distance 0: the sender itself; kUrgentFar: farther than 62 ranks, or unknown); a byte below
+// kUrgentTimedOut answers a probe (TcpRing). Where a link is between units it travels in band,
+// as a frame in place of a block header (magic kSignalMagic, the byte in the bytes field).
+// Otherwise it is one urgent byte (TCP out-of-band data), which gets past a stream stopped in
+// the middle of a unit: the receiver's normal reads skip it, but also drop it once they pass it,
+// so it only serves a receiver that waits in poll (POLLPRI) in the middle of that unit.
+constexpr uint32_t kSignalMagic = 0x5344504eu;  // "NPDS"
+constexpr uint8_t kUrgentTimedOut = 0x80;
+constexpr uint8_t kUrgentClosed = 0xc0;
+constexpr uint8_t kUrgentFar = 0x3f;
+// The signal naming `culprit` (-1: unknown) as seen from `sender`, of `size` ranks.
+uint8_t urgent_notice(uint8_t kind, int32_t sender, int32_t culprit, int32_t size);
+// The rank a signal from sender names, or -1 when it is farther than it can say.
+int32_t urgent_culprit(int byte, int32_t sender, int32_t size);
+// One urgent byte; false when it could not be sent (the socket is full or shut down).
+bool send_urgent(int fd, uint8_t byte) noexcept;
+// The pending urgent byte, or -1 when none is pending.
+int recv_urgent(int fd) noexcept;
+// One signal frame, in one non-blocking send; false when it did not go out whole.
+bool send_signal_frame(int fd, int32_t sender, uint64_t seq, uint8_t signal) noexcept;
 
 // One sendmsg on a non-blocking socket: the bytes sent, 0 when it would block. A lost
 // connection is REMOTE_ERROR naming peer.

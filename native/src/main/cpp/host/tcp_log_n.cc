@@ -100,6 +100,7 @@ int32_t TcpBruck::recv_peer(int32_t rank, int32_t size, int32_t step) {
 
 void TcpBruck::exchange(const GatherArgs& args, bool with_data, std::vector<uint8_t>& headers,
                         const Deadline& deadline) {
+  failed_on_close_ = false;
   headers.assign(static_cast<size_t>(size_) * kHeaderBytes, 0);
   BlockHeader{kHeaderMagic, rank_, args.seq, args.send_bytes, args.digest, with_data ? args.send_bytes : 0}.encode(
       headers.data() + static_cast<size_t>(rank_) * kHeaderBytes);
@@ -141,6 +142,23 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
   auto take_header = [&]() {
     const int32_t b = (rank_ + dist + got_blocks) % size_;
     BlockHeader h = BlockHeader::decode(incoming);
+    if (h.magic == kSignalMagic) {
+      got = 0;  // a signal in place of a header (tcp_frames.h); the header is still to come
+      const int signal = static_cast<int>(h.bytes & 0xff);
+      if ((signal & kUrgentClosed) != kUrgentClosed) return;  // not meant for these links
+      // A peer closed its communicator, or failed because one did: name that rank, and pass it
+      // on over every link that is between blocks (all but this step's, unless it is sent).
+      failed_on_close_ = true;
+      closed_culprit_ = urgent_culprit(signal, from_rank, size_);
+      const uint8_t relay = urgent_notice(kUrgentClosed, rank_, closed_culprit_, size_);
+      for (int32_t i = 0; i < static_cast<int32_t>(to_.size()); ++i) {
+        if (to_[i] && (i != step || send.done())) send_signal_frame(to_[i].get(), rank_, args.seq, relay);
+      }
+      throw_error(NPG_REMOTE_ERROR,
+                  (closed_culprit_ < 0 ? std::string("a rank farther away") : rank_name(closed_culprit_)) +
+                      " closed its communicator" +
+                      (closed_culprit_ == from_rank ? std::string() : " (" + rank_name(from_rank) + " passed it on)"));
+    }
     if (h.magic != kHeaderMagic || h.rank != b || h.seq != args.seq) {
       throw_error(NPG_REMOTE_ERROR, rank_name(from_rank) + " sent a malformed header for rank " + std::to_string(b) +
                                         " in log-N step " + std::to_string(step) + " (sequence " +
@@ -207,6 +225,12 @@ void TcpBruck::run_step(const GatherArgs& args, int32_t step, std::vector<uint8_
   }
 }
 
+void TcpBruck::send_signal_all(uint8_t signal) noexcept {
+  for (UniqueFd& fd : to_) {
+    if (fd) send_signal_frame(fd.get(), rank_, 0, signal);
+  }
+}
+
 void TcpBruck::shutdown_links() noexcept {
   for (auto* links : {&to_, &from_}) {
     for (UniqueFd& fd : *links) {
@@ -266,6 +290,22 @@ void FlatTcp::all_gather_v(const GatherArgs& args, const Deadline& deadline) {
     ring_->all_gather_v(args, deadline);
     return;
   }
+  try {
+    run_with_links(args, deadline);
+  } catch (const Error&) {
+    // A rank that closed its communicator: the ranks waiting on this one's other links (in
+    // an earlier collective's ring, or in log-N steps) learn whom to name too.
+    if (ring_->failed_on_close()) {
+      bruck_->send_signal_all(urgent_notice(kUrgentClosed, ring_->rank(), ring_->closed_culprit(), size_));
+    } else if (bruck_->failed_on_close()) {
+      send_signal_frame(ring_->right_fd(), ring_->rank(), 0,
+                        urgent_notice(kUrgentClosed, ring_->rank(), bruck_->closed_culprit(), size_));
+    }
+    throw;
+  }
+}
+
+void FlatTcp::run_with_links(const GatherArgs& args, const Deadline& deadline) {
   // With the log-N links every collective starts with the log-N steps, so that ranks that
   // disagree on the sizes (and so on the algorithm) still meet and reach one verdict;
   // large outputs send only headers there and their bytes round the ring.
@@ -288,6 +328,11 @@ void FlatTcp::on_abort() noexcept {
 void FlatTcp::on_failure() noexcept {
   ring_->on_failure();
   if (bruck_) bruck_->shutdown_links();
+}
+
+void FlatTcp::on_leave() noexcept {
+  ring_->on_leave();
+  if (bruck_) bruck_->send_signal_all(kUrgentClosed);  // every collective has ended: between blocks
 }
 
 void FlatTcp::close() {

@@ -36,6 +36,12 @@ class TcpBruck {
   void exchange(const GatherArgs& args, bool with_data, std::vector<uint8_t>& headers, const Deadline& deadline);
   void set_poll_spin(LinkSpin spin) { poll_spin_ = spin; }
   void shutdown_links() noexcept;
+  // A signal frame on every link this rank sends on (tcp_frames.h), which must be between blocks.
+  void send_signal_all(uint8_t signal) noexcept;
+  // Whether the last exchange failed because a rank closed its communicator, and which (-1:
+  // farther than an urgent byte says).
+  bool failed_on_close() const { return failed_on_close_; }
+  int32_t closed_culprit() const { return closed_culprit_; }
   int close() noexcept;  // first errno or 0
 
   static constexpr size_t kHeaderBytes = BlockHeader::kBytes;
@@ -52,6 +58,8 @@ class TcpBruck {
   AbortSignal& abort_;
   LinkSpin poll_spin_ = TcpRing::kPollSpin;
   std::vector<uint8_t> scratch_;
+  bool failed_on_close_ = false;
+  int32_t closed_culprit_ = -1;
 };
 
 // Which all-gather the flat TCP transport runs.
@@ -84,10 +92,13 @@ class FlatTcp final : public HostTransport {
   void all_gather_v(const GatherArgs& args, const Deadline& deadline) override;
   void on_abort() noexcept override;
   void on_failure() noexcept override;
+  void on_leave() noexcept override;
   void close() override;
 
  private:
   FlatTcp(TcpAlgorithm algorithm, int32_t size, std::unique_ptr<TcpRing> ring, std::unique_ptr<TcpBruck> bruck);
+  // The log-N steps, then the ring for a large output.
+  void run_with_links(const GatherArgs& args, const Deadline& deadline);
 
   TcpAlgorithm algorithm_;
   int32_t size_;

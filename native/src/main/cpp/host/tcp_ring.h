@@ -43,11 +43,31 @@ class TcpRing final : public HostTransport {
   static LinkSpin poll_spin_for(int32_t ranks_on_host);
 
   static constexpr uint32_t kHeaderMagic = 0x3244504eu;  // "NPD2": the ring's block headers
+  // A probe, on the reverse direction of the link from the left: magic, the unit asked about,
+  // the sequence. The left answers with a signal below kUrgentTimedOut (tcp_frames.h): how far
+  // before it (1 and on) lies the rank it blames for the unit it lacks too, 0 when it lacks
+  // nothing, kAnswerWaitsToo while it asks its own left.
+  static constexpr uint32_t kProbeMagic = 0x5150504eu;  // "NPPQ"
+  // Also on the reverse direction, the same size: the sender closed its communicator, or failed
+  // because a rank did (the signal naming it, as in tcp_frames.h), so the left neighbour, which
+  // sends to it, fails at once when it still has to.
+  static constexpr uint32_t kClosedMagic = 0x4350504eu;  // "NPPC"
+  static constexpr size_t kProbeBytes = 16;
+  static constexpr uint8_t kAnswerWaitsToo = 0x7e;  // not yet known: it asks its own left
+  static constexpr uint8_t kAnswerUnknown = 0x7f;
 
   const char* name() const override { return "tcp"; }
   void all_gather_v(const GatherArgs& args, const Deadline& deadline) override;
   void on_abort() noexcept override;
   void on_failure() noexcept override;
+  // Tells the right neighbour with an urgent byte (kUrgentClosed); the left sees EOF.
+  void on_leave() noexcept override;
+  int32_t rank() const { return rank_; }
+  int right_fd() const { return right_.get(); }
+  // Whether the last collective failed because a rank closed its communicator, and which
+  // (-1: farther than an urgent byte says).
+  bool failed_on_close() const { return failed_on_close_; }
+  int32_t closed_culprit() const { return closed_culprit_; }
   void close() override;
 
  private:
@@ -64,6 +84,16 @@ class TcpRing final : public HostTransport {
   AbortSignal& abort_;
   LinkSpin poll_spin_ = kPollSpin;
   LinkReader from_left_;
+  // The reverse direction of the link to the right carries the right neighbour's probes.
+  bool reverse_open_ = true;
+  uint8_t probe_[kProbeBytes] = {};
+  size_t probe_bytes_ = 0;
+  bool right_closed_ = false;  // the right neighbour said it closed (kClosedMagic)
+  int32_t right_closed_culprit_ = -1;
+  bool answer_owed_ = false;     // the right neighbour probed and awaits an answer
+  bool waits_too_said_ = false;  // and has been told that this rank waits too
+  bool failed_on_close_ = false;
+  int32_t closed_culprit_ = -1;
 };
 
 }  // namespace host

@@ -277,6 +277,41 @@ class AllGatherOperationTest {
         "rank 1 keeps its own cause");
   }
 
+  /**
+   * User code that fails on one rank between creating its communicator and executing the operator:
+   * the communicator closes on the way out, and the other ranks' execute fails within a second
+   * (their timeout is 5 s) with REMOTE_ERROR naming that rank.
+   */
+  @Test
+  void aRankThatClosesItsCommunicatorBeforeExecuteFailsTheOthersAtOnce() throws Exception {
+    CommunicatorOptions options = CommunicatorOptions.defaults().withTimeout(Duration.ofSeconds(5));
+    var outcomes =
+        Ranks.run(
+            Ranks.hostParam(3),
+            options,
+            (rank, comm) -> {
+              if (rank == 2) {
+                throw new IllegalStateException("the user's code failed before execute");
+              }
+              AllGatherOperation op =
+                  new AllGatherOperation(Ranks.hostParam(3).rank(rank).communicator(comm).build());
+              try (Tensor x = Tensor.allocate(allocator, DType.FLOAT32, 4, 8)) {
+                long start = System.nanoTime();
+                NpuGatherException e =
+                    assertThrows(NpuGatherException.class, () -> op.execute(x, allocator).close());
+                long ms = (System.nanoTime() - start) / 1_000_000;
+                assertEquals(ResultCode.REMOTE_ERROR, e.code(), e.getMessage());
+                assertTrue(
+                    e.getMessage().contains("rank 2 closed its communicator"), e.getMessage());
+                assertTrue(ms < 1000, "execute failed after " + ms + " ms: " + e.getMessage());
+                return ms;
+              }
+            });
+    assertInstanceOf(IllegalStateException.class, outcomes.get(2).error());
+    assertTrue(outcomes.get(0).get() < 1000);
+    assertTrue(outcomes.get(1).get() < 1000);
+  }
+
   @Test
   void theCommunicatorStaysUsableAfterARankRejectedItsInput() throws Exception {
     List<String> results =

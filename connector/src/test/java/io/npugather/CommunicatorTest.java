@@ -533,6 +533,71 @@ class CommunicatorTest {
     assertEquals("idle", outcomes.get(1).get());
   }
 
+  /**
+   * A rank whose code fails between create and its next collective: leaving the try block closes
+   * its communicator (no call in flight, so no abort) while its process lives on. The collectives
+   * it took part in succeed everywhere; the peers' next one fails within a second (the timeout is 5
+   * s), naming it, over shared memory as over TCP.
+   */
+  @ParameterizedTest(name = "over {0}")
+  @CsvSource({"AUTO", "STAGING", "TCP"})
+  void aRankClosingItsCommunicatorFailsItsPeersNextCollectiveAtOnce(HostTransport transport)
+      throws Exception {
+    int rankSize = 3;
+    int bytes = 64 << 10;
+    CommunicatorOptions options =
+        CommunicatorOptions.defaults()
+            .withTimeout(Duration.ofSeconds(5))
+            .withHostTransport(transport);
+    long[] closedAt = new long[1];
+    CountDownLatch closing = new CountDownLatch(1);
+    var outcomes =
+        Ranks.run(
+            Ranks.hostParam(rankSize),
+            options,
+            (rank, comm) -> {
+              try (ArrowBuf send = allocator.buffer(bytes);
+                  ArrowBuf recv = allocator.buffer((long) bytes * rankSize)) {
+                for (int i = 0; i < 3; i++) {
+                  TestData.fill(send, 0, TestData.bytes(i, rank, bytes));
+                  comm.allGather(send, recv, bytes, DType.INT8);
+                  for (int r = 0; r < rankSize; r++) {
+                    assertEquals(
+                        -1,
+                        TestData.firstMismatch(
+                            recv, (long) r * bytes, TestData.bytes(i, r, bytes)));
+                  }
+                }
+                if (rank == 1) {
+                  synchronized (closedAt) {
+                    closedAt[0] = System.nanoTime();
+                  }
+                  closing.countDown();
+                  throw new IllegalStateException("the user's code failed");
+                }
+                NpuGatherException e =
+                    assertThrows(
+                        NpuGatherException.class,
+                        () -> comm.allGather(send, recv, bytes, DType.INT8));
+                long end = System.nanoTime();
+                closing.await();
+                long ms;
+                synchronized (closedAt) {
+                  ms = (end - closedAt[0]) / 1_000_000;
+                }
+                assertEquals(ResultCode.REMOTE_ERROR, e.code(), e.getMessage());
+                assertTrue(
+                    e.getMessage().contains("rank 1 closed its communicator"), e.getMessage());
+                assertTrue(
+                    ms < 1000, "failed " + ms + " ms after rank 1 closed: " + e.getMessage());
+                return ms;
+              }
+            });
+    assertInstanceOf(IllegalStateException.class, outcomes.get(1).error());
+    assertTrue(outcomes.get(0).get() < 1000);
+    assertTrue(outcomes.get(2).get() < 1000);
+  }
+
   @Test
   void closingTwiceIsAnError() throws Exception {
     RootInfo rootInfo = Communicator.createRootInfo("host", CommunicatorOptions.defaults());

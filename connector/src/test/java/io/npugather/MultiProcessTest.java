@@ -190,6 +190,38 @@ class MultiProcessTest {
     }
   }
 
+  /**
+   * A rank process that closes its communicator right after joining and lives on: the other
+   * process's collective fails within a second of it (the timeout is 10 s) with REMOTE_ERROR naming
+   * it, over cross-memory attach, staging and TCP alike.
+   */
+  @ParameterizedTest(name = "over {0}")
+  @CsvSource({"AUTO", "STAGING", "TCP"})
+  void aRankProcessClosingItsCommunicatorFailsTheOtherAtOnce(String transport) throws Exception {
+    long timeoutMs = 10_000;
+    String domain = uniqueDomain();
+    Rank peer = launch(0, 2, domain, transport, 1 << 20, timeoutMs, "gather");
+    Rank leaver = launch(1, 2, domain, transport, 1 << 20, timeoutMs, "leave");
+    try {
+      assertTrue(leaver.awaitLine("LEFT", 60_000), leaver.output());
+      long leftAt = System.nanoTime();
+      assertTrue(peer.awaitLine("FAILED", timeoutMs + 5_000), peer.output());
+      long ms = (System.nanoTime() - leftAt) / 1_000_000;
+      assertTrue(peer.process.waitFor(30, TimeUnit.SECONDS), "peer did not exit");
+      peer.reader.join();
+      String out = peer.output();
+      assertEquals(1, peer.process.exitValue(), out);
+      assertTrue(out.contains("FAILED REMOTE_ERROR"), out);
+      assertTrue(out.contains("rank 1 closed its communicator"), out);
+      assertTrue(ms < 1000, "the peer failed " + ms + " ms after rank 1 closed: " + out);
+      assertTrue(leaver.process.isAlive(), "the leaving rank lives on: " + leaver.output());
+      assertEquals(List.of(), shmObjectsOf(domain));
+    } finally {
+      peer.process.destroyForcibly();
+      leaver.process.destroyForcibly();
+    }
+  }
+
   @Test
   void aRankKilledMidCollectiveFailsTheOthersWithinTheTimeoutAndLeavesNoSharedMemory()
       throws Exception {

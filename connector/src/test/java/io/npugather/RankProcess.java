@@ -16,9 +16,10 @@ import org.apache.arrow.memory.RootAllocator;
  *
  * <p>Arguments: folder rank rankSize commDomain transport bytesPerRank seed timeoutMs mode, where
  * mode is {@code gather} (gather random data and check every byte), {@code stall} (join, say READY,
- * then never enter the collective) or {@code operator-reject} (the operator on int32[2, 2], except
- * that rank 1 passes int32[] with 0 dims). Prints {@code OK <transport>} or {@code FAILED <code>
- * <message>} and exits 0 or 1.
+ * then never enter the collective), {@code leave} (join, say READY, close the communicator, say
+ * LEFT, then live on without it until killed) or {@code operator-reject} (the operator on int32[2,
+ * 2], except that rank 1 passes int32[] with 0 dims). Prints {@code OK <transport>} or {@code
+ * FAILED <code> <message>} and exits 0 or 1.
  */
 public final class RankProcess {
   private RankProcess() {}
@@ -45,6 +46,14 @@ public final class RankProcess {
             .build();
     try (BufferAllocator allocator = new RootAllocator()) {
       RootInfo rootInfo = rank == 0 ? publish(folder, options) : await(folder, timeout);
+      if (mode.equals("leave")) {
+        Communicator comm = Communicator.create(param, rootInfo, options);
+        System.out.println("READY " + comm.transport());
+        comm.close();
+        System.out.println("LEFT");
+        System.out.flush();
+        Thread.sleep(Long.MAX_VALUE);
+      }
       try (Communicator comm = Communicator.create(param, rootInfo, options)) {
         System.out.println("READY " + comm.transport());
         System.out.flush();

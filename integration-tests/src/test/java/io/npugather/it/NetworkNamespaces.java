@@ -6,6 +6,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
@@ -19,13 +20,18 @@ import java.util.regex.Pattern;
  * bridge in the root namespace and an address of its own in a private 10.x.y.0/24 subnet. The
  * bridge holds the subnet's .1 (the address of the Master and the driver); host i has .(i+2).
  *
- * <p>Names carry this JVM's pid ({@code npgit-<pid>-<tag>-h<i>}, bridge {@code npgb<tag>}), so
- * {@link #create} first removes what a killed earlier run left behind. {@link #close()} deletes the
- * namespaces (the veth pairs go with them) and the bridge; it is idempotent and never throws.
+ * <p>Names carry this JVM's pid ({@code npgit-<pid>-<tag>-h<i>}, bridge {@code npgb<tag>}, veths
+ * {@code npgv<tag><i>}), so {@link #create} first removes what a killed earlier run left behind;
+ * the tag is random and never repeats within a JVM. {@link #close()} deletes the namespaces (the
+ * veth pairs go with them) and the bridge, and waits (at most 10 s) until the kernel, which removes
+ * a deleted namespace's devices after {@code ip netns del} returns, has done so; it is idempotent
+ * and never throws.
  */
 final class NetworkNamespaces implements AutoCloseable {
   private static final String PREFIX = "npgit-";
   private static final Pattern OURS = Pattern.compile("^npgit-(\\d+)-([0-9a-f]{6})-h\\d+$");
+  private static final Set<String> USED_TAGS = new HashSet<>();
+  private static final long REMOVAL_WAIT_NANOS = TimeUnit.SECONDS.toNanos(10);
 
   private final String tag;
   private final String subnet;
@@ -60,7 +66,7 @@ final class NetworkNamespaces implements AutoCloseable {
   /** {@code hosts} namespaces, each linked to a new bridge; undone on any failure. */
   static NetworkNamespaces create(int hosts) {
     removeLeftovers();
-    String tag = String.format("%06x", ThreadLocalRandom.current().nextInt(1 << 24));
+    String tag = freshTag();
     NetworkNamespaces net = new NetworkNamespaces(tag, freeSubnet());
     try {
       String bridge = net.bridge();
@@ -69,7 +75,7 @@ final class NetworkNamespaces implements AutoCloseable {
       run("link", "set", bridge, "up");
       for (int i = 0; i < hosts; i++) {
         String ns = PREFIX + ProcessHandle.current().pid() + "-" + tag + "-h" + i;
-        String veth = "npgv" + tag + i;
+        String veth = net.veth(i);
         run("netns", "add", ns);
         net.namespaces.add(ns);
         run("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns);
@@ -108,6 +114,22 @@ final class NetworkNamespaces implements AutoCloseable {
     return "npgb" + tag;
   }
 
+  private String veth(int i) {
+    return "npgv" + tag + i;
+  }
+
+  /** A tag no earlier set of this JVM had, so that no name of it is still being removed. */
+  private static String freshTag() {
+    synchronized (USED_TAGS) {
+      for (; ; ) {
+        String tag = String.format("%06x", ThreadLocalRandom.current().nextInt(1 << 24));
+        if (USED_TAGS.add(tag)) {
+          return tag;
+        }
+      }
+    }
+  }
+
   @Override
   public synchronized void close() {
     if (closed) {
@@ -119,6 +141,57 @@ final class NetworkNamespaces implements AutoCloseable {
       ip("netns", "del", ns);
     }
     ip("link", "del", bridge());
+    List<String> links = new ArrayList<>();
+    for (int i = 0; i < namespaces.size(); i++) {
+      links.add(veth(i));
+    }
+    links.add(bridge());
+    awaitRemoval(namespaces, links);
+  }
+
+  /**
+   * Polls {@code ip netns list} and {@code ip -o link show} until none of these names is listed, at
+   * most 10 s (the kernel's cleanup of a deleted namespace runs after {@code ip netns del} returns,
+   * slowly on a busy machine); says on stderr what is left after that.
+   */
+  private static void awaitRemoval(List<String> namespaces, List<String> links) {
+    long deadline = System.nanoTime() + REMOVAL_WAIT_NANOS;
+    for (; ; ) {
+      Set<String> listed = new HashSet<>();
+      for (String line : ip("netns", "list").output.split("\n")) {
+        listed.add(line.strip().split(" ")[0]);
+      }
+      for (String line : ip("-o", "link", "show").output.split("\n")) {
+        String[] fields = line.split(":", 3);
+        if (fields.length >= 2) {
+          listed.add(fields[1].strip().split("@")[0]);
+        }
+      }
+      List<String> left = new ArrayList<>();
+      for (String name : namespaces) {
+        if (listed.contains(name)) {
+          left.add(name);
+        }
+      }
+      for (String name : links) {
+        if (listed.contains(name)) {
+          left.add(name);
+        }
+      }
+      if (left.isEmpty()) {
+        return;
+      }
+      if (System.nanoTime() > deadline) {
+        System.err.println("NetworkNamespaces: still present 10 s after their removal: " + left);
+        return;
+      }
+      try {
+        Thread.sleep(20);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return;
+      }
+    }
   }
 
   /** Namespaces (and their bridges) of JVMs that are gone. */
