@@ -126,14 +126,15 @@ public final class GatherTask implements Serializable {
         sent = gathered.sent;
         received = gathered.received;
       } else {
-        me.failIfInjected();
+        me.failIfInjected(); // where a leader fails: before the collective
         output =
             meeting.awaitOutput(
                 rank,
                 ranks.options().timeout().toMillis(),
                 me.context()::isInterrupted,
                 me.where());
-        me.joined(output.shared().transport());
+        resources.output = output; // released at the task's end, whatever follows
+        me.recordTransport(output.shared().transport());
       }
       resources.output = output;
 

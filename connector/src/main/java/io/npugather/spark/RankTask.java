@@ -192,8 +192,13 @@ final class RankTask implements Serializable {
      * stage attempt, as {@link #connect()} does.
      */
     void joined(String transport) {
-      metrics.addRankGroup(group.exchangeNanos(), transport);
+      recordTransport(transport);
       failIfInjected();
+    }
+
+    /** Records that this rank's rows travel over {@code transport}, in the metrics. */
+    void recordTransport(String transport) {
+      metrics.addRankGroup(group.exchangeNanos(), transport);
     }
 
     /** As a rank that dies in the collective: its peers see it fail at once. */
