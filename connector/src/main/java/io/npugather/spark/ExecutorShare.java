@@ -68,11 +68,6 @@ final class ExecutorShare {
     return share;
   }
 
-  /** Number of shares open in this JVM (each one stage attempt's gather in progress). */
-  static int openCount() {
-    return OPEN.size();
-  }
-
   private int index(int rank) {
     int i = Arrays.binarySearch(ranks, rank);
     if (i < 0) {

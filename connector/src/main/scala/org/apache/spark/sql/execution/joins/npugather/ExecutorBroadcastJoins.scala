@@ -315,9 +315,6 @@ object ExecutorRelation {
       )
     }
   }
-
-  /** Relations this executor holds (tests). */
-  def builtCount: Int = slots.size
 }
 
 /** Spark's hash join over an [[ExecutorBuildExec]]: the stream side's tasks read the relation their
