@@ -123,6 +123,7 @@ public final class GatherTask implements Serializable {
       if (executors.isLeader(rank)) {
         Gathered gathered = lead(me, meeting, executors, layouts, allocator, share);
         output = gathered.output;
+        resources.output = output; // released at the task's end, whatever follows
         sent = gathered.sent;
         received = gathered.received;
       } else {
@@ -136,7 +137,6 @@ public final class GatherTask implements Serializable {
         resources.output = output; // released at the task's end, whatever follows
         me.recordTransport(output.shared().transport());
       }
-      resources.output = output;
 
       long rows = output.totalRows();
       me.collectiveDone(sent, received, rows);
