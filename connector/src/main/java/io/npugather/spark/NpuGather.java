@@ -176,7 +176,8 @@ public final class NpuGather {
     NpuGatherPlanning.install(classic.sparkSession());
     return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(
         classic.sparkSession(),
-        AllGatherJoinHint.over(classic.logicalPlan(), classic.sparkSession().sparkContext()));
+        AllGatherJoinHint.over(
+            classic.logicalPlan(), classic.sparkSession().sparkContext(), false));
   }
 
   /**

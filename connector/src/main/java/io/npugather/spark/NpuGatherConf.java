@@ -102,6 +102,23 @@ public final class NpuGatherConf {
               Scope.SESSION,
               GatheredOutputs::onePerExecutor),
           new Setting(
+              ExecutorBroadcastConf.AUTO,
+              ExecutorBroadcastConf.DEFAULT_AUTO,
+              "With the SQL extension: true plans an equi-join whose build side is larger than"
+                  + " Spark would broadcast (spark.sql.autoBroadcastJoinThreshold; with adaptive"
+                  + " execution re-checked at runtime), and at most"
+                  + " spark.npugather.join.maxBuildBytes, as if it carried the ALLGATHER hint.",
+              Scope.SESSION,
+              ExecutorBroadcastConf::auto),
+          new Setting(
+              ExecutorBroadcastConf.MAX_BUILD_BYTES,
+              ExecutorBroadcastConf.DEFAULT_MAX_BUILD_BYTES,
+              "The largest build side a join with the ALLGATHER hint gathers (Spark's size of its"
+                  + " rows, measured before the gather); a larger one fails before any row is"
+                  + " gathered. Also the upper bound of spark.npugather.join.auto.",
+              Scope.SESSION,
+              ExecutorBroadcastConf::maxBuildBytes),
+          new Setting(
               GatherMemory.CACHE_BYTES,
               GatherMemory.DEFAULT_CACHE_BYTES,
               "The most memory of large buffers (4 MiB and more) an executor keeps idle for the next"

@@ -13,13 +13,15 @@ import org.apache.spark.sql.catalyst.plans.logical.{
   UnresolvedHint
 }
 import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.catalyst.trees.TreeNodeTag
 
 /** The build side of a join that the ranks all-gather onto every executor instead of Spark's
   * broadcast ([[org.apache.spark.sql.execution.joins.npugather.AllGatherJoinStrategy]]): `child`,
   * spread over one partition per task slot of the cluster, so that every executor runs a rank and
   * holds the gathered table. Where no join can build it, it is planned as `child` alone.
+  * `automatic`: put there by the planner's own choice (`spark.npugather.join.auto`), not by a user.
   */
-case class AllGatherJoinHint(child: LogicalPlan) extends UnaryNode {
+case class AllGatherJoinHint(child: LogicalPlan, automatic: Boolean = false) extends UnaryNode {
   override def output: Seq[Attribute] = child.output
 
   override protected def withNewChildInternal(newChild: LogicalPlan): AllGatherJoinHint =
@@ -32,8 +34,14 @@ object AllGatherJoinHint {
   val NAME = "ALLGATHER"
 
   /** `plan` marked as a build side, over one partition per task slot of `sc`. */
-  def over(plan: LogicalPlan, sc: SparkContext): AllGatherJoinHint =
-    AllGatherJoinHint(Repartition(math.max(1, sc.defaultParallelism), shuffle = true, plan))
+  def over(plan: LogicalPlan, sc: SparkContext, automatic: Boolean = false): AllGatherJoinHint =
+    AllGatherJoinHint(
+      Repartition(math.max(1, sc.defaultParallelism), shuffle = true, plan),
+      automatic
+    )
+
+  /** Why a mark was not used, for the plan's `explain()`. */
+  val NotUsedReason: TreeNodeTag[String] = TreeNodeTag[String]("npugather.allGatherNotUsed")
 }
 
 /** Resolves the `ALLGATHER` hint (in the analyzer's hint batch, with the SQL extension): without

@@ -4,14 +4,16 @@ import org.apache.spark.npugather.NpuGatherSqlConf
 import org.apache.spark.sql.SparkSessionExtensions
 import org.apache.spark.sql.execution.joins.npugather.{
   AllGatherJoinStrategy,
+  ChooseAllGatherJoins,
   PullUpAllGatherJoinHint
 }
 
 /** The connector as a Spark SQL extension, for `spark-defaults.conf` or `--conf`:
   * `spark.sql.extensions=io.npugather.spark.NpuGatherExtensions`. Every session of the application
-  * then plans `allGatherOnNpu` and joins with the `ALLGATHER` hint from its start and lists the
-  * `spark.npugather.*` settings in `SET -v`; on the driver it records the ranks' exceptions
-  * ([[TaskFailures]]). Without it, the first `allGatherOnNpu` of a session does the same.
+  * then plans `allGatherOnNpu` and joins with the `ALLGATHER` hint from its start (and, with
+  * `spark.npugather.join.auto`, picks such joins by size) and lists the `spark.npugather.*`
+  * settings in `SET -v`; on the driver it records the ranks' exceptions ([[TaskFailures]]). Without
+  * it, the first `allGatherOnNpu` of a session does the same.
   */
 class NpuGatherExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
@@ -22,6 +24,7 @@ class NpuGatherExtensions extends (SparkSessionExtensions => Unit) {
     }
     extensions.injectHintResolutionRule(session => new ResolveAllGatherHint(session.sparkContext))
     extensions.injectOptimizerRule(_ => PullUpAllGatherJoinHint)
+    extensions.injectOptimizerRule(_ => ChooseAllGatherJoins)
     extensions.injectPlannerStrategy(_ => AllGatherJoinStrategy)
   }
 }

@@ -10,6 +10,7 @@ import org.apache.spark.sql.catalyst.expressions.{Alias, Literal}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
 import org.apache.spark.sql.execution.joins.npugather.{
   AllGatherJoinStrategy,
+  ChooseAllGatherJoins,
   PullUpAllGatherJoinHint
 }
 
@@ -37,9 +38,10 @@ object NpuGatherPlanning extends Logging {
     ) {
       session.experimental.extraStrategies = session.experimental.extraStrategies :+ strategy
     }
-    if (!session.experimental.extraOptimizations.contains(PullUpAllGatherJoinHint)) {
-      session.experimental.extraOptimizations =
-        session.experimental.extraOptimizations :+ PullUpAllGatherJoinHint
+    for (rule <- Seq(PullUpAllGatherJoinHint, ChooseAllGatherJoins)) {
+      if (!session.experimental.extraOptimizations.contains(rule)) {
+        session.experimental.extraOptimizations = session.experimental.extraOptimizations :+ rule
+      }
     }
   }
 

@@ -3,6 +3,7 @@ package io.npugather.spark.join;
 import static org.apache.spark.sql.functions.col;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -10,9 +11,12 @@ import io.npugather.spark.NpuGather;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BiFunction;
 import java.util.function.Function;
 import java.util.stream.Stream;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -21,6 +25,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestFactory;
+import org.junit.jupiter.api.function.ThrowingSupplier;
 
 /**
  * Joins whose build side is all-gathered onto the executors ({@link
@@ -195,15 +200,164 @@ abstract class ExecutorBroadcastJoinContract {
   }
 
   @Test
-  void aHintTheJoinCannotHonourLeavesSparksJoin() {
-    Dataset<Row> full =
-        stream()
-            .join(
-                NpuGather.broadcastOnExecutors(build()), col("k").equalTo(col("rk")), "full_outer");
-    String plan = full.queryExecution().explainString(ExplainMode.fromString("simple"));
-    assertFalse(plan.contains("ExecutorBuild"), plan);
-    assertEquals(
-        sorted(stream().join(build(), col("k").equalTo(col("rk")), "full_outer")), sorted(full));
+  void aHintTheJoinCannotHonourLeavesSparksJoinAndTheExplainSaysWhyOnce() {
+    for (boolean adaptive : List.of(true, false)) {
+      spark.conf().set("spark.sql.adaptive.enabled", Boolean.toString(adaptive));
+      Dataset<Row> full =
+          stream()
+              .join(
+                  NpuGather.broadcastOnExecutors(build()),
+                  col("k").equalTo(col("rk")),
+                  "full_outer");
+      String plan = explained(full);
+      assertFalse(plan.contains("ExecutorBuild"), plan);
+      assertEquals(
+          1,
+          occurrences(plan, "AllGatherNotUsed (a full outer join cannot build this side)"),
+          plan);
+      List<String> want = sorted(stream().join(build(), col("k").equalTo(col("rk")), "full_outer"));
+      assertEquals(want, timed("full outer", () -> sorted(full)));
+      assertEquals(want, timed("full outer, again", () -> sorted(full)));
+    }
+    spark.conf().unset("spark.sql.adaptive.enabled");
+  }
+
+  /**
+   * With {@code spark.npugather.join.auto}, an equi-join whose build side is above Spark's
+   * broadcast threshold and within the limit is planned as if hinted; outside that range, or with
+   * the setting off, Spark plans it; the answers are Spark's either way.
+   */
+  @Test
+  void theAutomaticModePicksJoinsByTheBuildSidesSize() {
+    spark.conf().set("spark.sql.adaptive.enabled", "false");
+    spark.conf().set("spark.sql.autoBroadcastJoinThreshold", "1k");
+    try {
+      Function<Dataset<Row>, Dataset<Row>> inner =
+          r -> stream().join(r, col("k").equalTo(col("rk")));
+      Function<Dataset<Row>, Dataset<Row>> leftOuter =
+          r -> stream().join(r, col("k").equalTo(col("rk")), "left_outer");
+      List<String> wantInner = sorted(inner.apply(build()));
+      List<String> wantLeftOuter = sorted(leftOuter.apply(build()));
+
+      spark.conf().set("spark.npugather.join.auto", "true");
+      for (Function<Dataset<Row>, Dataset<Row>> query : List.of(inner, leftOuter)) {
+        Dataset<Row> joined = query.apply(build());
+        String plan = explained(joined);
+        assertTrue(plan.contains("ExecutorBroadcastHashJoin"), plan);
+        assertTrue(plan.contains("automatic"), plan);
+        List<String> want = query == inner ? wantInner : wantLeftOuter;
+        assertEquals(want, timed("automatic", () -> sorted(joined)));
+      }
+      // A build side above the limit, and one Spark broadcasts, are Spark's.
+      spark.conf().set("spark.npugather.join.maxBuildBytes", "2k");
+      Dataset<Row> aboveTheLimit = inner.apply(build());
+      assertFalse(explained(aboveTheLimit).contains("ExecutorBuild"), explained(aboveTheLimit));
+      assertEquals(wantInner, timed("above the limit", () -> sorted(aboveTheLimit)));
+      spark.conf().unset("spark.npugather.join.maxBuildBytes");
+      spark.conf().set("spark.sql.autoBroadcastJoinThreshold", "10m");
+      Dataset<Row> broadcast = inner.apply(build());
+      String plan = explained(broadcast);
+      assertTrue(plan.contains("BroadcastHashJoin") && !plan.contains("ExecutorBuild"), plan);
+      // Hinted joins (Spark's hints included) are left as hinted.
+      spark.conf().set("spark.sql.autoBroadcastJoinThreshold", "1k");
+      Dataset<Row> merge = stream().join(build().hint("merge"), col("k").equalTo(col("rk")));
+      assertTrue(explained(merge).contains("SortMergeJoin"), explained(merge));
+
+      spark.conf().set("spark.npugather.join.auto", "false");
+      Dataset<Row> off = inner.apply(build());
+      assertFalse(explained(off).contains("ExecutorBuild"), explained(off));
+    } finally {
+      spark.conf().unset("spark.npugather.join.auto");
+      spark.conf().unset("spark.npugather.join.maxBuildBytes");
+      spark.conf().unset("spark.sql.autoBroadcastJoinThreshold");
+      spark.conf().unset("spark.sql.adaptive.enabled");
+    }
+  }
+
+  /**
+   * Under adaptive execution the automatic choice is checked again with the runtime size: a build
+   * side estimated above Spark's broadcast threshold that turns out below it is broadcast by Spark.
+   */
+  @Test
+  void theAutomaticModeLeavesToSparkABuildSideThatIsSmallAtRuntime() {
+    spark.conf().set("spark.sql.adaptive.enabled", "true");
+    spark.conf().set("spark.sql.autoBroadcastJoinThreshold", "4k");
+    spark.conf().set("spark.npugather.join.auto", "true");
+    try {
+      // Estimated as the whole build table (about 16 KB), 10 rows at runtime.
+      Dataset<Row> joined =
+          stream().join(build().filter("w < 30"), col("k").equalTo(col("rk")), "left_outer");
+      String before = explained(joined);
+      assertTrue(before.contains("ExecutorBroadcastHashJoin"), before);
+      List<String> got = timed("small at runtime", () -> sorted(joined));
+      String after = explained(joined);
+      assertTrue(after.contains("AllGatherNotUsed (automatic:"), after);
+      assertTrue(after.contains("BroadcastHashJoin"), after);
+      spark.conf().set("spark.npugather.join.auto", "false");
+      assertEquals(
+          sorted(
+              stream().join(build().filter("w < 30"), col("k").equalTo(col("rk")), "left_outer")),
+          got);
+    } finally {
+      spark.conf().unset("spark.npugather.join.auto");
+      spark.conf().unset("spark.sql.autoBroadcastJoinThreshold");
+      spark.conf().unset("spark.sql.adaptive.enabled");
+    }
+  }
+
+  /**
+   * A hinted build side above {@code spark.npugather.join.maxBuildBytes} fails with one line naming
+   * its size, the limit and the setting, before the gather's barrier stage runs.
+   */
+  @Test
+  void aHintedBuildSideAboveTheLimitFailsBeforeTheGatherRuns() throws Exception {
+    AtomicInteger barrierStages = new AtomicInteger();
+    SparkListener listener =
+        new SparkListener() {
+          @Override
+          public void onStageSubmitted(SparkListenerStageSubmitted event) {
+            if (event.stageInfo().rddInfos().exists(info -> info.isBarrier())) {
+              barrierStages.incrementAndGet();
+            }
+          }
+        };
+    spark.sparkContext().addSparkListener(listener);
+    spark.conf().set("spark.npugather.join.maxBuildBytes", "1k");
+    try {
+      for (boolean adaptive : List.of(true, false)) {
+        spark.conf().set("spark.sql.adaptive.enabled", Boolean.toString(adaptive));
+        Dataset<Row> joined =
+            stream().join(NpuGather.broadcastOnExecutors(build()), col("k").equalTo(col("rk")));
+        Exception e =
+            assertThrows(Exception.class, () -> timed("above the limit", joined::collectAsList));
+        Throwable cause = e;
+        while (!(cause instanceof IllegalStateException) && cause.getCause() != null) {
+          cause = cause.getCause();
+        }
+        String message = cause.getMessage();
+        assertTrue(
+            message.matches(
+                "the ALLGATHER build side is \\d+ bytes \\(\\d+\\.\\d MiB, Spark's size of its"
+                    + " rows before the gather\\), above its limit of 1024 bytes from"
+                    + " spark.npugather.join.maxBuildBytes=1k; raise that setting or drop the hint"
+                    + " so that Spark plans the join"),
+            message);
+        spark.sparkContext().listenerBus().waitUntilEmpty();
+        assertEquals(0, barrierStages.get(), "barrier stages run");
+      }
+      IllegalArgumentException bad =
+          assertThrows(
+              IllegalArgumentException.class,
+              () -> spark.conf().set("spark.npugather.join.maxBuildBytes", "lots"));
+      assertEquals(
+          "spark.npugather.join.maxBuildBytes = lots is invalid; allowed: a positive size such as"
+              + " 512m or 8g",
+          bad.getMessage());
+    } finally {
+      spark.sparkContext().removeSparkListener(listener);
+      spark.conf().unset("spark.npugather.join.maxBuildBytes");
+      spark.conf().unset("spark.sql.adaptive.enabled");
+    }
   }
 
   @Test
@@ -212,6 +366,22 @@ abstract class ExecutorBroadcastJoinContract {
     Dataset<Row> marked =
         stream().join(NpuGather.broadcastOnExecutors(gathered), col("k").equalTo(col("rk")));
     assertEquals(sorted(stream().join(gathered, col("k").equalTo(col("rk")))), sorted(marked));
+  }
+
+  private static String explained(Dataset<Row> df) {
+    return df.queryExecution().explainString(ExplainMode.fromString("simple"));
+  }
+
+  private static int occurrences(String text, String part) {
+    int n = 0;
+    for (int at = text.indexOf(part); at >= 0; at = text.indexOf(part, at + 1)) {
+      n++;
+    }
+    return n;
+  }
+
+  private static <T> T timed(String what, ThrowingSupplier<T> action) {
+    return assertTimeoutPreemptively(Duration.ofSeconds(120), action, what);
   }
 
   private static List<String> sorted(Dataset<Row> df) {

@@ -1,18 +1,21 @@
 package org.apache.spark.sql.execution.joins.npugather
 
+import java.util.Locale
 import java.util.concurrent.ConcurrentHashMap
 
+import scala.concurrent.duration.Duration
 import scala.jdk.CollectionConverters._
 import scala.reflect.ClassTag
 
 import io.npugather.spark.{
   AllGatherJoinHint,
   AllGatherOptions,
+  ExecutorBroadcastConf,
   GatheredOutputsHandle,
   NpuAllGatherExec
 }
 import io.npugather.spark.output.GatheredOutputReader
-import org.apache.spark.{SparkEnv, TaskContext}
+import org.apache.spark.{SparkContext, SparkEnv, TaskContext}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
@@ -21,6 +24,7 @@ import org.apache.spark.sql.catalyst.expressions.{
   AttributeReference,
   BindReferences,
   BoundReference,
+  SortOrder,
   UnsafeProjection
 }
 import org.apache.spark.sql.catalyst.expressions.{Expression, Literal, UnaryExpression}
@@ -33,7 +37,7 @@ import org.apache.spark.sql.catalyst.optimizer.{
 }
 import org.apache.spark.sql.catalyst.planning.ExtractEquiJoinKeys
 import org.apache.spark.sql.catalyst.plans.JoinType
-import org.apache.spark.sql.catalyst.plans.logical.{Filter, Join, LogicalPlan, Project}
+import org.apache.spark.sql.catalyst.plans.logical.{Filter, Join, JoinHint, LogicalPlan, Project}
 import org.apache.spark.sql.catalyst.plans.physical.{
   BroadcastMode,
   BroadcastPartitioning,
@@ -43,6 +47,8 @@ import org.apache.spark.sql.catalyst.plans.physical.{
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.classic.SparkSession
 import org.apache.spark.sql.execution.{SparkPlan, SparkStrategy, UnaryExecNode}
+import org.apache.spark.sql.execution.adaptive.ShuffleQueryStageExec
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 import org.apache.spark.sql.execution.joins.{
   BroadcastNestedLoopJoinExec,
   HashedRelation,
@@ -51,15 +57,20 @@ import org.apache.spark.sql.execution.joins.{
   HashJoin
 }
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
+import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.vectorized.ColumnarBatch
 import org.apache.spark.sql.types.{DataType, IntegerType}
 import org.apache.spark.storage.RDDBlockId
+import org.apache.spark.util.ThreadUtils
 
 /** Plans joins whose build side carries the `ALLGATHER` hint ([[AllGatherJoinHint]]): the build
   * side is all-gathered onto every executor ([[ExecutorBuildExec]]), built there once per executor
   * and joined with the stream side where it lies — Spark's hash join
   * ([[ExecutorBroadcastHashJoinExec]]) for equi-joins, Spark's nested-loop join over the gathered
-  * rows otherwise. A hint the planner cannot honour (a full outer join, a build side Spark does not
-  * build for that join type) leaves the join to Spark's own strategies, with a warning.
+  * rows otherwise. A mark the planner does not use (a full outer join, a build side Spark does not
+  * build for that join type; an automatic mark whose side Spark broadcasts after all, or that is
+  * above `spark.npugather.join.maxBuildBytes`) leaves the join to Spark's own strategies, and the
+  * plan shows why ([[AllGatherNotUsedExec]]).
   */
 object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
@@ -72,7 +83,8 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
       }
       val boundKeys =
         BindReferences.bindReferences(HashJoin.rewriteKeyExpr(buildKeys), marker.output)
-      val build = ExecutorBuildExec(HashedRelationBroadcastMode(boundKeys), gather(marker))
+      val build =
+        ExecutorBuildExec(HashedRelationBroadcastMode(boundKeys), gather(marker), marker.automatic)
       val (l, r) = sides(side, build, left, right)
       val (normalizedLeft, normalizedRight) = HashJoin.normalizeJoinKeys(leftKeys, rightKeys)
       ExecutorBroadcastHashJoinExec(
@@ -88,29 +100,68 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
     case Join(left, right, joinType, condition, _) if buildSide(joinType, left, right).isDefined =>
       val side = buildSide(joinType, left, right).get
       val marker = (if (side == BuildRight) right else left).asInstanceOf[AllGatherJoinHint]
-      val build = ExecutorBuildExec(IdentityBroadcastMode, gather(marker))
+      val build = ExecutorBuildExec(IdentityBroadcastMode, gather(marker), marker.automatic)
       val (l, r) = sides(side, build, left, right)
       val onExecutors = ExecutorSideCondition(condition.getOrElse(Literal.TrueLiteral))
       BroadcastNestedLoopJoinExec(l, r, side, joinType, Some(onExecutors)) :: Nil
 
-    case j: Join
-        if j.left.isInstanceOf[AllGatherJoinHint] || j.right.isInstanceOf[AllGatherJoinHint] =>
-      logWarning(
-        s"ALLGATHER hint not honoured: a ${j.joinType} join cannot build the hinted side; " +
-          "Spark plans the join"
-      )
+    case j: Join =>
+      // Marks this join does not use: each says why when it is planned alone (below).
+      for (child <- Seq(j.left, j.right)) {
+        child match {
+          case m: AllGatherJoinHint if m.getTagValue(AllGatherJoinHint.NotUsedReason).isEmpty =>
+            m.setTagValue(
+              AllGatherJoinHint.NotUsedReason,
+              declined(m).getOrElse(
+                s"a ${j.joinType.sql.toLowerCase(Locale.ROOT)} join cannot build this side"
+              )
+            )
+          case _ =>
+        }
+      }
       Nil
 
-    case AllGatherJoinHint(child) => planLater(child) :: Nil
+    case m: AllGatherJoinHint =>
+      val reason = m
+        .getTagValue(AllGatherJoinHint.NotUsedReason)
+        .getOrElse("no join above it builds this side")
+      AllGatherNotUsedExec(reason, planLater(m.child)) :: Nil
 
     case _ => Nil
   }
 
   private def buildSide(joinType: JoinType, left: LogicalPlan, right: LogicalPlan) =
-    if (right.isInstanceOf[AllGatherJoinHint] && canBuildBroadcastRight(joinType)) Some(BuildRight)
-    else if (left.isInstanceOf[AllGatherJoinHint] && canBuildBroadcastLeft(joinType))
-      Some(BuildLeft)
+    if (used(right) && canBuildBroadcastRight(joinType)) Some(BuildRight)
+    else if (used(left) && canBuildBroadcastLeft(joinType)) Some(BuildLeft)
     else None
+
+  private def used(side: LogicalPlan): Boolean = side match {
+    case m: AllGatherJoinHint => declined(m).isEmpty
+    case _                    => false
+  }
+
+  /** Why an automatic mark is not used, judged by the sizes known now (with adaptive execution, the
+    * runtime size once the side has run): Spark broadcasts the side, or it is above the limit.
+    */
+  private def declined(marker: AllGatherJoinHint): Option[String] =
+    if (!marker.automatic) None
+    else {
+      val conf = SQLConf.get
+      val size = marker.child.stats.sizeInBytes
+      val limit = ExecutorBroadcastConf.maxBuildBytes(
+        conf.getConfString(
+          ExecutorBroadcastConf.MAX_BUILD_BYTES,
+          ExecutorBroadcastConf.DEFAULT_MAX_BUILD_BYTES
+        )
+      )
+      if (canBroadcastBySize(marker.child, conf)) {
+        Some(s"automatic: $size bytes, within Spark's broadcast threshold")
+      } else if (size > limit) {
+        Some(s"automatic: $size bytes, above ${ExecutorBroadcastConf.MAX_BUILD_BYTES}")
+      } else {
+        None
+      }
+    }
 
   private def sides(
       side: BuildSide,
@@ -129,6 +180,72 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
     val sourceRank = AttributeReference(options.sourceRankColumn, IntegerType, nullable = false)()
     NpuAllGatherExec(sourceRank, options, planLater(marker.child))
   }
+}
+
+/** Marks equi-joins for [[AllGatherJoinStrategy]] by size when `spark.npugather.join.auto` is true:
+  * a join without hints whose build side (one Spark may build for its join type; the smaller when
+  * both are) Spark would not broadcast, estimated at no more than
+  * `spark.npugather.join.maxBuildBytes`. The strategy checks the size again when it plans the join,
+  * with the runtime size under adaptive execution.
+  */
+object ChooseAllGatherJoins extends Rule[LogicalPlan] with JoinSelectionHelper {
+  override def apply(plan: LogicalPlan): LogicalPlan =
+    if (
+      !ExecutorBroadcastConf.auto(
+        conf.getConfString(ExecutorBroadcastConf.AUTO, ExecutorBroadcastConf.DEFAULT_AUTO)
+      )
+    ) {
+      plan
+    } else {
+      val limit = ExecutorBroadcastConf.maxBuildBytes(
+        conf.getConfString(
+          ExecutorBroadcastConf.MAX_BUILD_BYTES,
+          ExecutorBroadcastConf.DEFAULT_MAX_BUILD_BYTES
+        )
+      )
+      def fits(side: LogicalPlan): Boolean =
+        !side.isInstanceOf[AllGatherJoinHint] && !canBroadcastBySize(side, conf) &&
+          side.stats.sizeInBytes <= limit
+      plan.transformUp {
+        case j @ Join(left, right, joinType, _, JoinHint.NONE)
+            if ExtractEquiJoinKeys.unapply(j).isDefined &&
+              !left.isInstanceOf[AllGatherJoinHint] && !right.isInstanceOf[AllGatherJoinHint] =>
+          val right_ = canBuildBroadcastRight(joinType) && fits(right)
+          val left_ = canBuildBroadcastLeft(joinType) && fits(left)
+          val sc = SparkContext.getOrCreate()
+          if (right_ && (!left_ || right.stats.sizeInBytes <= left.stats.sizeInBytes)) {
+            j.copy(right = AllGatherJoinHint.over(right, sc, automatic = true))
+          } else if (left_) {
+            j.copy(left = AllGatherJoinHint.over(left, sc, automatic = true))
+          } else {
+            j
+          }
+      }
+    }
+}
+
+/** The plan of a build side whose `ALLGATHER` mark was not used, as Spark plans it: the node only
+  * shows in `explain()` why (`reason`).
+  */
+case class AllGatherNotUsedExec(reason: String, child: SparkPlan) extends UnaryExecNode {
+  override def output: Seq[Attribute] = child.output
+
+  override def outputPartitioning: Partitioning = child.outputPartitioning
+
+  override def outputOrdering: Seq[SortOrder] = child.outputOrdering
+
+  override def supportsColumnar: Boolean = child.supportsColumnar
+
+  override def supportsRowBased: Boolean = child.supportsRowBased
+
+  override protected def doExecute(): RDD[InternalRow] = child.execute()
+
+  override protected def doExecuteColumnar(): RDD[ColumnarBatch] = child.executeColumnar()
+
+  override def simpleString(maxFields: Int): String = s"$nodeName ($reason)"
+
+  override protected def withNewChildInternal(newChild: SparkPlan): AllGatherNotUsedExec =
+    copy(child = newChild)
 }
 
 /** A nested-loop join's condition when its build side is an [[ExecutorBuildExec]]: the same
@@ -152,18 +269,20 @@ case class ExecutorSideCondition(child: Expression) extends UnaryExpression with
   */
 object PullUpAllGatherJoinHint extends Rule[LogicalPlan] {
   override def apply(plan: LogicalPlan): LogicalPlan = plan.transformUp {
-    case Project(list, AllGatherJoinHint(child)) => AllGatherJoinHint(Project(list, child))
-    case Filter(condition, AllGatherJoinHint(child)) if condition.deterministic =>
-      AllGatherJoinHint(Filter(condition, child))
+    case Project(list, h: AllGatherJoinHint) => h.copy(child = Project(list, h.child))
+    case Filter(condition, h: AllGatherJoinHint) if condition.deterministic =>
+      h.copy(child = Filter(condition, h.child))
   }
 }
 
 /** The build side of an executor-side broadcast: `child` (an [[NpuAllGatherExec]]) gathers it onto
   * every executor; [[doExecuteBroadcast]] runs that gather alone and returns an
   * [[ExecutorRelation]], whose value each executor builds once, from its own gathered output, when
-  * a task first asks for it. Nothing passes through the driver.
+  * a task first asks for it. Nothing passes through the driver. A hinted build side (not
+  * `automatic`) above `spark.npugather.join.maxBuildBytes` fails before the gather starts.
   */
-case class ExecutorBuildExec(mode: BroadcastMode, child: SparkPlan) extends UnaryExecNode {
+case class ExecutorBuildExec(mode: BroadcastMode, child: SparkPlan, automatic: Boolean = false)
+    extends UnaryExecNode {
 
   private def gatherNode: NpuAllGatherExec = child.collectFirst { case g: NpuAllGatherExec =>
     g
@@ -180,6 +299,9 @@ case class ExecutorBuildExec(mode: BroadcastMode, child: SparkPlan) extends Unar
   )
 
   @transient private lazy val relation: ExecutorRelation[AnyRef] = {
+    if (!automatic) {
+      requireWithinLimit()
+    }
     val handle = gatherNode.gatheredOutputs
     handle.foreach { h =>
       // The barrier stage alone: every rank's output stays in its executor.
@@ -196,6 +318,28 @@ case class ExecutorBuildExec(mode: BroadcastMode, child: SparkPlan) extends Unar
     )
   }
 
+  /** Spark's size of the rows the gather reads (the shuffle that spreads them over the ranks: run
+    * now if it has not run), against the limit. Without such a shuffle the gather's own memory
+    * check applies.
+    */
+  private def requireWithinLimit(): Unit = {
+    val limit = conf.getConfString(
+      ExecutorBroadcastConf.MAX_BUILD_BYTES,
+      ExecutorBroadcastConf.DEFAULT_MAX_BUILD_BYTES
+    )
+    val limitBytes = ExecutorBroadcastConf.maxBuildBytes(limit)
+    val size: Option[BigInt] = gatherNode.child.collectFirst {
+      case stage: ShuffleQueryStageExec  => stage.getRuntimeStatistics.sizeInBytes
+      case exchange: ShuffleExchangeExec =>
+        // null when the input has no partitions
+        val stats = ThreadUtils.awaitResult(exchange.mapOutputStatisticsFuture, Duration.Inf)
+        BigInt(Option(stats).map(_.bytesByPartitionId.sum).getOrElse(0L))
+    }
+    size.filter(_ > limitBytes).foreach { bytes =>
+      throw ExecutorBroadcastConf.buildSideTooLarge(bytes.toLong, limitBytes, limit)
+    }
+  }
+
   override protected def doExecute(): RDD[InternalRow] =
     throw new UnsupportedOperationException(
       s"$nodeName is the build side of a join and is read through executeBroadcast"
@@ -204,7 +348,8 @@ case class ExecutorBuildExec(mode: BroadcastMode, child: SparkPlan) extends Unar
   override protected[sql] def doExecuteBroadcast[T](): Broadcast[T] =
     relation.asInstanceOf[Broadcast[T]]
 
-  override def simpleString(maxFields: Int): String = s"$nodeName $mode"
+  override def simpleString(maxFields: Int): String =
+    s"$nodeName $mode${if (automatic) ", automatic" else ""}"
 
   override protected def withNewChildInternal(newChild: SparkPlan): ExecutorBuildExec =
     copy(child = newChild)
