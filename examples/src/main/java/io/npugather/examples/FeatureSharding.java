@@ -54,6 +54,10 @@ import org.apache.spark.util.CollectionAccumulator;
  *       cross join with every item, a dot-product UDF, a window rank).
  * </ol>
  *
+ * <p>With {@code --scoring sql}, steps 2 and 3 are one SQL query instead ({@link SqlScoring}): the
+ * queries joined with the items by the {@code ALLGATHER} hint, so every executor gathers the items
+ * once, and the top-k ranked by a window.
+ *
  * <p>Scores are float dot products summed in dimension order (so the check's UDF, or Spark SQL's
  * {@code aggregate(zip_with(q, e, (x, y) -> x * y), 0f, (acc, v) -> acc + v)}, gives the same
  * floats); ties are broken by the smaller item id. Run {@code bin/npugather-example --help} for the
@@ -162,6 +166,7 @@ public final class FeatureSharding {
             .config("spark.ui.enabled", "false")
             .config("spark.log.level", "WARN")
             .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.extensions", "io.npugather.spark.NpuGatherExtensions")
             .getOrCreate();
     try {
       spark.sparkContext().setLogLevel("WARN");
@@ -315,33 +320,41 @@ public final class FeatureSharding {
     Path recommendationsPath = output.resolve("recommendations");
     report.stage(
         "[3/4] all-gathering the item table onto every rank and"
-            + " scoring top-%d per query -> %s%n",
-        k, recommendationsPath);
-    StructType gatheredSchema = gathered.schema();
-    Scorer scorer =
-        new Scorer(
-            gatheredSchema.fieldIndex("id"),
-            gatheredSchema.fieldIndex("embedding"),
-            0,
-            1,
-            dim,
-            k,
-            itemCount,
-            spark.sparkContext().collectionAccumulator("featureSharding.ranks"));
-    // Every rank reads the gathered items whole, column by column, from the Arrow vectors.
-    JavaRDD<ColumnarBatch> gatheredItems = NpuGather.gatheredBatches(gathered);
-    JavaRDD<InternalRow> queryRows = queryShards.queryExecution().toRdd().toJavaRDD();
-    JavaRDD<Row> recommendations = gatheredItems.zipPartitions(queryRows, scorer::score);
+            + " scoring top-%d per query%s -> %s%n",
+        k, o.sqlScoring ? " with SQL (the ALLGATHER join hint)" : "", recommendationsPath);
     long start = System.nanoTime();
-    spark
-        .createDataFrame(recommendations, RECOMMENDATION_SCHEMA)
-        .write()
-        .mode(SaveMode.Overwrite)
-        .parquet(recommendationsPath.toString());
+    List<long[]> perRank = new ArrayList<>();
+    if (o.sqlScoring) {
+      SqlScoring.recommendations(spark, itemShards, queryShards, k)
+          .write()
+          .mode(SaveMode.Overwrite)
+          .parquet(recommendationsPath.toString());
+    } else {
+      StructType gatheredSchema = gathered.schema();
+      Scorer scorer =
+          new Scorer(
+              gatheredSchema.fieldIndex("id"),
+              gatheredSchema.fieldIndex("embedding"),
+              0,
+              1,
+              dim,
+              k,
+              itemCount,
+              spark.sparkContext().collectionAccumulator("featureSharding.ranks"));
+      // Every rank reads the gathered items whole, column by column, from the Arrow vectors.
+      JavaRDD<ColumnarBatch> gatheredItems = NpuGather.gatheredBatches(gathered);
+      JavaRDD<InternalRow> queryRows = queryShards.queryExecution().toRdd().toJavaRDD();
+      JavaRDD<Row> recommendations = gatheredItems.zipPartitions(queryRows, scorer::score);
+      spark
+          .createDataFrame(recommendations, RECOMMENDATION_SCHEMA)
+          .write()
+          .mode(SaveMode.Overwrite)
+          .parquet(recommendationsPath.toString());
+      perRank.addAll(scorer.stats.value());
+      perRank.sort((a, b) -> Long.compare(a[0], b[0]));
+    }
     long jobNanos = System.nanoTime() - start;
     GatherMetrics metrics = NpuGather.lastMetrics();
-    List<long[]> perRank = new ArrayList<>(scorer.stats.value());
-    perRank.sort((a, b) -> Long.compare(a[0], b[0]));
 
     Dataset<Row> written = spark.read().parquet(recommendationsPath.toString());
     long rows = written.count();

@@ -12,6 +12,10 @@ final class FeatureShardingOptions {
   int dim = 64;
   long queries = 2_000;
   int topK = 10;
+
+  /** How the ranks score: their own top-k over arrays, or SQL over the items' join. */
+  boolean sqlScoring;
+
   long seed = 7;
   int checkQueries = 20;
   String itemsPath;
@@ -44,6 +48,10 @@ final class FeatureShardingOptions {
           "    --queries-path P     Parquet queries: id bigint, embedding array<float>",
           "  job:",
           "    --top-k K            recommendations per query (default 10)",
+          "    --scoring S          arrays (default): each rank scores its queries against the gathered",
+          "                         items in Java arrays; sql: a SQL query joins the queries with the",
+          "                         items by the ALLGATHER hint (every executor gathers the items once)",
+          "                         and ranks the dot products with a window (slower: one row per pair)",
           "    --output DIR         where generated data and recommendations go (default: a new temp dir)",
           "    --keep               keep the generated data (removed after the run otherwise)",
           "    --master URL         Spark master (default: spark-submit's --master, else local[*])",
@@ -81,6 +89,14 @@ final class FeatureShardingOptions {
         case "--dim" -> o.dim = (int) positiveLong(option, value);
         case "--queries" -> o.queries = positiveLong(option, value);
         case "--top-k" -> o.topK = (int) positiveLong(option, value);
+        case "--scoring" -> {
+          String scoring = value.trim().toLowerCase(Locale.ROOT);
+          if (!scoring.equals("arrays") && !scoring.equals("sql")) {
+            throw new IllegalArgumentException(
+                option + " = '" + value + "'; allowed: arrays or sql");
+          }
+          o.sqlScoring = scoring.equals("sql");
+        }
         case "--seed" -> o.seed = parseLong(option, value);
         case "--check" ->
             o.checkQueries =

@@ -72,30 +72,36 @@ final class RunReport {
           wall > 0 ? receivedPerRank / (wall * 1e6) : 0.0,
           collective > 0 ? receivedPerRank / (collective / n * 1e6) : 0.0);
     }
-    long maxScore = 0;
-    long maxLoad = 0;
-    for (long[] s : perRank) {
-      maxLoad = Math.max(maxLoad, s[3]);
-      maxScore = Math.max(maxScore, s[4]);
-    }
-    double macs = (double) r.items() * r.queries() * r.dim();
-    System.out.printf(
-        Locale.ROOT,
-        "  scoring             %.1f ms (slowest rank), %.2e"
-            + " multiply-adds, %.2f GFLOP/s over all ranks; loading items into arrays %.1f ms%n",
-        maxScore / 1e6,
-        macs,
-        maxScore > 0 ? 2 * macs / maxScore : 0.0,
-        maxLoad / 1e6);
-    for (long[] s : perRank) {
+    if (perRank.isEmpty()) {
+      System.out.println(
+          "  scoring             with SQL: the queries joined with the items by the ALLGATHER hint,"
+              + " top-k by a window (in the job's time below)");
+    } else {
+      long maxScore = 0;
+      long maxLoad = 0;
+      for (long[] s : perRank) {
+        maxLoad = Math.max(maxLoad, s[3]);
+        maxScore = Math.max(maxScore, s[4]);
+      }
+      double macs = (double) r.items() * r.queries() * r.dim();
       System.out.printf(
           Locale.ROOT,
-          "    rank %-3d          %d items, %d queries, load %.1f ms," + " score %.1f ms%n",
-          s[0],
-          s[1],
-          s[2],
-          s[3] / 1e6,
-          s[4] / 1e6);
+          "  scoring             %.1f ms (slowest rank), %.2e"
+              + " multiply-adds, %.2f GFLOP/s over all ranks; loading items into arrays %.1f ms%n",
+          maxScore / 1e6,
+          macs,
+          maxScore > 0 ? 2 * macs / maxScore : 0.0,
+          maxLoad / 1e6);
+      for (long[] s : perRank) {
+        System.out.printf(
+            Locale.ROOT,
+            "    rank %-3d          %d items, %d queries, load %.1f ms," + " score %.1f ms%n",
+            s[0],
+            s[1],
+            s[2],
+            s[3] / 1e6,
+            s[4] / 1e6);
+      }
     }
     System.out.printf(
         Locale.ROOT, "  gather+score+write  %.1f ms (the Spark job)%n", jobNanos / 1e6);

@@ -3,6 +3,7 @@ package io.npugather.examples;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.examples.FeatureSharding.FlatTable;
@@ -12,7 +13,9 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -228,6 +231,125 @@ class FeatureShardingTest {
     assertTrue(
         stdout.chars().noneMatch(c -> c < 0x20 && c != '\n'),
         "control characters (escape codes, carriage returns) in the output:\n" + stdout);
+  }
+
+  /**
+   * {@code --scoring sql} (the queries joined with the gathered items by the ALLGATHER hint, top-k
+   * by a window) writes exactly the recommendations of the arrays' scoring, row for row, and passes
+   * the same check.
+   */
+  @Test
+  void theSqlScoringWritesTheRecommendationsOfTheArraysScoring(@TempDir Path dir) {
+    Path first = dir.resolve("arrays");
+    Path second = dir.resolve("sql");
+    String[] common = {"--master", "local[2]", "--top-k", "4", "--check", "5"};
+    FeatureSharding.Result arrays =
+        assertTimeoutPreemptively(
+            Duration.ofSeconds(180),
+            () ->
+                FeatureSharding.run(
+                    concat(
+                        common,
+                        "--items",
+                        "1500",
+                        "--dim",
+                        "12",
+                        "--queries",
+                        "40",
+                        "--seed",
+                        "11",
+                        "--keep",
+                        "--output",
+                        first.toString())));
+    for (int run = 0; run < 2; run++) {
+      Path output = second.resolve("run" + run);
+      FeatureSharding.Result sql =
+          assertTimeoutPreemptively(
+              Duration.ofSeconds(180),
+              () ->
+                  FeatureSharding.run(
+                      concat(
+                          common,
+                          "--scoring",
+                          "sql",
+                          "--items-path",
+                          first.resolve("items").toString(),
+                          "--queries-path",
+                          first.resolve("queries").toString(),
+                          "--output",
+                          output.toString())));
+      assertTrue(arrays.passed() && sql.passed(), sql.matchingQueries() + "/5 queries match");
+      assertEquals(40L * 4, sql.recommendationRows());
+      SparkSession spark =
+          SparkSession.builder()
+              .master("local[1]")
+              .config("spark.ui.enabled", "false")
+              .getOrCreate();
+      try {
+        assertEquals(
+            recommendations(spark, arrays.recommendations()),
+            recommendations(spark, sql.recommendations()));
+      } finally {
+        spark.stop();
+      }
+    }
+  }
+
+  /** The SQL scoring gathers the items onto the executors and shuffles nothing but the queries. */
+  @Test
+  void theSqlScoringJoinsWithTheGatheredItemsWithoutShufflingThePairs() {
+    SparkSession spark =
+        SparkSession.builder()
+            .master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.extensions", "io.npugather.spark.NpuGatherExtensions")
+            .config("spark.sql.adaptive.enabled", "false")
+            .getOrCreate();
+    try {
+      org.apache.spark.sql.Dataset<Row> items =
+          spark.range(0, 20, 1, 2).selectExpr("id", "array(CAST(id AS FLOAT)) AS embedding");
+      org.apache.spark.sql.Dataset<Row> queries =
+          spark.range(0, 6, 1, 2).selectExpr("id", "array(CAST(id AS FLOAT)) AS embedding");
+      org.apache.spark.sql.Dataset<Row> top = SqlScoring.recommendations(spark, items, queries, 3);
+      String plan =
+          top.queryExecution()
+              .explainString(org.apache.spark.sql.execution.ExplainMode.fromString("simple"));
+      assertTrue(plan.contains("BroadcastNestedLoopJoin") && plan.contains("ExecutorBuild"), plan);
+      // The queries' exchange by id and the items' spread over the ranks: no exchange of pairs.
+      assertEquals(2, plan.split("Exchange ", -1).length - 1, plan);
+      List<Row> rows = assertTimeoutPreemptively(Duration.ofSeconds(120), top::collectAsList);
+      assertEquals(18, rows.size());
+      for (Row row : rows) {
+        // Scores id * item: the best items are the largest ids, 19, 18, 17 (none for query 0 ties).
+        long query = row.getLong(0);
+        int rank = row.getInt(3);
+        if (query > 0) {
+          assertEquals(20 - rank, row.getLong(1), row.toString());
+        }
+      }
+    } finally {
+      spark.stop();
+    }
+  }
+
+  private static List<String> recommendations(SparkSession spark, Path path) {
+    List<String> rows = new ArrayList<>();
+    for (Row row :
+        spark
+            .read()
+            .parquet(path.toString())
+            .orderBy("query_id", "rank")
+            .selectExpr("query_id", "item_id", "CAST(score AS STRING)", "rank")
+            .collectAsList()) {
+      rows.add(row.toString());
+    }
+    return rows;
+  }
+
+  private static String[] concat(String[] first, String... rest) {
+    String[] all = Arrays.copyOf(first, first.length + rest.length);
+    System.arraycopy(rest, 0, all, first.length, rest.length);
+    return all;
   }
 
   private static List<org.apache.spark.sql.catalyst.InternalRow> rows(
