@@ -12,6 +12,9 @@ The pipeline of the Java example (io.npugather.examples.FeatureSharding):
    the few queries are broadcast): candidates by one matrix product, then the best
    ``top-k + 32`` rescored exactly (a float sum in dimension order, as Spark SQL sums), best
    first, ties to the smaller item id.
+   With ``--scoring sql``, steps 2 and 3 are one SQL query instead (the Java example's
+   ``SqlScoring``): the queries joined with the items by the ``ALLGATHER`` hint, so every
+   executor gathers the items once, and the top-k ranked by a window.
 4. The recommendations ``(query_id, item_id, score, rank)`` are written as Parquet, and a random
    sample of queries is checked against the same top-k computed with plain Spark SQL (a cross
    join with every item, ``aggregate(zip_with(...))``, a window rank).
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -43,6 +47,17 @@ CANDIDATE_MARGIN = 32
 RECOMMENDATIONS = pa.schema([("query_id", pa.int64()), ("item_id", pa.int64()),
                              ("score", pa.float32()), ("rank", pa.int32())])
 DOT = "aggregate(zip_with(q, e, (x, y) -> x * y), cast(0 as float), (acc, v) -> acc + v)"
+# --scoring sql: the queries joined with every item by the ALLGATHER hint, top-k by a window.
+SQL_SCORING = """
+SELECT query_id, item_id, score, rank FROM (
+  SELECT query_id, item_id, score,
+         row_number() OVER (PARTITION BY query_id ORDER BY score DESC, item_id) AS rank
+  FROM (
+    SELECT /*+ ALLGATHER(i) */ q.id AS query_id, i.id AS item_id,
+           aggregate(zip_with(q.embedding, i.embedding, (x, y) -> x * y),
+                     CAST(0 AS FLOAT), (acc, v) -> acc + v) AS score
+    FROM feature_sharding_queries q CROSS JOIN feature_sharding_items i))
+WHERE rank <= {k}"""
 
 
 def parse(argv: List[str]) -> argparse.Namespace:
@@ -61,7 +76,14 @@ def parse(argv: List[str]) -> argparse.Namespace:
     data.add_argument("--queries-path", help="Parquet queries: id bigint, embedding array<float>")
     job = parser.add_argument_group("job")
     job.add_argument("--top-k", type=int, default=10, help="recommendations per query")
+    job.add_argument("--scoring", choices=["arrays", "sql"], default="arrays",
+                     help="arrays: each rank scores its queries against the gathered items in"
+                          " NumPy; sql: a SQL query joins the queries with the items by the"
+                          " ALLGATHER hint and ranks the dot products with a window (slower: one"
+                          " row per pair)")
     job.add_argument("--output", help="where generated data and recommendations go")
+    job.add_argument("--keep", action="store_true",
+                     help="keep the generated data (removed after the run otherwise)")
     job.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     job.add_argument("--ranks", type=int, default=0, help="ranks = shards (default: the cores)")
     job.add_argument("--backend", default="host", help="host, hccl or lccl")
@@ -197,12 +219,19 @@ def run(spark: SparkSession, args: argparse.Namespace, output: Path) -> bool:
 
     recommendations_path = str(output / "recommendations")
     k = min(args.top_k, item_count)
+    sql = args.scoring == "sql"
     print(f"[3/4] all-gathering the item table onto every rank and scoring top-{k} per query"
-          f" -> {recommendations_path}")
+          f"{' with SQL (the ALLGATHER join hint)' if sql else ''} -> {recommendations_path}")
     job_started = time.monotonic()
-    gathered.mapInArrow(scorer(query_ids, query_vectors, ranks, k),
-                        "query_id bigint, item_id bigint, score float, rank int").write.mode(
-        "overwrite").parquet(recommendations_path)
+    if sql:
+        item_shards.createOrReplaceTempView("feature_sharding_items")
+        queries.repartition("id").createOrReplaceTempView("feature_sharding_queries")
+        recommendations = spark.sql(SQL_SCORING.format(k=k))
+    else:
+        recommendations = gathered.mapInArrow(
+            scorer(query_ids, query_vectors, ranks, k),
+            "query_id bigint, item_id bigint, score float, rank int")
+    recommendations.write.mode("overwrite").parquet(recommendations_path)
     job_seconds = time.monotonic() - job_started
     written = spark.read.parquet(recommendations_path)
     rows = written.count()
@@ -258,6 +287,14 @@ def main(argv: List[str]) -> int:
         return 0 if run(spark, args, output) else 1
     finally:
         spark.stop()
+        if args.items_path is None:
+            generated = [output / "items", output / "queries"]
+            if args.keep:
+                print(f"generated data kept: {generated[0]}, {generated[1]}")
+            else:
+                for path in generated:
+                    shutil.rmtree(path, ignore_errors=True)
+                print("generated data removed (--keep keeps it)")
 
 
 if __name__ == "__main__":

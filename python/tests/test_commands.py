@@ -45,6 +45,29 @@ def test_the_feature_sharding_example_matches_plain_spark(tmp_path: Path) -> Non
     assert "300 rows (60 queries x top-5)" in result.stdout
 
 
+def test_the_examples_sql_scoring_writes_the_recommendations_of_its_arrays(
+        tmp_path: Path) -> None:
+    first = _run([sys.executable, EXAMPLE, "--master", "local[2]", "--output", tmp_path / "arrays",
+                  "--keep", *SMALL], tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = _run([sys.executable, EXAMPLE, "--master", "local[2]", "--scoring", "sql",
+                   "--items-path", tmp_path / "arrays" / "items", "--queries-path",
+                   tmp_path / "arrays" / "queries", "--output", tmp_path / "sql", "--top-k", "5",
+                   "--check", "6"], tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "with SQL (the ALLGATHER join hint)" in second.stdout
+    assert "check: 6/6 queries match plain Spark" in second.stdout
+    import pyarrow.parquet as pq
+
+    def rows(path: Path) -> list:
+        table = pq.read_table(path).sort_by([("query_id", "ascending"), ("rank", "ascending")])
+        return table.to_pylist()
+
+    arrays = rows(tmp_path / "arrays" / "recommendations")
+    assert len(arrays) == 300
+    assert rows(tmp_path / "sql" / "recommendations") == arrays
+
+
 def test_the_example_runs_under_spark_submit_with_jars_and_py_files(tmp_path: Path) -> None:
     submit = Path(sys.executable).parent / "spark-submit"
     submit = submit if submit.exists() else Path(shutil.which("spark-submit") or "spark-submit")
