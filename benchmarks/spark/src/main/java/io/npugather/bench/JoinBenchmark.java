@@ -7,7 +7,14 @@ import java.lang.management.MemoryType;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.BiFunction;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.spark.SparkConf;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorMetricsUpdate;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -21,16 +28,25 @@ import org.apache.spark.sql.functions;
  *
  * <pre>
  * bin/npugather-bench --joins [master=local[2]] [buildMiB=16,64,256] [streamRows=2000000] [runs=3]
+ *     [maxResultSize=0]
  * </pre>
  *
- * Prints a markdown table: per build size and method the median and range of the join's wall time,
- * the ratio to the ALLGATHER median, and the driver's peak heap above its level before the run
- * (sampled every 20 ms; in local mode the driver is also the executor).
+ * {@code master}: {@code local[N]} (one JVM) or {@code local-cluster[N,1,MB]} (N executor JVMs of
+ * MB each, one core each). {@code maxResultSize}: Spark's {@code spark.driver.maxResultSize} (0, no
+ * limit); a method that fails (Spark's broadcast above that limit or the driver's memory) is
+ * reported as failing, with the first line of its error.
+ *
+ * <p>Prints a markdown table: per build size and method the median and range of the join's wall
+ * time, the ratio to the ALLGATHER median, the driver's peak heap above its level before the run
+ * (sampled every 20 ms) and, across executor JVMs, the executors' peak resident memory (Spark's
+ * process-tree metrics, the largest executor; in local mode the driver is the executor).
  */
 public final class JoinBenchmark {
   private JoinBenchmark() {}
 
   private record Method(String name, BiFunction<Dataset<Row>, Dataset<Row>, Dataset<Row>> join) {}
+
+  private static final Pattern LOCAL_CLUSTER = Pattern.compile("local-cluster\\[(\\d+),1,(\\d+)]");
 
   public static void main(String[] args) throws Exception {
     System.out.print(run(args));
@@ -45,18 +61,51 @@ public final class JoinBenchmark {
     }
     long streamRows = args.length > 2 ? Long.parseLong(args[2]) : 2_000_000L;
     int runs = args.length > 3 ? Integer.parseInt(args[3]) : 3;
+    String maxResultSize = args.length > 4 ? args[4] : "0";
 
-    SparkSession spark =
-        SparkSession.builder()
-            .master(master)
-            .appName("JoinBenchmark")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.autoBroadcastJoinThreshold", "-1")
-            .config("spark.driver.maxResultSize", "0")
-            .getOrCreate();
+    SparkConf conf =
+        new SparkConf()
+            .setAppName("JoinBenchmark")
+            .set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false")
+            .set("spark.sql.autoBroadcastJoinThreshold", "-1")
+            .set("spark.driver.maxResultSize", maxResultSize)
+            .set("spark.executor.processTreeMetrics.enabled", "true")
+            .set("spark.executor.metrics.pollingInterval", "50ms")
+            .set("spark.executor.heartbeatInterval", "500ms");
+    Matcher cluster = LOCAL_CLUSTER.matcher(master.replace(" ", ""));
+    ClusterLauncher launcher =
+        cluster.matches()
+            ? ClusterLauncher.executorJvms(
+                Integer.parseInt(cluster.group(1)), Integer.parseInt(cluster.group(2)), "", conf)
+            : ClusterLauncher.local(localSlots(master), conf);
+    try (launcher) {
+      return run(launcher.spark(), master, buildMiB, streamRows, runs, maxResultSize);
+    }
+  }
+
+  private static int localSlots(String master) {
+    Matcher m = Pattern.compile("local\\[(\\d+)]").matcher(master);
+    if (!m.matches()) {
+      throw new IllegalArgumentException(
+          "master = '" + master + "'; allowed: local[N] or local-cluster[N,1,MB]");
+    }
+    return Integer.parseInt(m.group(1));
+  }
+
+  private static String run(
+      SparkSession spark,
+      String master,
+      List<Long> buildMiB,
+      long streamRows,
+      int runs,
+      String maxResultSize)
+      throws Exception {
     spark.sparkContext().setLogLevel("WARN");
     int slots = spark.sparkContext().defaultParallelism();
+    boolean executorJvms = !spark.sparkContext().isLocal();
+    ExecutorPeaks executorPeaks = new ExecutorPeaks();
+    spark.sparkContext().addSparkListener(executorPeaks);
     List<Method> methods =
         List.of(
             new Method(
@@ -72,13 +121,17 @@ public final class JoinBenchmark {
     md.append(
         String.format(
             Locale.ROOT,
-            "%nJoin benchmark: %s (%d slots), stream %d rows, %d runs after a warm-up%n%n"
+            "%nJoin benchmark: %s (%d slots), stream %d rows, %d runs after a warm-up,"
+                + " driver heap max %d MiB, spark.driver.maxResultSize=%s%n%n"
                 + "| build MiB | build rows | method | median ms | min-max ms | x allgather |"
-                + " driver heap peak MiB |%n| ---: | ---: | --- | ---: | ---: | ---: | ---: |%n",
+                + " driver heap peak MiB | executor RSS peak MiB |%n"
+                + "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |%n",
             master,
             slots,
             streamRows,
-            runs));
+            runs,
+            Runtime.getRuntime().maxMemory() >> 20,
+            maxResultSize));
     for (long mib : buildMiB) {
       // 64 bytes of payload per build row: a key, a long and a 48-byte string.
       long buildRows = mib * (1L << 20) / 64;
@@ -100,52 +153,116 @@ public final class JoinBenchmark {
       List<Object> reference = null;
       double allgatherMedian = 0;
       for (Method m : methods) {
-        Dataset<Row> joined = m.join().apply(stream, build);
-        digest(joined); // warm-up
-        long[] times = new long[runs];
-        long heapPeak = 0;
-        List<Object> answer = null;
-        for (int r = 0; r < runs; r++) {
-          System.gc();
-          HeapSampler sampler = new HeapSampler();
-          sampler.start();
-          long start = System.nanoTime();
-          answer = digest(m.join().apply(stream, build));
-          times[r] = System.nanoTime() - start;
-          heapPeak = Math.max(heapPeak, sampler.stopAndPeak());
+        String row;
+        try {
+          Dataset<Row> joined = m.join().apply(stream, build);
+          digest(joined); // warm-up
+          long[] times = new long[runs];
+          long heapPeak = 0;
+          long executorPeak = 0;
+          List<Object> answer = null;
+          for (int r = 0; r < runs; r++) {
+            System.gc();
+            HeapSampler sampler = new HeapSampler();
+            sampler.start();
+            executorPeaks.reset();
+            long start = System.nanoTime();
+            answer = digest(m.join().apply(stream, build));
+            times[r] = System.nanoTime() - start;
+            heapPeak = Math.max(heapPeak, sampler.stopAndPeak());
+            executorPeak = Math.max(executorPeak, executorPeaks.awaitPeak());
+          }
+          if (reference == null) {
+            reference = answer;
+          } else if (!reference.equals(answer)) {
+            throw new IllegalStateException(
+                m.name() + " answered " + answer + ", allgather " + reference);
+          }
+          long[] sorted = times.clone();
+          java.util.Arrays.sort(sorted);
+          double median = sorted[runs / 2] / 1e6;
+          if (m.name().equals("allgather")) {
+            allgatherMedian = median;
+          }
+          row =
+              String.format(
+                  Locale.ROOT,
+                  "| %d | %d | %s | %.0f | %.0f-%.0f | %.2f | %d | %s |%n",
+                  mib,
+                  buildRows,
+                  m.name(),
+                  median,
+                  sorted[0] / 1e6,
+                  sorted[runs - 1] / 1e6,
+                  median / allgatherMedian,
+                  heapPeak >> 20,
+                  executorJvms ? String.valueOf(executorPeak >> 20) : "(driver)");
+        } catch (IllegalStateException e) {
+          throw e; // a wrong answer
+        } catch (Exception | OutOfMemoryError e) {
+          row =
+              String.format(
+                  Locale.ROOT,
+                  "| %d | %d | %s | fails: %s | | | | |%n",
+                  mib,
+                  buildRows,
+                  m.name(),
+                  firstLine(e));
         }
-        if (reference == null) {
-          reference = answer;
-        } else if (!reference.equals(answer)) {
-          throw new IllegalStateException(
-              m.name() + " answered " + answer + ", allgather " + reference);
-        }
-        long[] sorted = times.clone();
-        java.util.Arrays.sort(sorted);
-        double median = sorted[runs / 2] / 1e6;
-        if (m.name().equals("allgather")) {
-          allgatherMedian = median;
-        }
-        String row =
-            String.format(
-                Locale.ROOT,
-                "| %d | %d | %s | %.0f | %.0f-%.0f | %.2f | %d |%n",
-                mib,
-                buildRows,
-                m.name(),
-                median,
-                sorted[0] / 1e6,
-                sorted[runs - 1] / 1e6,
-                median / allgatherMedian,
-                heapPeak >> 20);
         System.out.print(row);
         md.append(row);
       }
       build.unpersist(true);
       stream.unpersist(true);
     }
-    spark.stop();
     return md.toString();
+  }
+
+  /** The root cause's first line, shortened, without the table's column separator. */
+  private static String firstLine(Throwable e) {
+    Throwable root = e;
+    while (root.getCause() != null && root.getCause() != root) {
+      root = root.getCause();
+    }
+    String text = String.valueOf(root.getMessage()).strip();
+    int newline = text.indexOf('\n');
+    text = newline < 0 ? text : text.substring(0, newline);
+    text = text.replace("|", "/");
+    return root.getClass().getSimpleName()
+        + ": "
+        + (text.length() > 160 ? text.substring(0, 160) + " ..." : text);
+  }
+
+  /**
+   * The executors' peak resident memory (Spark's process-tree metric {@code
+   * ProcessTreeJVMRSSMemory}, polled by each executor and sent with its heartbeats), the largest
+   * executor's, since the last {@link #reset}.
+   */
+  private static final class ExecutorPeaks extends SparkListener {
+    private final Map<String, Long> peaks = new ConcurrentHashMap<>();
+
+    void reset() {
+      peaks.clear();
+    }
+
+    /** After the next heartbeats (every 500 ms), the largest executor's peak. */
+    long awaitPeak() throws InterruptedException {
+      Thread.sleep(1500);
+      return peaks.values().stream().mapToLong(Long::longValue).max().orElse(0);
+    }
+
+    @Override
+    public void onExecutorMetricsUpdate(SparkListenerExecutorMetricsUpdate update) {
+      update
+          .executorUpdates()
+          .values()
+          .foreach(
+              metrics -> {
+                long rss = metrics.getMetricValue("ProcessTreeJVMRSSMemory");
+                peaks.merge(update.execId(), rss, Math::max);
+                return null;
+              });
+    }
   }
 
   /** Count and an order-free sum of row hashes: equal for equal multisets of rows. */

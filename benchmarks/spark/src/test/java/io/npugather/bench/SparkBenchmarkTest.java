@@ -27,6 +27,18 @@ class SparkBenchmarkTest {
     }
   }
 
+  /**
+   * With {@code spark.driver.maxResultSize} below the build side, Spark's broadcast fails (reported
+   * in its row) and the ALLGATHER join, which passes nothing through the driver, completes.
+   */
+  @Test
+  void aBuildSideAboveTheDriversResultLimitFailsOnlyTheBroadcast() throws Exception {
+    String table = JoinBenchmark.run(new String[] {"local[2]", "4", "20000", "1", "1m"});
+    assertTrue(table.matches("(?s).*\\| allgather \\| \\d+ \\|.*"), table);
+    assertTrue(table.contains("| broadcast | fails: ") && table.contains("maxResultSize"), table);
+    assertTrue(table.matches("(?s).*\\| sort-merge \\| \\d+ \\|.*"), table);
+  }
+
   @Test
   void everyMethodDeliversEveryRowToEveryRankAndTheReportIsWritten(@TempDir Path dir)
       throws Exception {
