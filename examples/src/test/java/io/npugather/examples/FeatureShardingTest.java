@@ -228,6 +228,13 @@ class FeatureShardingTest {
         Files.isDirectory(output.resolve("items")) && Files.isDirectory(output.resolve("queries")));
     assertTrue(stdout.contains("generated data kept"), stdout);
     assertTrue(stdout.contains("check: 5/5 queries match plain Spark"), stdout);
+    // The phases against this machine's copy rate.
+    assertTrue(
+        stdout.matches(
+            "(?s).*against memcpy +\\d+\\.\\d GB/s here \\(hot, one thread\\); per rank, conversion"
+                + " \\d+\\.\\dx a memcpy of its partition \\(.*\\), collective \\d+\\.\\dx a memcpy of"
+                + " what it received\n.*"),
+        stdout);
     assertTrue(
         stdout.chars().noneMatch(c -> c < 0x20 && c != '\n'),
         "control characters (escape codes, carriage returns) in the output:\n" + stdout);
