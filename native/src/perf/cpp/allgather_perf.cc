@@ -16,6 +16,10 @@
 // a pattern that depends on the rank, the iteration and the byte offset. After
 // the timed loop every byte of every rank's output is compared with the
 // pattern of the last iteration; wrong byte counts are summed across ranks.
+//
+// Device memory: for hccl and lccl the device_bytes column is the most device memory any rank's
+// gather of that size held at once (npg_comm_device_bytes); gathers larger than the device
+// budget (NPUGATHER_DEVICE_BUFFER_BYTES, else half the free device memory) run in rounds.
 
 #include <errno.h>
 #include <sched.h>
@@ -430,26 +434,27 @@ void print_header(const Options& o, const std::string& transport) {
               o.min_bytes, o.max_bytes, o.iters, o.warmup, o.timeout_ms);
   const bool several = o.flags.size() > 1;
   if (o.csv) {
-    std::printf("size_bytes_per_rank,count,type,time_us,algbw_gbps,busbw_gbps,wrong%s\n", several ? ",transport" : "");
+    std::printf("size_bytes_per_rank,count,type,time_us,algbw_gbps,busbw_gbps,wrong,device_bytes%s\n",
+                several ? ",transport" : "");
   } else {
-    std::printf("%14s %12s %8s %12s %12s %12s %8s%s\n", "size(B/rank)", "count", "type", "time(us)", "algbw(GB/s)",
-                "busbw(GB/s)", "#wrong", several ? "  transport" : "");
+    std::printf("%14s %12s %8s %12s %12s %12s %8s %14s%s\n", "size(B/rank)", "count", "type", "time(us)", "algbw(GB/s)",
+                "busbw(GB/s)", "#wrong", "device_bytes", several ? "  transport" : "");
   }
   std::fflush(stdout);
 }
 
-void print_row(const Options& o, uint64_t bytes, uint64_t count, double time_us, uint64_t wrong,
+void print_row(const Options& o, uint64_t bytes, uint64_t count, double time_us, uint64_t wrong, uint64_t device_bytes,
                const char* transport) {
   double total = static_cast<double>(bytes) * o.ranks;
   double algbw = time_us > 0 ? total / (time_us * 1e3) : 0.0;  // bytes/ns == GB/s
   double busbw = algbw * (o.ranks - 1) / o.ranks;
   const std::string column = o.flags.size() > 1 ? std::string(o.csv ? "," : "  ") + transport : "";
   if (o.csv) {
-    std::printf("%" PRIu64 ",%" PRIu64 ",%s,%.2f,%.3f,%.3f,%" PRIu64 "%s\n", bytes, count, o.dtype_name.c_str(),
-                time_us, algbw, busbw, wrong, column.c_str());
+    std::printf("%" PRIu64 ",%" PRIu64 ",%s,%.2f,%.3f,%.3f,%" PRIu64 ",%" PRIu64 "%s\n", bytes, count,
+                o.dtype_name.c_str(), time_us, algbw, busbw, wrong, device_bytes, column.c_str());
   } else {
-    std::printf("%14" PRIu64 " %12" PRIu64 " %8s %12.2f %12.3f %12.3f %8" PRIu64 "%s\n", bytes, count,
-                o.dtype_name.c_str(), time_us, algbw, busbw, wrong, column.c_str());
+    std::printf("%14" PRIu64 " %12" PRIu64 " %8s %12.2f %12.3f %12.3f %8" PRIu64 " %14" PRIu64 "%s\n", bytes, count,
+                o.dtype_name.c_str(), time_us, algbw, busbw, wrong, device_bytes, column.c_str());
   }
   std::fflush(stdout);
 }
@@ -534,9 +539,9 @@ int run_rank(const Options& o, int rank, const RootInfos& infos, PeerAbort* peer
   std::fill(recv.begin(), recv.end(), 0);
 
   const int total_iters = o.warmup + o.iters;
-  // Per-rank report gathered after each size: iters times (ns), then wrong bytes.
-  std::vector<int64_t> mine(o.iters + 1);
-  std::vector<int64_t> all(static_cast<size_t>(o.iters + 1) * n);
+  // Per-rank report gathered after each size: iters times (ns), wrong bytes, device bytes.
+  std::vector<int64_t> mine(o.iters + 2);
+  std::vector<int64_t> all(mine.size() * n);
   const int64_t token = rank;
   std::vector<int64_t> tokens(n);
   int status = kExitOk;    // a failed call stops the sweep
@@ -587,6 +592,15 @@ int run_rank(const Options& o, int rank, const RootInfos& infos, PeerAbort* peer
         rank_error(rank, "%" PRIu64 " wrong bytes in the output at %" PRIu64 " B/rank", wrong, bytes);
       }
       mine[o.iters] = static_cast<int64_t>(wrong);
+      uint64_t device_bytes = 0;  // of the last timed gather, before the timings' own gather
+      r = npg_comm_device_bytes(comm, &device_bytes);
+      if (r != NPG_SUCCESS) {
+        call_failed(rank, "npg_comm_device_bytes", r);
+        fail_all();
+        status = kExitFailed;
+        break;
+      }
+      mine[o.iters + 1] = static_cast<int64_t>(device_bytes);
 
       r = npg_all_gather(comm, mine.data(), all.data(), mine.size(), NPG_INT64);
       if (r != NPG_SUCCESS) {
@@ -596,15 +610,17 @@ int run_rank(const Options& o, int rank, const RootInfos& infos, PeerAbort* peer
         break;
       }
       uint64_t wrong_total = 0;
+      uint64_t device_most = 0;
       std::vector<double> slowest(o.iters, 0.0);
       for (uint64_t src = 0; src < n; ++src) {
         const int64_t* row = all.data() + src * mine.size();
         for (int i = 0; i < o.iters; ++i) slowest[i] = std::max(slowest[i], row[i] / 1e3);
         wrong_total += static_cast<uint64_t>(row[o.iters]);
+        device_most = std::max(device_most, static_cast<uint64_t>(row[o.iters + 1]));
       }
       if (rank == 0) {
         const std::string label = o.flag_names[c] + ":" + npg_comm_transport(comm);
-        print_row(o, bytes, count, median(slowest), wrong_total, label.c_str());
+        print_row(o, bytes, count, median(slowest), wrong_total, device_most, label.c_str());
       }
       any_wrong = any_wrong || wrong_total != 0;
     }

@@ -54,6 +54,8 @@ void test_calls_on_a_destroyed_handle_are_invalid_usage() {
   CHECK_RC(npg_comm_abort(comm), NPG_INVALID_USAGE);
   CHECK_RC(npg_comm_rank(comm, &value), NPG_INVALID_USAGE);
   CHECK_RC(npg_comm_size(comm, &value), NPG_INVALID_USAGE);
+  uint64_t device_bytes = 0;
+  CHECK_RC(npg_comm_device_bytes(comm, &device_bytes), NPG_INVALID_USAGE);
   CHECK(std::string(npg_comm_transport(comm)).empty());
   CHECK(contains(npg_last_error(), "not a live communicator"));
   // A new communicator never takes over the old handle.

@@ -47,6 +47,7 @@ AclApi* load(const char* backend) {
   resolve(acl.handle, "aclrtResetDeviceForce", &api.aclrtResetDeviceForce);
   resolve(acl.handle, "aclrtGetSocName", &api.aclrtGetSocName);
   resolve(acl.handle, "aclGetRecentErrMsg", &api.aclGetRecentErrMsg);
+  resolve(acl.handle, "aclrtGetMemInfo", &api.aclrtGetMemInfo);
   const char* missing = first_missing({{"aclInit", api.aclInit != nullptr},
                                        {"aclrtSetDevice", api.aclrtSetDevice != nullptr},
                                        {"aclrtGetDevice", api.aclrtGetDevice != nullptr},

@@ -25,6 +25,7 @@ constexpr aclError kAclErrorRtStreamSyncTimeout = 507046;
 constexpr int kAclMemcpyHostToDevice = 1;
 constexpr int kAclMemcpyDeviceToHost = 2;
 constexpr int kAclMemMallocHugeFirst = 0;
+constexpr int kAclHbmMem = 1;  // aclrtMemAttr ACL_HBM_MEM (DDR on devices without HBM)
 // HcclDataType, which LCCL uses too: every collective here moves bytes.
 constexpr int kHcclDataTypeUint8 = 7;
 
@@ -45,6 +46,8 @@ struct AclApi {
   aclError (*aclrtResetDeviceForce)(int32_t device_id);     // whatever the set count
   const char* (*aclrtGetSocName)();                         // "Ascend910B1" and so on
   const char* (*aclGetRecentErrMsg)();
+  // Free and total device memory of the current device, system reserve excluded.
+  aclError (*aclrtGetMemInfo)(int attr, size_t* free_bytes, size_t* total_bytes);
 
   std::string path;  // the file the symbols came from, for diagnostics
 };

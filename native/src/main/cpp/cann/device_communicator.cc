@@ -114,7 +114,10 @@ DeviceCommunicator::DeviceCommunicator(const AclApi& api, const std::string& bac
       rank_(config.rank),
       size_(config.rank_size),
       device_(config.device_id),
-      timeout_ms_(config.timeout_ms) {}
+      timeout_ms_(config.timeout_ms) {
+  const char* setting = getenv(kDeviceBufferVariable);
+  if (setting != nullptr && setting[0] != '\0') buffer_setting_ = parse_device_buffer_bytes(setting);
+}
 
 DeviceCommunicator::~DeviceCommunicator() {
   try {
@@ -246,11 +249,12 @@ void DeviceCommunicator::wait_stream(const char* op, Clock::time_point deadline)
   }
 }
 
-template <typename Enqueue>
-void DeviceCommunicator::run_collective(const char* op, Enqueue&& enqueue, std::vector<DeviceBuffer*> buffers,
-                                        Clock::time_point deadline) {
+template <typename Enqueue, typename Meanwhile>
+void DeviceCommunicator::run_collective(const char* op, Enqueue&& enqueue, Meanwhile&& meanwhile,
+                                        std::vector<DeviceBuffer*> buffers, Clock::time_point deadline) {
   try {
     enqueue();
+    meanwhile();
     wait_stream(op, deadline);
   } catch (const Error& e) {
     // The stream may still run the collective: its buffers live until the stream is gone.
@@ -262,14 +266,29 @@ void DeviceCommunicator::run_collective(const char* op, Enqueue&& enqueue, std::
   }
 }
 
+uint64_t DeviceCommunicator::device_budget() const {
+  if (buffer_setting_ != 0) return buffer_setting_;
+  if (api_.aclrtGetMemInfo == nullptr) return kDeviceBufferWithoutMemInfo;
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  aclError rc = api_.aclrtGetMemInfo(kAclHbmMem, &free_bytes, &total_bytes);
+  if (rc != kAclSuccess) throw_acl_error(api_, "aclrtGetMemInfo", rc, where());
+  return std::max<uint64_t>(free_bytes / 2, kMinDeviceBufferBytes);
+}
+
 // Every rank all-gathers a digest of its layout first, so ranks that disagree all fail
 // with NPG_INVALID_USAGE instead of corrupting memory or hanging inside the vendor library.
-// The digest carries the rank's server too, for the all-gather-v's topology rule.
-std::vector<uint64_t> DeviceCommunicator::check_same_layout(const uint64_t* counts_bytes, Clock::time_point deadline) {
+// The digest carries the rank's server too, for the all-gather-v's topology rule, and its
+// device budget: every rank must cut the same rounds.
+DeviceCommunicator::Agreement DeviceCommunicator::check_same_layout(const uint64_t* counts_bytes,
+                                                                    Clock::time_point deadline) {
   static const uint64_t server = server_hash();
-  const uint64_t mine[3] = {layout_hash(counts_bytes, size_), static_cast<uint64_t>(size_), server};
+  constexpr int kWords = 4;
+  const uint64_t mine[kWords] = {layout_hash(counts_bytes, size_), static_cast<uint64_t>(size_), server,
+                                 device_budget()};
   DeviceBuffer send(api_, sizeof(mine), where());
   DeviceBuffer recv(api_, sizeof(mine) * static_cast<uint64_t>(size_), where());
+  device_bytes_.store(send.bytes() + recv.bytes());
   aclError rc = api_.aclrtMemcpy(send.data(), send.bytes(), mine, sizeof(mine), kAclMemcpyHostToDevice);
   if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (host to device)", rc, where());
   const std::string op = std::string(collectives_->all_gather_name()) + " (layout check)";
@@ -277,24 +296,27 @@ std::vector<uint64_t> DeviceCommunicator::check_same_layout(const uint64_t* coun
       op.c_str(),
       [&] { collectives_->all_gather(op.c_str(), send.data(), recv.data(), sizeof(mine), stream_, where()); },
       {&send, &recv}, deadline);
-  std::vector<uint64_t> all(3 * static_cast<size_t>(size_));
+  std::vector<uint64_t> all(kWords * static_cast<size_t>(size_));
   rc = api_.aclrtMemcpy(all.data(), all.size() * sizeof(uint64_t), recv.data(), all.size() * sizeof(uint64_t),
                         kAclMemcpyDeviceToHost);
   if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (device to host)", rc, where());
   std::string differing;
-  std::vector<uint64_t> servers(size_);
+  Agreement agreed;
+  agreed.servers.resize(size_);
+  agreed.budget = mine[3];
   for (int32_t r = 0; r < size_; ++r) {
-    if (all[3 * r] != mine[0] || all[3 * r + 1] != mine[1]) {
+    if (all[kWords * r] != mine[0] || all[kWords * r + 1] != mine[1]) {
       differing += (differing.empty() ? "" : ", ") + std::to_string(r);
     }
-    servers[r] = all[3 * r + 2];
+    agreed.servers[r] = all[kWords * r + 2];
+    agreed.budget = std::min(agreed.budget, all[kWords * r + 3]);
   }
   if (!differing.empty()) {
     throw_error(NPG_INVALID_USAGE, "ranks disagree on recv_counts: rank(s) " + differing +
                                        " passed a different layout than rank " + std::to_string(rank_) +
                                        "; every rank must pass the same recv_counts");
   }
-  return servers;
+  return agreed;
 }
 
 void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
@@ -307,7 +329,7 @@ void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segm
 
   bind_device();
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
-  const std::vector<uint64_t> servers = check_same_layout(counts_bytes, deadline);
+  const Agreement agreed = check_same_layout(counts_bytes, deadline);
 
   const int32_t n = size_;
   uint64_t max_count = 0;
@@ -318,7 +340,7 @@ void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segm
   if (!equal && all_gather_v_allowed_ < 0) {
     std::vector<uint64_t> seen;
     std::vector<int32_t> ranks_per_server;
-    for (uint64_t s : servers) {
+    for (uint64_t s : agreed.servers) {
       size_t i = std::find(seen.begin(), seen.end(), s) - seen.begin();
       if (i == seen.size()) {
         seen.push_back(s);
@@ -331,82 +353,129 @@ void DeviceCommunicator::all_gather_v(const npg_segment_t* segments, size_t segm
   }
   // Ragged without a usable all-gather-v: every block padded to the largest, then trimmed.
   const bool use_v = !equal && all_gather_v_allowed_ == 1;
-  if (gather(segments, segment_count, write_own, recv, counts_bytes, displs_bytes, use_v, deadline)) return;
+  if (gather(segments, segment_count, write_own, recv, counts_bytes, displs_bytes, use_v, agreed.budget, deadline)) {
+    return;
+  }
   all_gather_v_allowed_ = 0;  // refused for this topology, on every rank alike: padded from now on
-  gather(segments, segment_count, write_own, recv, counts_bytes, displs_bytes, false, deadline);
+  gather(segments, segment_count, write_own, recv, counts_bytes, displs_bytes, false, agreed.budget, deadline);
 }
 
+namespace {
+
+// Copies bytes [offset, offset + len) of the concatenated segments to the device at dst, through
+// staging when there are many small segments.
+void copy_range_to_device(const AclApi& api, const npg_segment_t* segments, size_t segment_count, uint64_t offset,
+                          uint64_t len, uint8_t* dst, std::vector<uint8_t>* staging, const std::string& where) {
+  if (len == 0) return;
+  const bool pack = segment_count > kPackSegmentsAbove;
+  if (pack) staging->resize(len);
+  uint64_t at = 0;  // start of segment i in the concatenation
+  for (size_t i = 0; i < segment_count && at < offset + len; ++i) {
+    const uint64_t bytes = segments[i].bytes;
+    const uint64_t from = std::max(at, offset);
+    const uint64_t to = std::min(at + bytes, offset + len);
+    if (from < to) {
+      const uint8_t* src = static_cast<const uint8_t*>(segments[i].address) + (from - at);
+      if (pack) {
+        memcpy(staging->data() + (from - offset), src, to - from);
+      } else {
+        aclError rc =
+            api.aclrtMemcpy(dst + (from - offset), len - (from - offset), src, to - from, kAclMemcpyHostToDevice);
+        if (rc != kAclSuccess) throw_acl_error(api, "aclrtMemcpy (host to device)", rc, where);
+      }
+    }
+    at += bytes;
+  }
+  if (pack) {
+    aclError rc = api.aclrtMemcpy(dst, len, staging->data(), len, kAclMemcpyHostToDevice);
+    if (rc != kAclSuccess) throw_acl_error(api, "aclrtMemcpy (host to device)", rc, where);
+  }
+}
+
+}  // namespace
+
 bool DeviceCommunicator::gather(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
-                                const uint64_t* counts_bytes, const uint64_t* displs_bytes, bool use_v,
+                                const uint64_t* counts_bytes, const uint64_t* displs_bytes, bool use_v, uint64_t budget,
                                 Clock::time_point deadline) {
   const int32_t n = size_;
   uint64_t max_count = 0;
   for (int32_t r = 0; r < n; ++r) max_count = std::max(max_count, counts_bytes[r]);
-  bool equal = true;
-  for (int32_t r = 0; r < n; ++r) equal = equal && counts_bytes[r] == max_count;
-  const bool padded = !equal && !use_v;
-  if (padded && max_count > UINT64_MAX / static_cast<uint64_t>(n)) {
+  if (max_count > UINT64_MAX / (2 * static_cast<uint64_t>(n) + 1)) {
     throw_error(NPG_INVALID_ARGUMENT, "rank_size * largest block overflows 64-bit sizes");
   }
-  const uint64_t own = counts_bytes[rank_];
+  const RoundPlan plan = plan_rounds(max_count, n, budget, collectives_->max_call_bytes());
+  // Bytes of rank r's block in the round starting at offset.
+  auto slice = [&](int32_t r, uint64_t offset) {
+    return counts_bytes[r] > offset ? std::min(plan.chunk, counts_bytes[r] - offset) : 0;
+  };
 
-  DeviceBuffer send(api_, padded ? max_count : own, where());
-  // Gather this rank's segments into the device send buffer.
-  if (segment_count > kPackSegmentsAbove) {
-    std::vector<uint8_t> packed(own);
-    uint64_t off = 0;
-    for (size_t i = 0; i < segment_count; ++i) {
-      if (segments[i].bytes == 0) continue;
-      memcpy(packed.data() + off, segments[i].address, segments[i].bytes);
-      off += segments[i].bytes;
-    }
-    if (own > 0) {
-      aclError rc = api_.aclrtMemcpy(send.data(), send.bytes(), packed.data(), own, kAclMemcpyHostToDevice);
-      if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (host to device)", rc, where());
-    }
-  } else {
-    uint64_t off = 0;
-    for (size_t i = 0; i < segment_count; ++i) {
-      if (segments[i].bytes == 0) continue;
-      aclError rc = api_.aclrtMemcpy(send.data() + off, send.bytes() - off, segments[i].address, segments[i].bytes,
-                                     kAclMemcpyHostToDevice);
-      if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (host to device)", rc, where());
-      off += segments[i].bytes;
-    }
+  DeviceBuffer send(api_, plan.chunk, where());
+  uint64_t recv_capacity = static_cast<uint64_t>(n) * plan.chunk;
+  if (use_v && plan.rounds == 1) {
+    recv_capacity = 0;
+    for (int32_t r = 0; r < n; ++r) recv_capacity += counts_bytes[r];
   }
+  DeviceBuffer first(api_, recv_capacity, where());
+  std::unique_ptr<DeviceBuffer> second;
+  if (plan.double_buffered) second.reset(new DeviceBuffer(api_, recv_capacity, where()));
+  DeviceBuffer* received[2] = {&first, second ? second.get() : &first};
+  device_bytes_.store(send.bytes() + first.bytes() + (second ? second->bytes() : 0));
+  std::vector<DeviceBuffer*> buffers = {&send, &first};
+  if (second) buffers.push_back(second.get());
 
-  std::vector<uint64_t> offsets(n);
-  uint64_t recv_bytes = 0;
-  for (int32_t r = 0; r < n; ++r) {
-    offsets[r] = use_v ? recv_bytes : static_cast<uint64_t>(r) * max_count;
-    recv_bytes += use_v ? counts_bytes[r] : max_count;
-  }
-  DeviceBuffer gathered(api_, recv_bytes, where());
-  const char* op = collectives_->all_gather_name();
-  if (use_v) {
-    op = collectives_->all_gather_v_name();
+  std::vector<uint8_t> staging;
+  // Where each rank's slice of a round sits in its receive buffer, per buffer.
+  std::vector<uint64_t> offsets[2] = {std::vector<uint64_t>(n), std::vector<uint64_t>(n)};
+  std::vector<uint64_t> counts(n);
+  uint8_t* out = static_cast<uint8_t*>(recv);
+  auto copy_out = [&](uint64_t round) {
+    const uint64_t offset = round * plan.chunk;
+    const DeviceBuffer& from = *received[round % 2];
+    for (int32_t r = 0; r < n; ++r) {
+      const uint64_t len = slice(r, offset);
+      if (len == 0 || (r == rank_ && !write_own)) continue;
+      aclError rc = api_.aclrtMemcpy(out + displs_bytes[r] + offset, len, from.data() + offsets[round % 2][r], len,
+                                     kAclMemcpyDeviceToHost);
+      if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (device to host)", rc, where());
+    }
+  };
+
+  const char* op = use_v ? collectives_->all_gather_v_name() : collectives_->all_gather_name();
+  for (uint64_t round = 0; round < plan.rounds; ++round) {
+    const uint64_t offset = round * plan.chunk;
+    // Equal and padded blocks: every rank moves the largest block's slice.
+    const uint64_t call = std::min(plan.chunk, max_count - offset);
+    const uint64_t mine = slice(rank_, offset);
+    copy_range_to_device(api_, segments, segment_count, offset, mine, send.data(), &staging, where());
+    DeviceBuffer& into = *received[round % 2];
+    std::vector<uint64_t>& at = offsets[round % 2];
+    uint64_t packed = 0;
+    for (int32_t r = 0; r < n; ++r) {
+      counts[r] = slice(r, offset);
+      at[r] = use_v ? packed : static_cast<uint64_t>(r) * call;
+      packed += counts[r];
+    }
     bool enqueued = true;
     run_collective(
         op,
         [&] {
-          enqueued = collectives_->all_gather_v(send.data(), own, gathered.data(), counts_bytes, offsets.data(),
-                                                stream_, where());
+          if (use_v) {
+            enqueued =
+                collectives_->all_gather_v(send.data(), mine, into.data(), counts.data(), at.data(), stream_, where());
+          } else {
+            collectives_->all_gather(op, send.data(), into.data(), call, stream_, where());
+          }
         },
-        {&send, &gathered}, deadline);
-    if (!enqueued) return false;
-  } else {
-    run_collective(
-        op, [&] { collectives_->all_gather(op, send.data(), gathered.data(), max_count, stream_, where()); },
-        {&send, &gathered}, deadline);
+        [&] {
+          if (enqueued && round > 0) copy_out(round - 1);
+        },
+        buffers, deadline);
+    if (!enqueued) {
+      if (round == 0) return false;
+      throw_error(NPG_INTERNAL_ERROR, std::string(op) + " was refused after its first round " + where());
+    }
   }
-
-  uint8_t* out = static_cast<uint8_t*>(recv);
-  for (int32_t r = 0; r < n; ++r) {
-    if (counts_bytes[r] == 0 || (r == rank_ && !write_own)) continue;
-    aclError rc = api_.aclrtMemcpy(out + displs_bytes[r], counts_bytes[r], gathered.data() + offsets[r],
-                                   counts_bytes[r], kAclMemcpyDeviceToHost);
-    if (rc != kAclSuccess) throw_acl_error(api_, "aclrtMemcpy (device to host)", rc, where());
-  }
+  copy_out(plan.rounds - 1);
   return true;
 }
 

@@ -19,6 +19,7 @@
 #include "../core/error.h"
 #include "acl_library.h"
 #include "device_claim.h"
+#include "device_rounds.h"
 
 namespace npg {
 namespace cann {
@@ -30,6 +31,8 @@ class DeviceCollectives {
   virtual ~DeviceCollectives() = default;
   // "HcclAllGather", for messages.
   virtual const char* all_gather_name() const = 0;
+  // The most bytes per rank one call may move (HCCL refuses counts above SYS_MAX_COUNT).
+  virtual uint64_t max_call_bytes() const { return UINT64_MAX; }
   // Enqueues on stream an all-gather of bytes per rank (recv holds rank_size * bytes);
   // throws the vendor's error, with op naming the call in the message.
   virtual void all_gather(const char* op, void* send, void* recv, uint64_t bytes, aclrtStream stream,
@@ -71,8 +74,13 @@ class DeviceCommunicator final : public Communicator {
   // ACL's current device is per thread and Java calls from pooled threads: every path binds.
   void bind_device() const;
 
+  // Gathers through device buffers of at most the device budget (kDeviceBufferVariable, else half
+  // the free device memory; the smallest over the ranks), in rounds when the blocks do not fit at
+  // once: round k moves bytes [k * chunk, (k + 1) * chunk) of every block, and its copy to the
+  // host overlaps the next round's transfer.
   void all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
                     const uint64_t* counts_bytes, const uint64_t* displs_bytes) override;
+  uint64_t device_bytes() const override { return device_bytes_.load(); }
   // Interruptible: the wait for the stream (when aclrtSynchronizeStreamWithTimeout exists),
   // polled every 100 ms. Not interruptible: an enqueue or a copy already inside CANN, and the
   // blocking aclrtSynchronizeStream of runtimes without the timeout variant (there only the
@@ -96,16 +104,31 @@ class DeviceCommunicator final : public Communicator {
   // The first two steps of close; an error goes to *first unless one is there.
   void release_vendor_locked(std::unique_ptr<Error>* first) noexcept;
   // Runs one collective that enqueue() puts on the stream, then waits for the stream.
+  // Runs one collective that enqueue() puts on the stream, then meanwhile() (host work that
+  // overlaps it), then waits for the stream. On failure the buffers outlive the stream.
+  template <typename Enqueue, typename Meanwhile>
+  void run_collective(const char* op, Enqueue&& enqueue, Meanwhile&& meanwhile, std::vector<DeviceBuffer*> buffers,
+                      Clock::time_point deadline);
   template <typename Enqueue>
   void run_collective(const char* op, Enqueue&& enqueue, std::vector<DeviceBuffer*> buffers,
-                      Clock::time_point deadline);
+                      Clock::time_point deadline) {
+    run_collective(
+        op, enqueue, [] {}, std::move(buffers), deadline);
+  }
   void wait_stream(const char* op, Clock::time_point deadline);
-  // Throws unless every rank passed the same counts; returns each rank's server (boot id hash).
-  std::vector<uint64_t> check_same_layout(const uint64_t* counts_bytes, Clock::time_point deadline);
-  // One collective of the ragged or equal layout, through the all-gather-v (use_v) or padded
-  // blocks; false when the library refused the all-gather-v (nothing moved).
+  // The device memory this rank's gather may hold: the setting, else half the free memory.
+  uint64_t device_budget() const;
+  struct Agreement {
+    std::vector<uint64_t> servers;  // each rank's server (boot id hash)
+    uint64_t budget = 0;            // the smallest device budget of any rank
+  };
+  // Throws unless every rank passed the same counts.
+  Agreement check_same_layout(const uint64_t* counts_bytes, Clock::time_point deadline);
+  // The gather of the ragged or equal layout in the rounds of plan, through the all-gather-v
+  // (use_v) or padded blocks; false when the library refused the all-gather-v (nothing moved).
   bool gather(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
-              const uint64_t* counts_bytes, const uint64_t* displs_bytes, bool use_v, Clock::time_point deadline);
+              const uint64_t* counts_bytes, const uint64_t* displs_bytes, bool use_v, uint64_t budget,
+              Clock::time_point deadline);
 
   const AclApi& api_;
   const std::string backend_;
@@ -113,6 +136,8 @@ class DeviceCommunicator final : public Communicator {
   int32_t size_;
   int32_t device_;
   int64_t timeout_ms_;
+  uint64_t buffer_setting_ = 0;  // kDeviceBufferVariable, 0 when unset
+  std::atomic<uint64_t> device_bytes_{0};
   DeviceClaim claim_;
   std::mutex mutex_;  // guards collectives_, busy_, broken_, quarantine_
   std::unique_ptr<DeviceCollectives> collectives_;

@@ -504,6 +504,14 @@ npg_result_t npg_comm_size(npg_comm_t comm, int32_t* rank_size) {
   });
 }
 
+npg_result_t npg_comm_device_bytes(npg_comm_t comm, uint64_t* bytes) {
+  HandleCall call(comm);
+  return guarded("npg_comm_device_bytes", call.rank, call.size, [&] {
+    check_arg(bytes != nullptr, "bytes is NULL");
+    *bytes = call.get().device_bytes();
+  });
+}
+
 // Leaves the last error alone on success so it can be called while reporting one.
 const char* npg_comm_transport(npg_comm_t comm) {
   HandleCall call(comm);

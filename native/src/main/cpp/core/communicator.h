@@ -26,6 +26,9 @@ class Communicator {
   virtual void all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
                             const uint64_t* counts_bytes, const uint64_t* displs_bytes) = 0;
 
+  // Most device memory the last collective held at once (0 for backends without a device).
+  virtual uint64_t device_bytes() const { return 0; }
+
   // This rank rejected its own arguments to the collective it was called for (reason says
   // why). Takes part in that collective anyway, so that peers waiting in it fail at once:
   // throws the INVALID_USAGE every rank then raises, naming each rejecting rank and its

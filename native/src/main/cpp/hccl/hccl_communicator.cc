@@ -35,6 +35,7 @@ class HcclCollectives final : public cann::DeviceCollectives {
  public:
   HcclCollectives(const HcclApi& api, HcclComm comm) : api_(api), comm_(comm) {}
   const char* all_gather_name() const override { return "HcclAllGather"; }
+  uint64_t max_call_bytes() const override { return kHcclMaxCount; }  // UINT8 elements are bytes
   void all_gather(const char* op, void* send, void* recv, uint64_t bytes, aclrtStream stream,
                   const std::string& where) override {
     HcclResult hr = api_.HcclAllGather(send, recv, bytes, cann::kHcclDataTypeUint8, comm_, stream);

@@ -21,6 +21,8 @@ constexpr size_t kHcclRootInfoBytes = 4108;  // sizeof(HcclRootInfo)
 struct HcclRootInfo {
   char internal[kHcclRootInfoBytes];
 };
+// HCCL's SYS_MAX_COUNT: a collective of more elements per rank is HCCL_E_PARA.
+constexpr uint64_t kHcclMaxCount = 0x7FFFFFFFFull;
 constexpr HcclResult kHcclSuccess = 0;
 constexpr HcclResult kHcclENotSupport = 5;
 constexpr HcclResult kHcclEUnavail = 7;

@@ -174,6 +174,9 @@ npg_result_t npg_comm_rank(npg_comm_t comm, int32_t* rank);
 npg_result_t npg_comm_size(npg_comm_t comm, int32_t* rank_size);
 /* "threads", "cma", "staging" or "tcp" for host; the backend's name otherwise. */
 const char* npg_comm_transport(npg_comm_t comm);
+/* Most device memory comm's last collective held at once (0 for host): for the device
+   backends at most the device budget (NPUGATHER_DEVICE_BUFFER_BYTES, see docs/npu.md). */
+npg_result_t npg_comm_device_bytes(npg_comm_t comm, uint64_t* bytes);
 
 /*
  * For a large buffer about to be written for the first time: asks the kernel for transparent

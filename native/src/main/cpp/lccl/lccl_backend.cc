@@ -86,13 +86,13 @@ int parse_int(const std::string& text, long lo, long hi, const std::string& what
   return static_cast<int>(v);
 }
 
-// commDomain of multi-process LCCL: "ID" or "ID:SIZE_MB", ID in [0, 65535], SIZE_MB in [200, 65536].
+// commDomain of multi-process LCCL: "ID" or "ID:SIZE_MB", ID in [0, 65535], SIZE_MB in [200, 2043].
 LcclInit parse_domain(const std::string& domain) {
   const std::string allowed = "\"ID\" or \"ID:SIZE_MB\" with ID in [0, " + std::to_string(kLcalMaxCommDomain) +
                               "] and SIZE_MB in [" + std::to_string(kLcalMinBufferMb) + ", " +
                               std::to_string(kLcalMaxBufferMb) +
-                              "] (LCCL's shared buffer in MB, at most an NPU's memory), or \"\" for the root "
-                              "info's domain";
+                              "] (LCCL's buffer in MiB: LCAL sizes it in a 32-bit int; all-gather uses a fixed "
+                              "204 MiB window of it), or \"\" for the root info's domain";
   const size_t colon = domain.find(':');
   LcclInit init;
   init.kind = LcclInit::Kind::kDomain;

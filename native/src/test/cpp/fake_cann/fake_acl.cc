@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -20,7 +21,13 @@ thread_local int tls_device = -1;
 thread_local std::string tls_recent_error;
 
 std::mutex g_mutex;
-std::map<uintptr_t, size_t>* g_allocations = new std::map<uintptr_t, size_t>();
+struct Allocation {
+  size_t bytes;
+  int device;
+};
+std::map<uintptr_t, Allocation>* g_allocations = new std::map<uintptr_t, Allocation>();
+std::map<int, long long>* g_device_used = new std::map<int, long long>();  // live bytes per device
+std::map<int, long long>* g_device_peak = new std::map<int, long long>();
 int g_streams = 0;
 int g_comms = 0;
 long long g_device_bytes = 0;
@@ -33,6 +40,12 @@ bool g_initialized = false;
 int device_count() {
   const char* v = getenv("NPUGATHER_FAKE_CANN_DEVICE_COUNT");
   return v ? atoi(v) : 8;
+}
+
+// NPUGATHER_FAKE_CANN_DEVICE_MEMORY bytes per device (default 64 GiB, an Atlas A2's HBM).
+long long device_capacity() {
+  const char* v = getenv("NPUGATHER_FAKE_CANN_DEVICE_MEMORY");
+  return v != nullptr ? atoll(v) : 64ll << 30;
 }
 
 int fail(int code, const std::string& text) {
@@ -87,7 +100,8 @@ bool is_device_range(const void* p, size_t bytes) {
   auto it = g_allocations->upper_bound(a);
   if (it == g_allocations->begin()) return false;
   --it;
-  return a >= it->first && a - it->first <= it->second && bytes <= it->second - (a - it->first);
+  const size_t size = it->second.bytes;
+  return a >= it->first && a - it->first <= size && bytes <= size - (a - it->first);
 }
 
 int current_device() { return tls_device; }
@@ -241,14 +255,32 @@ FAKE_CANN_EXPORT int aclrtSynchronizeStreamWithTimeout(void* stream, int32_t tim
 FAKE_CANN_EXPORT const char* aclGetRecentErrMsg() { return tls_recent_error.c_str(); }
 #endif
 
+// As on a device, memory is finite: an allocation past the device's capacity fails with
+// ACL_ERROR_RT_MEMORY_ALLOCATION and allocates nothing.
 FAKE_CANN_EXPORT int aclrtMalloc(void** ptr, size_t size, int /*policy*/) {
   if (tls_device < 0) return fail(kAclErrorRtContextNull, "aclrtMalloc without aclrtSetDevice on this thread");
   if (ptr == nullptr || size == 0) return fail(kAclErrorInvalidParam, "aclrtMalloc: NULL pointer or size 0");
+  const long long capacity = device_capacity();
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    const long long used = (*g_device_used)[tls_device];
+    if (size > static_cast<unsigned long long>(capacity - used)) {
+      return fail(kAclErrorRtMemoryAllocation, "out of device memory: " + std::to_string(size) + " bytes asked, " +
+                                                   std::to_string(capacity - used) + " of " + std::to_string(capacity) +
+                                                   " free on device " + std::to_string(tls_device));
+    }
+    (*g_device_used)[tls_device] += static_cast<long long>(size);  // reserved before the host malloc
+  }
   void* p = malloc(size);
-  if (p == nullptr) return fail(207001, "out of simulated device memory");
   std::lock_guard<std::mutex> lock(g_mutex);
-  (*g_allocations)[reinterpret_cast<uintptr_t>(p)] = size;
+  if (p == nullptr) {
+    (*g_device_used)[tls_device] -= static_cast<long long>(size);
+    return fail(kAclErrorRtMemoryAllocation, "out of simulated device memory (host malloc failed)");
+  }
+  (*g_allocations)[reinterpret_cast<uintptr_t>(p)] = Allocation{size, tls_device};
   g_device_bytes += static_cast<long long>(size);
+  long long& peak = (*g_device_peak)[tls_device];
+  peak = std::max(peak, (*g_device_used)[tls_device]);
   *ptr = p;
   return kAclSuccess;
 }
@@ -257,11 +289,25 @@ FAKE_CANN_EXPORT int aclrtFree(void* ptr) {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_allocations->find(reinterpret_cast<uintptr_t>(ptr));
   if (it == g_allocations->end()) return fail(kAclErrorRtParamInvalid, "aclrtFree of a pointer not from aclrtMalloc");
-  g_device_bytes -= static_cast<long long>(it->second);
+  g_device_bytes -= static_cast<long long>(it->second.bytes);
+  (*g_device_used)[it->second.device] -= static_cast<long long>(it->second.bytes);
   g_allocations->erase(it);
   free(ptr);
   return kAclSuccess;
 }
+
+#ifndef FAKE_CANN_MINIMAL
+// Free and total memory of the current device (the attribute is not told apart).
+FAKE_CANN_EXPORT int aclrtGetMemInfo(int /*attr*/, size_t* free_bytes, size_t* total_bytes) {
+  if (tls_device < 0) return fail(kAclErrorRtContextNull, "aclrtGetMemInfo without aclrtSetDevice on this thread");
+  if (free_bytes == nullptr || total_bytes == nullptr) return fail(kAclErrorInvalidParam, "aclrtGetMemInfo: NULL");
+  const long long capacity = device_capacity();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  *total_bytes = static_cast<size_t>(capacity);
+  *free_bytes = static_cast<size_t>(std::max(0ll, capacity - (*g_device_used)[tls_device]));
+  return kAclSuccess;
+}
+#endif
 
 FAKE_CANN_EXPORT int aclrtMemcpy(void* dst, size_t dest_max, const void* src, size_t count, int kind) {
   if (tls_device < 0) return fail(kAclErrorRtContextNull, "aclrtMemcpy without aclrtSetDevice on this thread");
@@ -300,6 +346,16 @@ FAKE_CANN_EXPORT int npgFakeCannLiveAllocations() {
 FAKE_CANN_EXPORT long long npgFakeCannLiveDeviceBytes() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_device_bytes;
+}
+
+FAKE_CANN_EXPORT long long npgFakeCannPeakDeviceBytes(int device) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return (*g_device_peak)[device];
+}
+
+FAKE_CANN_EXPORT void npgFakeCannResetPeakDeviceBytes() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (auto& e : *g_device_peak) e.second = (*g_device_used)[e.first];
 }
 
 FAKE_CANN_EXPORT int npgFakeCannDeviceResets() {

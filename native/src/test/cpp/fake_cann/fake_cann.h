@@ -18,6 +18,9 @@
 //                                                peers' streams fail with SUSPECT_REMOTE_ERROR
 //   NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS=<ms>  rendezvous timeout (default HCCL_CONNECT_TIMEOUT s)
 //   NPUGATHER_FAKE_CANN_DEVICE_COUNT=<n>         devices 0..n-1 exist (default 8)
+//   NPUGATHER_FAKE_CANN_DEVICE_MEMORY=<bytes>    each device's memory (default 64 GiB): aclrtGetMemInfo
+//                                                reports it, aclrtMalloc past it fails with
+//                                                ACL_ERROR_RT_MEMORY_ALLOCATION (207001)
 //   NPUGATHER_FAKE_CANN_SOC=<name>               aclrtGetSocName (default Ascend910B1, an Atlas A2)
 //   NPUGATHER_FAKE_CANN_SERVERS=<s0,s1,...>      the server of each rank (default all on server 0):
 //                                                with the SoC, decides whether HcclAllGatherV is
@@ -55,6 +58,7 @@ constexpr int kAclErrorRtDeviceTaskAbort = 107022;
 constexpr int kAclErrorRtInternal = 507000;
 constexpr int kAclErrorRtStreamSyncTimeout = 507046;
 constexpr int kAclErrorRtSuspectRemoteError = 507057;
+constexpr int kAclErrorRtMemoryAllocation = 207001;
 
 constexpr int kHcclSuccess = 0;
 constexpr int kHcclEPara = 1;
@@ -86,6 +90,9 @@ extern "C" {
 FAKE_CANN_EXPORT int npgFakeCannLiveAllocations();
 FAKE_CANN_EXPORT long long npgFakeCannLiveDeviceBytes();
 FAKE_CANN_EXPORT int npgFakeCannDeviceResets();  // aclrtResetDevice(Force) calls of this process
+// The most memory a device held at once since the last reset of the peaks (to what it holds now).
+FAKE_CANN_EXPORT long long npgFakeCannPeakDeviceBytes(int device);
+FAKE_CANN_EXPORT void npgFakeCannResetPeakDeviceBytes();
 FAKE_CANN_EXPORT int npgFakeCannLiveStreams();
 FAKE_CANN_EXPORT int npgFakeCannLiveComms();
 // The HCCL timeouts this process latched (seconds); false when no HCCL call happened yet.

@@ -38,6 +38,7 @@ struct Vendor {
   int internal;
   int timeout;
   int runtime;
+  uint64_t max_count;  // more elements per rank in one call is para (HCCL's SYS_MAX_COUNT)
 };
 
 constexpr int kMaxRanks = 64;
@@ -327,6 +328,12 @@ inline int enqueue_all_gather(const Vendor& v, void* comm, void* send, void* rec
   CommHandle* h = static_cast<CommHandle*>(comm);
   int rc = check_call(v, h, stream);
   if (rc != v.success) return rc;
+  if (count > v.max_count) {
+    set_recent_error((std::string(v.name) + ": count[" + std::to_string(count) +
+                      "] is invalid (bigger than MAX count[" + std::to_string(v.max_count) + "])")
+                         .c_str());
+    return v.para;
+  }
   const int w = width_of(dtype);
   if (w == 0) return v.para;
   const uint64_t bytes = count * w;

@@ -14,8 +14,10 @@ namespace {
 
 constexpr char kRootMagic[] = "NPGFAKEHCCL1";
 constexpr size_t kRootInfoBytes = 4108;
-constexpr Vendor kHccl = {"simulated HCCL", kHcclSuccess,  kHcclEPara,   kHcclEPtr,
-                          kHcclEInternal,   kHcclETimeout, kHcclERuntime};
+// SYS_MAX_COUNT of hicann/hccl src/common/hccl_common.h, checked by every collective.
+constexpr uint64_t kSysMaxCount = 0x7FFFFFFFF;
+constexpr Vendor kHccl = {"simulated HCCL", kHcclSuccess,  kHcclEPara,    kHcclEPtr,
+                          kHcclEInternal,   kHcclETimeout, kHcclERuntime, kSysMaxCount};
 
 std::atomic<int> g_all_gather_v_calls{0};
 std::atomic<int> g_all_gather_v_refusals{0};
@@ -139,6 +141,10 @@ FAKE_CANN_EXPORT int HcclAllGatherV(void* send, uint64_t send_count, void* recv,
   CommHandle* h = static_cast<CommHandle*>(comm);
   int rc = check_call(kHccl, h, stream);
   if (rc != kHcclSuccess) return rc;
+  if (send_count > kSysMaxCount) {
+    set_recent_error("simulated HCCL: sendCount is invalid (bigger than MAX count)");
+    return kHcclEPara;
+  }
   const int w = width_of(dtype);
   if (w == 0 || recv_counts == nullptr || recv_displs == nullptr) return kHcclEPara;
   std::shared_ptr<Comm> c = h->comm;

@@ -29,11 +29,14 @@ constexpr int kLcalErrorMkirt = -2;
 constexpr int kLcalErrorParaCheckFail = -3;
 constexpr int kLcalErrorInternal = -4;
 constexpr int kLcalErrorTimeout = -5;
+constexpr int kLcalErrorOutOfMemory = -6;
 constexpr int kLcalMinBufferMb = 200;
+constexpr int64_t kMiB = 1 << 20;
+constexpr int64_t kLcalFlagBufferBytes = 4 * kMiB;  // LCAL_FLAG_BUFF_BYTES
 constexpr int kLcalDefaultPort = 10067;
 constexpr size_t kNameBytes = 96;
 constexpr Vendor kLcal = {"simulated LCAL",   kLcalSuccess,      kLcalErrorParaCheckFail, kLcalErrorParaCheckFail,
-                          kLcalErrorInternal, kLcalErrorTimeout, kLcalErrorMkirt};
+                          kLcalErrorInternal, kLcalErrorTimeout, kLcalErrorMkirt,         UINT64_MAX};
 
 struct UniqueId {
   char internal[kUniqueIdBytes];
@@ -193,6 +196,15 @@ FAKE_CANN_EXPORT int LcalCommInitRankWithCustDomainSize(int comm_domain, int buf
                                                         void** comm, bool) {
   if (buffer_mb < kLcalMinBufferMb || comm_domain < 0 || comm_domain > 65535) {
     return lcal_fail(kLcalErrorInternal, "lcal comm buffer size should not be less than 200 MBytes");
+  }
+  // LcalComm::InitMem sizes the buffer in a 32-bit int: past 2043 MiB it wraps, and aclrtMalloc
+  // of the negative (as size_t, huge) or zero size fails. 4093..4295 wrap to a small buffer the
+  // real init accepts and the kernels overrun.
+  const int32_t buffer_bytes =
+      static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(buffer_mb) * kMiB + kLcalFlagBufferBytes));
+  if (buffer_bytes <= 0) {
+    return lcal_fail(kLcalErrorOutOfMemory,
+                     "allocate device mem error (lcal buffer size " + std::to_string(buffer_bytes) + ")");
   }
   int rc = check_init(rank_size, rank, comm);
   if (rc != kLcalSuccess) return rc;

@@ -14,6 +14,8 @@
 
 #include <fstream>
 
+#include "../../../main/cpp/cann/device_rounds.h"
+#include "../../../main/cpp/hccl/hccl_library.h"
 #include "simulated_cann_test_support.h"
 
 namespace {
@@ -240,6 +242,76 @@ void test_ragged_gathers_are_right_in_every_topology() {
 }
 
 // Many small segments (packed before the copy to the device) and a few large ones.
+// An NPU's memory is finite: gathers larger than the device go through it in rounds, within
+// half its free memory by default or within NPUGATHER_DEVICE_BUFFER_BYTES, through the
+// all-gather-v (Atlas A2) and through padded blocks (the training series).
+void test_gathers_larger_than_device_memory_go_through_it_in_rounds() {
+  for (const char* soc : {"Ascend910B1", "Ascend910"}) {
+    ScopedEnv training("NPUGATHER_FAKE_CANN_SOC", soc);
+    auto info = hccl_root_info();
+    expect_gathers_beyond_device_memory(
+        3, [&](int r) { return join(r, 3, info); }, kSimulatedDeviceMemory / 2, 400);
+  }
+  ScopedEnv setting("NPUGATHER_DEVICE_BUFFER_BYTES", "200K");
+  auto info = hccl_root_info();
+  expect_gathers_beyond_device_memory(
+      2, [&](int r) { return join(r, 2, info); }, 200 << 10, 500);
+}
+
+// HCCL refuses a call of more than SYS_MAX_COUNT elements per rank with HCCL_E_PARA, and so does
+// the simulated HCCL; the rounds keep every call under it, whatever the device budget.
+void test_every_call_stays_under_hccls_count_limit() {
+  const uint64_t limit = npg::hccl::kHcclMaxCount;
+  struct Case {
+    uint64_t block;
+    int32_t ranks;
+    uint64_t budget;
+  };
+  const Case cases[] = {{40ull << 30, 1, 100ull << 30},  // a large budget set: one call would move 40 GiB
+                        {limit + 1, 2, UINT64_MAX / 8},
+                        {3 * limit + 7, 8, 1ull << 40},
+                        {limit, 1, UINT64_MAX / 8}};
+  for (const Case& c : cases) {
+    const npg::cann::RoundPlan plan = npg::cann::plan_rounds(c.block, c.ranks, c.budget, limit);
+    if (plan.chunk == 0 || plan.chunk > limit || plan.chunk * plan.rounds < c.block ||
+        (plan.rounds - 1) * plan.chunk >= c.block || plan.device_bytes > c.budget) {
+      throw Failure("block " + std::to_string(c.block) + " of " + std::to_string(c.ranks) + " ranks: chunk " +
+                    std::to_string(plan.chunk) + " x " + std::to_string(plan.rounds) + " rounds, " +
+                    std::to_string(plan.device_bytes) + " device bytes");
+    }
+  }
+  EXPECT(npg::cann::plan_rounds(limit, 1, UINT64_MAX / 8, limit).rounds == 1);
+
+  // The simulated HCCL checks the count after the communicator and the stream, as HCCL does.
+  hccl_root_info();  // loads the libraries
+  auto set_device = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtSetDevice");
+  auto reset_device = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtResetDevice");
+  auto get_root_info = fake_symbol<int (*)(void*)>("libhccl.so", "HcclGetRootInfo");
+  auto init = fake_symbol<int (*)(uint32_t, const void*, uint32_t, void**)>("libhccl.so", "HcclCommInitRootInfo");
+  auto all_gather = fake_symbol<int (*)(void*, void*, uint64_t, int, void*, void*)>("libhccl.so", "HcclAllGather");
+  auto destroy = fake_symbol<int (*)(void*)>("libhccl.so", "HcclCommDestroy");
+  EXPECT(set_device(0) == 0);
+  std::vector<uint8_t> info(4108);
+  void* comm = nullptr;
+  EXPECT(get_root_info(info.data()) == 0 && init(1, info.data(), 0, &comm) == 0);
+  int stream_stand_in = 0;  // never reached: both calls fail their checks before enqueueing
+  EXPECT(all_gather(nullptr, nullptr, limit + 1, 7, comm, &stream_stand_in) == 1);  // HCCL_E_PARA
+  EXPECT(all_gather(nullptr, nullptr, limit, 7, comm, &stream_stand_in) == 2);      // HCCL_E_PTR: count passed
+  EXPECT(destroy(comm) == 0 && reset_device(0) == 0);
+  expect_nothing_leaked();
+}
+
+void test_device_buffer_setting_is_checked_at_init() {
+  ScopedEnv setting("NPUGATHER_DEVICE_BUFFER_BYTES", "12Q");
+  auto info = hccl_root_info();
+  npg_comm_t comm = nullptr;
+  EXPECT(npg_comm_init("hccl", 0, 1, 0, "", NPG_COMM_MULTI_THREAD, 0, nullptr, 5000, 0, info.data(), info.size(),
+                       &comm) == NPG_INVALID_ARGUMENT);
+  expect_text(npg_last_error(), {"NPUGATHER_DEVICE_BUFFER_BYTES=\"12Q\"", "allowed", "512M"});
+  show("device buffer setting");
+  expect_nothing_leaked();
+}
+
 void test_segmented_sends_deliver_every_block() {
   const int n = 3;
   auto info = hccl_root_info();
@@ -774,6 +846,10 @@ const Test kTests[] = {
     {"all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks",
      test_all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks, "full minimal split"},
     {"ragged_gathers_are_right_in_every_topology", test_ragged_gathers_are_right_in_every_topology, "full"},
+    {"gathers_larger_than_device_memory_go_through_it_in_rounds",
+     test_gathers_larger_than_device_memory_go_through_it_in_rounds, "full"},
+    {"every_call_stays_under_hccls_count_limit", test_every_call_stays_under_hccls_count_limit, "full"},
+    {"device_buffer_setting_is_checked_at_init", test_device_buffer_setting_is_checked_at_init, "full"},
     {"segmented_sends_deliver_every_block", test_segmented_sends_deliver_every_block, "full minimal"},
     {"calls_from_threads_other_than_the_creator_bind_the_device",
      test_calls_from_threads_other_than_the_creator_bind_the_device, "full"},

@@ -69,6 +69,14 @@ void test_thread_ranks_meet_on_the_comm_domain_as_uid() {
   expect_nothing_leaked();
 }
 
+// An NPU's memory is finite: gathers larger than the device go through it in rounds of padded
+// blocks, within half its free memory.
+void test_gathers_larger_than_device_memory_go_through_it_in_rounds() {
+  auto info = lccl_root_info();
+  expect_gathers_beyond_device_memory(
+      3, [&](int r) { return join(r, 3, info); }, kSimulatedDeviceMemory / 2, 600);
+}
+
 void test_segmented_sends_deliver_every_block() {
   const int n = 3;
   auto info = lccl_root_info();
@@ -194,15 +202,17 @@ void test_process_ranks_gather_through_an_id_and_size_domain() {
 
 void test_invalid_comm_domains_are_refused_with_the_rule() {
   const std::pair<std::string, std::string> cases[] = {
-      {"7:199", "(SIZE_MB \"199\")"},    {"65536", "(ID \"65536\")"}, {"job-1", "(ID \"job-1\")"},
-      {"3:", "(SIZE_MB \"\")"},          {"-1:400", "(ID \"-1\")"},   {"1:999999999", "(SIZE_MB \"999999999\")"},
-      {"1:65537", "(SIZE_MB \"65537\")"}};
+      {"7:199", "(SIZE_MB \"199\")"},     {"65536", "(ID \"65536\")"},      {"job-1", "(ID \"job-1\")"},
+      {"3:", "(SIZE_MB \"\")"},           {"-1:400", "(ID \"-1\")"},        {"1:999999999", "(SIZE_MB \"999999999\")"},
+      {"1:65537", "(SIZE_MB \"65537\")"}, {"1:2044", "(SIZE_MB \"2044\")"}, {"1:4092", "(SIZE_MB \"4092\")"},
+      {"1:4295", "(SIZE_MB \"4295\")"}};
   for (const auto& c : cases) {
     npg_comm_t comm = nullptr;
     EXPECT(npg_comm_init("lccl", 0, 2, 0, c.first.c_str(), NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, nullptr, 0,
                          &comm) == NPG_INVALID_ARGUMENT);
     expect_text(npg_last_error(),
-                {"comm_domain \"" + c.first + "\"", c.second, "SIZE_MB in [200, 65536]", "[0, 65535]"});
+                {"comm_domain \"" + c.first + "\"", c.second,
+                 "SIZE_MB in [200, 2043] (LCCL's buffer in MiB: LCAL sizes it in a 32-bit int", "[0, 65535]"});
     expect_no_vendor();
   }
   show("bad domain");
@@ -210,6 +220,26 @@ void test_invalid_comm_domains_are_refused_with_the_rule() {
   EXPECT(npg_comm_init("lccl", 0, 2, 0, "", NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, nullptr, 0, &comm) ==
          NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"root_info is NULL and comm_domain is \"\""});
+  expect_nothing_leaked();
+}
+
+// LCAL sizes its buffer as SIZE_MB MiB + 4 MiB in a 32-bit int: 2044 to 4092 MiB fail at init
+// (aclrtMalloc of the wrapped size), as the simulated LCAL does, and 2043 is the largest that works.
+void test_simulated_lcal_fails_buffer_sizes_past_its_int() {
+  auto set_device = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtSetDevice");
+  auto init =
+      fake_symbol<int (*)(int, int, int, int, void**, bool)>("liblcal.so", "LcalCommInitRankWithCustDomainSize");
+  EXPECT(set_device(0) == 0);
+  for (int mb : {2044, 3000, 4091, 4092}) {
+    void* comm = nullptr;
+    EXPECT(init(1, mb, 1, 0, &comm, false) == -6);  // LCAL_ERROR_OUT_OF_MEMORY
+  }
+  const std::string domain = run_domain(5, "2043");
+  on_threads(1, [&](int r) {
+    npg_comm_t comm = join(r, 1, {}, domain, NPG_COMM_MULTI_PROCESS);
+    gather_checked(comm, r, 1, equal_blocks(1, 4096), NPG_UINT8, false, 700);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
   expect_nothing_leaked();
 }
 
@@ -330,6 +360,8 @@ void test_missing_liblcal_names_the_file_and_the_fix() {
 const Test kTests[] = {
     {"thread_ranks_of_one_root_info_gather_every_byte", test_thread_ranks_of_one_root_info_gather_every_byte, "full"},
     {"thread_ranks_meet_on_the_comm_domain_as_uid", test_thread_ranks_meet_on_the_comm_domain_as_uid, "full"},
+    {"gathers_larger_than_device_memory_go_through_it_in_rounds",
+     test_gathers_larger_than_device_memory_go_through_it_in_rounds, "full"},
     {"segmented_sends_deliver_every_block", test_segmented_sends_deliver_every_block, "full"},
     {"process_ranks_gather_in_the_domain_of_the_root_info", test_process_ranks_gather_in_the_domain_of_the_root_info,
      "full"},
@@ -340,6 +372,7 @@ const Test kTests[] = {
     {"process_ranks_gather_through_an_id_and_size_domain", test_process_ranks_gather_through_an_id_and_size_domain,
      "full"},
     {"invalid_comm_domains_are_refused_with_the_rule", test_invalid_comm_domains_are_refused_with_the_rule, "full"},
+    {"simulated_lcal_fails_buffer_sizes_past_its_int", test_simulated_lcal_fails_buffer_sizes_past_its_int, "full"},
     {"ranks_on_another_node_and_rank_tables_are_refused", test_ranks_on_another_node_and_rank_tables_are_refused,
      "full"},
     {"injected_init_failure_is_a_vendor_error_on_every_rank",

@@ -162,6 +162,26 @@ void gather_checked(npg_comm_t comm, int rank, int n, const Layout& l, npg_dtype
   }
 }
 
+// Ragged blocks that add up to about total bytes (one empty), stored in reverse rank order with gaps.
+Layout ragged_blocks_of_total(int n, uint64_t total, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> weights(n);
+  uint64_t sum = 0;
+  for (int r = 0; r < n; ++r) sum += weights[r] = r == 1 ? 0 : 1 + rng() % 1000;
+  Layout l;
+  l.counts.resize(n);
+  l.displs.resize(n);
+  for (int r = 0; r < n; ++r) l.counts[r] = weights[r] == 0 ? 0 : total / sum * weights[r] + rng() % 4099;
+  uint64_t at = 0;
+  for (int r = n - 1; r >= 0; --r) {
+    at += 1 + rng() % 5;
+    l.displs[r] = at;
+    at += l.counts[r];
+  }
+  l.total = at + 2;
+  return l;
+}
+
 // Leak check through the simulated runtime's counters and /dev/shm.
 template <typename Fn>
 Fn fake_symbol(const char* lib, const char* name) {
@@ -223,6 +243,43 @@ struct ScopedEnv {
       unsetenv(name.c_str());
   }
 };
+
+// The simulated device memory of the tests that gather more than a device holds.
+constexpr uint64_t kSimulatedDeviceMemory = 1 << 20;
+
+// On each of n thread ranks (rank r on device r, comm made by join): gathers 4 and 16 times the
+// simulated device memory, equal and ragged (all-gather-v or padded, as the backend chooses),
+// every byte checked, and checks that no device held more than budget at once. Sets
+// NPUGATHER_FAKE_CANN_DEVICE_MEMORY to kSimulatedDeviceMemory for the communicators it makes.
+void expect_gathers_beyond_device_memory(int n, const std::function<npg_comm_t(int)>& join, uint64_t budget,
+                                         uint64_t seed) {
+  ScopedEnv memory("NPUGATHER_FAKE_CANN_DEVICE_MEMORY", std::to_string(kSimulatedDeviceMemory));
+  fake_symbol<void (*)()>("libascendcl.so", "npgFakeCannResetPeakDeviceBytes")();
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = join(r);
+    uint64_t k = 0;
+    for (uint64_t times : {4, 16}) {
+      const uint64_t total = times * kSimulatedDeviceMemory;
+      for (bool ragged : {false, true}) {
+        Layout l = ragged ? ragged_blocks_of_total(n, total, seed + k) : equal_blocks(n, total / n + 333);
+        gather_checked(comm, r, n, l, NPG_UINT8, ragged, seed + 100 + k++);
+        uint64_t used = 0;
+        EXPECT_RC(npg_comm_device_bytes(comm, &used), NPG_SUCCESS);
+        if (used == 0 || used > budget) {
+          throw Failure("a gather of " + std::to_string(times) + "x the device memory held " + std::to_string(used) +
+                        " device bytes, the budget is " + std::to_string(budget));
+        }
+      }
+    }
+    const long long peak = fake_symbol<long long (*)(int)>("libascendcl.so", "npgFakeCannPeakDeviceBytes")(r);
+    if (peak <= 0 || static_cast<uint64_t>(peak) > budget) {
+      throw Failure("device " + std::to_string(r) + " held " + std::to_string(peak) + " bytes at once, the budget is " +
+                    std::to_string(budget));
+    }
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  expect_nothing_leaked();
+}
 
 // Runs fn(rank) in n forked processes (each checks for leaks after fn); fails when one does.
 void on_processes(int n, const std::function<void(int)>& fn) {

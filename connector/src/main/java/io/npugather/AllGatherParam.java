@@ -30,8 +30,12 @@ public final class AllGatherParam {
   /** What {@link #validate()} allows for rankSize without a communicator, in its words. */
   public static final String RANK_SIZE_ALLOWED = "1 <= rankSize <= " + MAX_RANK_SIZE;
 
-  /** Largest LCCL shared buffer, in MB, for the "ID:SIZE_MB" commDomain form: an NPU's memory. */
-  public static final int MAX_LCCL_BUFFER_MB = 65536;
+  /**
+   * Largest LCCL buffer, in MiB, for the "ID:SIZE_MB" commDomain form: LCAL sizes its buffer as
+   * SIZE_MB MiB + 4 MiB in a 32-bit int, so 2044 and more overflow (the native lccl backend's
+   * kLcalMaxBufferMb).
+   */
+  public static final int MAX_LCCL_BUFFER_MB = 2043;
 
   /** Smallest LCCL shared buffer, in MB, for the "ID:SIZE_MB" commDomain form. */
   public static final int MIN_LCCL_BUFFER_MB = 200;
@@ -194,11 +198,12 @@ public final class AllGatherParam {
   private void validateNumberedDomain(Backend type) {
     Matcher m = LCCL_DOMAIN.matcher(commDomain);
     String allowed =
-        "\"ID\" or \"ID:SIZE_MB\" with ID in 0..65535 and SIZE_MB in "
+        "\"ID\" or \"ID:SIZE_MB\" with ID in [0, 65535] and SIZE_MB in ["
             + MIN_LCCL_BUFFER_MB
-            + ".."
+            + ", "
             + MAX_LCCL_BUFFER_MB
-            + " (backend "
+            + "] (LCCL's buffer in MiB: LCAL sizes it in a 32-bit int; all-gather uses a fixed"
+            + " 204 MiB window of it) (backend "
             + type
             + ", COMM_MULTI_PROCESS)";
     if (!m.matches()) {

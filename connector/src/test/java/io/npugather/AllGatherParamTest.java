@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -95,6 +96,19 @@ class AllGatherParamTest {
     assertRejected(valid().backend("lccl").commDomain("1:199"), "commDomain", "199");
     assertRejected(valid().backend("lccl").commDomain("one:400"), "commDomain", "one:400");
     assertRejected(valid().backend("lccl").commDomain("1:"), "commDomain", "1:");
+  }
+
+  @Test
+  void lcclSizeMbStopsWhereLcalsIntBufferSizeOverflows() {
+    valid().backend("lccl").commDomain("1:2043").build().validate();
+    for (String size : List.of("2044", "4091", "4092", "4295", "65536")) {
+      assertRejected(
+          valid().backend("lccl").commDomain("1:" + size), "commDomain", "SIZE_MB " + size);
+      assertRejected(
+          valid().backend("lccl").commDomain("1:" + size),
+          "commDomain",
+          "SIZE_MB in [200, 2043] (LCCL's buffer in MiB: LCAL sizes it in a 32-bit int");
+    }
   }
 
   @Test

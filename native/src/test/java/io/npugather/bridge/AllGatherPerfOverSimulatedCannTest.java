@@ -34,18 +34,57 @@ class AllGatherPerfOverSimulatedCannTest {
 
   /** The rows of the table: 5 sizes from 4 KiB to 64 KiB, each with 0 wrong bytes. */
   private static void expectCleanTable(String output, String backend) {
+    assertEquals(5, deviceBytesOfCleanRows(output, backend).size(), output);
+  }
+
+  /** The device bytes of each row of the table, every row with 0 wrong bytes. */
+  private static List<Long> deviceBytesOfCleanRows(String output, String backend) {
     assertTrue(
         output.contains("# allgather-perf: backend " + backend + ", ranks 2, launch processes"),
         output);
-    int rows = 0;
+    List<Long> deviceBytes = new ArrayList<>();
     for (String line : output.split("\n")) {
       String[] cells = line.trim().split("\\s+");
-      if (cells.length == 7 && cells[0].matches("\\d+")) {
+      if (cells.length == 8 && cells[0].matches("\\d+")) {
         assertEquals("0", cells[6], "wrong bytes in: " + line);
-        rows++;
+        deviceBytes.add(Long.parseLong(cells[7]));
       }
     }
-    assertEquals(5, rows, output);
+    return deviceBytes;
+  }
+
+  @Test
+  void gathersLargerThanTheDeviceBudgetRunInRoundsWithinIt() throws Exception {
+    Map<String, String> env =
+        Map.of(
+            "NPUGATHER_CANN_LIB_DIR",
+            SimulatedCann.OUT.resolve("lib64").toString(),
+            "NPUGATHER_DEVICE_BUFFER_BYTES",
+            "64K");
+    for (String backend : List.of("hccl", "lccl")) {
+      String output =
+          run(
+              env,
+              "--backend",
+              backend,
+              "--ranks",
+              "2",
+              "--min-bytes",
+              "4K",
+              "--max-bytes",
+              "1M",
+              "--iters",
+              "3",
+              "--warmup",
+              "1");
+      List<Long> deviceBytes = deviceBytesOfCleanRows(output, backend);
+      assertEquals(9, deviceBytes.size(), output);
+      // 4 KiB fits at once (send + 2 blocks); 1 MiB per rank runs in rounds within 64 KiB.
+      assertEquals(3 * 4096L, deviceBytes.get(0), output);
+      for (long bytes : deviceBytes) {
+        assertTrue(bytes > 0 && bytes <= 65536, output);
+      }
+    }
   }
 
   @Test
