@@ -452,6 +452,125 @@ bool transparent_huge_pages_available() {
   return ok;
 }
 
+void expect_arg_error(npg_result_t rc, npg_result_t expected, const char* needle);
+
+bool kernel_populates_pages() {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return false;
+  const bool ok = madvise(mem, page, 23 /* MADV_POPULATE_WRITE */) == 0;
+  munmap(mem, page);
+  return ok;
+}
+
+// Resident pages of [p, p + bytes) (mincore).
+size_t resident_pages(void* p, size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in((bytes + page - 1) / page);
+  if (mincore(p, bytes, in.data()) != 0) throw TestFailure("mincore failed");
+  return static_cast<size_t>(std::count_if(in.begin(), in.end(), [](unsigned char c) { return (c & 1) != 0; }));
+}
+
+// npg_populate_pages faults a fresh buffer in without changing a byte, also while another
+// thread writes into it (as a collective receiving into the buffer does): every byte written
+// before, during and after it is kept.
+void test_populating_pages_keeps_every_byte_written_meanwhile() {
+  expect_arg_error(npg_populate_pages(nullptr, 5), NPG_INVALID_ARGUMENT, "address is NULL but bytes is 5");
+  CHECK_OK(npg_populate_pages(nullptr, 0));
+  if (!kernel_populates_pages()) {
+    printf("  (skipped: this kernel has no MADV_POPULATE_WRITE)\n");
+    return;
+  }
+  const size_t bytes = size_t(48) << 20;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (int round = 0; round < 3; ++round) {
+    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) throw TestFailure("mmap failed");
+    uint8_t* buf = static_cast<uint8_t*>(mem);
+    std::vector<uint8_t> expect(bytes);
+    fill_pattern(expect.data(), bytes, 900 + round, round);
+    const size_t head = bytes / 8;  // written before populating
+    memcpy(buf, expect.data(), head);
+    std::thread writer([&] {
+      // The rest in 64 KiB steps, from the back, so that the writer meets pages both before
+      // and after the populating thread has been there.
+      for (size_t end = bytes; end > head;) {
+        const size_t step = std::min<size_t>(64 << 10, end - head);
+        end -= step;
+        memcpy(buf + end, expect.data() + end, step);
+      }
+    });
+    npg_result_t rc = npg_populate_pages(buf + 1, bytes - 1);
+    writer.join();
+    CHECK_OK(rc);
+    const bool same = memcmp(buf, expect.data(), bytes) == 0;
+    munmap(mem, bytes);
+    if (!same) throw TestFailure("a byte written while the pages were populated was lost");
+  }
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) throw TestFailure("mmap failed");
+  const size_t before = resident_pages(mem, bytes);
+  CHECK_OK(npg_populate_pages(mem, bytes));
+  const size_t after = resident_pages(mem, bytes);
+  const size_t zeros =
+      static_cast<size_t>(std::count(static_cast<uint8_t*>(mem), static_cast<uint8_t*>(mem) + bytes, uint8_t{0}));
+  munmap(mem, bytes);
+  if (before != 0 || after != bytes / page) {
+    throw TestFailure("populating a fresh 48 MiB buffer left " + std::to_string(after) + " of " +
+                      std::to_string(bytes / page) + " pages resident (" + std::to_string(before) + " before)");
+  }
+  CHECK(zeros == bytes);
+}
+
+// CPU time of the calling thread.
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+// Ranks that wait for a late peer sleep rather than spin or yield their CPUs away, also when
+// they outnumber the CPUs: while the last rank is 800 ms late, the others together use at most
+// an eighth of the CPU time that spinning would (800 ms times the CPUs they could occupy; a
+// waiter that yields instead of sleeping used 460 ms of 1600 here, on a busy machine).
+// Measured as the waiting threads' CPU time, not as wall time.
+void test_ranks_waiting_for_a_late_peer_sleep_when_they_outnumber_the_cpus() {
+  const int cpus = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const int n = std::min(16, std::max(4, 2 * cpus + 1));
+  const uint64_t block = 4096;
+  const auto late = std::chrono::milliseconds(800);
+  auto info = make_root_info();
+  std::vector<double> waited_cpu_ms(n, 0.0);
+  run_ranks(n, [&](int rank) {
+    npg_comm_t comm = init_rank(rank, n, info, 0, 60000);
+    std::vector<uint8_t> send(block), recv(block * n);
+    fill_pattern(send.data(), block, 77, rank);
+    CHECK_OK(npg_all_gather(comm, send.data(), recv.data(), block, NPG_UINT8));  // everyone joined
+    if (rank == n - 1) std::this_thread::sleep_for(late);
+    const double cpu0 = thread_cpu_ms();
+    const npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), block, NPG_UINT8);
+    if (rank != n - 1) waited_cpu_ms[rank] = thread_cpu_ms() - cpu0;
+    CHECK_OK(npg_comm_destroy(comm));
+    CHECK_OK(rc);
+    std::vector<uint8_t> expect(block);
+    for (int r = 0; r < n; ++r) {
+      fill_pattern(expect.data(), block, 77, r);
+      if (memcmp(recv.data() + r * block, expect.data(), block) != 0) {
+        throw TestFailure("block of rank " + std::to_string(r) + " differs");
+      }
+    }
+  });
+  double total = 0;
+  for (double ms : waited_cpu_ms) total += ms;
+  const double spinning = 800.0 * std::min(cpus, n - 1);
+  printf("  %d ranks on %d CPUs: the waiting ranks used %.1f ms of CPU in all while one was 800 ms late\n", n, cpus,
+         total);
+  if (total > spinning / 8) {
+    throw TestFailure("the " + std::to_string(n - 1) + " waiting ranks used " + std::to_string(total) +
+                      " ms of CPU in 800 ms; spinning would use " + std::to_string(spinning));
+  }
+}
+
 // A receive buffer of 4 MiB or more is advised for transparent huge pages before the first
 // write (VmFlags "hg"); a smaller one is left alone. Every byte still arrives.
 void test_large_receive_buffer_is_advised_for_huge_pages() {
@@ -2115,6 +2234,9 @@ const TestCase kTests[] = {
     {"a_rank_closing_its_communicator_fails_its_peers_at_once_on_every_transport",
      test_a_rank_closing_its_communicator_fails_its_peers_at_once_on_every_transport},
     {"successful_runs_leave_no_shared_memory_behind", test_successful_runs_leave_no_shared_memory_behind},
+    {"populating_pages_keeps_every_byte_written_meanwhile", test_populating_pages_keeps_every_byte_written_meanwhile},
+    {"ranks_waiting_for_a_late_peer_sleep_when_they_outnumber_the_cpus",
+     test_ranks_waiting_for_a_late_peer_sleep_when_they_outnumber_the_cpus},
 };
 
 }  // namespace

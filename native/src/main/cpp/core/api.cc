@@ -532,6 +532,13 @@ npg_result_t npg_advise_huge_pages(void* address, uint64_t bytes) {
   });
 }
 
+npg_result_t npg_populate_pages(void* address, uint64_t bytes) {
+  return guarded("npg_populate_pages", -1, -1, [&] {
+    check_arg(address != nullptr || bytes == 0, "address is NULL but bytes is " + std::to_string(bytes));
+    npg::populate_pages(address, bytes);
+  });
+}
+
 size_t npg_dtype_size(npg_dtype_t dtype) {
   switch (dtype) {
     case NPG_INT8:

@@ -188,6 +188,16 @@ npg_result_t npg_comm_device_bytes(npg_comm_t comm, uint64_t* bytes);
 #define NPG_HUGE_PAGE_ADVICE_MIN_BYTES (4ull << 20)
 npg_result_t npg_advise_huge_pages(void* address, uint64_t bytes);
 
+/*
+ * For a buffer about to be written for the first time: faults in its pages over
+ * [address, address + bytes) writable without changing its contents (madvise
+ * MADV_POPULATE_WRITE), so that the writes that follow run at the copy rate instead of
+ * trapping page by page. Safe while other threads write into the range, so it can run ahead of
+ * a collective receiving into it. A hint: on a kernel before Linux 5.14 or without memory for
+ * the pages it does nothing. NPG_INVALID_ARGUMENT for a NULL address with bytes > 0.
+ */
+npg_result_t npg_populate_pages(void* address, uint64_t bytes);
+
 /* Communicators of this process that npg_comm_init made and npg_comm_destroy has not released
  * yet: 0 when nothing leaked. */
 int64_t npg_live_comms(void);

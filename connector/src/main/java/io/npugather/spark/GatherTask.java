@@ -6,6 +6,7 @@ import io.npugather.block.LocalBlock;
 import io.npugather.block.ReceiveDisplacements;
 import io.npugather.spark.arrow.read.GatheredPartitions;
 import io.npugather.spark.arrow.write.PartitionWriter;
+import io.npugather.spark.memory.Prefault;
 import io.npugather.spark.output.ExecutorOutput;
 import io.npugather.spark.output.GatheredOutput;
 import java.io.Serializable;
@@ -183,36 +184,40 @@ public final class GatherTask implements Serializable {
       boolean share) {
     int rank = me.rank();
     int executor = executors.executorOf(rank);
-    // Connected first, so that a local rank's failure aborts the communicator and the other
-    // executors' leaders fail at once instead of waiting for this one to join.
-    Communicator communicator = null;
-    String transport = SHARED_TRANSPORT;
-    if (executors.executorCount() > 1 || !share) {
-      communicator =
-          me.connect(
-              executor,
-              executors.executorCount(),
-              executors.executorOf(ranks.options().rankRoot()));
-      transport = communicator.transport();
-    } else {
-      me.joined(transport);
-    }
-    meeting.awaitContributions(
-        rank, ranks.options().timeout().toMillis(), me.context()::isInterrupted, me.where());
-    LocalBlock[] blocks = meeting.blocks();
-    LocalBlock[] local = new LocalBlock[layouts.size()];
-    int[] localRanks = meeting.ranks();
-    int segmentCount = 0;
-    for (int i = 0; i < localRanks.length; i++) {
-      local[localRanks[i]] = blocks[i];
-      segmentCount += blocks[i].segmentAddresses().length;
-    }
     ReceiveDisplacements placement = ReceiveDisplacements.of(layouts, executors.groups(), executor);
     long[] counts = placement.counts();
     long received = placement.totalBytes();
     GatheredPartitions gathered;
+    LocalBlock[] blocks;
+    String transport = SHARED_TRANSPORT;
     ArrowBuf recv = received == 0 ? null : allocator.buffer(received);
-    try {
+    // The receive buffer's fresh pages are faulted in while this rank connects and waits for its
+    // executor's ranks, and ahead of the collective's writes (Prefault).
+    try (Prefault prefault =
+        recv == null ? Prefault.start(0, 0) : Prefault.start(recv.memoryAddress(), received)) {
+      // Connected first, so that a local rank's failure aborts the communicator and the other
+      // executors' leaders fail at once instead of waiting for this one to join.
+      Communicator communicator = null;
+      if (executors.executorCount() > 1 || !share) {
+        communicator =
+            me.connect(
+                executor,
+                executors.executorCount(),
+                executors.executorOf(ranks.options().rankRoot()));
+        transport = communicator.transport();
+      } else {
+        me.joined(transport);
+      }
+      meeting.awaitContributions(
+          rank, ranks.options().timeout().toMillis(), me.context()::isInterrupted, me.where());
+      blocks = meeting.blocks();
+      LocalBlock[] local = new LocalBlock[layouts.size()];
+      int[] localRanks = meeting.ranks();
+      int segmentCount = 0;
+      for (int i = 0; i < localRanks.length; i++) {
+        local[localRanks[i]] = blocks[i];
+        segmentCount += blocks[i].segmentAddresses().length;
+      }
       if (communicator != null) {
         long[] addresses = new long[segmentCount];
         long[] lengths = new long[segmentCount];
@@ -237,7 +242,8 @@ public final class GatherTask implements Serializable {
     }
     List<LocalBlock> owned = new ArrayList<>(Arrays.asList(blocks));
     meeting.complete(
-        new ExecutorOutput(meeting.allocators(), owned, gathered, transport, localRanks.length));
+        new ExecutorOutput(
+            meeting.allocators(), owned, gathered, transport, meeting.ranks().length));
     long sent = counts[executor] * (executors.executorCount() - 1);
     return new Gathered(meeting.takeOwn(rank), sent, received);
   }

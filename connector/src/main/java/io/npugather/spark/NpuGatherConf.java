@@ -122,7 +122,8 @@ public final class NpuGatherConf {
               GatherMemory.CACHE_BYTES,
               GatherMemory.DEFAULT_CACHE_BYTES,
               "The most memory of large buffers (4 MiB and more) an executor keeps idle for the next"
-                  + " gathers; 0 keeps none. Count it in spark.executor.memoryOverhead.",
+                  + " gathers: auto, as much as the largest gather so far held at once; a size;"
+                  + " 0 keeps none. Count it in spark.executor.memoryOverhead.",
               Scope.APPLICATION,
               value -> GatherMemory.checkSetting(GatherMemory.CACHE_BYTES, value)),
           new Setting(

@@ -111,6 +111,9 @@ public final class NativeCore {
   public static native int npg_advise_huge_pages(
       @Cast("void*") long address, @Cast("uint64_t") long bytes);
 
+  public static native int npg_populate_pages(
+      @Cast("void*") long address, @Cast("uint64_t") long bytes);
+
   public static native @Cast("size_t") long npg_dtype_size(@Cast("npg_dtype_t") int dtype);
 
   public static native @Cast("const char*") BytePointer npg_result_name(

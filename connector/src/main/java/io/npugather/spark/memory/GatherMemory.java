@@ -23,7 +23,10 @@ import org.apache.spark.network.util.JavaUtils;
  * #receiveLimit}, {@link #MAX_GATHER_BYTES}) and checked before its receive buffer is allocated.
  */
 public final class GatherMemory {
-  /** The most bytes of idle large buffers an executor keeps; 0 keeps none. */
+  /**
+   * The most bytes of idle large buffers an executor keeps: {@code auto}, as many as the largest
+   * gather so far held at once ({@link LargeBufferCache#UP_TO_PEAK}); a size; 0 keeps none.
+   */
   public static final String CACHE_BYTES = "spark.npugather.memory.cacheBytes";
 
   /** How long a large buffer's memory is kept once no task uses it. */
@@ -33,7 +36,10 @@ public final class GatherMemory {
   public static final String MAX_GATHER_BYTES = "spark.npugather.memory.maxGatherBytes";
 
   /** {@link #CACHE_BYTES}'s default. */
-  public static final String DEFAULT_CACHE_BYTES = "1g";
+  public static final String DEFAULT_CACHE_BYTES = "auto";
+
+  /** {@link #CACHE_BYTES}'s value that keeps what the largest gather so far needed. */
+  public static final String CACHE_BYTES_AUTO = "auto";
 
   /** Spark's defaults for an executor's off-heap overhead (spark.executor.memoryOverhead). */
   private static final long MIN_OVERHEAD_BYTES = 384L << 20;
@@ -94,20 +100,30 @@ public final class GatherMemory {
     }
   }
 
-  /** The most idle bytes and the idle timeout {@code conf} asks for. */
+  /**
+   * The most idle bytes ({@link LargeBufferCache#UP_TO_PEAK} for {@code auto}) and the idle timeout
+   * {@code conf} asks for.
+   */
   record CacheSettings(long maxIdleBytes, Duration idleTimeout) {}
 
   static CacheSettings cacheSettings(Map<String, String> conf) {
     String bytesValue = conf.getOrDefault(CACHE_BYTES, DEFAULT_CACHE_BYTES);
     long maxIdleBytes;
-    try {
-      maxIdleBytes = JavaUtils.byteStringAsBytes(bytesValue.trim());
-    } catch (NumberFormatException e) {
-      maxIdleBytes = -1;
-    }
-    if (maxIdleBytes < 0) {
-      throw invalid(
-          CACHE_BYTES, "'" + bytesValue + "'", "0 (keep none) or a size such as 512m or 2g");
+    if (bytesValue.trim().equalsIgnoreCase(CACHE_BYTES_AUTO)) {
+      maxIdleBytes = LargeBufferCache.UP_TO_PEAK;
+    } else {
+      try {
+        maxIdleBytes = JavaUtils.byteStringAsBytes(bytesValue.trim());
+      } catch (NumberFormatException e) {
+        maxIdleBytes = -1;
+      }
+      if (maxIdleBytes < 0) {
+        throw invalid(
+            CACHE_BYTES,
+            "'" + bytesValue + "'",
+            "auto (as much as the largest gather so far held), 0 (keep none) or a size such as"
+                + " 512m or 2g");
+      }
     }
     String timeoutValue = conf.getOrDefault(CACHE_IDLE_TIMEOUT, DEFAULT_CACHE_IDLE_TIMEOUT);
     Duration idleTimeout;

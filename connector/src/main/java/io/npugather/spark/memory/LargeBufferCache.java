@@ -24,17 +24,24 @@ import org.apache.arrow.memory.util.MemoryUtil;
  *
  * <p>Contract: a buffer of {@code minBytes} or more gets a region of at least its size, either an
  * idle one (larger by at most an eighth or by 2 MiB, whichever is more; the newest first) or fresh
- * native memory advised for huge pages ({@link HugePages#advise}); its contents are undefined, as
- * with any {@code ArrowBuf} allocation. When Arrow releases the buffer its region becomes idle.
- * Idle regions are freed when they have been idle for {@code idleTimeout}, when keeping one would
- * make the idle bytes exceed {@code maxIdleBytes} (the longest idle go first), when a fresh
- * allocation fails, and on {@link #trim()}. Arrow's accounting is unchanged: a buffer counts its
- * requested size, so allocators still close at zero. Smaller buffers are served by the {@code
- * small} factory. Thread-safe.
+ * native memory, aligned to and sized in 2 MiB pages and advised for huge pages ({@link
+ * HugePages#advise}); its contents are undefined, as with any {@code ArrowBuf} allocation. When
+ * Arrow releases the buffer its region becomes idle. Idle regions are freed when they have been
+ * idle for {@code idleTimeout}, when keeping one would make the idle bytes exceed the idle limit
+ * (the longest idle go first), when a fresh allocation fails, and on {@link #trim()}. The idle
+ * limit is {@code maxIdleBytes}, or with {@link #UP_TO_PEAK} the most bytes of regions lent at once
+ * so far: the cache then keeps what the largest gather needed, and on a fresh allocation it first
+ * frees idle regions (the longest idle first) that would raise the memory it holds, lent and idle,
+ * above that peak. Arrow's accounting is unchanged: a buffer counts its requested size, so
+ * allocators still close at zero. Smaller buffers are served by the {@code small} factory.
+ * Thread-safe.
  */
 public final class LargeBufferCache implements AllocationManager.Factory {
   /** Regions are sized in huge pages, so a slightly larger request next time still fits. */
   static final long REGION_GRANULE = 2L << 20;
+
+  /** {@code maxIdleBytes} that keeps idle up to the most bytes of regions lent at once so far. */
+  public static final long UP_TO_PEAK = -1;
 
   private final AllocationManager.Factory small;
   private final long minBytes;
@@ -45,6 +52,8 @@ public final class LargeBufferCache implements AllocationManager.Factory {
   private final ArrayDeque<Region> idle = new ArrayDeque<>();
 
   private long idleBytes;
+  private long lentBytes;
+  private long peakLentBytes;
   private long reused;
   private long allocated;
   private ScheduledExecutorService reaper;
@@ -53,7 +62,8 @@ public final class LargeBufferCache implements AllocationManager.Factory {
   /**
    * @param small serves buffers smaller than {@code minBytes}, and {@link #empty()}
    * @param minBytes the smallest buffer served from regions (at least 1)
-   * @param maxIdleBytes the most idle bytes kept; 0 frees every region when its buffer is released
+   * @param maxIdleBytes the most idle bytes kept; 0 frees every region when its buffer is released;
+   *     {@link #UP_TO_PEAK}: the most bytes of regions lent at once so far
    * @param idleTimeout how long a region may stay idle (positive)
    */
   public LargeBufferCache(
@@ -61,8 +71,9 @@ public final class LargeBufferCache implements AllocationManager.Factory {
     if (minBytes < 1) {
       throw new IllegalArgumentException("minBytes " + minBytes + "; allowed: 1 or more");
     }
-    if (maxIdleBytes < 0) {
-      throw new IllegalArgumentException("maxIdleBytes " + maxIdleBytes + "; allowed: 0 or more");
+    if (maxIdleBytes < 0 && maxIdleBytes != UP_TO_PEAK) {
+      throw new IllegalArgumentException(
+          "maxIdleBytes " + maxIdleBytes + "; allowed: 0 or more, or UP_TO_PEAK (-1)");
     }
     if (idleTimeout.isNegative() || idleTimeout.isZero()) {
       throw new IllegalArgumentException("idleTimeout " + idleTimeout + "; allowed: positive");
@@ -93,7 +104,7 @@ public final class LargeBufferCache implements AllocationManager.Factory {
     }
   }
 
-  /** The most idle bytes it keeps. */
+  /** The most idle bytes it keeps, or {@link #UP_TO_PEAK}. */
   public long maxIdleBytes() {
     return maxIdleBytes;
   }
@@ -103,6 +114,11 @@ public final class LargeBufferCache implements AllocationManager.Factory {
     return new Stats(idleBytes, idle.size(), reused, allocated);
   }
 
+  /** Bytes of the regions lent to live buffers now, and the most lent at once so far. */
+  public synchronized Lent lent() {
+    return new Lent(lentBytes, peakLentBytes);
+  }
+
   /**
    * @param idleBytes bytes of the idle regions
    * @param idleRegions the idle regions
@@ -110,6 +126,22 @@ public final class LargeBufferCache implements AllocationManager.Factory {
    * @param allocated regions allocated fresh so far
    */
   public record Stats(long idleBytes, int idleRegions, long reused, long allocated) {}
+
+  /**
+   * @param bytes bytes of the regions lent to live buffers now
+   * @param peakBytes the most bytes of regions lent at once so far
+   */
+  public record Lent(long bytes, long peakBytes) {}
+
+  /** The most idle bytes kept now. */
+  private long idleLimit() {
+    return maxIdleBytes == UP_TO_PEAK ? peakLentBytes : maxIdleBytes;
+  }
+
+  private void lend(long capacity) {
+    lentBytes += capacity;
+    peakLentBytes = Math.max(peakLentBytes, lentBytes);
+  }
 
   private Region take(long size) {
     synchronized (this) {
@@ -128,34 +160,50 @@ public final class LargeBufferCache implements AllocationManager.Factory {
         idle.removeLastOccurrence(best);
         idleBytes -= best.capacity;
         reused++;
+        lend(best.capacity);
         return best;
       }
     }
     long capacity = (size + REGION_GRANULE - 1) / REGION_GRANULE * REGION_GRANULE;
-    long address;
+    synchronized (this) {
+      if (maxIdleBytes == UP_TO_PEAK) {
+        // Idle regions that do not fit this request must not raise the memory held above the
+        // peak that the gathers so far needed (or above what is lent now, if that is more).
+        long after = lentBytes + capacity;
+        while (!idle.isEmpty() && idleBytes + after > Math.max(peakLentBytes, after)) {
+          free(pollOldest());
+        }
+      }
+    }
+    // One granule more, so that the region starts on a 2 MiB boundary and is huge pages whole.
+    long base;
     try {
-      address = MemoryUtil.allocateMemory(capacity);
+      base = MemoryUtil.allocateMemory(capacity + REGION_GRANULE);
     } catch (OutOfMemoryError e) {
       trim(); // the idle regions are the first memory to give up
-      address = MemoryUtil.allocateMemory(capacity);
+      base = MemoryUtil.allocateMemory(capacity + REGION_GRANULE);
     }
+    long address = (base + REGION_GRANULE - 1) & -REGION_GRANULE;
     try {
       HugePages.advise(address, capacity);
     } catch (RuntimeException | Error e) {
-      MemoryUtil.freeMemory(address);
+      MemoryUtil.freeMemory(base);
       throw e;
     }
     synchronized (this) {
       allocated++;
+      lend(capacity);
     }
-    return new Region(address, capacity);
+    return new Region(base, address, capacity);
   }
 
   /** Makes a released buffer's region idle, or frees it. */
   private void give(Region region) {
     synchronized (this) {
-      if (region.capacity <= maxIdleBytes) {
-        while (idleBytes + region.capacity > maxIdleBytes) {
+      lentBytes -= region.capacity;
+      long limit = idleLimit();
+      if (region.capacity <= limit) {
+        while (idleBytes + region.capacity > limit) {
           free(pollOldest());
         }
         region.idleSince = System.nanoTime();
@@ -208,16 +256,18 @@ public final class LargeBufferCache implements AllocationManager.Factory {
   }
 
   private static void free(Region region) {
-    MemoryUtil.freeMemory(region.address);
+    MemoryUtil.freeMemory(region.base);
   }
 
   /** Native memory owned by the cache, lent to one buffer at a time. */
   private static final class Region {
-    final long address;
+    final long base; // as allocated, for freeing
+    final long address; // base rounded up to a 2 MiB boundary
     final long capacity;
     long idleSince;
 
-    Region(long address, long capacity) {
+    Region(long base, long address, long capacity) {
+      this.base = base;
       this.address = address;
       this.capacity = capacity;
     }

@@ -12,8 +12,11 @@ class GatherMemoryTest {
   @Test
   void defaultsKeepAGibibyteForAMinute() {
     assertEquals(
-        new GatherMemory.CacheSettings(1L << 30, Duration.ofSeconds(60)),
+        new GatherMemory.CacheSettings(LargeBufferCache.UP_TO_PEAK, Duration.ofSeconds(60)),
         GatherMemory.cacheSettings(Map.of()));
+    assertEquals(
+        LargeBufferCache.UP_TO_PEAK,
+        GatherMemory.cacheSettings(Map.of(GatherMemory.CACHE_BYTES, " AUTO ")).maxIdleBytes());
   }
 
   @Test
@@ -29,15 +32,15 @@ class GatherMemoryTest {
   @Test
   void badValuesNameTheKeyTheValueAndWhatIsAllowed() {
     assertEquals(
-        "spark.npugather.memory.cacheBytes = 'lots' is invalid; allowed: 0 (keep none)"
-            + " or a size such as 512m or 2g",
+        "spark.npugather.memory.cacheBytes = 'lots' is invalid; allowed: auto (as much as"
+            + " the largest gather so far held), 0 (keep none) or a size such as 512m or 2g",
         assertThrows(
                 IllegalArgumentException.class,
                 () -> GatherMemory.cacheSettings(Map.of(GatherMemory.CACHE_BYTES, "lots")))
             .getMessage());
     assertEquals(
-        "spark.npugather.memory.cacheBytes = '-1g' is invalid; allowed: 0 (keep none)"
-            + " or a size such as 512m or 2g",
+        "spark.npugather.memory.cacheBytes = '-1g' is invalid; allowed: auto (as much as"
+            + " the largest gather so far held), 0 (keep none) or a size such as 512m or 2g",
         assertThrows(
                 IllegalArgumentException.class,
                 () -> GatherMemory.cacheSettings(Map.of(GatherMemory.CACHE_BYTES, "-1g")))

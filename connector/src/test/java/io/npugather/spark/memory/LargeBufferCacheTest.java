@@ -190,6 +190,83 @@ class LargeBufferCacheTest {
     assertTrue(cache.stats().idleBytes() <= 64 * MIB, cache.stats().toString());
   }
 
+  /** One gather's large buffers: {@code count} of {@code bytes}, each filled and checked. */
+  private static void gather(BufferAllocator allocator, int count, long bytes, Random random) {
+    List<ArrowBuf> live = new ArrayList<>();
+    List<byte[]> written = new ArrayList<>();
+    try {
+      for (int i = 0; i < count; i++) {
+        ArrowBuf buf = allocator.buffer(bytes);
+        live.add(buf);
+        byte[] data = new byte[(int) bytes];
+        random.nextBytes(data);
+        buf.setBytes(0, data);
+        written.add(data);
+      }
+      for (int i = 0; i < count; i++) {
+        byte[] read = new byte[(int) bytes];
+        live.get(i).getBytes(0, read);
+        assertTrue(Arrays.equals(written.get(i), read), "bytes of buffer " + i);
+      }
+    } finally {
+      live.forEach(ArrowBuf::close);
+    }
+  }
+
+  @Test
+  void upToPeakKeepsWhatTheLargestGatherNeededAcrossGrowingSizes() {
+    BufferAllocator allocator = open(LargeBufferCache.UP_TO_PEAK, Duration.ofMinutes(10));
+    Random random = new Random(11);
+    // {MiB per buffer, 1 if every buffer comes from an idle region}: a gather of a size seen
+    // last time reuses every region, a larger one (or a much smaller one) gets fresh regions.
+    long[][] gathers = {{6, 0}, {12, 0}, {12, 1}, {24, 0}, {24, 1}, {24, 1}, {12, 0}, {12, 1}};
+    for (long[] g : gathers) {
+      LargeBufferCache.Stats before = cache.stats();
+      gather(allocator, 3, g[0] * MIB, random);
+      LargeBufferCache.Stats after = cache.stats();
+      String what = g[0] + " MiB after " + before;
+      assertEquals(before.reused() + 3 * g[1], after.reused(), what);
+      assertEquals(before.allocated() + 3 * (1 - g[1]), after.allocated(), what);
+      assertEquals(0, cache.lent().bytes(), "nothing lent between gathers");
+      assertTrue(after.idleBytes() <= cache.lent().peakBytes(), "idle within the peak: " + after);
+    }
+    assertEquals(3 * 24 * MIB, cache.lent().peakBytes(), "the largest gather's regions");
+  }
+
+  @Test
+  void upToPeakNeverHoldsMoreThanThePeakOrWhatIsLentNow() {
+    BufferAllocator allocator = open(LargeBufferCache.UP_TO_PEAK, Duration.ofMinutes(10));
+    Random random = new Random(5);
+    for (int round = 0; round < 40; round++) {
+      long peakBefore = cache.lent().peakBytes();
+      int count = 1 + random.nextInt(4);
+      List<ArrowBuf> live = new ArrayList<>();
+      try {
+        for (int i = 0; i < count; i++) {
+          live.add(allocator.buffer((4 + random.nextInt(28)) * MIB));
+          long held = cache.lent().bytes() + cache.stats().idleBytes();
+          assertTrue(
+              held <= Math.max(peakBefore, cache.lent().bytes()),
+              "round " + round + ": holds " + held + ", peak before " + peakBefore);
+        }
+      } finally {
+        live.forEach(ArrowBuf::close);
+      }
+      assertTrue(cache.stats().idleBytes() <= cache.lent().peakBytes());
+    }
+    assertTrue(cache.stats().reused() > 0, cache.stats().toString());
+  }
+
+  @Test
+  void freshRegionsStartOnAHugePageBoundary() {
+    BufferAllocator allocator = open();
+    for (long bytes : new long[] {MIN, 5 * MIB + 3, 33 * MIB}) {
+      try (ArrowBuf buf = allocator.buffer(bytes)) {
+        assertEquals(0, buf.memoryAddress() % LargeBufferCache.REGION_GRANULE, bytes + " bytes");
+      }
+    }
+  }
+
   @Test
   void argumentsAreChecked() {
     Duration minute = Duration.ofMinutes(1);
@@ -202,9 +279,9 @@ class LargeBufferCacheTest {
     assertTrue(
         assertThrows(
                 IllegalArgumentException.class,
-                () -> new LargeBufferCache(factory, MIN, -1, minute))
+                () -> new LargeBufferCache(factory, MIN, -2, minute))
             .getMessage()
-            .contains("maxIdleBytes -1"));
+            .contains("maxIdleBytes -2"));
     assertTrue(
         assertThrows(
                 IllegalArgumentException.class,

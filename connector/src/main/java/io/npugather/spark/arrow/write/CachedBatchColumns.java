@@ -44,8 +44,10 @@ import org.apache.spark.unsafe.Platform;
  *       from its cached bytes straight into the Arrow list: Spark stores it never compressed, as
  *       [null count][null row positions, int each][per non-null row: int length, then the array as
  *       {@link UnsafeArrayData}], and each array's elements are one memory copy when none is null
- *       ({@link FixedWidthRowWriter#copyArrayElements}). The elements are counted over all batches
- *       first, so the element vector is allocated once too.
+ *       ({@link FixedWidthRowWriter#copyArrayElements}). The element vector is sized up front for
+ *       every row holding as many elements as the first array (feature vectors: exactly), at most
+ *       as many as the cached bytes can hold, and grows if the arrays turn out longer: no pass over
+ *       the arrays only to count their elements.
  * </ul>
  *
  * Only for the primitive types Spark itself reads from its cache as columnar batches: boolean,
@@ -110,7 +112,7 @@ final class CachedBatchColumns {
       FixedWidthType elementType = FixedWidthType.ofElements(t);
       if (elementType != null) {
         widths[c] = elementType.width();
-        allocateList((ListVector) v, rows, countElements(all, columns[c], c));
+        allocateList((ListVector) v, rows, expectedElements(all, columns[c], widths[c], rows));
       } else {
         v.setInitialCapacity(Math.max(rows, 1));
         v.allocateNew();
@@ -130,7 +132,7 @@ final class CachedBatchColumns {
           byte[] cached = buffers[columns[c]];
           if (widths[c] != 0) {
             elements[c] =
-                copyArrays(cached, (ListVector) targets.get(c), widths[c], base, n, elements[c]);
+                copyArrays(cached, (ListVector) targets.get(c), widths[c], base, n, elements[c], c);
             continue;
           }
           BaseFixedWidthVector target = (BaseFixedWidthVector) targets.get(c);
@@ -201,46 +203,30 @@ final class CachedBatchColumns {
   }
 
   /**
-   * The number of array elements of field {@code field} (buffer {@code buffer}) over {@code
-   * batches}, read from the arrays' headers.
+   * The elements to allocate for an array column (buffer {@code buffer}, elements of {@code width})
+   * of {@code rows} rows: every row as long as the first array, but no more than the cached bytes
+   * can hold (each element takes at least its width there). Reads one array header.
    */
-  private static long countElements(List<DefaultCachedBatch> batches, int buffer, int field) {
-    long total = 0;
+  private static long expectedElements(
+      List<DefaultCachedBatch> batches, int buffer, int width, int rows) {
+    long bytes = 0;
+    long first = -1;
     for (DefaultCachedBatch batch : batches) {
       if (batch.numRows() == 0) {
-        continue; // not read either
+        continue;
       }
       byte[] cached = batch.buffers()[buffer];
-      int nonNull = batch.numRows() - nullCount(cached, batch.numRows(), field);
-      long at = 4 + 4L * (batch.numRows() - nonNull);
-      int r = 0;
-      for (; r < nonNull && at + 12 <= cached.length; r++) {
-        int size = Platform.getInt(cached, Platform.BYTE_ARRAY_OFFSET + at);
-        long n = Platform.getLong(cached, Platform.BYTE_ARRAY_OFFSET + at + 4);
-        if (size < 8 || n < 0) {
-          break; // not an UnsafeArrayData: refused below
+      bytes += cached.length;
+      if (first < 0 && cached.length >= 4) {
+        int nulls = Platform.getInt(cached, Platform.BYTE_ARRAY_OFFSET);
+        long at = 4 + 4L * nulls;
+        if (nulls >= 0 && nulls < batch.numRows() && at + 12 <= cached.length) {
+          first = Math.max(0, Platform.getLong(cached, Platform.BYTE_ARRAY_OFFSET + at + 4));
         }
-        total += n;
-        at += 4L + size;
-      }
-      if (r != nonNull || at != cached.length) {
-        throw new IllegalArgumentException(
-            "cached array column "
-                + field
-                + " has "
-                + cached.length
-                + " bytes for "
-                + batch.numRows()
-                + " rows, "
-                + r
-                + " of its "
-                + nonNull
-                + " arrays read end at byte "
-                + at
-                + "; expected Spark's uncompressed array column layout");
       }
     }
-    return total;
+    long bound = bytes / Math.max(width, 1);
+    return Math.min(Integer.MAX_VALUE, Math.min(bound, Math.max(first, 0) * rows));
   }
 
   /** The null count in the header of a cached column, checked against its rows. */
@@ -264,19 +250,24 @@ final class CachedBatchColumns {
 
   /**
    * Writes a cached array column's {@code n} rows into rows [base, base + n) of {@code list}, whose
-   * elements hold {@code elements} values so far: validity, offsets and elements.
+   * elements hold {@code elements} values so far: validity, offsets and elements. The element
+   * vector grows when an array does not fit. Every array's bytes are checked against the column's
+   * before they are read.
    *
+   * @param field the column's index, for errors
    * @return the elements written so far, these rows' included
+   * @throws IllegalArgumentException if the bytes are not Spark's uncompressed array column layout
    */
   private static int copyArrays(
-      byte[] cached, ListVector list, int width, int base, int n, int elements) {
+      byte[] cached, ListVector list, int width, int base, int n, int elements, int field) {
     long offset = Platform.BYTE_ARRAY_OFFSET;
+    long end = offset + cached.length;
     long validity = list.getValidityBufferAddress();
     long offsets = list.getOffsetBufferAddress();
     BaseFixedWidthVector child = (BaseFixedWidthVector) list.getDataVector();
     long childValidity = child.getValidityBufferAddress();
     long childData = child.getDataBufferAddress();
-    int nulls = Platform.getInt(cached, offset);
+    int nulls = nullCount(cached, n, field);
     int k = 0;
     int nextNull = nulls > 0 ? Platform.getInt(cached, offset + 4) : -1;
     long at = offset + 4 + 4L * nulls;
@@ -286,19 +277,67 @@ final class CachedBatchColumns {
         nextNull = k < nulls ? Platform.getInt(cached, offset + 4 + 4L * k) : -1;
       } else {
         long array = at + 4;
-        int m = (int) Platform.getLong(cached, array);
+        int size = at + 12 <= end ? Platform.getInt(cached, at) : -1;
+        long m = size >= 8 ? Platform.getLong(cached, array) : -1;
+        if (m < 0
+            || array + size > end
+            || UnsafeArrayData.calculateHeaderPortionInBytes(m) + m * Math.max(width, 1) > size) {
+          throw notTheArrayLayout(cached, field, n, r - k, nulls, at - offset);
+        }
+        if (elements + m > Integer.MAX_VALUE) {
+          throw new IllegalArgumentException(
+              "column "
+                  + list.getName()
+                  + " has more than 2^31-1 array elements in one partition, the limit of one Arrow"
+                  + " list");
+        }
         if (m > 0) {
+          if (elements + m > child.getValueCapacity()) {
+            while (elements + m > child.getValueCapacity()) {
+              child.reAlloc();
+            }
+            childValidity = child.getValidityBufferAddress();
+            childData = child.getDataBufferAddress();
+          }
           long header = UnsafeArrayData.calculateHeaderPortionInBytes(m);
           FixedWidthRowWriter.copyArrayElements(
-              width, cached, array + 8, array + header, m, childValidity, childData, elements);
+              width,
+              cached,
+              array + 8,
+              array + header,
+              (int) m,
+              childValidity,
+              childData,
+              elements);
         }
         ArrowBitmaps.setBit(validity, base + r);
-        elements += m;
-        at = array + Platform.getInt(cached, at);
+        elements += (int) m;
+        at = array + size;
       }
       MemoryUtil.putInt(offsets + 4L * (base + r + 1), elements);
     }
+    if (at != end) {
+      throw notTheArrayLayout(cached, field, n, n - nulls, nulls, at - offset);
+    }
     return elements;
+  }
+
+  private static IllegalArgumentException notTheArrayLayout(
+      byte[] cached, int field, int rows, int arraysRead, int nulls, long at) {
+    return new IllegalArgumentException(
+        "cached array column "
+            + field
+            + " has "
+            + cached.length
+            + " bytes for "
+            + rows
+            + " rows, "
+            + arraysRead
+            + " of its "
+            + (rows - nulls)
+            + " arrays read end at byte "
+            + at
+            + "; expected Spark's uncompressed array column layout");
   }
 
   /**

@@ -9,6 +9,7 @@ import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.ValueVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.compare.TypeEqualsVisitor;
+import org.apache.arrow.vector.complex.ListVector;
 import org.apache.arrow.vector.util.VectorAppender;
 import org.apache.spark.sql.execution.arrow.ArrowFieldWriter;
 import org.apache.spark.sql.execution.arrow.ArrowWriter$;
@@ -22,8 +23,9 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * Writes columnar batches into Arrow vectors column by column, without materializing rows: a column
  * backed by an Arrow vector of exactly the expected Arrow type is appended buffer-wise (bulk
  * copies); a fixed-width column ({@link FixedWidthType}) of any other vector class is copied in a
- * tight typed loop ({@link PrimitiveColumns}); any other column is written value by value with
- * Spark's Arrow field writers.
+ * tight typed loop or in bulk ({@link PrimitiveColumns}), an array column of fixed-width elements
+ * likewise, its elements in bulk ({@link ArrayColumns}); any other column is written value by value
+ * with Spark's Arrow field writers.
  */
 final class ColumnarBatchWriter {
   private ColumnarBatchWriter() {}
@@ -45,9 +47,10 @@ final class ColumnarBatchWriter {
       writers[c] = ArrowWriter$.MODULE$.createFieldWriter(v);
     }
     ColumnAppender[] appenders = new ColumnAppender[numFields];
+    boolean[] arrays = new boolean[numFields];
     long total;
     try {
-      total = writeBatches(batches, schema, targets, writers, appenders, allocator);
+      total = writeBatches(batches, schema, targets, writers, appenders, arrays, allocator);
     } finally {
       for (ColumnAppender a : appenders) {
         if (a != null) {
@@ -56,7 +59,9 @@ final class ColumnarBatchWriter {
       }
     }
     for (int c = 0; c < numFields; c++) {
-      if (appenders[c] == null) {
+      if (arrays[c]) {
+        ArrayColumns.finish((ListVector) targets.get(c), writers[c].count());
+      } else if (appenders[c] == null) {
         writers[c].finish();
       } else {
         // Not the writer's finish(): its nested child writers never ran and would reset the
@@ -73,6 +78,7 @@ final class ColumnarBatchWriter {
       List<FieldVector> targets,
       ArrowFieldWriter[] writers,
       ColumnAppender[] appenders,
+      boolean[] arrays,
       BufferAllocator allocator) {
     int numFields = writers.length;
     long total = 0;
@@ -115,6 +121,11 @@ final class ColumnarBatchWriter {
           appenders[c].append(cv, n, w);
         } else if ((type = FixedWidthType.of(targets.get(c))) != null) {
           PrimitiveColumns.copy(type, targets.get(c), cv, w.count(), n);
+          w.count_$eq(w.count() + n);
+        } else if ((type = ArrayColumns.elementType(targets.get(c))) != null) {
+          // Every batch of the column, so its field writer never writes a row.
+          arrays[c] = true;
+          ArrayColumns.copy(type, (ListVector) targets.get(c), cv, w.count(), n);
           w.count_$eq(w.count() + n);
         } else {
           ColumnarArray values = new ColumnarArray(cv, 0, n);

@@ -31,6 +31,7 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.Platform;
 import org.junit.jupiter.api.Test;
 
 class CachedBatchColumnsTest extends WithRootAllocator {
@@ -213,6 +214,36 @@ class CachedBatchColumnsTest extends WithRootAllocator {
     assertCachedLikeRows(schema, new Random(47), source, new int[][] {{4000, 3000}});
   }
 
+  /**
+   * The element vector is sized from the first array: arrays longer than it (the vector grows,
+   * across batches too) and shorter ones (sized by the cached bytes instead) give the same bytes.
+   */
+  @Test
+  void arraysOfOtherLengthsThanTheFirstGiveTheSameBuffersAsTheRows() {
+    StructType schema =
+        struct(
+            field("id", DataTypes.LongType),
+            field("v", DataTypes.createArrayType(DataTypes.DoubleType, true)));
+    for (int[] lengths : new int[][] {{1, 300}, {300, 0}, {0, 40}, {2, 2000}}) {
+      RowSource source =
+          (n, rnd, nullP, start) -> {
+            List<InternalRow> rows = randomRows(schema, n, rnd, nullP);
+            for (int i = 0; i < rows.size(); i++) {
+              InternalRow r = rows.get(i);
+              if (!r.isNullAt(1)) {
+                Object[] elems = new Object[start + i == 0 ? lengths[0] : lengths[1]];
+                for (int e = 0; e < elems.length; e++) {
+                  elems[e] = rnd.nextDouble() < nullP ? null : rnd.nextGaussian();
+                }
+                ((GenericInternalRow) r).update(1, new GenericArrayData(elems));
+              }
+            }
+            return ArrowTestSupport.unsafe(schema, rows);
+          };
+      assertCachedLikeRows(schema, new Random(lengths[1]), source, new int[][] {{1, 500, 900}});
+    }
+  }
+
   @Test
   void aCachedArrayColumnWhoseBytesDoNotAddUpIsRefused() {
     StructType schema = struct(field("v", DataTypes.createArrayType(DataTypes.FloatType, true)));
@@ -220,8 +251,13 @@ class CachedBatchColumnsTest extends WithRootAllocator {
         cachedBatch(schema, arrayRows(schema, 5, new Random(1), 0.0), new int[] {0});
     byte[] bytes = good.buffers()[0];
     byte[] truncated = java.util.Arrays.copyOf(bytes, bytes.length - 4);
+    // An array claiming more elements than its bytes hold (the first array's count, after the
+    // null count and its length).
+    byte[] overlong = bytes.clone();
+    Platform.putLong(overlong, Platform.BYTE_ARRAY_OFFSET + 4 + 4, 1L << 20);
     // Truncated inside an array; one row more than arrays; more bytes than arrays.
     DefaultCachedBatch[] bad = {
+      new DefaultCachedBatch(5, new byte[][] {overlong}, new GenericInternalRow(0)),
       new DefaultCachedBatch(5, new byte[][] {truncated}, new GenericInternalRow(0)),
       new DefaultCachedBatch(6, new byte[][] {bytes}, new GenericInternalRow(0)),
       new DefaultCachedBatch(4, new byte[][] {bytes}, new GenericInternalRow(0))

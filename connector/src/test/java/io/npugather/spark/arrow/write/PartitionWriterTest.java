@@ -20,7 +20,11 @@ import java.util.Random;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
+import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.StructType;
@@ -143,6 +147,83 @@ public class PartitionWriterTest extends WithRootAllocator {
         s.close();
       }
       src.close();
+    }
+  }
+
+  /**
+   * Array columns of every fixed-width element type from Spark's on-heap and off-heap vectors (the
+   * Parquet reader's), with null arrays and null elements, over several batches: the same buffers
+   * as Spark's ArrowWriter, byte for byte, and every value.
+   */
+  @Test
+  void arrayColumnsOfSparkBatchesGiveTheSameBuffersAsSparkByteForByte() {
+    StructType schema = CachedBatchColumnsTest.arraySchema();
+    Random rnd = new Random(29);
+    for (boolean offHeap : new boolean[] {false, true}) {
+      for (double nullP : new double[] {0.0, 0.2}) {
+        List<InternalRow> all = new ArrayList<>();
+        List<ColumnarBatch> batches = new ArrayList<>();
+        try {
+          for (int n : new int[] {1, 0, 200, 57}) {
+            List<InternalRow> rows = randomRows(schema, n, rnd, nullP);
+            all.addAll(rows);
+            batches.add(ArrowTestSupport.sparkBatch(schema, rows, offHeap));
+          }
+          String what = (offHeap ? "off" : "on") + " heap, null fraction " + nullP;
+          try (LocalBlock p = PartitionWriter.fromBatches(batches.iterator(), schema, TZ, root)) {
+            ArrowTestSupport.assertSameBuffersAsSpark(schema, all, p.root(), root, what);
+            assertBatch(schema, all, OwnBatches.of(p, schema, 1), 1);
+          }
+        } finally {
+          batches.forEach(ColumnarBatch::close);
+        }
+      }
+    }
+  }
+
+  /** Arrays that do not lie back to back in the element vector are copied one by one. */
+  @Test
+  void arraysOutOfOrderInTheirElementVectorAreCopiedOneByOne() {
+    StructType schema = struct(field("v", DataTypes.createArrayType(DataTypes.FloatType, true)));
+    Random rnd = new Random(31);
+    int n = 300;
+    List<InternalRow> rows = new ArrayList<>();
+    OnHeapColumnVector column =
+        new OnHeapColumnVector(n, DataTypes.createArrayType(DataTypes.FloatType, true));
+    WritableColumnVector data = column.arrayData();
+    int[] lengths = new int[n];
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+      lengths[i] = rnd.nextInt(100);
+      total += lengths[i];
+    }
+    data.reserve(total);
+    // Row i's elements are placed after those of rows i+1 .. n-1: last row first.
+    int at = total;
+    for (int i = 0; i < n; i++) {
+      at -= lengths[i];
+      Object[] elems = new Object[lengths[i]];
+      for (int j = 0; j < lengths[i]; j++) {
+        if (rnd.nextInt(10) == 0) {
+          data.putNull(at + j);
+        } else {
+          float f = (float) rnd.nextGaussian();
+          data.putFloat(at + j, f);
+          elems[j] = f;
+        }
+      }
+      if (rnd.nextInt(10) == 0) {
+        column.putNull(i);
+        rows.add(new GenericInternalRow(new Object[] {null}));
+      } else {
+        column.putArray(i, at, lengths[i]);
+        rows.add(new GenericInternalRow(new Object[] {new GenericArrayData(elems)}));
+      }
+    }
+    try (ColumnarBatch batch = new ColumnarBatch(new ColumnVector[] {column}, n);
+        LocalBlock p = PartitionWriter.fromBatches(List.of(batch).iterator(), schema, TZ, root)) {
+      ArrowTestSupport.assertSameBuffersAsSpark(schema, rows, p.root(), root, "out of order");
+      assertBatch(schema, rows, OwnBatches.of(p, schema, 1), 1);
     }
   }
 

@@ -1,0 +1,90 @@
+package io.npugather.spark.memory;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.RootAllocator;
+import org.apache.arrow.memory.netty.NettyAllocationManager;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** Populating a fresh receive buffer while a writer fills it, as a collective does. */
+@Timeout(value = 2, unit = TimeUnit.MINUTES)
+class PrefaultTest {
+  private static final long MIB = 1L << 20;
+
+  private BufferAllocator allocator;
+
+  @BeforeEach
+  void open() {
+    LargeBufferCache cache =
+        new LargeBufferCache(
+            NettyAllocationManager.FACTORY, HugePages.ADVICE_MIN_BYTES, 0, Duration.ofMinutes(1));
+    allocator =
+        new RootAllocator(RootAllocator.configBuilder().allocationManagerFactory(cache).build());
+  }
+
+  @AfterEach
+  void nothingLeaks() {
+    assertEquals(0, allocator.getAllocatedMemory(), allocator.toVerboseString());
+    allocator.close();
+  }
+
+  @Test
+  void everyByteWrittenWhilePagesArePopulatedIsKept() throws Exception {
+    Random random = new Random(17);
+    for (long bytes : new long[] {5 * MIB + 7, 40 * MIB, 64 * MIB - 3}) {
+      byte[] data = new byte[(int) bytes];
+      random.nextBytes(data);
+      try (ArrowBuf buf = allocator.buffer(bytes)) {
+        Prefault prefault = Prefault.start(buf.memoryAddress(), bytes);
+        try (prefault) {
+          // From the back in 1 MiB steps: the writer meets pages before and after populating.
+          for (long end = bytes; end > 0; ) {
+            int step = (int) Math.min(MIB, end);
+            end -= step;
+            buf.setBytes(end, data, (int) end, step);
+          }
+        }
+        byte[] read = new byte[data.length];
+        buf.getBytes(0, read);
+        assertArrayEquals(data, read, bytes + " bytes");
+      }
+    }
+  }
+
+  @Test
+  void aPrefaultLeftToRunPopulatesTheWholeBufferWithoutChangingIt() throws Exception {
+    long bytes = 20 * MIB + 1;
+    byte[] data = new byte[(int) bytes];
+    new Random(23).nextBytes(data);
+    try (ArrowBuf buf = allocator.buffer(bytes)) {
+      buf.setBytes(0, data);
+      try (Prefault prefault = Prefault.start(buf.memoryAddress(), bytes)) {
+        assertTrue(prefault.awaitDone(TimeUnit.MINUTES.toMillis(1)));
+        assertEquals(bytes, prefault.populatedBytes());
+      }
+      byte[] read = new byte[data.length];
+      buf.getBytes(0, read);
+      assertArrayEquals(data, read);
+    }
+  }
+
+  @Test
+  void argumentsAreCheckedAndNothingIsNothing() {
+    Prefault.start(0, 0).close();
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> Prefault.start(0, 8));
+    assertTrue(e.getMessage().contains("address 0, bytes 8"), e.getMessage());
+    assertThrows(IllegalArgumentException.class, () -> Prefault.start(4096, -1));
+  }
+}
