@@ -1,9 +1,10 @@
 // A sustained connection flood against the root's bootstrap listener from the ranks' own
 // address (loopback), at the highest rate the flooding threads reach, while communicators
-// form and gather: every formation completes, every byte right, within kBoundMs.
+// form and gather: every formation completes, every byte right, within kAllowedExtraMs of
+// the slowest quiet formation.
 //
 // The line it prints (connects per second, formation times quiet and under the flood) is
-// what docs/operations.md quotes. Optional argument after the filter: rounds (default 8).
+// what docs/operations.md quotes. Optional argument after the filter: rounds (default 12).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -22,11 +23,12 @@ using namespace hardening;
 constexpr int kRanks = 3;
 constexpr int kFlooders = 4;
 constexpr size_t kHeldPerFlooder = 200;
-// A formation under the flood: a few connect patiences (100 ms, doubling) on top of a quiet
-// formation on a loaded 2-core machine; a rank that queues behind the flood costs a SYN
-// retransmission (1 s) or more.
-constexpr double kBoundMs = 900;
-int rounds = 8;
+// What the flood may add to a formation: a few connect and challenge patiences
+// (kFirstConnectPatienceMs, doubling) and the accept queue's wait, on top of the slowest quiet
+// formation of the same run. A rank that queues behind the flood, as before admission drained
+// it, costs a SYN retransmission (1 s, then 3 s).
+constexpr double kAllowedExtraMs = 1200;
+int rounds = 12;
 
 uint16_t root_port(const std::vector<uint8_t>& info) {
   // magic(4) version(4) id(16) secret(16) family(2) port(2) addr(16)
@@ -127,14 +129,15 @@ void test_formations_under_a_connection_flood_from_the_ranks_own_address_end_wit
     rate = flood.connects_per_second();
     CHECK_OK(npg_release_root_info("host", parked.data(), parked.size()));
   }
+  const double bound = *std::max_element(quiet.begin(), quiet.end()) + kAllowedExtraMs;
   std::string all;
   for (double ms : flooded) all += (all.empty() ? "" : ", ") + std::to_string(static_cast<int64_t>(ms));
   printf(
       "  host bootstrap flood: %.0f connects/s from %d threads; formations of %d ranks: quiet median %.0f ms (max "
       "%.0f), under the flood median %.0f ms (max %.0f); bound %.0f ms; all: [%s]\n",
       rate, kFlooders, kRanks, median(quiet), *std::max_element(quiet.begin(), quiet.end()), median(flooded),
-      *std::max_element(flooded.begin(), flooded.end()), kBoundMs, all.c_str());
-  for (double ms : flooded) CHECK(ms <= kBoundMs);
+      *std::max_element(flooded.begin(), flooded.end()), bound, all.c_str());
+  for (double ms : flooded) CHECK(ms <= bound);
 }
 
 const TestCase kTests[] = {

@@ -53,14 +53,15 @@ final class RendezvousServer {
   private static final long DRAIN_MS = 2_000;
 
   /**
-   * The accept queue asked of the kernel, which caps it at {@code net.core.somaxconn} (4096 by
-   * default): a flood that outruns one poll round waits there instead of having its SYNs dropped,
-   * which would cost a rank among it a SYN retransmission (a second or more).
+   * The accept queue: a rank that got in waits behind at most this many connections, which one poll
+   * round drains; a deeper queue would make it wait behind more of a flood than that. A SYN that
+   * finds it full is dropped, and the client sends a new one after its patience ({@link
+   * RendezvousClient#FIRST_PATIENCE_MS}) rather than the kernel's retransmission a second later.
    */
   static final int BACKLOG = 512;
 
-  /** Most connections accepted in one poll round, so reads and deadlines are served in between. */
-  private static final int MAX_ACCEPTS_PER_ROUND = 4_096;
+  /** Most connections accepted in one poll round: the whole queue. */
+  private static final int MAX_ACCEPTS_PER_ROUND = BACKLOG;
 
   private static final SecureRandom RANDOM = new SecureRandom();
 

@@ -34,13 +34,15 @@ import org.junit.jupiter.api.Timeout;
  */
 class RendezvousFloodTest {
   /**
-   * What the flood may add to a round: a few connect and greeting patiences ({@link
-   * RendezvousClient#FIRST_PATIENCE_MS}, doubling) and the accept queue's wait, on top of the
-   * slowest quiet round of the same run (on a loaded 2-core machine quiet rounds take 5 ms to a
-   * second). A rank that queues behind the flood, as before admission drained it, costs a SYN
-   * retransmission (1 s, then 3 s) or a round of evictions and takes several seconds.
+   * What the flood may add to a round, on top of the slowest quiet round of the same run: the
+   * accept queue's wait and a few connect and greeting patiences ({@link
+   * RendezvousClient#FIRST_PATIENCE_MS}, doubling), with a generous margin for a loaded 2-core
+   * machine where the flooding threads, the service's one thread and the ranks share the CPU (the
+   * median round under the flood is as fast as a quiet one; the worst took 2.6 s more). A rank that
+   * queues behind the flood instead (SYN retransmissions of 1 s, then 3 s, or evictions one after
+   * another) takes 7 s and more in the first rounds.
    */
-  static final long ALLOWED_EXTRA_MS = 30 * RendezvousClient.POLL_MS;
+  static final long ALLOWED_EXTRA_MS = 100 * RendezvousClient.POLL_MS;
 
   private static final Duration LONG = Duration.ofSeconds(60);
   private static final Duration BOUND = Duration.ofSeconds(30);
