@@ -288,8 +288,6 @@ void Admission::accept_ready() {
     auto p = std::make_unique<Pending>();
     p->peer = peer_endpoint(fd.get());
     p->fd = std::move(fd);
-    // Room first, so a newcomer (a real rank) always gets its turn.
-    make_room(p->peer);
     p->deadline = Deadline::after_ms(kHandshakeMs);
     fill_random(p->nonce, kNonceBytes);
     ByteWriter challenge;
@@ -299,8 +297,10 @@ void Admission::accept_ready() {
     challenge.bytes(p->nonce, kNonceBytes);
     if (!send_small_frame(p->fd.get(), FrameType::kChallenge, challenge.data())) {
       drop(*p, "could not send the challenge", false);
-      continue;
+      continue;  // reset by its peer already: it makes nobody make way
     }
+    // Room, so a newcomer (a real rank) always gets its turn.
+    make_room(p->peer);
     pending_.push_back(std::move(p));
   }
 }

@@ -377,14 +377,14 @@ final class RendezvousServer {
         closeQuietly(channel);
         continue;
       }
-      makeRoom(peer);
       Connection c = new Connection(channel, peer);
       try {
         channel.configureBlocking(false);
         channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
         channel.setOption(StandardSocketOptions.SO_KEEPALIVE, true);
         // Greeted at once, not a poll round later: the sooner a rank answers, the sooner it is
-        // told apart from the strangers around it.
+        // told apart from the strangers around it. A connection already reset by its peer fails
+        // here, before it can make anyone else make way.
         ByteBuffer hello = Protocol.hello(c.nonce);
         channel.write(hello);
         int ops = SelectionKey.OP_READ;
@@ -392,6 +392,7 @@ final class RendezvousServer {
           c.out.add(hello);
           ops |= SelectionKey.OP_WRITE;
         }
+        makeRoom(peer);
         c.key = channel.register(selector, ops, c);
       } catch (IOException e) {
         closeQuietly(channel);
@@ -456,7 +457,7 @@ final class RendezvousServer {
       if (!handshakes.contains(silent)) {
         return; // it closed, or completed its request: a slot is free
       }
-      if (!silent.promising) {
+      if (silent.phase == Phase.HEADER && !silent.promising) {
         drop(silent, peer);
         return;
       }
