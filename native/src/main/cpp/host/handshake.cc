@@ -19,7 +19,6 @@ namespace {
 constexpr uint32_t kHandshakeVersion = 1;
 constexpr size_t kChallengeBytes = 4 + 1 + kIdBytes + kNonceBytes;
 constexpr size_t kResponseOverhead = kNonceBytes + kSha256Bytes;
-constexpr size_t kAcceptsPerRound = 64;
 constexpr int64_t kLogWindowMs = 1000;
 constexpr int64_t kLogLinesPerWindow = 5;
 
@@ -86,9 +85,22 @@ ClientHandshake::ClientHandshake(UniqueFd fd, const Endpoint& to, const HostRoot
       peer_(std::move(peer)) {}
 
 void ClientHandshake::restart(const Deadline& deadline) {
+  fd_.reset();
   fd_ = connect_with_retry(to_, deadline, peer_);
   frame_.reset();
   state_ = State::kAwaitChallenge;
+  patience_ms_ = std::min(patience_ms_ * 2, kMaxConnectPatienceMs);
+  challenge_due_ = Deadline::after_ms(patience_ms_);
+}
+
+void ClientHandshake::on_tick(const Deadline& deadline) {
+  if (state_ == State::kAwaitChallenge && challenge_due_.expired() && !deadline.expired()) restart(deadline);
+}
+
+int ClientHandshake::wait_ms(const Deadline& deadline) const {
+  int ms = deadline.poll_timeout_ms();
+  if (state_ == State::kAwaitChallenge) ms = static_cast<int>(std::min<int64_t>(ms, challenge_due_.remaining_ms()));
+  return ms;
 }
 
 void ClientHandshake::on_ready(const Deadline& deadline) {
@@ -144,8 +156,22 @@ void ClientHandshake::on_ready(const Deadline& deadline) {
 
 bool ClientHandshake::finish(const Deadline& deadline, int cancel_fd) {
   while (!done()) {
-    if (wait_fd(fd_.get(), POLLIN, deadline, cancel_fd, "in the handshake with " + peer_) == 0) return false;
-    on_ready(deadline);
+    if (deadline.expired()) {
+      throw_error(NPG_TIMEOUT,
+                  "timed out after " + std::to_string(deadline.budget_ms()) + " ms in the handshake with " + peer_);
+    }
+    pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+    int rc = poll(fds, cancel_fd >= 0 ? 2 : 1, wait_ms(deadline));
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      throw_system_error("poll", errno);
+    }
+    if (cancel_fd >= 0 && (fds[1].revents & (POLLIN | POLLERR | POLLHUP))) return false;
+    if (fds[0].revents != 0) {
+      on_ready(deadline);
+    } else {
+      on_tick(deadline);
+    }
   }
   return true;
 }
@@ -209,8 +235,44 @@ std::string Admission::drop_summary() const {
          " that did not complete the handshake " + (dropped_ == 1 ? "was" : "were") + " dropped";
 }
 
+// Frees a pending slot when the newcomer's address, then everyone, has as many as allowed. The
+// oldest that has sent nothing useful makes way, after a last read of what it sent meanwhile (a
+// rank's response may have just arrived, a stranger may have closed); only when there is none,
+// the oldest whose response has begun.
+void Admission::make_room(const Endpoint& peer) {
+  for (bool per_address : {true, false}) {
+    const size_t limit = per_address ? kMaxPendingPerAddress : kMaxPending;
+    for (;;) {
+      size_t count = 0;
+      Pending* silent = nullptr;
+      Pending* begun = nullptr;
+      for (auto& q : pending_) {
+        if (q->finished || (per_address && !same_address(q->peer, peer))) continue;
+        ++count;
+        if (q->frame.begins(FrameType::kResponse)) {
+          if (begun == nullptr) begun = q.get();
+        } else if (silent == nullptr) {
+          silent = q.get();
+        }
+      }
+      if (count < limit) break;
+      const std::string why = per_address ? "more than " + std::to_string(limit) + " handshakes from one address"
+                                          : "more than " + std::to_string(limit) + " handshakes at once";
+      if (silent == nullptr) {
+        drop(*begun, why, true);
+        break;
+      }
+      progress(*silent);
+      if (silent->finished || silent->frame.begins(FrameType::kResponse)) continue;  // look again
+      drop(*silent, why + " (it had sent nothing)", true);
+      break;
+    }
+  }
+}
+
 void Admission::accept_ready() {
-  for (size_t i = 0; i < kAcceptsPerRound; ++i) {
+  // Drains the accept queue: a rank in it waits no longer than this round.
+  for (int i = 0; i < kListenBacklog; ++i) {
     sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     UniqueFd fd(accept4(listener_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC));
@@ -226,26 +288,6 @@ void Admission::accept_ready() {
     auto p = std::make_unique<Pending>();
     p->peer = peer_endpoint(fd.get());
     p->fd = std::move(fd);
-    // Room first: the oldest handshake of the same address, then the oldest of all, makes
-    // way, so a newcomer (a real rank) always gets its turn.
-    Pending* oldest_same = nullptr;
-    size_t same = 0;
-    size_t live = 0;
-    Pending* oldest = nullptr;
-    for (auto& q : pending_) {
-      if (q->finished) continue;
-      ++live;
-      if (oldest == nullptr) oldest = q.get();
-      if (same_address(q->peer, p->peer)) {
-        ++same;
-        if (oldest_same == nullptr) oldest_same = q.get();
-      }
-    }
-    if (same >= kMaxPendingPerAddress) {
-      drop(*oldest_same, "more than " + std::to_string(kMaxPendingPerAddress) + " handshakes from one address", true);
-    } else if (live >= kMaxPending) {
-      drop(*oldest, "more than " + std::to_string(kMaxPending) + " handshakes at once", true);
-    }
     p->deadline = Deadline::after_ms(kHandshakeMs);
     fill_random(p->nonce, kNonceBytes);
     ByteWriter challenge;
@@ -255,8 +297,10 @@ void Admission::accept_ready() {
     challenge.bytes(p->nonce, kNonceBytes);
     if (!send_small_frame(p->fd.get(), FrameType::kChallenge, challenge.data())) {
       drop(*p, "could not send the challenge", false);
-      continue;
+      continue;  // reset by its peer already: it makes nobody make way
     }
+    // Room, so a newcomer (a real rank) always gets its turn.
+    make_room(p->peer);
     pending_.push_back(std::move(p));
   }
 }
@@ -314,12 +358,13 @@ AdmittedConnection Admission::next(const Deadline& deadline, int cancel_fd, Clie
       cancel_i = static_cast<int>(fds.size());
       fds.push_back({cancel_fd, POLLIN, 0});
     }
+    int timeout_ms = deadline.poll_timeout_ms();
     if (also != nullptr && !also->done()) {
       also_i = static_cast<int>(fds.size());
       fds.push_back({also->fd(), POLLIN, 0});
+      timeout_ms = std::min(timeout_ms, also->wait_ms(deadline));
     }
     const size_t first_pending = fds.size();
-    int timeout_ms = deadline.poll_timeout_ms();
     for (auto& p : pending_) {
       fds.push_back({p->fd.get(), POLLIN, 0});
       timeout_ms = std::min<int64_t>(timeout_ms, p->deadline.remaining_ms());
@@ -330,7 +375,13 @@ AdmittedConnection Admission::next(const Deadline& deadline, int cancel_fd, Clie
       throw_system_error("poll", errno);
     }
     if (cancel_i >= 0 && (fds[cancel_i].revents & (POLLIN | POLLERR | POLLHUP))) return AdmittedConnection();
-    if (also_i >= 0 && fds[also_i].revents != 0) also->on_ready(deadline);
+    if (also_i >= 0) {
+      if (fds[also_i].revents != 0) {
+        also->on_ready(deadline);
+      } else {
+        also->on_tick(deadline);
+      }
+    }
     for (size_t i = 0; i < pending_.size(); ++i) {
       Pending& p = *pending_[i];
       if (fds[first_pending + i].revents != 0) progress(p);

@@ -5,8 +5,12 @@
 // never crosses the wire and a recorded exchange cannot be replayed.
 //
 // The acceptor runs every pending handshake at once on non-blocking sockets, each with a
-// deadline for the whole handshake and a bounded number per peer address, so a stranger
-// (silent, slow, garbage or a flood) costs an authenticated rank at most a poll round.
+// deadline for the whole handshake and a bounded number per peer address; each poll round
+// serves the connections with something to read before it drains the accept queue, and a
+// newcomer over a limit evicts the oldest stranger that has sent nothing useful (one whose
+// response has begun goes last). A connector that gets no challenge in time connects again.
+// So a stranger (silent, slow, garbage or a flood, even from the ranks' own address) costs an
+// authenticated rank at most a poll round and a reconnection, not a turn behind the flood.
 #ifndef NPUGATHER_HOST_HANDSHAKE_H_
 #define NPUGATHER_HOST_HANDSHAKE_H_
 
@@ -28,13 +32,18 @@ namespace host {
 enum class HandshakePurpose : uint8_t { kBootstrap = 1, kRing = 2 };
 
 constexpr size_t kNonceBytes = 16;
-constexpr int64_t kHandshakeMs = 2000;       // whole handshake, from accept to the connector's MAC
-constexpr size_t kMaxPendingPerAddress = 8;  // more from one address evict its oldest
-constexpr size_t kMaxPending = 128;          // more in total evict the oldest
+constexpr int64_t kHandshakeMs = 2000;  // whole handshake, from accept to the connector's MAC
+// Ranks may share their address with a flood: a rank has as long to answer its challenge as
+// the acceptor takes to accept kMaxPendingPerAddress more connections.
+constexpr size_t kMaxPendingPerAddress = 256;  // more from one address evict one of its own
+constexpr size_t kMaxPending = 512;            // more in total evict one
 
 // Connector side, driven by poll readiness so that a ring rank can run it while it
 // accepts its own left neighbour. When the acceptor drops the connection with a retry
-// frame (it made room for newer ones), the handshake starts again on a new connection.
+// frame (it made room for newer ones), or sends no challenge within the patience (the
+// connection may wait in a flooded accept queue, or have been lost from it), the handshake
+// starts again on a new connection, with twice the patience (kFirstConnectPatienceMs up to
+// kMaxConnectPatienceMs).
 class ClientHandshake {
  public:
   ClientHandshake(UniqueFd fd, const Endpoint& to, const HostRootInfo& info, HandshakePurpose purpose,
@@ -44,6 +53,11 @@ class ClientHandshake {
   // Runs what the socket allows; throws NPG_REMOTE_ERROR when the acceptor fails to prove
   // the secret or closes the connection.
   void on_ready(const Deadline& deadline);
+  // Reconnects when the challenge is overdue; call when on_ready was not called for a
+  // poll of at most wait_ms().
+  void on_tick(const Deadline& deadline);
+  // How long a poll for this handshake may wait: until the deadline or the challenge is due.
+  int wait_ms(const Deadline& deadline) const;
   // Runs to the end; false when cancel_fd became readable first.
   bool finish(const Deadline& deadline, int cancel_fd);
   UniqueFd take_fd() { return std::move(fd_); }
@@ -58,6 +72,8 @@ class ClientHandshake {
   std::vector<uint8_t> payload_;
   std::string peer_;
   State state_ = State::kAwaitChallenge;
+  int64_t patience_ms_ = kFirstConnectPatienceMs;
+  Deadline challenge_due_ = Deadline::after_ms(kFirstConnectPatienceMs);
   FrameAssembler frame_;
   uint8_t server_nonce_[kNonceBytes] = {};
   uint8_t client_nonce_[kNonceBytes] = {};
@@ -91,6 +107,7 @@ class Admission {
  private:
   struct Pending;
   void accept_ready();
+  void make_room(const Endpoint& peer);
   void progress(Pending& p);
   void drop(Pending& p, const std::string& why, bool invite_retry);
   void log_drop(const Endpoint& peer, const std::string& why);

@@ -186,7 +186,7 @@ UniqueFd listen_on(const Endpoint& addr, Endpoint* bound) {
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
     throw_system_error("bind to " + addr.to_string(), errno);
   }
-  if (listen(fd.get(), 1024) != 0) throw_system_error("listen on " + addr.to_string(), errno);
+  if (listen(fd.get(), kListenBacklog) != 0) throw_system_error("listen on " + addr.to_string(), errno);
   if (bound != nullptr) *bound = local_endpoint(fd.get());
   return fd;
 }
@@ -223,6 +223,7 @@ short wait_fd(int fd, short events, const Deadline& deadline, int cancel_fd, con
 
 UniqueFd connect_with_retry(const Endpoint& to, const Deadline& deadline, const std::string& peer) {
   int backoff_ms = 5;
+  int64_t patience_ms = kFirstConnectPatienceMs;
   for (;;) {
     UniqueFd fd(socket(to.family == AF_INET6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) throw_system_error("socket", errno);
@@ -232,9 +233,16 @@ UniqueFd connect_with_retry(const Endpoint& to, const Deadline& deadline, const 
     if (connect(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
       err = errno;
       if (err == EINPROGRESS) {
-        wait_fd(fd.get(), POLLOUT, deadline, -1, "connecting to " + peer + " at " + to.to_string());
-        socklen_t elen = sizeof(err);
-        if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &elen) != 0) err = errno;
+        const Deadline attempt = deadline.earlier(patience_ms);
+        patience_ms = std::min(patience_ms * 2, kMaxConnectPatienceMs);
+        try {
+          wait_fd(fd.get(), POLLOUT, attempt, -1, "connecting to " + peer + " at " + to.to_string());
+          socklen_t elen = sizeof(err);
+          if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &elen) != 0) err = errno;
+        } catch (const Error& e) {
+          if (e.code() != NPG_TIMEOUT) throw;
+          err = ETIMEDOUT;
+        }
       }
     }
     if (err == 0) {
@@ -248,6 +256,8 @@ UniqueFd connect_with_retry(const Endpoint& to, const Deadline& deadline, const 
       throw_error(NPG_TIMEOUT, "timed out after " + std::to_string(deadline.budget_ms()) + " ms connecting to " + peer +
                                    " at " + to.to_string() + ": " + errno_text(err));
     }
+    // Unanswered: a new SYN now rather than the kernel's retransmission later.
+    if (err == ETIMEDOUT) continue;
     int64_t sleep_ms = std::min<int64_t>(backoff_ms, deadline.remaining_ms());
     std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     backoff_ms = std::min(backoff_ms * 2, 200);

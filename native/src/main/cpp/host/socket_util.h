@@ -59,12 +59,23 @@ Endpoint parse_address(const std::string& text);  // numeric or resolvable host 
 // bind_address, else NPUGATHER_HOST_ADDRESS, else first up non-loopback IPv4, else 127.0.0.1.
 Endpoint choose_bind_address(const char* bind_address);
 
+// Accept queue of every listener. A flood that fills it has its SYNs dropped (a connector
+// tries again after kFirstConnectPatienceMs); a deeper queue would make a rank that got in
+// wait behind more of the flood than one poll round drains.
+constexpr int kListenBacklog = 512;
+// Patience of a first connect attempt for the SYN-ACK; each new attempt doubles it up to
+// kMaxConnectPatienceMs, so a SYN lost to a full queue costs a rank this, not the kernel's
+// retransmission (a second, then three).
+constexpr int64_t kFirstConnectPatienceMs = 100;
+constexpr int64_t kMaxConnectPatienceMs = 1000;
+
 // Non-blocking listening socket on addr (port 0 = ephemeral); bound endpoint in *bound.
 UniqueFd listen_on(const Endpoint& addr, Endpoint* bound);
 Endpoint local_endpoint(int fd);
 Endpoint peer_endpoint(int fd);
 
-// Connects (non-blocking socket, TCP_NODELAY), retrying refused connections until the deadline.
+// Connects (non-blocking socket, TCP_NODELAY), retrying refused and unanswered connections
+// (each with its patience, above) until the deadline.
 UniqueFd connect_with_retry(const Endpoint& to, const Deadline& deadline, const std::string& peer);
 
 // Waits on fd for events. Throws NPG_TIMEOUT at the deadline; when cancel_fd (may be -1)

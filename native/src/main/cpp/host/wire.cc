@@ -4,6 +4,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+
 #include "../core/error.h"
 
 namespace npg {
@@ -140,6 +142,16 @@ void FrameAssembler::reset() {
   body_.clear();
   body_got_ = 0;
   have_header_ = false;
+}
+
+bool FrameAssembler::begins(FrameType expected) const {
+  if (have_header_) return type_ == expected;
+  if (header_got_ == 0) return false;
+  ByteWriter w;
+  w.u32(kFrameMagic);
+  w.u32(static_cast<uint32_t>(expected));
+  const size_t n = std::min(header_got_, w.data().size());
+  return memcmp(header_, w.data().data(), n) == 0;
 }
 
 FrameAssembler::Status FrameAssembler::read_some(int fd, FrameType expected, size_t max_len, bool retry_allowed,

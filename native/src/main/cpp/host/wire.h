@@ -93,6 +93,9 @@ class FrameAssembler {
   // complete error frame is thrown; any other bad frame throws NPG_REMOTE_ERROR.
   Status read_some(int fd, FrameType expected, size_t max_len, bool retry_allowed, const std::string& peer);
   FrameType type() const { return type_; }
+  // At least one byte arrived and the bytes so far agree with a frame of type expected:
+  // the peer is on its way through the protocol, not a stranger that sent nothing useful.
+  bool begins(FrameType expected) const;
   const std::vector<uint8_t>& body() const { return body_; }
   void reset();
 

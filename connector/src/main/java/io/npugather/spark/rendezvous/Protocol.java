@@ -15,6 +15,7 @@ import java.security.MessageDigest;
 import java.security.SecureRandom;
 import java.util.Arrays;
 import java.util.List;
+import java.util.function.LongPredicate;
 import javax.crypto.AEADBadTagException;
 import javax.crypto.Cipher;
 import javax.crypto.Mac;
@@ -270,6 +271,25 @@ final class Protocol {
 
   /** What the server reads first of a REQUEST: the header and its MAC. */
   static final int REQUEST_HEADER_FRAME_BYTES = REQUEST_HEADER_BYTES + MAC_BYTES;
+
+  /**
+   * Whether the first {@code partial.position()} bytes of a request header (at least one) agree
+   * with a request of this version to a registration {@code known} accepts, as far as they go: a
+   * connection that sent them is a rank on its way, not a stranger that sent nothing useful.
+   */
+  static boolean isPromisingRequestPrefix(ByteBuffer partial, LongPredicate known) {
+    int n = partial.position();
+    if (n == 0) {
+      return false;
+    }
+    ByteBuffer expected = ByteBuffer.allocate(8).putInt(REQUEST_MAGIC).putInt(VERSION);
+    for (int i = 0; i < Math.min(n, 8); i++) {
+      if (partial.get(i) != expected.get(i)) {
+        return false;
+      }
+    }
+    return n < 16 || known.test(partial.getLong(8));
+  }
 
   /**
    * A REQUEST's header and its MAC, as the server reads them before it knows the registration.

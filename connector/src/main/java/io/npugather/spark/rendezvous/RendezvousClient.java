@@ -30,11 +30,19 @@ public final class RendezvousClient {
    */
   static final long GRACE_MS = 2_000;
 
-  /** Longest single connect attempt (attempts repeat until the deadline while they time out). */
-  private static final int CONNECT_SLICE_MS = 500;
+  /**
+   * Patience of a first connection for its connect and for the service's greeting; each
+   * reconnection doubles it up to {@link #MAX_PATIENCE_MS}. A rank whose SYN or greeting is lost in
+   * a flood of connections connects again after this instead of waiting for the kernel's SYN
+   * retransmission (a second, then three) or the service's next look at a queue it was dropped
+   * from.
+   */
+  static final long FIRST_PATIENCE_MS = 2 * POLL_MS;
 
-  /** Pause before connecting again after the service dropped a connection unanswered. */
-  private static final long RETRY_MS = 20;
+  static final long MAX_PATIENCE_MS = 1_000;
+
+  /** Pause before the first reconnection; doubles up to a poll round. */
+  private static final long FIRST_RETRY_MS = 5;
 
   private RendezvousClient() {}
 
@@ -143,8 +151,11 @@ public final class RendezvousClient {
     }
 
     // A service that dropped this connection before reading the whole request (its handshake
-    // limits make way for newer connections) never saw the entry: connect again.
-    while (true) {
+    // limits make way for newer connections), or that did not greet it in time, never saw the
+    // entry: connect again, soon, with more patience each time.
+    for (int reconnections = 0; ; reconnections++) {
+      int doublings = Math.min(reconnections, 10);
+      long patienceMs = Math.min(FIRST_PATIENCE_MS << doublings, MAX_PATIENCE_MS);
       try {
         return attempt(
             ticket,
@@ -154,21 +165,24 @@ public final class RendezvousClient {
             entry,
             address,
             poll,
+            patienceMs,
             deadline,
             hardDeadline,
             where);
       } catch (DroppedBeforeVerdict e) {
+        System.err.println(
+            +rank + " retry " + reconnections + " at " + elapsedMs(start) + " ms: " + e.getCause());
         try {
           poll.check(); // cancelled or past the deadline: that is the verdict
         } catch (IOException never) {
           throw new RendezvousException(Reason.CONNECTION, where + ": " + never, never);
         }
-        sleepQuietly(RETRY_MS);
+        sleepQuietly(Math.min(FIRST_RETRY_MS << doublings, POLL_MS));
       }
     }
   }
 
-  /** The service closed the connection before any verdict. */
+  /** The service closed the connection, or did not greet it in time, before any verdict. */
   private static final class DroppedBeforeVerdict extends Exception {
     DroppedBeforeVerdict(Throwable cause) {
       super(cause);
@@ -183,6 +197,7 @@ public final class RendezvousClient {
       byte[] entry,
       InetSocketAddress address,
       Protocol.Poll poll,
+      long patienceMs,
       long deadline,
       long hardDeadline,
       String where)
@@ -190,17 +205,27 @@ public final class RendezvousClient {
     Socket socket = null;
     boolean verdictStarted = false;
     try {
-      socket = connect(address, poll, hardDeadline, where);
+      socket = connect(address, poll, patienceMs, hardDeadline, where);
       socket.setTcpNoDelay(true);
       socket.setKeepAlive(true);
       socket.setSoTimeout(POLL_MS);
+      long greetBy = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(patienceMs);
+      boolean[] greeted = {false};
+      Protocol.Poll attemptPoll =
+          () -> {
+            poll.check();
+            if (!greeted[0] && System.nanoTime() - greetBy > 0) {
+              throw new SocketTimeoutException("no greeting within " + patienceMs + " ms");
+            }
+          };
       DataInputStream in =
           new DataInputStream(
               new BufferedInputStream(
-                  new Protocol.PollingInputStream(socket.getInputStream(), poll), 8192));
+                  new Protocol.PollingInputStream(socket.getInputStream(), attemptPoll), 8192));
       OutputStream out = socket.getOutputStream();
 
       byte[] nonce = Protocol.readHello(in, where);
+      greeted[0] = true;
 
       long remainingMs = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
       byte[] secret = ticket.secret();
@@ -264,15 +289,20 @@ public final class RendezvousClient {
     }
   }
 
+  /** Connects, each try given {@code patienceMs} (then a new SYN) until the hard deadline. */
   private static Socket connect(
-      InetSocketAddress address, Protocol.Poll poll, long hardDeadline, String where)
+      InetSocketAddress address,
+      Protocol.Poll poll,
+      long patienceMs,
+      long hardDeadline,
+      String where)
       throws IOException {
     while (true) {
       poll.check();
       long leftMs = Math.max(1, TimeUnit.NANOSECONDS.toMillis(hardDeadline - System.nanoTime()));
       Socket socket = new Socket();
       try {
-        socket.connect(address, (int) Math.min(leftMs, CONNECT_SLICE_MS));
+        socket.connect(address, (int) Math.min(leftMs, patienceMs));
         return socket;
       } catch (SocketTimeoutException e) {
         socket.close(); // try again (checks cancellation and the deadline first)

@@ -36,17 +36,32 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Each connection gets a nonce ({@link Protocol#hello}); its request must authenticate under its
  * registration's secret and be complete within the handshake timeout; handshakes in progress are
- * bounded per peer address and in all (the oldest makes way); malformed, oversized, foreign or
+ * bounded per peer address and in all, and a newcomer over a limit makes room by evicting the
+ * oldest stranger that has sent nothing useful (a connection whose bytes so far begin a request to
+ * a known registration, or whose header authenticated, goes last); malformed, oversized, foreign or
  * stalled connections are dropped without touching any round, and the lines about them are
- * rate-limited. An authenticated request joins its round in {@link #rounds()}; the round's verdict
- * goes out on the connection, which is then closed. A waiting rank whose connection ends leaves its
- * round.
+ * rate-limited. Each poll round serves the connections with something to read before it drains the
+ * accept queue, so a flood of connections (even from the ranks' own address) costs a rank at most a
+ * poll round and a reconnection, never a turn behind the flood. An authenticated request joins its
+ * round in {@link #rounds()}; the round's verdict goes out on the connection, which is then closed.
+ * A waiting rank whose connection ends leaves its round.
  */
 final class RendezvousServer {
   private static final Logger LOG = LoggerFactory.getLogger(RendezvousServer.class);
 
   /** How long a rejected connection's unread request is drained so the peer sees the error. */
   private static final long DRAIN_MS = 2_000;
+
+  /**
+   * The accept queue: a rank that got in waits behind at most this many connections, which one poll
+   * round drains; a deeper queue would make it wait behind more of a flood than that. A SYN that
+   * finds it full is dropped, and the client sends a new one after its patience ({@link
+   * RendezvousClient#FIRST_PATIENCE_MS}) rather than the kernel's retransmission a second later.
+   */
+  static final int BACKLOG = 512;
+
+  /** Most connections accepted in one poll round: the whole queue. */
+  private static final int MAX_ACCEPTS_PER_ROUND = BACKLOG;
 
   private static final SecureRandom RANDOM = new SecureRandom();
 
@@ -92,7 +107,7 @@ final class RendezvousServer {
       ServerSocketChannel ss = ServerSocketChannel.open();
       try {
         ss.setOption(StandardSocketOptions.SO_REUSEADDR, true);
-        ss.bind(new InetSocketAddress(address.bind(), 0), 1024);
+        ss.bind(new InetSocketAddress(address.bind(), 0), BACKLOG);
         ss.configureBlocking(false);
         ss.register(selector, SelectionKey.OP_ACCEPT);
       } catch (IOException e) {
@@ -202,6 +217,7 @@ final class RendezvousServer {
     SelectionKey key;
     Phase phase = Phase.HEADER;
     ByteBuffer in = ByteBuffer.allocate(Protocol.REQUEST_HEADER_FRAME_BYTES);
+    boolean promising; // what it sent so far begins a request to a known registration
     final ArrayDeque<ByteBuffer> out = new ArrayDeque<>();
     Protocol.RequestHeader header;
     Rounds<Seat>.Registration reg;
@@ -272,6 +288,7 @@ final class RendezvousServer {
           waitMs = 10;
         }
         selector.select(waitMs);
+        boolean acceptable = false;
         for (Iterator<SelectionKey> it = selector.selectedKeys().iterator(); it.hasNext(); ) {
           SelectionKey key = it.next();
           it.remove();
@@ -279,7 +296,7 @@ final class RendezvousServer {
             continue;
           }
           if (key.isAcceptable()) {
-            acceptAll();
+            acceptable = true; // after the reads: what a rank sent counts before anyone is evicted
             continue;
           }
           Connection c = (Connection) key.attachment();
@@ -294,6 +311,9 @@ final class RendezvousServer {
             LOG.debug("rendezvous service: connection from {} ended: {}", c.peer, e.toString());
             closeConnection(c);
           }
+        }
+        if (acceptable) {
+          acceptAll();
         }
         expire();
       } catch (IOException | RuntimeException e) {
@@ -336,8 +356,9 @@ final class RendezvousServer {
     return next;
   }
 
+  /** Drains the accept queue (up to {@link #MAX_ACCEPTS_PER_ROUND}); each newcomer is greeted. */
   private void acceptAll() {
-    for (int i = 0; i < 256; i++) {
+    for (int i = 0; i < MAX_ACCEPTS_PER_ROUND; i++) {
       SocketChannel channel;
       try {
         channel = server.accept();
@@ -356,14 +377,23 @@ final class RendezvousServer {
         closeQuietly(channel);
         continue;
       }
-      makeRoom(peer);
       Connection c = new Connection(channel, peer);
       try {
         channel.configureBlocking(false);
         channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
         channel.setOption(StandardSocketOptions.SO_KEEPALIVE, true);
-        c.out.add(Protocol.hello(c.nonce));
-        c.key = channel.register(selector, SelectionKey.OP_READ | SelectionKey.OP_WRITE, c);
+        // Greeted at once, not a poll round later: the sooner a rank answers, the sooner it is
+        // told apart from the strangers around it. A connection already reset by its peer fails
+        // here, before it can make anyone else make way.
+        ByteBuffer hello = Protocol.hello(c.nonce);
+        channel.write(hello);
+        int ops = SelectionKey.OP_READ;
+        if (hello.hasRemaining()) {
+          c.out.add(hello);
+          ops |= SelectionKey.OP_WRITE;
+        }
+        makeRoom(peer);
+        c.key = channel.register(selector, ops, c);
       } catch (IOException e) {
         closeQuietly(channel);
         continue;
@@ -375,31 +405,81 @@ final class RendezvousServer {
   }
 
   /**
-   * Before a new connection from {@code peer}: the oldest handshake of the same address, else the
-   * oldest of all, makes way when the limits are reached, so a newcomer (a real rank) always gets
-   * its turn and a stranger can hold no slot for long.
+   * Before a new connection from {@code peer}: when its address, or the service, has as many
+   * handshakes as it may, one of them makes way (see {@link #evictOne}), so a newcomer (a real
+   * rank) always gets its turn and a stranger can hold no slot for long.
    */
   private void makeRoom(InetAddress peer) {
     if (handshakesByAddress.getOrDefault(peer, 0) >= maxHandshakesPerAddress) {
-      for (Connection c : handshakes) {
-        if (c.peer.equals(peer)) {
-          dropLog.warn(
-              "rendezvous service: more than {} handshakes from {} at once; dropping its oldest",
-              maxHandshakesPerAddress,
-              peer);
-          closeConnection(c);
-          return;
-        }
-      }
+      evictOne(peer);
     }
     if (handshakes.size() >= maxHandshakes) {
-      Connection oldest = handshakes.iterator().next();
-      dropLog.warn(
-          "rendezvous service: more than {} handshakes at once; dropping the oldest, from {}",
-          maxHandshakes,
-          oldest.peer);
-      closeConnection(oldest);
+      evictOne(null);
     }
+  }
+
+  /**
+   * Frees a handshake slot of {@code peer}'s (of anyone's when null). The oldest connection that
+   * has sent nothing useful goes first, after a last look at what it sent meanwhile (a rank's
+   * request may have just arrived, a stranger may have closed); only when there is none, the oldest
+   * that began a request, and last the oldest whose header authenticated.
+   */
+  private void evictOne(InetAddress peer) {
+    while (true) {
+      Connection silent = null;
+      Connection begun = null;
+      Connection authenticated = null;
+      for (Connection c : handshakes) {
+        if (peer != null && !c.peer.equals(peer)) {
+          continue;
+        }
+        if (c.phase == Phase.ENTRY) {
+          authenticated = authenticated == null ? c : authenticated;
+        } else if (c.promising) {
+          begun = begun == null ? c : begun;
+        } else {
+          silent = c;
+          break;
+        }
+      }
+      if (silent == null) {
+        Connection victim = begun != null ? begun : authenticated;
+        if (victim != null) {
+          drop(victim, peer);
+        }
+        return;
+      }
+      try {
+        onReadable(silent);
+      } catch (IOException | RuntimeException e) {
+        closeConnection(silent);
+      }
+      if (!handshakes.contains(silent)) {
+        return; // it closed, or completed its request: a slot is free
+      }
+      if (silent.phase == Phase.HEADER && !silent.promising) {
+        drop(silent, peer);
+        return;
+      }
+    }
+  }
+
+  private void drop(Connection c, InetAddress peer) {
+    String which = c.promising || c.phase == Phase.ENTRY ? "a rank on its way" : "a stranger";
+    if (peer != null) {
+      dropLog.warn(
+          "rendezvous service: more than {} handshakes from {} at once; dropping {}",
+          maxHandshakesPerAddress,
+          peer,
+          which);
+    } else {
+      dropLog.warn(
+          "rendezvous service: more than {} handshakes at once; dropping {} from {}",
+          maxHandshakes,
+          which,
+          c.peer);
+    }
+    closeConnection(c);
   }
 
   private void endHandshake(Connection c) {
@@ -480,6 +560,10 @@ final class RendezvousServer {
       return;
     }
     if (c.in.hasRemaining()) {
+      if (c.phase == Phase.HEADER) {
+        c.promising =
+            Protocol.isPromisingRequestPrefix(c.in, id -> rounds.registration(id) != null);
+      }
       return;
     }
     if (c.phase == Phase.HEADER) {

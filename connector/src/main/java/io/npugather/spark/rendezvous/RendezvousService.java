@@ -62,11 +62,18 @@ public final class RendezvousService implements AutoCloseable {
     /** A connection must complete its whole request within this time, else it is dropped. */
     long handshakeTimeoutMs = 10_000;
 
-    /** Most requests in progress at once; a new connection beyond it evicts the oldest. */
+    /**
+     * Most requests in progress at once; a new connection beyond it evicts one, the oldest that has
+     * sent nothing useful first.
+     */
     int maxHandshakes = 1024;
 
-    /** Most requests in progress from one address; beyond it the address's oldest is evicted. */
-    int maxHandshakesPerAddress = 128;
+    /**
+     * Most requests in progress from one address; beyond it one of the address's is evicted, the
+     * oldest that has sent nothing useful first. Ranks may share their address with a flood, so a
+     * rank has as long to answer its greeting as the service takes to accept this many more.
+     */
+    int maxHandshakesPerAddress = 512;
 
     Settings handshakeTimeoutMs(long ms) {
       this.handshakeTimeoutMs = ms;
