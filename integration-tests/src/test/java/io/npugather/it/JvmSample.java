@@ -26,7 +26,7 @@ import scala.runtime.AbstractFunction1;
  * itself, which collects first). Sampled in the driver ({@link #ofThisJvm}) and in every executor
  * ({@link #ofExecutors}) to tell what a long session accumulates, and whose classes it is.
  *
- * @param heapAfterGc heap bytes in use just after the collection
+ * @param heapAfterGc heap bytes in use just after a full collection (the least of three)
  * @param rss the process's resident memory, bytes
  * @param connectorThreads threads the connector started ({@value #CONNECTOR_THREADS}*)
  * @param instances live instances by class name
@@ -49,23 +49,33 @@ record JvmSample(
   private static final String TEST_PACKAGE = "io.npugather.it.";
   private static final String CONNECTOR_THREADS = "npugather-";
 
+  /** Collections per sample after the first. */
+  private static final int COLLECTIONS = 3;
+
   /** A line of the histogram: rank, instances, bytes, class name. */
   private static final Pattern HISTOGRAM_LINE =
       Pattern.compile("^\\s*\\d+:\\s+(\\d+)\\s+(\\d+)\\s+(\\S+)", Pattern.MULTILINE);
 
   /**
    * This JVM's figures. Objects that only a {@link java.lang.ref.Cleaner} still has to release
-   * after the first collection (the connector's registrations of unreachable RDDs) are gone by the
-   * second.
+   * after a first collection (the connector's registrations of unreachable RDDs) are gone by the
+   * next ones; of {@value #COLLECTIONS} more, the one that leaves the least heap counts, so that
+   * what Spark's threads hold for a moment (buffers of messages in flight, megabytes of them in the
+   * driver) does not.
    */
   static JvmSample ofThisJvm() {
     histogram();
-    try {
-      Thread.sleep(300); // the cleaners run on their own threads
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
+    String histogram = null;
+    long heap = Long.MAX_VALUE;
+    for (int i = 0; i < COLLECTIONS; i++) {
+      pause(); // the cleaners run on their own threads
+      String taken = histogram();
+      long used = ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
+      if (used < heap) {
+        heap = used;
+        histogram = taken;
+      }
     }
-    String histogram = histogram();
     Map<String, Long> instances = new HashMap<>();
     Map<String, Long> bytes = new HashMap<>();
     Matcher m = HISTOGRAM_LINE.matcher(histogram);
@@ -73,7 +83,6 @@ record JvmSample(
       instances.merge(m.group(3), Long.parseLong(m.group(1)), Long::sum);
       bytes.merge(m.group(3), Long.parseLong(m.group(2)), Long::sum);
     }
-    long heap = ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
     int connectorThreads = 0;
     for (Thread t : Thread.getAllStackTraces().keySet()) {
       if (t.getName().startsWith(CONNECTOR_THREADS)) {
@@ -161,6 +170,14 @@ record JvmSample(
     return String.format(
         "pid %d: heap after GC %.1f MB (RSS %.1f MB), %d threads (%d %s*), %d fds",
         pid, heapAfterGc / 1e6, rss / 1e6, threads, connectorThreads, CONNECTOR_THREADS, fds);
+  }
+
+  private static void pause() {
+    try {
+      Thread.sleep(200);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 
   private static long residentBytes() {
