@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.NpuGatherException;
 import io.npugather.ResultCode;
+import io.npugather.spark.output.GatheredOutputs;
 import io.npugather.spark.rendezvous.RendezvousException;
 import java.util.Map;
 import org.apache.spark.SparkException;
@@ -47,23 +48,20 @@ class FirstRankFailureFailsTheJobTest {
 
   @AfterEach
   void nothingLeftInArrowMemory() {
-    spark.conf().unset(io.npugather.spark.output.GatheredOutputs.ONE_PER_EXECUTOR);
+    spark.conf().unset(GatheredOutputs.ONE_PER_EXECUTOR);
     NpuGatherTest.awaitArrowReleased();
   }
 
   /**
    * {@code ranks}: "shared" (the ranks of one executor gather one output together, so a failure
-   * reaches the others through their executor), "shm" or "tcp" (each rank its own communicator).
+   * reaches the others through their executor), "threads" or "tcp" (each rank its own communicator,
+   * over the transport the host backend picks for ranks in one process, or over TCP).
    */
   @ParameterizedTest
-  @ValueSource(strings = {"shared", "shm", "tcp"})
+  @ValueSource(strings = {"shared", "threads", "tcp"})
   @Timeout(180)
   void theJobFailsWithTheFailingRanksOwnErrorEveryTime(String ranks) {
-    spark
-        .conf()
-        .set(
-            io.npugather.spark.output.GatheredOutputs.ONE_PER_EXECUTOR,
-            String.valueOf(ranks.equals("shared")));
+    spark.conf().set(GatheredOutputs.ONE_PER_EXECUTOR, String.valueOf(ranks.equals("shared")));
     Dataset<Row> df = spark.range(0, 1000, 1, 2).toDF();
     for (int run = 0; run < RUNS; run++) {
       int failing = run % 2;

@@ -17,7 +17,6 @@ import java.util.stream.Stream;
 import javax.management.ObjectName;
 import scala.collection.Iterator;
 import scala.jdk.javaapi.CollectionConverters;
-import scala.reflect.ClassTag$;
 import scala.runtime.AbstractFunction1;
 
 /**
@@ -108,22 +107,8 @@ record JvmSample(
 
   /** The figures of every executor JVM, one barrier task on each (each has one task slot). */
   static List<JvmSample> ofExecutors(SparkCluster cluster) {
-    List<Object> slots = new ArrayList<>();
-    for (int i = 0; i < cluster.taskSlots(); i++) {
-      slots.add(i);
-    }
-    Object collected =
-        cluster
-            .spark()
-            .sparkContext()
-            .parallelize(
-                CollectionConverters.asScala(slots).toSeq(),
-                slots.size(),
-                ClassTag$.MODULE$.apply(Object.class))
-            .barrier()
-            .mapPartitions(new Probe(), false, ClassTag$.MODULE$.apply(JvmSample.class))
-            .collect();
-    List<JvmSample> samples = new ArrayList<>(List.of((JvmSample[]) collected));
+    List<JvmSample> samples =
+        new ArrayList<>(cluster.inBarrierTasks(cluster.taskSlots(), new Probe(), JvmSample.class));
     samples.sort(Comparator.comparingLong(JvmSample::pid));
     return samples;
   }
