@@ -161,6 +161,7 @@ public final class GatherTask implements Serializable {
       if (resources.share != null) {
         resources.share.fail(rank, e);
       }
+      me.yieldToPeersFailure(e);
       throw e;
     }
   }

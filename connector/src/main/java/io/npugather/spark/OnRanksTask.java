@@ -179,6 +179,7 @@ final class OnRanksTask<T> implements Serializable {
     } catch (RuntimeException | Error e) {
       failure = e;
       me.abort(); // no-op once closed; otherwise the peers fail at once
+      me.yieldToPeersFailure(e);
       throw e;
     } finally {
       Throwable first = me.release(failure, gathered, x);

@@ -1,7 +1,10 @@
 package io.npugather.spark;
 
 import io.npugather.Communicator;
+import io.npugather.NpuGatherException;
+import io.npugather.ResultCode;
 import io.npugather.spark.memory.GatherMemory;
+import io.npugather.spark.rendezvous.RendezvousException;
 import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.io.Serializable;
 import org.apache.arrow.memory.BufferAllocator;
@@ -35,6 +38,15 @@ final class RankTask implements Serializable {
       return displayName;
     }
   }
+
+  /**
+   * Longest wait of a rank whose failure only reports a peer's for the driver to kill its task
+   * ({@link Rank#yieldToPeersFailure}); the kill follows the peer's own failure within a scheduler
+   * round trip.
+   */
+  static final long PEER_FAILURE_GRACE_MS = 15_000;
+
+  private static final long KILL_POLL_MS = 10;
 
   private final Operation operation;
   private final AllGatherOptions options;
@@ -240,6 +252,29 @@ final class RankTask implements Serializable {
       }
     }
 
+    /**
+     * Called after {@code failure} (and {@link #abort}): when it only reports a peer's failure (a
+     * rank that failed, aborted, closed or left first, {@link #reportsPeersFailure}), waits until
+     * the driver kills this task, at most {@link #PEER_FAILURE_GRACE_MS} and never beyond the run's
+     * timeout. A barrier stage fails its job with the first task failure the driver hears of: the
+     * peer's own, the root cause, reaches it first, and this task then ends as killed rather than
+     * failed. Without a kill, {@code failure} stands.
+     */
+    void yieldToPeersFailure(Throwable failure) {
+      if (context == null || !reportsPeersFailure(failure)) {
+        return;
+      }
+      long grace = Math.min(PEER_FAILURE_GRACE_MS, options.timeout().toMillis());
+      long deadline = System.nanoTime() + grace * 1_000_000L;
+      try {
+        while (!context.isInterrupted() && System.nanoTime() - deadline < 0) {
+          Thread.sleep(KILL_POLL_MS);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt(); // killed with interruption
+      }
+    }
+
     /** The allocator, owned from now on by the caller: {@link #release} leaves it open. */
     synchronized BufferAllocator handOverAllocator() {
       BufferAllocator taken = allocator;
@@ -260,5 +295,17 @@ final class RankTask implements Serializable {
       all[all.length - 1] = allocator;
       return Teardown.closeAll(failure, all);
     }
+  }
+
+  /**
+   * Whether {@code failure} is this rank's report of another rank's failure: a peer that failed,
+   * aborted, closed its communicator or exited ({@link ResultCode#REMOTE_ERROR}), or that left the
+   * rendezvous round.
+   */
+  static boolean reportsPeersFailure(Throwable failure) {
+    return (failure instanceof NpuGatherException collective
+            && collective.code() == ResultCode.REMOTE_ERROR)
+        || (failure instanceof RendezvousException round
+            && round.reason() == RendezvousException.Reason.RANK_LEFT);
   }
 }

@@ -11,7 +11,6 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import scala.collection.Iterator;
 import scala.jdk.javaapi.CollectionConverters;
-import scala.reflect.ClassTag$;
 import scala.runtime.AbstractFunction1;
 
 /**
@@ -42,23 +41,8 @@ final class ExecutorLeakProbe extends AbstractFunction1<Iterator<Object>, Iterat
 
   /** The figures of {@code executors} executor JVMs, one each. */
   static List<Figures> run(SparkCluster cluster, int executors) {
-    List<Object> slots = new ArrayList<>();
-    for (int i = 0; i < executors; i++) {
-      slots.add(i);
-    }
-    Object collected =
-        cluster
-            .spark()
-            .sparkContext()
-            .parallelize(
-                CollectionConverters.asScala(slots).toSeq(),
-                executors,
-                ClassTag$.MODULE$.apply(Object.class))
-            .barrier()
-            .mapPartitions(new ExecutorLeakProbe(), false, ClassTag$.MODULE$.apply(String.class))
-            .collect();
     List<Figures> figures = new ArrayList<>();
-    for (String line : (String[]) collected) {
+    for (String line : cluster.inBarrierTasks(executors, new ExecutorLeakProbe(), String.class)) {
       String[] f = line.split(" ");
       figures.add(
           new Figures(

@@ -5,6 +5,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
+import java.lang.reflect.Array;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -28,6 +29,9 @@ import java.util.stream.Stream;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.SparkSession;
+import scala.Function1;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.reflect.ClassTag$;
 
 /**
  * A Spark standalone cluster on this host, started from the test classpath: a Master and {@code
@@ -500,6 +504,35 @@ public final class SparkCluster implements AutoCloseable {
   /** Task slots over all executors: a barrier stage of this many tasks runs on every executor. */
   public int taskSlots() {
     return executors * coresPerExecutor;
+  }
+
+  /**
+   * Runs {@code task} in {@code tasks} barrier tasks at once (with {@link #taskSlots()} of them,
+   * one in every slot, so every executor runs one) and returns each task's results.
+   */
+  public <T> List<T> inBarrierTasks(
+      int tasks,
+      Function1<scala.collection.Iterator<Object>, scala.collection.Iterator<T>> task,
+      Class<T> resultType) {
+    List<Object> slots = new ArrayList<>();
+    for (int i = 0; i < tasks; i++) {
+      slots.add(i);
+    }
+    Object collected =
+        spark()
+            .sparkContext()
+            .parallelize(
+                CollectionConverters.asScala(slots).toSeq(),
+                tasks,
+                ClassTag$.MODULE$.apply(Object.class))
+            .barrier()
+            .mapPartitions(task, false, ClassTag$.MODULE$.apply(resultType))
+            .collect();
+    List<T> results = new ArrayList<>();
+    for (int i = 0; i < Array.getLength(collected); i++) {
+      results.add(resultType.cast(Array.get(collected, i)));
+    }
+    return results;
   }
 
   /** Executors registered with the driver now (the driver itself not counted). */

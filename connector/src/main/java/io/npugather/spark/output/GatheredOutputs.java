@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -16,6 +17,8 @@ import java.util.concurrent.TimeUnit;
 import org.apache.spark.MapOutputTrackerMaster;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskFailedReason;
+import org.apache.spark.TaskKilled;
 import org.apache.spark.network.util.JavaUtils;
 import org.apache.spark.scheduler.ExecutorCacheTaskLocation;
 import org.apache.spark.scheduler.SparkListener;
@@ -23,6 +26,7 @@ import org.apache.spark.scheduler.SparkListenerApplicationEnd;
 import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.scheduler.SparkListenerStageCompleted;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.scheduler.StageInfo;
 import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.storage.RDDInfo;
@@ -39,7 +43,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * outputs (a later job runs the gather again, with the same answer) and asks every executor to
  * remove its blocks (each is freed once its readers finish). It is released too when its RDD is no
  * longer reachable on the driver. Unless the gather is retryable, a failed attempt of its barrier
- * stage fails the jobs that read it at once, with that attempt's failure.
+ * stage fails the jobs that read it at once, with that attempt's first failed task's failure.
  */
 public final class GatheredOutputs {
   /** How long a gather's output is kept after the last job that read it ended (session conf). */
@@ -79,6 +83,24 @@ public final class GatheredOutputs {
   private final SparkContext sparkContext;
   private final ScheduledExecutorService timer;
   private final Map<Integer, Gather> byReaderRdd = new HashMap<>(); // guarded by this
+
+  /**
+   * The first task failure of recent stage attempts ("stage.attempt"), as Spark words a barrier
+   * stage's failure. Spark records the failure of every task that ends unsuccessfully in the
+   * stage's info, the last one winning (a peer killed after the first failure, too), so the first
+   * is kept here; a few attempts suffice, the failure is read when the attempt completes.
+   */
+  private final Map<String, String> firstFailures = // guarded by this
+      new LinkedHashMap<>(16, 0.75f, false) {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, String> eldest) {
+          return size() > RECENT_ATTEMPTS;
+        }
+      };
+
+  private static final int RECENT_ATTEMPTS = 32;
 
   private GatheredOutputs(SparkContext sparkContext) {
     this.sparkContext = sparkContext;
@@ -259,6 +281,32 @@ public final class GatheredOutputs {
     release(gather);
   }
 
+  /** A task ended: the first failure of its stage attempt is kept (a kill is not a failure). */
+  synchronized void taskEnded(
+      int stageId, int stageAttempt, String taskType, int partition, TaskFailedReason reason) {
+    if (reason instanceof TaskKilled) {
+      return;
+    }
+    firstFailures.putIfAbsent(
+        stageId + "." + stageAttempt,
+        "Stage failed because barrier task "
+            + taskType
+            + "("
+            + stageId
+            + ", "
+            + partition
+            + ") finished unsuccessfully.\n"
+            + reason.toErrorString());
+  }
+
+  /**
+   * A stage attempt failed with {@code reported} as Spark's reason: its first task failure if it is
+   * known, else {@code reported}.
+   */
+  private synchronized String firstFailure(int stageId, int stageAttempt, String reported) {
+    return firstFailures.getOrDefault(stageId + "." + stageAttempt, reported);
+  }
+
   void stageFailed(Set<Integer> rddIds, String failure) {
     Set<Integer> jobs = new HashSet<>();
     synchronized (this) {
@@ -315,7 +363,21 @@ public final class GatheredOutputs {
     public void onStageCompleted(SparkListenerStageCompleted event) {
       StageInfo stage = event.stageInfo();
       if (stage.failureReason().isDefined()) {
-        stageFailed(rddIds(stage), stage.failureReason().get());
+        stageFailed(
+            rddIds(stage),
+            firstFailure(stage.stageId(), stage.attemptNumber(), stage.failureReason().get()));
+      }
+    }
+
+    @Override
+    public void onTaskEnd(SparkListenerTaskEnd event) {
+      if (event.reason() instanceof TaskFailedReason failed) {
+        taskEnded(
+            event.stageId(),
+            event.stageAttemptId(),
+            event.taskType(),
+            event.taskInfo().partitionId(),
+            failed);
       }
     }
 
@@ -328,6 +390,7 @@ public final class GatheredOutputs {
     public void onApplicationEnd(SparkListenerApplicationEnd event) {
       synchronized (GatheredOutputs.this) {
         byReaderRdd.clear();
+        firstFailures.clear();
       }
       timer.shutdownNow();
       synchronized (BY_CONTEXT) {
