@@ -454,21 +454,23 @@ bool transparent_huge_pages_available() {
 
 void expect_arg_error(npg_result_t rc, npg_result_t expected, const char* needle);
 
-bool kernel_populates_pages() {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* mem = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return false;
-  const bool ok = madvise(mem, page, 23 /* MADV_POPULATE_WRITE */) == 0;
-  munmap(mem, page);
-  return ok;
-}
-
 // Resident pages of [p, p + bytes) (mincore).
 size_t resident_pages(void* p, size_t bytes) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   std::vector<unsigned char> in((bytes + page - 1) / page);
   if (mincore(p, bytes, in.data()) != 0) throw TestFailure("mincore failed");
   return static_cast<size_t>(std::count_if(in.begin(), in.end(), [](unsigned char c) { return (c & 1) != 0; }));
+}
+
+// The kernel populates pages on MADV_POPULATE_WRITE: it accepts the advice and the page is resident
+// afterwards (an emulator may accept the advice and do nothing).
+bool kernel_populates_pages() {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mem = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return false;
+  const bool ok = madvise(mem, page, 23 /* MADV_POPULATE_WRITE */) == 0 && resident_pages(mem, page) == 1;
+  munmap(mem, page);
+  return ok;
 }
 
 // npg_populate_pages faults a fresh buffer in without changing a byte, also while another
@@ -478,7 +480,7 @@ void test_populating_pages_keeps_every_byte_written_meanwhile() {
   expect_arg_error(npg_populate_pages(nullptr, 5), NPG_INVALID_ARGUMENT, "address is NULL but bytes is 5");
   CHECK_OK(npg_populate_pages(nullptr, 0));
   if (!kernel_populates_pages()) {
-    printf("  (skipped: this kernel has no MADV_POPULATE_WRITE)\n");
+    printf("  (skipped: MADV_POPULATE_WRITE populates no page here)\n");
     return;
   }
   const size_t bytes = size_t(48) << 20;
