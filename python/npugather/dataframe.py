@@ -89,6 +89,10 @@ def all_gather_on_npu(
     if not isinstance(df, DataFrame):
         raise _options.wrong_type("df", df, "a pyspark.sql.DataFrame")
     entries = _options.to_jvm(options, df.columns)
+    if is_connect(df):
+        from npugather import _connect
+
+        return _connect.all_gather_on_npu(df, entries)
     jdf, session, jvm = _classic(df, "all_gather_on_npu")
     jvm_options = jvm.java.util.LinkedHashMap()
     for key, value in entries.items():
@@ -122,6 +126,11 @@ def broadcast_on_executors(df: DataFrame) -> DataFrame:
     jdf, session, jvm = _classic(df, "broadcast_on_executors")
     entry = getattr(jvm, "io.npugather.spark.NpuGather")
     return DataFrame(entry.broadcastOnExecutors(jdf), session)
+
+
+def is_connect(df: DataFrame) -> bool:
+    """True for a Spark Connect DataFrame (without importing PySpark's Connect client)."""
+    return type(df).__module__.startswith("pyspark.sql.connect.")
 
 
 def _classic(df: DataFrame, function: str) -> tuple[Any, Any, Any]:
