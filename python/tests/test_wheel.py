@@ -91,22 +91,22 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, object]:
     this interpreter's environment, after the venv's own packages, so nothing is downloaded),
     and an environment without the build's jars or a Maven repository."""
     base = tmp_path_factory.mktemp("wheel")
+    empty = base / "empty"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NPUGATHER_JARS", "PYTHONPATH", "SPARK_HOME")}
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=300)
+                   env=env, timeout=300)
     python = venv / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
                     "--no-index", "--disable-pip-version-check", "-q", str(_wheel())],
-                   check=True, timeout=300)
+                   check=True, env=env, timeout=300)
     purelib = subprocess.run([str(python), "-c", "import sysconfig;"
                               " print(sysconfig.get_paths()['purelib'])"], check=True,
                              text=True, capture_output=True, timeout=60).stdout.strip()
     Path(purelib, "test-interpreter-packages.pth").write_text(
         sysconfig.get_paths()["purelib"] + "\n")
-    empty = base / "empty"
-    empty.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NPUGATHER_JARS", "PYTHONPATH", "SPARK_HOME")}
     env.update(HOME=str(empty), MAVEN_REPOSITORY=str(empty / ".m2" / "repository"),
                PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
     work = base / "work"

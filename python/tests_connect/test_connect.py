@@ -142,3 +142,30 @@ def test_a_failed_rank_fails_the_action(spark: SparkSession) -> None:
     gathered = spark.range(0, 4, 1, 2).allGatherOnNpu(inject_failure="1", timeout="30s")
     with pytest.raises(Exception, match="rank 1"):
         gathered.collect()
+
+
+def test_a_server_without_the_plugin_is_named_as_what_to_add(tmp_path) -> None:
+    """In a process of its own: a second local Connect server, started without the plugin."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "no_plugin.py"
+    script.write_text(textwrap.dedent("""\
+        import npugather
+        from pyspark.sql import SparkSession
+        spark = (SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false")
+                 .getOrCreate())
+        try:
+            spark.range(0, 4, 1, 2).allGatherOnNpu()
+        except npugather.ConnectorNotFoundError as e:
+            print("refused:", e)
+        spark.stop()
+        """))
+    result = subprocess.run([sys.executable, str(script)], env=dict(os.environ), text=True,
+                            capture_output=True, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ("refused: the Spark Connect server has no NpuGather plugin: start it with the"
+            " connector's jar and --conf spark.connect.extensions.relation.classes="
+            "io.npugather.spark.connect.NpuGatherRelationPlugin") in result.stdout
