@@ -1,7 +1,8 @@
 """``all_gather_on_npu``: every partition of a DataFrame, on every rank.
 
 The JVM does the work (``io.npugather.spark.NpuGather.allGatherOnNpu``, reached through py4j
-from the DataFrame's session); this module checks the options in Python first and adds
+from the DataFrame's session, or on a Spark Connect server through its relation plugin,
+:mod:`npugather._connect`); this module checks the options in Python first and adds
 ``DataFrame.allGatherOnNpu``.
 """
 
@@ -52,7 +53,8 @@ def all_gather_on_npu(
     what is allowed.
 
     Args:
-        df: the input; its partitions are the ranks' contributions.
+        df: the input, a classic or a Spark Connect DataFrame; its partitions are the ranks'
+            contributions.
         backend: ``"host"`` (the CPU collective), ``"hccl"`` or ``"lccl"`` (Ascend NPUs).
             Default ``"host"``.
         rank_size: None or 0: one rank per input partition; N: the input is repartitioned

@@ -82,7 +82,12 @@ def test_the_wheel_carries_the_connector_jar_and_complete_metadata() -> None:
     assert (Path(__file__).parents[1] / "README.md").read_text().strip() in metadata.get_payload()
     assert metadata.get_all("Project-URL")
     assert "Typing :: Typed" in metadata.get_all("Classifier")
-    assert any(r.startswith("pyspark") for r in metadata.get_all("Requires-Dist"))
+    requires = metadata.get_all("Requires-Dist")
+    assert "pyspark<4.3,>=4.2.0" in requires
+    # What the README's snippet imports comes with the extra its install line names.
+    tensors = {r.split(";")[0].strip() for r in requires if "extra == \"tensors\"" in r}
+    assert tensors == {"numpy>=1.21", "pyarrow>=18.0.0", "pandas<3,>=2.2.0"}
+    assert any("extra == \"connect\"" in r and r.startswith("pyspark[connect]") for r in requires)
 
 
 @pytest.fixture(scope="module")
