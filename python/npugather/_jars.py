@@ -74,7 +74,8 @@ Builder = TypeVar("Builder")
 # server looks for relation plugins.
 RELATION_PLUGIN = "io.npugather.spark.connect.NpuGatherRelationPlugin"
 RELATION_PLUGINS = "spark.connect.extensions.relation.classes"
-# A Spark Connect URL (sc://host, or local[...] for a server in this process), as PySpark reads it.
+# Where PySpark reads a Connect server's address from when the builder has no remote():
+# sc://HOST:PORT, or local[N] for a server PySpark starts in this process.
 _REMOTE_ENV = "SPARK_REMOTE"
 
 # The connector's Spark SQL extension: plans the gather and lists the spark.npugather.* settings
@@ -111,9 +112,9 @@ def configure(builder: Builder, jar_paths: Optional[Sequence[str]] = None) -> Bu
         return builder  # a Connect server elsewhere, configured where it runs
     _require_fresh_jvm()
     paths = list(jar_paths) if jar_paths is not None else jars()
-    configured = (builder.config("spark.jars", _joined(builder, "spark.jars", paths))  # type: ignore[attr-defined]
-                  .config("spark.sql.extensions",
-                          _joined(builder, "spark.sql.extensions", [EXTENSIONS])))
+    configured = (
+        builder.config("spark.jars", _joined(builder, "spark.jars", paths))  # type: ignore
+        .config("spark.sql.extensions", _joined(builder, "spark.sql.extensions", [EXTENSIONS])))
     if remote:
         configured = configured.config(
             RELATION_PLUGINS, _joined(builder, RELATION_PLUGINS, [RELATION_PLUGIN]))

@@ -169,3 +169,13 @@ def test_a_server_without_the_plugin_is_named_as_what_to_add(tmp_path) -> None:
     assert ("refused: the Spark Connect server has no NpuGather plugin: start it with the"
             " connector's jar and --conf spark.connect.extensions.relation.classes="
             "io.npugather.spark.connect.NpuGatherRelationPlugin") in result.stdout
+
+
+def test_configure_gives_a_local_server_the_plugin_and_leaves_a_remote_one_alone() -> None:
+    local = npugather.configure(SparkSession.builder.remote("local[2]")
+                                .config("spark.connect.extensions.relation.classes", "a.B"))
+    assert local._options["spark.connect.extensions.relation.classes"] == (
+        "a.B,io.npugather.spark.connect.NpuGatherRelationPlugin")
+    assert local._options["spark.jars"].split(",") == npugather.jars()
+    remote = SparkSession.builder.remote("sc://localhost:15002")
+    assert npugather.configure(remote) is remote and "spark.jars" not in remote._options
