@@ -28,6 +28,7 @@ from pyspark.sql.connect.plan import LogicalPlan
 
 from npugather import _options
 from npugather._jars import RELATION_PLUGIN, RELATION_PLUGINS
+from npugather.errors import _FAILED_TASK, _LOST_TASK, _from_text
 from npugather.errors import ConnectorNotFoundError, InvalidOptionError, NpuGatherError
 
 TYPE_URL = "type.googleapis.com/npugather.connect.AllGatherOnNpu"
@@ -87,33 +88,58 @@ def _varint(value: int) -> bytes:
 def all_gather_on_npu(df: ConnectDataFrame, entries: Mapping[str, str]) -> ConnectDataFrame:
     """The gathered Connect DataFrame. Its schema is asked for at once, so that the server plans
     the gather now and refuses what the classic API refuses at the call (``spark.npugather.*``
-    defaults, ``rank_root`` against the number of partitions), with the same exceptions."""
+    defaults, ``rank_root`` against the number of partitions), with the same exceptions
+    (:func:`install`)."""
     gathered = ConnectDataFrame(AllGatherOnNpu(df._plan, entries), df.sparkSession)
-    try:
-        gathered.schema
-    except SparkConnectGrpcException as e:
-        converted = from_server(e)
-        if converted is None:
-            raise
-        raise converted from None
+    gathered.schema
     return gathered
 
 
 def from_server(error: SparkConnectGrpcException) -> Optional[NpuGatherError]:
-    """The NpuGatherError of a failure the server's plugin or the connector reported, or None."""
+    """The NpuGatherError of a failure the server's plugin or the connector reported, or None:
+    as the classic API raises it, from the server's message (the job's message quotes a failed
+    rank's exception with its frames)."""
     text = error._message or ""  # without the server's stack trace
     reason = _REASON.match(text)
     java_class = reason.group("cls") if reason else (
         "java.lang.IllegalArgumentException" if isinstance(error, IllegalArgumentException)
         else "")
     text = text[reason.end():] if reason else text
-    if _NO_PLUGIN in text and TYPE_URL.rsplit("/", 1)[-1] in text:
+    if ((_NO_PLUGIN in text and TYPE_URL.rsplit("/", 1)[-1] in text)
+            or (java_class == "java.lang.ClassNotFoundException" and RELATION_PLUGIN in text)):
         return ConnectorNotFoundError(
-            "the Spark Connect server has no NpuGather plugin: start it with the connector's jar"
-            f" and --conf {RELATION_PLUGINS}={RELATION_PLUGIN} (a local server:"
+            "the Spark Connect server has no NpuGather plugin or an older one: start it with"
+            f" this package's jar (python -m npugather jars) and --conf {RELATION_PLUGINS}="
+            f"{RELATION_PLUGIN} (a local server:"
             " npugather.configure(SparkSession.builder.remote(\"local[4]\")))",
-            java_class="")
+            java_class=java_class)
+    task = _FAILED_TASK.search(text) or _LOST_TASK.search(text)
+    if task is not None:
+        return _from_text(text, int(task.group("partition")), error)
     kind = _CHECK_EXCEPTIONS.get(java_class)
     if kind is None or "npugather" not in text.lower():
         return None
     return kind(_options.python_words(text), java_class=java_class)
+
+
+def install() -> None:
+    """Puts :func:`from_server` behind PySpark's conversion of a Connect server's errors
+    (idempotent), so that the action that runs a failed gather raises NpuGatherError, as with
+    the classic API."""
+    from pyspark.sql.connect.client import core
+
+    if getattr(core.convert_exception, "_npugather", False):
+        return
+    pyspark_convert = core.convert_exception
+
+    def convert_exception(*args: Any, **kwargs: Any) -> Exception:
+        converted = pyspark_convert(*args, **kwargs)
+        if isinstance(converted, SparkConnectGrpcException):
+            return from_server(converted) or converted
+        return converted
+
+    convert_exception._npugather = True  # type: ignore[attr-defined]
+    core.convert_exception = convert_exception
+
+
+install()

@@ -138,10 +138,22 @@ def test_a_typo_in_a_session_setting_is_refused_as_by_the_classic_api(
         spark.conf.unset("spark.npugather.timout")
 
 
-def test_a_failed_rank_fails_the_action(spark: SparkSession) -> None:
-    gathered = spark.range(0, 4, 1, 2).allGatherOnNpu(inject_failure="1", timeout="30s")
-    with pytest.raises(Exception, match="rank 1"):
+def test_a_failed_rank_fails_the_action_as_with_the_classic_api(spark: SparkSession) -> None:
+    gathered = spark.range(0, 8, 1, 2).allGatherOnNpu(inject_failure="1", timeout="30s")
+
+    with pytest.raises(npugather.NpuGatherError) as raised:
         gathered.collect()
+
+    error = raised.value
+    if error.java_class == "io.npugather.NpuGatherException":
+        # Rank 0 saw its peer fail first.
+        assert error.result_code == "REMOTE_ERROR" and error.rank == 0
+        assert "rank 1" in str(error)
+    else:
+        # Rank 1's own, injected, failure.
+        assert error.java_class == "java.lang.IllegalStateException" and error.rank == 1
+        assert "failure injected by npugather.test.injectFailure" in str(error)
+    assert spark.range(0, 8, 1, 2).allGatherOnNpu().count() == 16
 
 
 def test_a_server_without_the_plugin_is_named_as_what_to_add(tmp_path) -> None:
@@ -166,8 +178,9 @@ def test_a_server_without_the_plugin_is_named_as_what_to_add(tmp_path) -> None:
     result = subprocess.run([sys.executable, str(script)], env=dict(os.environ), text=True,
                             capture_output=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert ("refused: the Spark Connect server has no NpuGather plugin: start it with the"
-            " connector's jar and --conf spark.connect.extensions.relation.classes="
+    assert ("refused: the Spark Connect server has no NpuGather plugin or an older one: start it"
+            " with this package's jar (python -m npugather jars) and --conf"
+            " spark.connect.extensions.relation.classes="
             "io.npugather.spark.connect.NpuGatherRelationPlugin") in result.stdout
 
 
