@@ -9,9 +9,10 @@
     gathered = spark.range(0, 8, 1, 4).allGatherOnNpu(timeout="60s")
     gathered.show()        # every row of every input partition, on each of the 4 ranks
 
-- :func:`all_gather_on_npu` / ``df.allGatherOnNpu(**options)``: the gather (importing this
-  package adds the method to ``pyspark.sql.DataFrame``; set ``NPUGATHER_DATAFRAME_METHOD=0``
-  before the import to leave DataFrame alone, or call :func:`remove_dataframe_method`).
+- :func:`all_gather_on_npu` / ``df.allGatherOnNpu(**options)``: the gather, of classic and of
+  Spark Connect DataFrames (importing this package adds the method to
+  ``pyspark.sql.DataFrame``; set ``NPUGATHER_DATAFRAME_METHOD=0`` before the import to leave
+  DataFrame alone, or call :func:`remove_dataframe_method`).
 - :func:`broadcast_on_executors` / ``df.hint("allgather")``: a join's build side all-gathered
   onto every executor instead of Spark's broadcast through the driver.
 - :func:`configure` / :func:`jars`: the connector's jars for a session being built.

@@ -70,6 +70,14 @@ def _from_maven_repository(repository: Path) -> List[str]:
 
 Builder = TypeVar("Builder")
 
+# The server side of df.allGatherOnNpu() on Spark Connect DataFrames, and where Spark's Connect
+# server looks for relation plugins.
+RELATION_PLUGIN = "io.npugather.spark.connect.NpuGatherRelationPlugin"
+RELATION_PLUGINS = "spark.connect.extensions.relation.classes"
+# Where PySpark reads a Connect server's address from when the builder has no remote():
+# sc://HOST:PORT, or local[N] for a server PySpark starts in this process.
+_REMOTE_ENV = "SPARK_REMOTE"
+
 # The connector's Spark SQL extension: plans the gather and lists the spark.npugather.* settings
 # in SET -v from the session's start.
 EXTENSIONS = "io.npugather.spark.NpuGatherExtensions"
@@ -84,7 +92,12 @@ def configure(builder: Builder, jar_paths: Optional[Sequence[str]] = None) -> Bu
 
         spark = npugather.configure(SparkSession.builder.master("local[4]")).getOrCreate()
 
-    Jars and extensions the builder already lists are kept. Under ``spark-submit`` (or
+    A builder of a local Spark Connect server (``SparkSession.builder.remote("local[4]")``) gets
+    the server's Connect plugin as well (``spark.connect.extensions.relation.classes``), so that
+    ``df.allGatherOnNpu()`` works on its DataFrames. A builder of a remote server
+    (``remote("sc://...")``) is returned unchanged: that server is started with the connector.
+
+    Jars, extensions and plugins the builder already lists are kept. Under ``spark-submit`` (or
     the ``pyspark`` shell) the JVM is already running and the builder is returned unchanged:
     pass the jars with ``--jars`` there (``python -m npugather jars`` lists them).
 
@@ -94,19 +107,28 @@ def configure(builder: Builder, jar_paths: Optional[Sequence[str]] = None) -> Bu
     """
     if _GATEWAY_ENV in os.environ:
         return builder  # spark-submit or pyspark started the JVM: its --jars are what counts
+    remote = _builder_option(builder, "spark.remote") or os.environ.get(_REMOTE_ENV)
+    if remote and not remote.startswith("local"):
+        return builder  # a Connect server elsewhere, configured where it runs
     _require_fresh_jvm()
     paths = list(jar_paths) if jar_paths is not None else jars()
-    existing = _builder_option(builder, "spark.jars")
-    listed = [p for p in (existing.split(",") if existing else []) if p]
-    for path in paths:
-        if path not in listed:
-            listed.append(path)
-    existing = _builder_option(builder, "spark.sql.extensions")
-    extensions = [e.strip() for e in (existing.split(",") if existing else []) if e.strip()]
-    if EXTENSIONS not in extensions:
-        extensions.append(EXTENSIONS)
-    return (builder.config("spark.jars", ",".join(listed))  # type: ignore[attr-defined]
-            .config("spark.sql.extensions", ",".join(extensions)))
+    configured = (
+        builder.config("spark.jars", _joined(builder, "spark.jars", paths))  # type: ignore
+        .config("spark.sql.extensions", _joined(builder, "spark.sql.extensions", [EXTENSIONS])))
+    if remote:
+        configured = configured.config(
+            RELATION_PLUGINS, _joined(builder, RELATION_PLUGINS, [RELATION_PLUGIN]))
+    return configured
+
+
+def _joined(builder: object, key: str, values: Sequence[str]) -> str:
+    """The builder's comma-separated list under ``key`` with ``values`` appended (once each)."""
+    existing = _builder_option(builder, key)
+    listed = [e.strip() for e in (existing.split(",") if existing else []) if e.strip()]
+    for value in values:
+        if value not in listed:
+            listed.append(value)
+    return ",".join(listed)
 
 
 def _require_fresh_jvm() -> None:

@@ -215,6 +215,19 @@ def _edit_distance(a: str, b: str) -> int:
     return previous[-1]
 
 
+def python_words(message: str) -> str:
+    """A JVM message about an option (``npugather.rankRoot = 3 is invalid; allowed: 0 <= rankRoot
+    < rankSize (3)``) in the keywords' words (``rank_root = 3 ...``); other messages unchanged."""
+    for option in OPTIONS:
+        if message.startswith(option.key + " = "):
+            message = option.name + message[len(option.key):]
+            for other in OPTIONS:
+                camel = other.key.rsplit(".", 1)[-1]
+                message = re.sub(rf"\b{camel}\b", other.name, message)
+            return message
+    return message
+
+
 def to_jvm(options: Mapping[str, Any], input_columns: Sequence[str]) -> Dict[str, str]:
     """The ``npugather.*`` entries of the keywords that are not None, every value checked."""
     check_names("all_gather_on_npu", options)

@@ -1,7 +1,8 @@
 """``all_gather_on_npu``: every partition of a DataFrame, on every rank.
 
 The JVM does the work (``io.npugather.spark.NpuGather.allGatherOnNpu``, reached through py4j
-from the DataFrame's session); this module checks the options in Python first and adds
+from the DataFrame's session, or on a Spark Connect server through its relation plugin,
+:mod:`npugather._connect`); this module checks the options in Python first and adds
 ``DataFrame.allGatherOnNpu``.
 """
 
@@ -52,7 +53,8 @@ def all_gather_on_npu(
     what is allowed.
 
     Args:
-        df: the input; its partitions are the ranks' contributions.
+        df: the input, a classic or a Spark Connect DataFrame; its partitions are the ranks'
+            contributions.
         backend: ``"host"`` (the CPU collective), ``"hccl"`` or ``"lccl"`` (Ascend NPUs).
             Default ``"host"``.
         rank_size: None or 0: one rank per input partition; N: the input is repartitioned
@@ -89,6 +91,10 @@ def all_gather_on_npu(
     if not isinstance(df, DataFrame):
         raise _options.wrong_type("df", df, "a pyspark.sql.DataFrame")
     entries = _options.to_jvm(options, df.columns)
+    if is_connect(df):
+        from npugather import _connect
+
+        return _connect.all_gather_on_npu(df, entries)
     jdf, session, jvm = _classic(df, "all_gather_on_npu")
     jvm_options = jvm.java.util.LinkedHashMap()
     for key, value in entries.items():
@@ -122,6 +128,11 @@ def broadcast_on_executors(df: DataFrame) -> DataFrame:
     jdf, session, jvm = _classic(df, "broadcast_on_executors")
     entry = getattr(jvm, "io.npugather.spark.NpuGather")
     return DataFrame(entry.broadcastOnExecutors(jdf), session)
+
+
+def is_connect(df: DataFrame) -> bool:
+    """True for a Spark Connect DataFrame (without importing PySpark's Connect client)."""
+    return type(df).__module__.startswith("pyspark.sql.connect.")
 
 
 def _classic(df: DataFrame, function: str) -> tuple[Any, Any, Any]:

@@ -1,0 +1,218 @@
+"""The wheel the build makes, installed as a user installs it: into a fresh venv, on a machine
+without a Maven repository (HOME and MAVEN_REPOSITORY point at an empty directory)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+import npugather
+from npugather import _version
+
+ROOT = Path(__file__).resolve().parents[2]
+WHEEL_DIR = os.environ.get("NPUGATHER_WHEEL_DIR")
+needs_wheel = pytest.mark.skipif(
+    not WHEEL_DIR, reason="NPUGATHER_WHEEL_DIR is unset: the python module's build sets it to"
+    " the directory of the wheel it made (mvn -pl python verify)")
+
+
+def pep440(maven_version: str) -> str:
+    """X.Y.Z-SNAPSHOT is the development release X.Y.Z.dev0; a release keeps its version."""
+    return re.sub(r"-SNAPSHOT$", ".dev0", maven_version)
+
+
+def _pom_property(name: str) -> str:
+    text = (ROOT / "pom.xml").read_text()
+    match = re.search(rf"<{name}>([^<]+)</{name}>", text)
+    assert match, name
+    return match.group(1)
+
+
+def test_the_package_version_is_the_jars_maven_version_in_pep_440() -> None:
+    project = re.search(r"<artifactId>npugather-parent</artifactId>\s*<version>([^<]+)</version>",
+                        (ROOT / "pom.xml").read_text())
+    assert project
+    assert _version.CONNECTOR_VERSION == project.group(1)
+    assert npugather.__version__ == pep440(project.group(1))
+    assert pep440("0.1.0-SNAPSHOT") == "0.1.0.dev0" and pep440("1.2.3") == "1.2.3"
+    assert _version.JAVACPP_VERSION == _pom_property("javacpp.version")
+    assert _version.SPARK_VERSION == _pom_property("spark.version")
+    wheel = f"npugather-{npugather.__version__}-py3-none-any.whl"
+    for doc in (ROOT / "README.md", ROOT / "docs" / "operations.md",
+                Path(__file__).parents[1] / "README.md"):
+        assert wheel in doc.read_text(), doc
+
+
+def _wheel() -> Path:
+    wheel = Path(WHEEL_DIR or "") / f"npugather-{npugather.__version__}-py3-none-any.whl"
+    assert wheel.is_file(), f"no {wheel.name} in {WHEEL_DIR}"
+    return wheel
+
+
+@needs_wheel
+def test_the_wheel_carries_the_connector_jar_and_complete_metadata() -> None:
+    with zipfile.ZipFile(_wheel()) as wheel:
+        names = wheel.namelist()
+        jar_name = f"npugather/jars/npugather-spark_2.13-{_version.CONNECTOR_VERSION}-all.jar"
+        assert jar_name in names
+        assert "npugather/py.typed" in names
+        with wheel.open(jar_name) as jar_file, zipfile.ZipFile(jar_file) as jar:
+            entries = set(jar.namelist())
+        metadata = Parser().parsestr(
+            wheel.read(f"npugather-{npugather.__version__}.dist-info/METADATA").decode())
+    assert "io/npugather/spark/NpuGather.class" in entries
+    assert "io/npugather/spark/connect/NpuGatherRelationPlugin.class" in entries
+    assert "org/bytedeco/javacpp/Loader.class" in entries
+    assert "io/npugather/bridge/linux-x86_64/libjniNativeCore.so" in entries
+    if os.environ.get("NPUGATHER_ARM64") == "required":
+        assert "io/npugather/bridge/linux-arm64/libjniNativeCore.so" in entries
+    assert metadata["Version"] == npugather.__version__
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    assert (Path(__file__).parents[1] / "README.md").read_text().strip() in metadata.get_payload()
+    assert metadata.get_all("Project-URL")
+    assert "Typing :: Typed" in metadata.get_all("Classifier")
+    requires = metadata.get_all("Requires-Dist")
+    assert "pyspark<4.3,>=4.2.0" in requires
+    # What the README's snippet imports comes with the extra its install line names.
+    tensors = {r.split(";")[0].strip() for r in requires if "extra == \"tensors\"" in r}
+    assert tensors == {"numpy>=1.21", "pyarrow>=18.0.0", "pandas<3,>=2.2.0"}
+    assert any("extra == \"connect\"" in r and r.startswith("pyspark[connect]") for r in requires)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, object]:
+    """A venv with the wheel installed (no dependencies: PySpark, pyarrow and NumPy come from
+    this interpreter's environment, after the venv's own packages, so nothing is downloaded),
+    and an environment without the build's jars or a Maven repository."""
+    base = tmp_path_factory.mktemp("wheel")
+    empty = base / "empty"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NPUGATHER_JARS", "PYTHONPATH", "SPARK_HOME")}
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   env=env, timeout=300)
+    python = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+                    "--no-index", "--disable-pip-version-check", "-q", str(_wheel())],
+                   check=True, env=env, timeout=300)
+    purelib = subprocess.run([str(python), "-c", "import sysconfig;"
+                              " print(sysconfig.get_paths()['purelib'])"], check=True,
+                             text=True, capture_output=True, timeout=60).stdout.strip()
+    Path(purelib, "test-interpreter-packages.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n")
+    env.update(HOME=str(empty), MAVEN_REPOSITORY=str(empty / ".m2" / "repository"),
+               PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
+    work = base / "work"
+    work.mkdir()
+    return dict(python=python, env=env, cwd=work, purelib=Path(purelib))
+
+
+def _run(installed: Dict[str, object], command: List[object]) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in command], cwd=installed["cwd"], env=installed["env"],
+                          text=True, capture_output=True, timeout=600)
+
+
+def _readme_python_snippet() -> str:
+    """The README's PySpark snippet, as written."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    snippet = [b for b in blocks if "npugather.configure" in b and "allGatherOnNpu" in b]
+    assert len(snippet) == 1, "the README's Python snippet"
+    return snippet[0]
+
+
+@needs_wheel
+def test_configure_finds_the_jar_in_the_installed_package(installed: Dict[str, object]) -> None:
+    result = _run(installed, [installed["python"], "-m", "npugather", "jars"])
+    assert result.returncode == 0, result.stderr
+    jars = result.stdout.strip().split(",")
+    assert jars == [str(installed["purelib"] / "npugather" / "jars"
+                        / f"npugather-spark_2.13-{_version.CONNECTOR_VERSION}-all.jar")]
+
+
+@needs_wheel
+def test_the_readmes_python_snippet_runs_from_the_wheel(installed: Dict[str, object]) -> None:
+    items = 4 * 25
+    setup = textwrap.dedent(f"""\
+        import pyarrow as pa, pyarrow.parquet as pq
+        pq.write_table(pa.table({{"id": list(range({items})),
+                                  "embedding": [[float(i), 1.0] for i in range({items})]}}),
+                       "items.parquet")
+        """)
+    check = textwrap.dedent(f"""
+        import npugather as _n
+        assert _n.__file__.startswith({str(installed["purelib"])!r}), _n.__file__
+        norms = everywhere.mapInArrow(score, "norm double").collect()
+        want = float(sum(i * i + 1 for i in range({items})))
+        assert [r.norm for r in norms] == [want] * 4, norms
+        assert everywhere.count() == 4 * {items}
+        print("snippet ok")
+        """)
+    script = Path(str(installed["cwd"])) / "snippet.py"
+    script.write_text(setup + _readme_python_snippet() + check)
+    result = _run(installed, [installed["python"], script])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "snippet ok" in result.stdout
+
+
+@needs_wheel
+def test_spark_submit_runs_a_python_job_with_the_wheels_jar(installed: Dict[str, object]) -> None:
+    submit = Path(sys.executable).parent / "spark-submit"
+    submit = submit if submit.exists() else Path(shutil.which("spark-submit") or "spark-submit")
+    job = Path(str(installed["cwd"])) / "job.py"
+    job.write_text(textwrap.dedent("""\
+        from pyspark.sql import SparkSession
+        import npugather
+        spark = npugather.configure(SparkSession.builder).getOrCreate()
+        rows = spark.range(0, 6, 1, 3).allGatherOnNpu().collect()
+        assert [(r.source_rank, r.id) for r in rows] == [(i // 2, i) for i in range(6)] * 3, rows
+        print("job ok", len(rows))
+        spark.stop()
+        """))
+    jars = _run(installed, [installed["python"], "-m", "npugather", "jars"]).stdout.strip()
+    result = _run(installed, [submit, "--master", "local[3]", "--conf", "spark.ui.enabled=false",
+                              "--jars", jars, job])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "job ok 18" in result.stdout
+
+
+def _operations_connect_snippet() -> str:
+    """The Python snippet of docs/operations.md's Spark Connect section, as written."""
+    text = (ROOT / "docs" / "operations.md").read_text()
+    section = text[text.index("## Spark Connect\n"):]
+    section = section[:section.index("\n## ", 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    assert len(blocks) == 1, "the Spark Connect section's Python snippet"
+    return blocks[0]
+
+
+@needs_wheel
+def test_the_spark_connect_snippet_runs_from_the_wheel(installed: Dict[str, object]) -> None:
+    check = textwrap.dedent("""
+        assert type(gathered).__module__.startswith("pyspark.sql.connect."), type(gathered)
+        rows = gathered.groupBy("source_rank").count().orderBy("source_rank").collect()
+        assert [(r.source_rank, r["count"]) for r in rows] == [(r, 8) for r in range(4)], rows
+        assert sorted(r.id for r in gathered.collect()) == sorted(list(range(8)) * 4)
+        print("connect ok")
+        spark.stop()
+        """)
+    script = Path(str(installed["cwd"])) / "connect_snippet.py"
+    script.write_text(_operations_connect_snippet() + check)
+    env = dict(installed["env"], SPARK_TESTING="1")  # an ephemeral port for the local server
+    result = subprocess.run([str(installed["python"]), str(script)], cwd=installed["cwd"],
+                            env=env, text=True, capture_output=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "connect ok" in result.stdout
+    assert "|source_rank|count|" in result.stdout.replace(" ", "")

@@ -1,0 +1,29 @@
+"""A local Spark Connect server with the connector (``npugather.configure`` of a ``remote``
+builder) and a Connect session to it, for the whole run: this process's only Spark driver."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+import npugather
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# PySpark's local Connect server then binds an ephemeral port, so parallel builds do not clash.
+os.environ.setdefault("SPARK_TESTING", "1")
+RANKS = 2
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    builder = (SparkSession.builder.remote(f"local[{RANKS}]").appName("npugather-connect-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.shuffle.partitions", "4"))
+    session = npugather.configure(builder).getOrCreate()
+    yield session
+    session.stop()
