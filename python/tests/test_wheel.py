@@ -80,7 +80,6 @@ def test_the_wheel_carries_the_connector_jar_and_complete_metadata() -> None:
     assert metadata["Version"] == npugather.__version__
     assert metadata["Description-Content-Type"] == "text/markdown"
     assert (Path(__file__).parents[1] / "README.md").read_text().strip() in metadata.get_payload()
-    assert metadata.get_all("Project-URL")
     assert "Typing :: Typed" in metadata.get_all("Classifier")
     requires = metadata.get_all("Requires-Dist")
     assert "pyspark<4.3,>=4.2.0" in requires
