@@ -1,7 +1,6 @@
 package io.npugather.spark;
 
 import java.util.Locale;
-import org.apache.spark.network.util.JavaUtils;
 
 /**
  * The settings of joins whose build side is all-gathered onto the executors (the {@code ALLGATHER}
@@ -31,15 +30,7 @@ public final class ExecutorBroadcastConf {
    * @throws IllegalArgumentException naming the key, the value and what is allowed
    */
   public static boolean auto(String value) {
-    String v = value == null ? "" : value.trim();
-    if (v.equalsIgnoreCase("true")) {
-      return true;
-    }
-    if (v.equalsIgnoreCase("false")) {
-      return false;
-    }
-    throw new IllegalArgumentException(
-        AUTO + " = " + value + " is invalid; allowed: true or false");
+    return SettingValues.trueOrFalse(AUTO, value);
   }
 
   /**
@@ -48,20 +39,7 @@ public final class ExecutorBroadcastConf {
    * @throws IllegalArgumentException naming the key, the value and what is allowed
    */
   public static long maxBuildBytes(String value) {
-    long bytes;
-    try {
-      bytes = JavaUtils.byteStringAsBytes(value.trim());
-    } catch (RuntimeException e) {
-      bytes = -1;
-    }
-    if (bytes <= 0) {
-      throw new IllegalArgumentException(
-          MAX_BUILD_BYTES
-              + " = "
-              + value
-              + " is invalid; allowed: a positive size such as 512m or 8g");
-    }
-    return bytes;
+    return SettingValues.positiveBytes(MAX_BUILD_BYTES, value);
   }
 
   /**

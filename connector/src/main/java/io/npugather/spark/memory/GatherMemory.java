@@ -1,6 +1,7 @@
 package io.npugather.spark.memory;
 
 import io.netty.util.internal.PlatformDependent;
+import io.npugather.spark.SettingValues;
 import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.util.HashMap;
@@ -183,15 +184,7 @@ public final class GatherMemory {
       Map<String, String> conf, boolean executor, long maxDirectBytes, boolean explicitDirect) {
     String value = conf.get(MAX_GATHER_BYTES);
     if (value != null) {
-      long bytes;
-      try {
-        bytes = JavaUtils.byteStringAsBytes(value.trim());
-      } catch (NumberFormatException e) {
-        bytes = -1;
-      }
-      if (bytes <= 0) {
-        throw invalid(MAX_GATHER_BYTES, "'" + value + "'", "a positive size such as 512m or 8g");
-      }
+      long bytes = SettingValues.positiveBytes(MAX_GATHER_BYTES, value);
       return new ReceiveLimit(bytes, MAX_GATHER_BYTES + "=" + value.trim());
     }
     ReceiveLimit limit =

@@ -1,5 +1,6 @@
 package io.npugather.spark.output;
 
+import io.npugather.spark.SettingValues;
 import java.lang.ref.Cleaner;
 import java.lang.ref.WeakReference;
 import java.util.ArrayList;
@@ -65,15 +66,7 @@ public final class GatheredOutputs {
    * @throws IllegalArgumentException naming the key, the value and what is allowed
    */
   public static boolean onePerExecutor(String value) {
-    String v = value == null ? "" : value.trim();
-    if (v.equalsIgnoreCase("true")) {
-      return true;
-    }
-    if (v.equalsIgnoreCase("false")) {
-      return false;
-    }
-    throw new IllegalArgumentException(
-        ONE_PER_EXECUTOR + " = " + value + " is invalid; allowed: true or false");
+    return SettingValues.trueOrFalse(ONE_PER_EXECUTOR, value);
   }
 
   private static final Logger LOG = LoggerFactory.getLogger(GatheredOutputs.class);

@@ -350,7 +350,7 @@ abstract class ExecutorBroadcastJoinContract {
               IllegalArgumentException.class,
               () -> spark.conf().set("spark.npugather.join.maxBuildBytes", "lots"));
       assertEquals(
-          "spark.npugather.join.maxBuildBytes = lots is invalid; allowed: a positive size such as"
+          "spark.npugather.join.maxBuildBytes = 'lots' is invalid; allowed: a positive size such as"
               + " 512m or 8g",
           bad.getMessage());
     } finally {
