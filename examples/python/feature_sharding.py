@@ -32,10 +32,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import numpy as np
 import pyarrow as pa
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -269,8 +270,27 @@ def run(spark: SparkSession, args: argparse.Namespace, output: Path) -> bool:
     return not mismatches and rows == expected_rows
 
 
+def bad_input(message: str) -> int:
+    """A bad option, path or rank count: one line on stderr and exit code 2, as the Java job."""
+    print(f"error: {message} (--help lists the options)", file=sys.stderr)
+    return 2
+
+
+def missing_path(option: str, path: Optional[str]) -> Optional[str]:
+    """The error of a local path (no scheme, or file:) that does not exist; None otherwise."""
+    if path is None or ("://" in path and not path.startswith("file:")):
+        return None
+    local = path[len("file:"):] if path.startswith("file:") else path
+    return None if Path(local).exists() else f"{option} = '{path}': no such file or directory"
+
+
 def main(argv: List[str]) -> int:
     args = parse(argv)
+    # Checked before Spark starts, so a mistake costs neither start-up nor generated data.
+    for option, path in (("--items-path", args.items_path), ("--queries-path", args.queries_path)):
+        problem = missing_path(option, path)
+        if problem:
+            return bad_input(problem)
     output = Path(args.output).resolve() if args.output else Path(
         tempfile.mkdtemp(prefix="npugather-feature-sharding-"))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -283,16 +303,32 @@ def main(argv: List[str]) -> int:
         builder = builder.master("local[*]")
     spark = npugather.configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    generated = args.items_path is None
     try:
+        # Every rank needs a task slot of its own (barrier mode): counted as allGatherOnNpu
+        # counts them, before any data is generated.
+        ranks = args.ranks or spark.sparkContext.defaultParallelism
+        try:
+            spark.sparkContext._jvm.io.npugather.spark.ClusterCheck.requireBarrierSlots(
+                spark.sparkContext._jsc.sc(), ranks)
+        except (Py4JJavaError, npugather.NpuGatherError) as e:
+            generated = False
+            master = spark.sparkContext.master
+            if master.startswith("local"):
+                slots = spark.sparkContext.defaultParallelism
+                return bad_input(f"--ranks = {ranks}, but {master} runs at most {slots} tasks at"
+                                 " once and every rank needs a slot of its own (barrier mode);"
+                                 f" pass --ranks {slots} or fewer, or a --master with more cores")
+            return bad_input(f"--ranks = {ranks}: {str(e).strip().splitlines()[0]}")
         return 0 if run(spark, args, output) else 1
     finally:
         spark.stop()
-        if args.items_path is None:
-            generated = [output / "items", output / "queries"]
+        if generated:
+            paths = [output / "items", output / "queries"]
             if args.keep:
-                print(f"generated data kept: {generated[0]}, {generated[1]}")
+                print(f"generated data kept: {paths[0]}, {paths[1]}")
             else:
-                for path in generated:
+                for path in paths:
                     shutil.rmtree(path, ignore_errors=True)
                 print("generated data removed (--keep keeps it)")
 

@@ -68,6 +68,22 @@ def test_the_examples_sql_scoring_writes_the_recommendations_of_its_arrays(
     assert rows(tmp_path / "sql" / "recommendations") == arrays
 
 
+def test_the_examples_bad_inputs_are_one_line_and_exit_2_before_any_data(
+        tmp_path: Path) -> None:
+    missing = _run([sys.executable, EXAMPLE, "--items-path", tmp_path / "nope", "--queries-path",
+                    tmp_path / "nope"], tmp_path)
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert missing.stderr.strip().splitlines() == [
+        f"error: --items-path = '{tmp_path / 'nope'}': no such file or directory"
+        " (--help lists the options)"]
+    too_many = _run([sys.executable, EXAMPLE, "--master", "local[2]", "--ranks", "3", "--output",
+                     tmp_path / "out", *SMALL], tmp_path)
+    assert too_many.returncode == 2, too_many.stdout + too_many.stderr
+    lines = [line for line in too_many.stderr.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and "--ranks = 3" in lines[0] and "Traceback" not in too_many.stderr
+    assert not (tmp_path / "out" / "items").exists(), "data generated before the slot check"
+
+
 def test_the_example_runs_under_spark_submit_with_jars_and_py_files(tmp_path: Path) -> None:
     submit = Path(sys.executable).parent / "spark-submit"
     submit = submit if submit.exists() else Path(shutil.which("spark-submit") or "spark-submit")
