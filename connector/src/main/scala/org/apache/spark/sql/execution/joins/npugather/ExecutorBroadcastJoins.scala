@@ -15,7 +15,7 @@ import io.npugather.spark.{
   NpuAllGatherExec
 }
 import io.npugather.spark.output.GatheredOutputReader
-import org.apache.spark.{SparkContext, SparkEnv, TaskContext}
+import org.apache.spark.{SparkEnv, TaskContext}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
@@ -210,12 +210,12 @@ object ChooseAllGatherJoins extends Rule[LogicalPlan] with JoinSelectionHelper {
         case j @ Join(left, right, joinType, _, JoinHint.NONE)
             if ExtractEquiJoinKeys.unapply(j).isDefined &&
               !left.isInstanceOf[AllGatherJoinHint] && !right.isInstanceOf[AllGatherJoinHint] =>
-          val right_ = canBuildBroadcastRight(joinType) && fits(right)
-          val left_ = canBuildBroadcastLeft(joinType) && fits(left)
-          val sc = SparkContext.getOrCreate()
-          if (right_ && (!left_ || right.stats.sizeInBytes <= left.stats.sizeInBytes)) {
+          val buildsRight = canBuildBroadcastRight(joinType) && fits(right)
+          val buildsLeft = canBuildBroadcastLeft(joinType) && fits(left)
+          val sc = SparkSession.active.sparkContext
+          if (buildsRight && (!buildsLeft || right.stats.sizeInBytes <= left.stats.sizeInBytes)) {
             j.copy(right = AllGatherJoinHint.over(right, sc, automatic = true))
-          } else if (left_) {
+          } else if (buildsLeft) {
             j.copy(left = AllGatherJoinHint.over(left, sc, automatic = true))
           } else {
             j
