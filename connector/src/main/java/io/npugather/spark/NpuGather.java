@@ -175,9 +175,7 @@ public final class NpuGather {
         (org.apache.spark.sql.classic.Dataset<Row>) df;
     NpuGatherPlanning.install(classic.sparkSession());
     return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(
-        classic.sparkSession(),
-        AllGatherJoinHint.over(
-            classic.logicalPlan(), classic.sparkSession().sparkContext(), false));
+        classic.sparkSession(), new AllGatherJoinHint(classic.logicalPlan(), false));
   }
 
   /**

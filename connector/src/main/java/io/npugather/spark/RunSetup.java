@@ -177,13 +177,25 @@ final class RunSetup implements AutoCloseable {
 
   /** Partition r's rows to partition r, through a shuffle. */
   static RDD<InternalRow> identityShuffle(RDD<InternalRow> rows, int numFields) {
+    return shuffleToRanks(rows, rows.getNumPartitions(), numFields);
+  }
+
+  /**
+   * Partition p's rows, in their order, to partition {@code p % ranks} of {@code ranks}, through a
+   * shuffle without sorting. Whole partitions move, so the result does not depend on the order of
+   * rows within a partition (a re-run map task sends the same rows to the same rank); with fewer
+   * input partitions than ranks, the ranks past them are empty.
+   */
+  static RDD<InternalRow> shuffleToRanks(RDD<InternalRow> rows, int ranks, int numFields) {
     ClassTag<Integer> keyTag = ClassTag$.MODULE$.apply(Integer.class);
     ClassTag<InternalRow> rowTag = ClassTag$.MODULE$.apply(InternalRow.class);
     JavaRDD<Tuple2<Integer, InternalRow>> keyed =
         rows.toJavaRDD()
             .mapPartitionsWithIndex(
-                (rank, it) ->
+                (partition, it) ->
                     new Iterator<Tuple2<Integer, InternalRow>>() {
+                      private final Integer rank = partition % ranks;
+
                       @Override
                       public boolean hasNext() {
                         return it.hasNext();
@@ -196,8 +208,7 @@ final class RunSetup implements AutoCloseable {
                     },
                 false);
     ShuffledRDD<Integer, InternalRow, InternalRow> shuffled =
-        new ShuffledRDD<>(
-            keyed.rdd(), new RankPartitioner(rows.getNumPartitions()), keyTag, rowTag, rowTag);
+        new ShuffledRDD<>(keyed.rdd(), new RankPartitioner(ranks), keyTag, rowTag, rowTag);
     shuffled.setSerializer(new UnsafeRowSerializer(numFields, null));
     return shuffled.toJavaRDD().map(Tuple2::_2).rdd();
   }

@@ -17,9 +17,9 @@ import org.apache.spark.sql.catalyst.trees.TreeNodeTag
 
 /** The build side of a join that the ranks all-gather onto every executor instead of Spark's
   * broadcast ([[org.apache.spark.sql.execution.joins.npugather.AllGatherJoinStrategy]]): `child`,
-  * spread over one partition per task slot of the cluster, so that every executor runs a rank and
-  * holds the gathered table. Where no join can build it, it is planned as `child` alone.
-  * `automatic`: put there by the planner's own choice (`spark.npugather.join.auto`), not by a user.
+  * gathered by one rank per task slot of the cluster, so that every executor runs a rank and holds
+  * the gathered table. Where no join can build it, it is planned as `child` alone. `automatic`: put
+  * there by the planner's own choice (`spark.npugather.join.auto`), not by a user.
   */
 case class AllGatherJoinHint(child: LogicalPlan, automatic: Boolean = false) extends UnaryNode {
   override def output: Seq[Attribute] = child.output
@@ -33,12 +33,18 @@ object AllGatherJoinHint {
   /** The hint's name: `SELECT /*+ ALLGATHER(items) */ ...`, `df.hint("allgather")`. */
   val NAME = "ALLGATHER"
 
-  /** `plan` marked as a build side, over one partition per task slot of `sc`. */
-  def over(plan: LogicalPlan, sc: SparkContext, automatic: Boolean = false): AllGatherJoinHint =
-    AllGatherJoinHint(
-      Repartition(math.max(1, sc.defaultParallelism), shuffle = true, plan),
-      automatic
-    )
+  /** `plan` marked as a build side. An automatic mark moves its side to the ranks through a shuffle
+    * first (one partition per task slot of `sc`): under adaptive execution that shuffle's runtime
+    * size judges the choice again (Spark's own plan for such a join, a sort-merge join, shuffles
+    * that side as well). A hinted side is gathered where it lies when it has one partition per
+    * slot.
+    */
+  def over(plan: LogicalPlan, sc: SparkContext, automatic: Boolean): AllGatherJoinHint =
+    if (automatic) {
+      AllGatherJoinHint(Repartition(math.max(1, sc.defaultParallelism), shuffle = true, plan), true)
+    } else {
+      AllGatherJoinHint(plan)
+    }
 
   /** Why a mark was not used, for the plan's `explain()`. */
   val NotUsedReason: TreeNodeTag[String] = TreeNodeTag[String]("npugather.allGatherNotUsed")
@@ -48,11 +54,11 @@ object AllGatherJoinHint {
   * parameters it marks the hinted plan; with names, the relations and aliases of those names under
   * it, as Spark resolves its own join hints.
   */
-class ResolveAllGatherHint(sc: SparkContext) extends Rule[LogicalPlan] {
+object ResolveAllGatherHint extends Rule[LogicalPlan] {
   override def apply(plan: LogicalPlan): LogicalPlan = plan.resolveOperatorsUp {
     case h: UnresolvedHint if h.name.toUpperCase(Locale.ROOT) == AllGatherJoinHint.NAME =>
       if (h.parameters.isEmpty) {
-        AllGatherJoinHint.over(h.child, sc)
+        AllGatherJoinHint(h.child)
       } else {
         val names = h.parameters.map {
           case u: UnresolvedAttribute => u.nameParts.last.toLowerCase(Locale.ROOT)
@@ -66,9 +72,9 @@ class ResolveAllGatherHint(sc: SparkContext) extends Rule[LogicalPlan] {
     case _: AllGatherJoinHint => plan
     case r: UnresolvedRelation
         if names.contains(r.multipartIdentifier.last.toLowerCase(Locale.ROOT)) =>
-      AllGatherJoinHint.over(r, sc)
+      AllGatherJoinHint(r)
     case s: SubqueryAlias if names.contains(s.alias.toLowerCase(Locale.ROOT)) =>
-      AllGatherJoinHint.over(s, sc)
+      AllGatherJoinHint(s)
     case other => other.withNewChildren(other.children.map(mark(_, names)))
   }
 }

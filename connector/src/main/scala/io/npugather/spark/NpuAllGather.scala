@@ -72,15 +72,24 @@ object NpuAllGatherStrategy extends SparkStrategy {
   * fixed-width type or an array of one (written straight from the buffers by [[GatheredRows]], so
   * Spark adds no ColumnarToRow). The gather runs once per execution of this node's RDD, which is
   * made once: every action on the same plan reads the same gather while it is kept.
+  *
+  * `spreadOver`: the number of ranks when the gather must run exactly that many (one per task slot,
+  * so that every executor holds the gathered table); an input with another number of partitions
+  * moves to them through a shuffle ([[RunSetup.shuffleToRanks]]), an input with that many is read
+  * where it lies. None: one rank per input partition.
   */
-case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, child: SparkPlan)
-    extends UnaryExecNode {
+case class NpuAllGatherExec(
+    sourceRank: Attribute,
+    options: AllGatherOptions,
+    child: SparkPlan,
+    spreadOver: Option[Int] = None
+) extends UnaryExecNode {
   override def output: Seq[Attribute] = NpuAllGather.output(sourceRank, child.output)
 
   override def producedAttributes: AttributeSet = AttributeSet(sourceRank)
 
   override def outputPartitioning: Partitioning =
-    UnknownPartitioning(child.outputPartitioning.numPartitions)
+    UnknownPartitioning(spreadOver.getOrElse(child.outputPartitioning.numPartitions))
 
   override def supportsColumnar: Boolean = true
 
@@ -102,6 +111,9 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
 
   @transient private lazy val gathered: RDD[ColumnarBatch] = gather()
 
+  /** The shuffle that spreads the input over `spreadOver` ranks, when the gather needs one. */
+  @transient private var spread: Option[ShuffleDependency[_, _, _]] = None
+
   override protected def doExecuteColumnar(): RDD[ColumnarBatch] = gathered
 
   /** Where this node's gather keeps its outputs, for code that runs the gather alone and reads the
@@ -115,7 +127,8 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
           g.dependencies.head.asInstanceOf[ShuffleDependency[_, _, _]],
           g.barrierRddId,
           g.getNumPartitions,
-          g
+          g,
+          spread
         )
       )
     case _ => None
@@ -138,7 +151,7 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
   private def gather(): RDD[ColumnarBatch] = {
     val sc = sparkContext
     val source = NpuAllGatherExec.columnarSource(child)
-    val input = NpuAllGatherExec.cachedBatches(source) match {
+    val offered = NpuAllGatherExec.cachedBatches(source) match {
       case Some((cached, columns)) => CachedInput(cached, columns)
       case None                    =>
         val batches = if (source.supportsColumnar) source.executeColumnar() else null
@@ -148,6 +161,15 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
           val rows = NpuAllGatherExec.rowsOf(child).execute()
           RowInput(RunSetup.barrierReady(rows, child.schema.length))
         }
+    }
+    val input = spreadOver match {
+      case Some(ranks)
+          if offered.rdd.getNumPartitions > 0 && offered.rdd.getNumPartitions != ranks =>
+        val rows = NpuAllGatherExec.rowsOf(child).execute()
+        val spreadRows = RunSetup.shuffleToRanks(rows, ranks, child.schema.length)
+        spread = NpuAllGatherExec.shuffleUnder(spreadRows)
+        RowInput(spreadRows)
+      case _ => offered
     }
     val rankSize = input.rdd.getNumPartitions
     if (rankSize == 0) {
@@ -208,13 +230,15 @@ case class NpuAllGatherExec(sourceRank: Attribute, options: AllGatherOptions, ch
 
 /** A gather's outputs: the barrier stage's map side (`dependency`; running it keeps every rank's
   * output in its executor), the barrier RDD whose blocks hold them, and the reader RDD, which keeps
-  * them until it is unreachable on the driver unless a job that reads it ends first.
+  * them until it is unreachable on the driver unless a job that reads it ends first. `spread`: the
+  * shuffle that moves the input to the ranks, when there is one (run alone, it measures the input).
   */
 case class GatheredOutputsHandle(
     dependency: ShuffleDependency[_, _, _],
     barrierRddId: Int,
     rankSize: Int,
-    readerRdd: RDD[ColumnarBatch]
+    readerRdd: RDD[ColumnarBatch],
+    spread: Option[ShuffleDependency[_, _, _]]
 ) {
   def shuffleId: Int = dependency.shuffleId
 }
@@ -267,6 +291,15 @@ object NpuAllGatherExec {
         case other => ProjectExec(NpuAllGather.withoutPlaceholder(sourceRank, other.output), other)
       }
     }
+
+  /** The first shuffle that `rdd`'s stage reads, through its narrow dependencies. */
+  private def shuffleUnder(rdd: RDD[_]): Option[ShuffleDependency[_, _, _]] =
+    rdd.dependencies.iterator
+      .map {
+        case shuffle: ShuffleDependency[_, _, _] => Some(shuffle)
+        case narrow                              => shuffleUnder(narrow.rdd)
+      }
+      .collectFirst { case Some(d) => d }
 
   /** A rank's output as the barrier RDD's one record: (rank, output). */
   private def keyedByRank(output: GatheredOutput): Iterator[(Int, GatheredOutput)] =

@@ -22,7 +22,7 @@ class NpuGatherExtensions extends (SparkSessionExtensions => Unit) {
       NpuGatherPlanning.installDriverSide(session.sparkContext)
       NpuAllGatherStrategy
     }
-    extensions.injectHintResolutionRule(session => new ResolveAllGatherHint(session.sparkContext))
+    extensions.injectHintResolutionRule(_ => ResolveAllGatherHint)
     extensions.injectOptimizerRule(_ => PullUpAllGatherJoinHint)
     extensions.injectOptimizerRule(_ => ChooseAllGatherJoins)
     extensions.injectPlannerStrategy(_ => AllGatherJoinStrategy)

@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BiFunction;
 import java.util.function.Function;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
@@ -149,35 +150,60 @@ abstract class ExecutorBroadcastJoinContract {
             (l, r) -> l.filter("v < 0").join(r, col("k").equalTo(col("rk")))));
   }
 
+  /** The settings each query runs under: adaptive execution on and off, generated code or not. */
+  private record Setting(boolean adaptive, boolean generatedCode) {
+    @Override
+    public String toString() {
+      return "adaptive execution "
+          + (adaptive ? "on" : "off")
+          + (generatedCode ? "" : ", without generated code");
+    }
+  }
+
   @TestFactory
   Stream<DynamicTest> everyJoinAnswersAsSparkDoesWithAndWithoutAdaptiveExecution() {
     List<DynamicTest> tests = new ArrayList<>();
-    for (boolean adaptive : List.of(true, false)) {
+    for (Setting setting :
+        List.of(new Setting(true, true), new Setting(false, true), new Setting(true, false))) {
       for (Query q : queries()) {
         tests.add(
             DynamicTest.dynamicTest(
-                q.name() + ", adaptive execution " + (adaptive ? "on" : "off"),
-                () -> assertSameAsSpark(q, adaptive)));
+                q.name() + ", " + setting, () -> assertSameAsSpark(q, setting)));
       }
     }
     return tests.stream();
   }
 
-  private static void assertSameAsSpark(Query q, boolean adaptive) {
-    spark.conf().set("spark.sql.adaptive.enabled", Boolean.toString(adaptive));
-    Dataset<Row> buildSide = q.buildOf().apply(build());
-    Dataset<Row> expected =
-        q.buildsLeft() ? q.join().apply(buildSide, stream()) : q.join().apply(stream(), buildSide);
-    Dataset<Row> mark = NpuGather.broadcastOnExecutors(buildSide);
-    Dataset<Row> marked =
-        q.buildsLeft() ? q.join().apply(mark, stream()) : q.join().apply(stream(), mark);
-    String plan = marked.queryExecution().explainString(ExplainMode.fromString("simple"));
-    assertTrue(plan.contains("ExecutorBuild"), plan);
-    List<String> want = sorted(expected);
-    for (int run = 0; run < 2; run++) { // the same query twice
-      List<String> got =
-          assertTimeoutPreemptively(Duration.ofSeconds(120), () -> sorted(marked), q::name);
-      assertEquals(want, got, q.name());
+  private static final Pattern GENERATED_HASH_JOIN =
+      Pattern.compile("\\*\\(\\d+\\) ExecutorBroadcastHashJoin");
+
+  private static void assertSameAsSpark(Query q, Setting setting) {
+    spark.conf().set("spark.sql.adaptive.enabled", Boolean.toString(setting.adaptive()));
+    spark.conf().set("spark.sql.codegen.wholeStage", Boolean.toString(setting.generatedCode()));
+    try {
+      Dataset<Row> buildSide = q.buildOf().apply(build());
+      Dataset<Row> expected =
+          q.buildsLeft()
+              ? q.join().apply(buildSide, stream())
+              : q.join().apply(stream(), buildSide);
+      Dataset<Row> mark = NpuGather.broadcastOnExecutors(buildSide);
+      Dataset<Row> marked =
+          q.buildsLeft() ? q.join().apply(mark, stream()) : q.join().apply(stream(), mark);
+      String plan = explained(marked);
+      assertTrue(plan.contains("ExecutorBuild"), plan);
+      List<String> want = sorted(expected);
+      for (int run = 0; run < 2; run++) { // the same query twice
+        List<String> got =
+            assertTimeoutPreemptively(Duration.ofSeconds(120), () -> sorted(marked), q::name);
+        assertEquals(want, got, q.name());
+      }
+      String executed = explained(marked); // the final plan, after the runs
+      if (executed.contains("ExecutorBroadcastHashJoin")) {
+        assertEquals(
+            setting.generatedCode(), GENERATED_HASH_JOIN.matcher(executed).find(), executed);
+      }
+    } finally {
+      spark.conf().unset("spark.sql.codegen.wholeStage");
     }
   }
 

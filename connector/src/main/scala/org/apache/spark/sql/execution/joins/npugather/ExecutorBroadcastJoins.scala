@@ -36,7 +36,7 @@ import org.apache.spark.sql.catalyst.optimizer.{
   JoinSelectionHelper
 }
 import org.apache.spark.sql.catalyst.planning.ExtractEquiJoinKeys
-import org.apache.spark.sql.catalyst.plans.JoinType
+import org.apache.spark.sql.catalyst.plans.{InnerLike, JoinType, LeftOuter, RightOuter}
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, Join, JoinHint, LogicalPlan, Project}
 import org.apache.spark.sql.catalyst.plans.physical.{
   BroadcastMode,
@@ -46,8 +46,17 @@ import org.apache.spark.sql.catalyst.plans.physical.{
 }
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.execution.{SparkPlan, SparkStrategy, UnaryExecNode}
-import org.apache.spark.sql.execution.adaptive.ShuffleQueryStageExec
+import org.apache.spark.sql.execution.{
+  CodegenSupport,
+  FilterExec,
+  InputAdapter,
+  ProjectExec,
+  SparkPlan,
+  SparkStrategy,
+  UnaryExecNode,
+  WholeStageCodegenExec
+}
+import org.apache.spark.sql.execution.adaptive.{AQEShuffleReadExec, ShuffleQueryStageExec}
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec
 import org.apache.spark.sql.execution.joins.{
   BroadcastNestedLoopJoinExec,
@@ -84,7 +93,12 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
       val boundKeys =
         BindReferences.bindReferences(HashJoin.rewriteKeyExpr(buildKeys), marker.output)
       val build =
-        ExecutorBuildExec(HashedRelationBroadcastMode(boundKeys), gather(marker), marker.automatic)
+        ExecutorBuildExec(
+          HashedRelationBroadcastMode(boundKeys),
+          gather(marker),
+          marker.automatic,
+          marker.child.stats.sizeInBytes
+        )
       val (l, r) = sides(side, build, left, right)
       val (normalizedLeft, normalizedRight) = HashJoin.normalizeJoinKeys(leftKeys, rightKeys)
       ExecutorBroadcastHashJoinExec(
@@ -100,7 +114,12 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
     case Join(left, right, joinType, condition, _) if buildSide(joinType, left, right).isDefined =>
       val side = buildSide(joinType, left, right).get
       val marker = (if (side == BuildRight) right else left).asInstanceOf[AllGatherJoinHint]
-      val build = ExecutorBuildExec(IdentityBroadcastMode, gather(marker), marker.automatic)
+      val build = ExecutorBuildExec(
+        IdentityBroadcastMode,
+        gather(marker),
+        marker.automatic,
+        marker.child.stats.sizeInBytes
+      )
       val (l, r) = sides(side, build, left, right)
       val onExecutors = ExecutorSideCondition(condition.getOrElse(Literal.TrueLiteral))
       BroadcastNestedLoopJoinExec(l, r, side, joinType, Some(onExecutors)) :: Nil
@@ -173,12 +192,13 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
     case BuildLeft  => (build, planLater(right))
   }
 
-  /** The gather of the hinted side, with the session's options. */
+  /** The gather of the hinted side, with the session's options, by one rank per task slot. */
   private def gather(marker: AllGatherJoinHint): NpuAllGatherExec = {
     val session = SparkSession.active
     val options = AllGatherOptions.fromConf(session.conf.getAll.asJava)
     val sourceRank = AttributeReference(options.sourceRankColumn, IntegerType, nullable = false)()
-    NpuAllGatherExec(sourceRank, options, planLater(marker.child))
+    val slots = math.max(1, session.sparkContext.defaultParallelism)
+    NpuAllGatherExec(sourceRank, options, planLater(marker.child), Some(slots))
   }
 }
 
@@ -281,8 +301,12 @@ object PullUpAllGatherJoinHint extends Rule[LogicalPlan] {
   * a task first asks for it. Nothing passes through the driver. A hinted build side (not
   * `automatic`) above `spark.npugather.join.maxBuildBytes` fails before the gather starts.
   */
-case class ExecutorBuildExec(mode: BroadcastMode, child: SparkPlan, automatic: Boolean = false)
-    extends UnaryExecNode {
+case class ExecutorBuildExec(
+    mode: BroadcastMode,
+    child: SparkPlan,
+    automatic: Boolean,
+    estimatedBytes: BigInt
+) extends UnaryExecNode {
 
   private def gatherNode: NpuAllGatherExec = child.collectFirst { case g: NpuAllGatherExec =>
     g
@@ -299,10 +323,10 @@ case class ExecutorBuildExec(mode: BroadcastMode, child: SparkPlan, automatic: B
   )
 
   @transient private lazy val relation: ExecutorRelation[AnyRef] = {
-    if (!automatic) {
-      requireWithinLimit()
-    }
     val handle = gatherNode.gatheredOutputs
+    if (!automatic) {
+      requireWithinLimit(handle)
+    }
     handle.foreach { h =>
       // The barrier stage alone: every rank's output stays in its executor.
       sparkContext.submitMapStage(h.dependency).get()
@@ -318,25 +342,25 @@ case class ExecutorBuildExec(mode: BroadcastMode, child: SparkPlan, automatic: B
     )
   }
 
-  /** Spark's size of the rows the gather reads (the shuffle that spreads them over the ranks: run
-    * now if it has not run), against the limit. Without such a shuffle the gather's own memory
-    * check applies.
+  /** Spark's size of the rows the gather reads, against the limit: the bytes of the shuffle that
+    * spreads them over the ranks (run now, alone), or of the shuffle the gather reads them from;
+    * otherwise, when the ranks compute them, Spark's estimate of the build side (`estimatedBytes`).
     */
-  private def requireWithinLimit(): Unit = {
+  private def requireWithinLimit(handle: Option[GatheredOutputsHandle]): Unit = {
     val limit = conf.getConfString(
       ExecutorBroadcastConf.MAX_BUILD_BYTES,
       ExecutorBroadcastConf.DEFAULT_MAX_BUILD_BYTES
     )
     val limitBytes = ExecutorBroadcastConf.maxBuildBytes(limit)
-    val size: Option[BigInt] = gatherNode.child.collectFirst {
-      case stage: ShuffleQueryStageExec  => stage.getRuntimeStatistics.sizeInBytes
-      case exchange: ShuffleExchangeExec =>
+    val size: BigInt = handle.flatMap(_.spread) match {
+      case Some(spread) =>
         // null when the input has no partitions
-        val stats = ThreadUtils.awaitResult(exchange.mapOutputStatisticsFuture, Duration.Inf)
+        val stats = sparkContext.submitMapStage(spread).get()
         BigInt(Option(stats).map(_.bytesByPartitionId.sum).getOrElse(0L))
+      case None => ExecutorBuildExec.shuffledBytes(gatherNode.child).getOrElse(estimatedBytes)
     }
-    size.filter(_ > limitBytes).foreach { bytes =>
-      throw ExecutorBroadcastConf.buildSideTooLarge(bytes.toLong, limitBytes, limit)
+    if (size > limitBytes) {
+      throw ExecutorBroadcastConf.buildSideTooLarge(size.toLong, limitBytes, limit)
     }
   }
 
@@ -353,6 +377,26 @@ case class ExecutorBuildExec(mode: BroadcastMode, child: SparkPlan, automatic: B
 
   override protected def withNewChildInternal(newChild: SparkPlan): ExecutorBuildExec =
     copy(child = newChild)
+}
+
+object ExecutorBuildExec {
+
+  /** The bytes of the shuffle output that `plan` reads as it is (under projections, filters and
+    * code generation), once that shuffle has run: run now when adaptive execution has not run it.
+    */
+  private def shuffledBytes(plan: SparkPlan): Option[BigInt] = plan match {
+    case stage: ShuffleQueryStageExec  => Some(stage.getRuntimeStatistics.sizeInBytes)
+    case exchange: ShuffleExchangeExec =>
+      // null when the input has no partitions
+      val stats = ThreadUtils.awaitResult(exchange.mapOutputStatisticsFuture, Duration.Inf)
+      Some(BigInt(Option(stats).map(_.bytesByPartitionId.sum).getOrElse(0L)))
+    case read: AQEShuffleReadExec       => shuffledBytes(read.child)
+    case project: ProjectExec           => shuffledBytes(project.child)
+    case filter: FilterExec             => shuffledBytes(filter.child)
+    case codegen: WholeStageCodegenExec => shuffledBytes(codegen.child)
+    case input: InputAdapter            => shuffledBytes(input.child)
+    case _                              => None
+  }
 }
 
 /** The value of an executor-side broadcast: on the driver only the gather's whereabouts (and a
@@ -479,14 +523,37 @@ case class ExecutorBroadcastHashJoinExec(
     "numOutputRows" -> SQLMetrics.createMetric(sparkContext, "number of output rows")
   )
 
-  /** The relation is an executor's; generated code would read it on the driver to plan itself. */
-  override def supportCodegen: Boolean = false
-
   override def inputRDDs(): Seq[RDD[InternalRow]] =
-    throw new UnsupportedOperationException(s"$nodeName generates no code")
+    streamedPlan.asInstanceOf[CodegenSupport].inputRDDs()
 
-  override protected def prepareRelation(ctx: CodegenContext): HashedRelationInfo =
-    throw new UnsupportedOperationException(s"$nodeName generates no code")
+  /** Whether a stream row may meet several build rows is unknown while the code is generated (the
+    * relation exists only in the executors), so the result is copied as for duplicate keys.
+    */
+  override def needCopyResult: Boolean = joinType match {
+    case _: InnerLike | LeftOuter | RightOuter => true
+    case _ => streamedPlan.asInstanceOf[CodegenSupport].needCopyResult
+  }
+
+  /** Generated code over a relation that only the executors hold: its class, key uniqueness and
+    * emptiness are not read here, on the driver, as Spark's broadcast hash join does; the code uses
+    * the general form (`HashedRelation.get`, which is null for a missing key and for an empty
+    * relation), correct for every relation the build side makes.
+    */
+  override protected def prepareRelation(ctx: CodegenContext): HashedRelationInfo = {
+    val relation = buildPlan.executeBroadcast[HashedRelation]()
+    val reference = ctx.addReferenceObj("executorRelation", relation)
+    val className = classOf[HashedRelation].getName
+    val term = ctx.addMutableState(
+      className,
+      "relation",
+      v => s"""
+        | $v = (($className) $reference.value()).asReadOnlyCopy();
+        | incPeakExecutionMemory($v.estimatedSize());
+      """.stripMargin,
+      forceInline = true
+    )
+    HashedRelationInfo(term, keyIsUnique = false, isEmpty = false)
+  }
 
   override protected def doExecute(): RDD[InternalRow] = {
     val numOutputRows = longMetric("numOutputRows")
