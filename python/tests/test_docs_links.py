@@ -11,7 +11,8 @@ from typing import Dict, Iterator, List, Set, Tuple
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
+# [text](target) and ![alt](target); the text may hold one level of brackets ("local[4]").
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)\)")
 CITED_DOC = re.compile(r"\bdocs/[A-Za-z0-9_./-]+\.md\b")
 # Code and build files; the docs' own links are the test above's (npu.md cites vendors' docs/).
 SOURCE_SUFFIXES = {".java", ".scala", ".py", ".sh", ".cc", ".h", ".c", ".xml", ".toml", ".properties"}
@@ -64,7 +65,7 @@ def anchors(page: Path) -> Set[str]:
 def links(page: Path) -> Iterator[Tuple[str, str]]:
     """(link as written, target) for every relative link of the page."""
     for match in LINK.finditer(prose(page.read_text(encoding="utf-8"))):
-        target = match.group(1) or match.group(2)
+        target = match.group(1)
         if re.match(r"^[a-z][a-z0-9+.-]*:", target):
             continue  # http:, https:, mailto:
         yield match.group(0), target

@@ -41,6 +41,23 @@ public final class LineChart {
   private static final String[] COLOURS = {
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"
   };
+
+  /** The benchmarks' own series keep one colour in every chart: ours blue, Spark's others apart. */
+  private static final Map<String, String> KNOWN_COLOURS =
+      Map.ofEntries(
+          Map.entry("npu", "#1f77b4"),
+          Map.entry("ours", "#1f77b4"),
+          Map.entry("allgather", "#1f77b4"),
+          Map.entry("npu-per-rank", "#17becf"),
+          Map.entry("broadcast", "#d62728"),
+          Map.entry("mpi", "#d62728"),
+          Map.entry("barrier-strings", "#9467bd"),
+          Map.entry("shuffle", "#8c564b"),
+          Map.entry("sort-merge", "#8c564b"),
+          Map.entry("floor", "#2ca02c"),
+          Map.entry("memcpy", "#7f7f7f"),
+          Map.entry("floor + memcpy", "#ff7f0e"));
+
   private static final int WIDTH = 760;
   private static final int HEIGHT = 460;
   private static final int LEFT = 80;
@@ -116,7 +133,7 @@ public final class LineChart {
           Map.copyOf(where),
           logX,
           logY,
-          title == null ? y + " against " + x : title,
+          title == null ? y + " against " + x + filters(where) : title,
           output);
     }
   }
@@ -154,7 +171,7 @@ public final class LineChart {
     }
     if (points.isEmpty()) {
       throw new IllegalArgumentException(
-          "no row of " + o.inputs() + " has both " + o.x() + " and " + o.y() + filters(o));
+          "no row of " + o.inputs() + " has both " + o.x() + " and " + o.y() + filters(o.where()));
     }
     Map<String, List<double[]>> lines = new LinkedHashMap<>();
     points.forEach(
@@ -228,8 +245,10 @@ public final class LineChart {
     return columns;
   }
 
-  private static String filters(Options o) {
-    return o.where().isEmpty() ? "" : " where " + o.where();
+  private static String filters(Map<String, String> where) {
+    List<String> filters = new ArrayList<>();
+    where.forEach((column, value) -> filters.add(column + "=" + value));
+    return filters.isEmpty() ? "" : " (" + String.join(", ", filters) + ")";
   }
 
   private static double number(Path input, int line, String column, String value) {
@@ -351,14 +370,14 @@ public final class LineChart {
             HEIGHT,
             WIDTH,
             HEIGHT));
-    s.append("<title>").append(xml(o.title() + filters(o))).append("</title>\n");
+    s.append("<title>").append(xml(o.title())).append("</title>\n");
     s.append(String.format("<rect width=\"%d\" height=\"%d\" fill=\"white\"/>%n", WIDTH, HEIGHT));
     s.append(
         String.format(
             Locale.ROOT,
             "<text class=\"title\" x=\"%d\" y=\"24\" font-size=\"14\">%s</text>%n",
             LEFT,
-            xml(o.title() + filters(o))));
+            xml(o.title())));
     s.append("<g class=\"axes\" stroke=\"#ccc\">\n");
     for (double t : ax.ticks()) {
       double px = LEFT + ax.fraction(t) * plotW;
@@ -396,7 +415,7 @@ public final class LineChart {
     s.append("</g>\n");
     int index = 0;
     for (Map.Entry<String, List<double[]>> e : lines.entrySet()) {
-      String colour = COLOURS[index % COLOURS.length];
+      String colour = KNOWN_COLOURS.getOrDefault(e.getKey(), COLOURS[index % COLOURS.length]);
       s.append(
           String.format(
               "<g class=\"series\" data-series=\"%s\" stroke=\"%s\" fill=\"%s\">%n",
