@@ -14,8 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # [text](target) and ![alt](target); the text may hold one level of brackets ("local[4]").
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)\)")
 CITED_DOC = re.compile(r"\bdocs/[A-Za-z0-9_./-]+\.md\b")
-# Code and build files; the docs' own links are the test above's (npu.md cites vendors' docs/).
-SOURCE_SUFFIXES = {".java", ".scala", ".py", ".sh", ".cc", ".h", ".c", ".xml", ".toml", ".properties"}
+# Code and build files; the docs' own links are the test below's (npu.md cites vendors'
+# docs/).
+SOURCE_SUFFIXES = {".java", ".scala", ".py", ".sh", ".cc", ".h", ".c", ".xml", ".toml",
+                   ".properties"}
 SKIPPED_DIRS = {".git", "target", "venv", ".venv", "node_modules", "__pycache__"}
 
 
