@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.Stream;
 import javax.xml.parsers.DocumentBuilderFactory;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -30,59 +31,29 @@ class LineChartTest {
 
   @Test
   void repeatedRunsDrawAsOneLinePerSeriesThroughTheirMedians(@TempDir Path dir) throws Exception {
-    Path ours1 =
-        write(
-            dir,
-            "ours.n2.r1.csv",
-            HEADER
-                + "65536,65536,uint8,10,,,0,0\n"
-                + "131072,131072,uint8,20,,,0,0\n"
-                + "262144,262144,uint8,40,,,0,0\n");
-    Path ours2 =
-        write(
-            dir,
-            "ours.n2.r2.csv",
-            HEADER
-                + "65536,65536,uint8,30,,,0,0\n"
-                + "131072,131072,uint8,20,,,0,0\n"
-                + "262144,262144,uint8,50,,,0,0\n");
-    Path mpi =
-        write(
-            dir,
-            "mpi.n2.r1.csv",
-            HEADER
-                + "65536,65536,uint8,15,,,0,0\n"
-                + "131072,131072,uint8,25,,,0,0\n"
-                + "262144,262144,uint8,45,,,0,0\n");
+    Path ours1 = write(dir, "ours.n2.r1.csv", sweep(10, 20, 40));
+    Path ours2 = write(dir, "ours.n2.r2.csv", sweep(30, 20, 50));
+    Path mpi = write(dir, "mpi.n2.r1.csv", sweep(15, 25, 45));
 
     Document svg =
-        parse(
-            LineChart.draw(
-                LineChart.Options.parse(
-                    "--x",
-                    "size_bytes_per_rank",
-                    "--y",
-                    "time_us",
-                    "--series",
-                    "file",
-                    "--log-x",
-                    "--title",
-                    "time & size <2 ranks>",
-                    ours1.toString(),
-                    ours2.toString(),
-                    mpi.toString())));
+        svg(
+            "--x size_bytes_per_rank --y time_us --series file --log-x --title time&size<2ranks>",
+            ours1,
+            ours2,
+            mpi);
 
     Map<String, List<String>> lines = points(svg);
     assertEquals(List.of("mpi", "ours"), List.copyOf(lines.keySet()));
     assertEquals(List.of("65536:15", "131072:25", "262144:45"), lines.get("mpi"));
     assertEquals(List.of("65536:20", "131072:20", "262144:45"), lines.get("ours"));
-    NodeList ticks = svg.getElementsByTagName("text");
+    NodeList texts = svg.getElementsByTagName("text");
     List<String> labels = new ArrayList<>();
-    for (int i = 0; i < ticks.getLength(); i++) {
-      labels.add(ticks.item(i).getTextContent());
+    for (int i = 0; i < texts.getLength(); i++) {
+      labels.add(texts.item(i).getTextContent());
     }
     assertTrue(
-        labels.containsAll(List.of("64 KiB", "128 KiB", "256 KiB", "time_us", "ours")),
+        labels.containsAll(
+            List.of("time&size<2ranks>", "64 KiB", "128 KiB", "256 KiB", "time_us", "ours")),
         labels.toString());
   }
 
@@ -103,20 +74,9 @@ class LineChartTest {
 
     Map<String, List<String>> time =
         points(
-            parse(
-                LineChart.draw(
-                    LineChart.Options.parse(
-                        "--x",
-                        "partition_bytes",
-                        "--y",
-                        "median_ms",
-                        "--series",
-                        "method",
-                        "--where",
-                        "ranks=2",
-                        "--log-x",
-                        "--log-y",
-                        csv.toString()))));
+            svg(
+                "--x partition_bytes --y median_ms --series method --where ranks=2 --log-x --log-y",
+                csv));
     assertEquals(
         List.of("broadcast", "floor", "floor + memcpy", "memcpy", "npu"),
         List.copyOf(time.keySet()));
@@ -124,68 +84,54 @@ class LineChartTest {
     assertEquals(List.of("4194304:16", "67108864:256"), time.get("floor + memcpy"));
 
     Map<String, List<String>> memory =
-        points(
-            parse(
-                LineChart.draw(
-                    LineChart.Options.parse(
-                        "--x",
-                        "partition_bytes",
-                        "--y",
-                        "offheap_mib",
-                        "--series",
-                        "method",
-                        csv.toString()))));
+        points(svg("--x partition_bytes --y offheap_mib --series method", csv));
     assertEquals(List.of("broadcast", "floor", "npu"), List.copyOf(memory.keySet()));
     assertEquals(List.of("4194304:8", "67108864:128"), memory.get("npu"));
   }
 
   @Test
   void aColumnTheCsvLacksIsRefusedNamingTheColumnsItHas(@TempDir Path dir) throws Exception {
-    Path csv = write(dir, "ours.csv", HEADER + "65536,65536,uint8,10,,,0,0\n");
-    IllegalArgumentException e =
-        assertThrows(
-            IllegalArgumentException.class,
-            () ->
-                LineChart.draw(
-                    LineChart.Options.parse(
-                        "--x", "size_bytes_per_rank", "--y", "median_ms", csv.toString())));
-    assertTrue(
-        e.getMessage().contains("no column 'median_ms'") && e.getMessage().contains("time_us"),
-        e.getMessage());
+    Path csv = write(dir, "ours.csv", sweep(10, 20, 40));
+    String missing = refusal("--x size_bytes_per_rank --y median_ms", csv);
+    assertTrue(missing.contains("no column 'median_ms'") && missing.contains("time_us"), missing);
+    String empty = refusal("--x size_bytes_per_rank --y time_us --where type=float32", csv);
+    assertTrue(empty.contains("type=float32"), empty);
+    String log = refusal("--x size_bytes_per_rank --y wrong --log-y", csv);
+    assertTrue(log.contains("wrong has 0"), log);
+  }
 
-    IllegalArgumentException empty =
-        assertThrows(
-            IllegalArgumentException.class,
-            () ->
-                LineChart.draw(
-                    LineChart.Options.parse(
-                        "--x",
-                        "size_bytes_per_rank",
-                        "--y",
-                        "time_us",
-                        "--where",
-                        "type=float32",
-                        csv.toString())));
-    assertTrue(empty.getMessage().contains("type=float32"), empty.getMessage());
-
-    IllegalArgumentException log =
-        assertThrows(
-            IllegalArgumentException.class,
-            () ->
-                LineChart.draw(
-                    LineChart.Options.parse(
-                        "--x", "size_bytes_per_rank", "--y", "wrong", "--log-y", csv.toString())));
-    assertTrue(log.getMessage().contains("wrong has 0"), log.getMessage());
+  /** One rank count's sweep over 64, 128 and 256 KiB per rank, taking these times. */
+  private static String sweep(int... micros) {
+    StringBuilder csv = new StringBuilder(HEADER);
+    for (int i = 0; i < micros.length; i++) {
+      long bytes = 65536L << i;
+      csv.append(bytes + "," + bytes + ",uint8," + micros[i] + ",,,0,0\n");
+    }
+    return csv.toString();
   }
 
   private static Path write(Path dir, String name, String text) throws Exception {
     return Files.writeString(dir.resolve(name), text, StandardCharsets.UTF_8);
   }
 
-  private static Document parse(String svg) throws Exception {
+  /** The chart of {@code options} (split at spaces) over {@code csvs}, parsed as XML. */
+  private static Document svg(String options, Path... csvs) throws Exception {
+    String svg = LineChart.draw(LineChart.Options.parse(args(options, csvs)));
     return DocumentBuilderFactory.newInstance()
         .newDocumentBuilder()
         .parse(new ByteArrayInputStream(svg.getBytes(StandardCharsets.UTF_8)));
+  }
+
+  private static String refusal(String options, Path... csvs) {
+    return assertThrows(
+            IllegalArgumentException.class,
+            () -> LineChart.draw(LineChart.Options.parse(args(options, csvs))))
+        .getMessage();
+  }
+
+  private static String[] args(String options, Path... csvs) {
+    return Stream.concat(Stream.of(options.split(" ")), Stream.of(csvs).map(Path::toString))
+        .toArray(String[]::new);
   }
 
   /** Per series its points as "x:y", in the order the polyline draws them. */
