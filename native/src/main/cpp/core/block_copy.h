@@ -6,7 +6,7 @@
 
 namespace npg {
 
-// From this many bytes a copy streams (docs/performance.md, "Large copies past the cache"):
+// From this many bytes a copy streams (docs/performance/2026-12-large-copies-and-tcp-read-ahead.md):
 // the destination is larger than a core's share of the last-level cache, so caching it only
 // evicts other data, and the ordinary store first reads each destination line into the cache
 // (read for ownership), a third of the copy's memory traffic. Below it the destination often
@@ -15,8 +15,8 @@ constexpr uint64_t kStreamCopyMinBytes = 8ull << 20;
 
 // From this many bytes glibc's x86-64 memcpy may copy with `rep movsb`, which on CPUs with fast
 // short `rep movsb` (AMD Zen 3 and later, measured here) runs 15x slower when the destination
-// lies 1 to 127 bytes past the source modulo the 4 KiB page (docs/performance.md, "Copies whose
-// addresses nearly alias"). Smaller copies use vector moves and are not affected.
+// lies 1 to 127 bytes past the source modulo the 4 KiB page
+// (docs/performance/2026-12-aliasing-copies.md). Smaller copies use vector moves and are not affected.
 constexpr uint64_t kAliasedCopyMinBytes = 2048;
 
 // memcpy(dst, src, len) for buffers that do not overlap, at the same speed whatever the

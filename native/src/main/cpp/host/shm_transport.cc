@@ -56,7 +56,8 @@ constexpr auto kOversubscribedSpinBudget = std::chrono::microseconds(2);
 // yield hands the CPU at once to an awaited rank that shares it, where a sleep and its
 // wake-up cost a round trip through the scheduler; and a waiter that stays awake longer than
 // a sleeping peer takes to wake on an idle virtual CPU (measured up to ~500 us) keeps the
-// ranks from taking turns to sleep, every collective costing a wake-up (docs/performance.md).
+// ranks from taking turns to sleep, every collective costing a wake-up
+// (docs/performance/2026-12-shm-waits-and-eager-path.md).
 constexpr auto kYieldBudget = std::chrono::microseconds(1000);
 constexpr auto kOversubscribedYieldBudget = std::chrono::microseconds(200);
 // Longest single sleep on the bell: abort, deadline and peer exits are noticed at least this often.

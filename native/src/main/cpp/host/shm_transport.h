@@ -25,10 +25,12 @@ constexpr uint64_t kDefaultStagingChunkBytes = 4ull << 20;
 // NPUGATHER_STAGING_CHUNK_BYTES if set and sane, else kDefaultStagingChunkBytes.
 uint64_t staging_chunk_bytes_from_env();
 
-// Blocks up to this many bytes travel eagerly (measured crossovers, docs/performance.md): the
-// eager copy through the segment costs more than reading the peer's buffer directly, and
-// saves a system call (cma) and the done round. Ranks as threads read directly at no such
-// cost, unless the host's ranks outnumber its CPUs, where every round costs context switches.
+// Blocks up to this many bytes travel eagerly (measured crossovers:
+// docs/performance/2026-12-shm-waits-and-eager-path.md; oversubscribed:
+// docs/performance/2026-12-open-mpi-quiet-machine.md): the eager copy through the segment costs
+// more than reading the peer's buffer directly, and saves a system call (cma) and the done round.
+// Ranks as threads read directly at no such cost, unless the host's ranks outnumber its CPUs,
+// where every round costs context switches.
 constexpr uint64_t kEagerBytes = 8ull << 10;
 constexpr uint64_t kOversubscribedEagerBytes = 256ull << 10;
 // NPUGATHER_EAGER_BYTES if set and a number (0: never eager), else the default above. Each

@@ -30,8 +30,7 @@ struct BlockHeader {
   // 40 bytes of fields, zero-padded to a cache line: a block that follows its header keeps
   // the 64-byte alignment it has in memory within the stream, so the kernel's copies into and
   // out of socket buffers have source and destination aligned alike (a 40-byte header made
-  // 4-8 MiB blocks 1.5x slower on loopback; docs/performance.md, "This version on a quiet
-  // machine").
+  // 4-8 MiB blocks 1.5x slower on loopback; docs/performance/2026-12-open-mpi-quiet-machine.md).
   static constexpr size_t kBytes = 64;
   uint32_t magic;
   int32_t rank;
@@ -89,8 +88,9 @@ iovec receive_span(bool in_header, uint8_t* header, uint8_t* dst, uint64_t follo
 // The receiving end of one link. A read of fewer than kBufferBytes goes through a buffer that
 // takes what the socket holds, up to kBufferBytes, so that one recv brings a small block's
 // header and its bytes, often the next blocks' too (a header and its bytes in two recv calls
-// made 1-8 KiB blocks cost more than Open MPI's; docs/performance.md); larger reads go
-// straight to their place once the buffer is empty. Bytes read ahead wait in the buffer for
+// made 1-8 KiB blocks cost more than Open MPI's;
+// docs/performance/2026-12-large-copies-and-tcp-read-ahead.md); larger reads go straight to their
+// place once the buffer is empty. Bytes read ahead wait in the buffer for
 // the next read, of this collective or the next, so the reader lives as long as its link.
 class LinkReader {
  public:
@@ -156,7 +156,7 @@ class LinkWaiter {
 };
 
 // Signals between ranks beside the blocks: why a rank gave up, so that the ranks it feeds name
-// the rank that stalled or left (docs/architecture.md, "TCP ring"), or an answer to the ring's
+// the rank that stalled or left (docs/host-protocol.md, "TCP ring"), or an answer to the ring's
 // probe. One byte: the sender gave up because the rank `distance` places before it (sender -
 // distance, modulo the ranks) stalled (kUrgentTimedOut) or closed its communicator (kUrgentClosed;
 // distance 0: the sender itself; kUrgentFar: farther than 62 ranks, or unknown); a byte below

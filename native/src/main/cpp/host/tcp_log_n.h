@@ -76,7 +76,7 @@ class FlatTcp final : public HostTransport {
   // Below this many ranks log2 N saves no step over N-1.
   static constexpr int32_t kMinLogNRanks = 4;
   // kAuto runs log-N while the whole output is at most this many bytes (measured crossover
-  // on loopback at 8 ranks, docs/performance.md).
+  // on loopback at 8 ranks, docs/performance/2026-12-log-n-bruck.md).
   static constexpr uint64_t kLogNMaxBytes = 256ull << 10;
 
   static TcpAlgorithm algorithm(uint32_t flags);

@@ -34,8 +34,7 @@ class TcpRing final : public HostTransport {
   // Before blocking in poll the ring polls without sleeping for 1 ms: a neighbour's next
   // bytes usually arrive within it, and a sleeping rank's wake-up on a busy host costs more.
   // When this host's ranks outnumber its CPUs it yields its CPU between polls, which hands
-  // the CPU at once to a co-located rank it waits for (docs/performance.md, "This version on
-  // a quiet machine").
+  // the CPU at once to a co-located rank it waits for (docs/performance/2026-12-open-mpi-quiet-machine.md).
   static constexpr LinkSpin kPollSpin{std::chrono::microseconds(1000), false};
   static constexpr LinkSpin kOversubscribedPollSpin{std::chrono::microseconds(1000), true};
   void set_poll_spin(LinkSpin spin);

@@ -16,6 +16,7 @@ record BenchOptions(
     int runs,
     int warmup,
     Path output,
+    Path csv,
     int executorMemoryMb,
     String executorJavaOptions,
     boolean checkHashRepartition) {
@@ -29,12 +30,15 @@ record BenchOptions(
           "  --shapes LIST          of floats (id bigint + 16 float columns), vector (id bigint +",
           "                         array<float> of 64), mixed (id bigint + string +",
           "                         struct<x float, y float, label string>); default all",
-          "  --methods LIST         of npu, broadcast, barrier-strings, shuffle, floor; default all",
+          "  --methods LIST         of npu, npu-per-rank, broadcast, barrier-strings, shuffle, floor;",
+          "                         default all",
           "  --masters local,cluster local: local[N]; cluster: local-cluster[N,1,mem], one executor",
           "                         JVM per rank; default both",
           "  --runs N               measured runs per method and shape (median, min-max); default 5",
           "  --warmup N             unmeasured runs first; default 1",
           "  --output FILE          also write the markdown report to FILE",
+          "  --csv FILE             also write every measurement as a CSV row to FILE (the input",
+          "                         of --chart: bin/npugather-bench --chart --help)",
           "  --executor-memory-mb N executor JVM heap in cluster mode; default 2048",
           "  --executor-java-options S  extra executor JVM options in cluster mode",
           "  --check-hash-repartition   also run repartition(N, col(\"target\")) and report whether",
@@ -52,6 +56,7 @@ record BenchOptions(
     int runs = 5;
     int warmup = 1;
     Path output = null;
+    Path csv = null;
     int executorMemoryMb = 2048;
     String executorJavaOptions = "";
     boolean checkHash = false;
@@ -74,6 +79,7 @@ record BenchOptions(
         case "--runs" -> runs = positive(flag, value, 1);
         case "--warmup" -> warmup = positive(flag, value, 0);
         case "--output" -> output = Path.of(value);
+        case "--csv" -> csv = Path.of(value);
         case "--executor-memory-mb" -> executorMemoryMb = positive(flag, value, 256);
         case "--executor-java-options" -> executorJavaOptions = value;
         default -> throw new IllegalArgumentException("unknown option " + flag + "\n" + USAGE);
@@ -88,6 +94,7 @@ record BenchOptions(
         runs,
         warmup,
         output,
+        csv,
         executorMemoryMb,
         executorJavaOptions,
         checkHash);

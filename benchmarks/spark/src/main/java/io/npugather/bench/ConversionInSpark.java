@@ -23,8 +23,8 @@ import org.apache.spark.sql.execution.SparkPlan;
  * and read every gathered value as rows (Spark's generated ColumnarToRow over the gathered
  * batches). Arguments: ranks, MiB per rank, iterations, shape ({@code floats}: id bigint + 16 float
  * columns; {@code array}: id bigint + features array&lt;float&gt; of 16). Prints each iteration and
- * the medians after the first (warm-up) one. Command: docs/performance.md, "Conversion: Spark
- * partitions to Arrow and back".
+ * the medians after the first (warm-up) one. Command and figures:
+ * docs/performance/2026-12-conversion.md.
  */
 public final class ConversionInSpark {
   private ConversionInSpark() {}

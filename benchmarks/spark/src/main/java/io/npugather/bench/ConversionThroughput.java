@@ -36,7 +36,7 @@ import org.apache.spark.unsafe.Platform;
  * vectors over a receive buffer, plus a full scan of the gathered batches. Reports the median and
  * the range over the iterations after one warm-up.
  *
- * <p>Command: docs/performance.md, "Conversion: Spark partitions to Arrow and back".
+ * <p>Command and figures: docs/performance/2026-12-conversion.md.
  */
 public final class ConversionThroughput {
   private ConversionThroughput() {}

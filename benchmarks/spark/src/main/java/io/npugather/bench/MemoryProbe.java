@@ -26,7 +26,7 @@ import org.apache.spark.sql.util.ArrowUtils;
  * the run (live data, plus old garbage a young GC keeps; 0 when no GC ran). Off-heap: bytes held by
  * Spark's Arrow root allocator and by NpuGather's ({@link GatherMemory}: its tasks' allocators)
  * plus the JDK's direct buffer pool, above their level at the reset. The idle memory NpuGather's
- * cache keeps between gathers is not counted (docs/performance.md gives its bound). Netty's own
+ * cache keeps between gathers is not counted (docs/benchmarks.md gives its bound). Netty's own
  * pooled transfer buffers are not counted. A sample can miss a peak shorter than the period.
  */
 final class MemoryProbe {

@@ -3,6 +3,7 @@ package io.npugather.bench;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 
@@ -61,18 +62,9 @@ final class Report {
       for (Measurement m : group) {
         row(md, m, m.median(), millis(m.min()) + "-" + millis(m.max()), npu);
       }
-      Measurement floor = find(group, "floor");
-      Measurement memcpy = find(group, SparkBenchmark.MEMCPY);
-      if (floor != null && memcpy != null) {
-        Measurement sum =
-            new Measurement(
-                floor.master,
-                floor.ranks,
-                floor.shape,
-                floor.partitionBytes,
-                SparkBenchmark.FLOOR_PLUS_MEMCPY,
-                memcpy.bytesPerRank);
-        row(md, sum, floor.median() + memcpy.median(), "", npu);
+      Measurement sum = floorPlusMemcpy(group);
+      if (sum != null) {
+        row(md, sum, sum.median(), "", npu);
       }
     }
     md.append(
@@ -99,6 +91,77 @@ final class Report {
       md.append('\n');
     }
     return md.toString();
+  }
+
+  /** The CSV columns, one row per measurement; times in ms, memory in MiB (see markdown()). */
+  static final String CSV_HEADER =
+      "master,ranks,shape,partition_bytes,method,median_ms,min_ms,max_ms,gbps,"
+          + "heap_mib,heap_after_gc_mib,offheap_mib,driver_heap_mib,verified";
+
+  /**
+   * Every measurement as one CSV row, and {@code floor + memcpy} where both ran: what {@code
+   * LineChart} draws (time or memory against size and ranks, one line per method).
+   */
+  String csv() {
+    StringBuilder csv = new StringBuilder(CSV_HEADER).append('\n');
+    for (List<Measurement> group : groups().values()) {
+      for (Measurement m : group) {
+        csvRow(csv, m, m.median(), m.min(), m.max(), !m.method.equals(SparkBenchmark.MEMCPY));
+      }
+      Measurement sum = floorPlusMemcpy(group);
+      if (sum != null) {
+        csvRow(csv, sum, sum.median(), sum.min(), sum.max(), false);
+      }
+    }
+    return csv.toString();
+  }
+
+  /** The bar npu is held to: the floor's median plus memcpy's, as one run; null without both. */
+  private static Measurement floorPlusMemcpy(List<Measurement> group) {
+    Measurement floor = find(group, "floor");
+    Measurement memcpy = find(group, SparkBenchmark.MEMCPY);
+    if (floor == null || memcpy == null) {
+      return null;
+    }
+    Measurement sum =
+        new Measurement(
+            floor.master,
+            floor.ranks,
+            floor.shape,
+            floor.partitionBytes,
+            SparkBenchmark.FLOOR_PLUS_MEMCPY,
+            memcpy.bytesPerRank);
+    sum.nanos.add(floor.median() + memcpy.median());
+    return sum;
+  }
+
+  private static void csvRow(
+      StringBuilder csv, Measurement m, long median, long min, long max, boolean memory) {
+    csv.append(
+        String.format(
+            Locale.ROOT,
+            "%s,%d,%s,%d,%s,%.3f,%.3f,%.3f,%.4f,%s,%s,%s,%s,%s%n",
+            m.master.equals("local") ? "local" : "cluster",
+            m.ranks,
+            m.shape.label(),
+            m.partitionBytes,
+            m.method,
+            median / 1e6,
+            min / 1e6,
+            max / 1e6,
+            m.bytesPerRank / (median / 1e9) / 1e9,
+            memory ? mibCsv(m.heapPeak) : "",
+            memory ? mibCsv(m.heapAfterGcPeak) : "",
+            memory ? mibCsv(m.offHeapPeak) : "",
+            memory ? mibCsv(m.driverHeapPeak) : "",
+            m.method.equals(SparkBenchmark.MEMCPY)
+                    || m.method.equals(SparkBenchmark.FLOOR_PLUS_MEMCPY)
+                ? "n/a"
+                : m.verified() ? "yes" : "no"));
+  }
+
+  private static String mibCsv(long bytes) {
+    return String.format(Locale.ROOT, "%.2f", bytes / 1048576.0);
   }
 
   private static void row(

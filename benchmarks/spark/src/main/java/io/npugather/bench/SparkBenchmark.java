@@ -59,7 +59,10 @@ public final class SparkBenchmark {
     }
   }
 
-  /** Runs every configuration, prints the report and writes it to {@code --output}. */
+  /**
+   * Runs every configuration, prints the report and writes it to {@code --output} and {@code
+   * --csv}.
+   */
   Report run(String commandLine) throws Exception {
     String loadBefore = loadAverage();
     for (String master : options.masters()) {
@@ -78,6 +81,9 @@ public final class SparkBenchmark {
     System.out.println(markdown);
     if (options.output() != null) {
       Files.writeString(options.output(), markdown, StandardCharsets.UTF_8);
+    }
+    if (options.csv() != null) {
+      Files.writeString(options.csv(), report.csv(), StandardCharsets.UTF_8);
     }
     return report;
   }

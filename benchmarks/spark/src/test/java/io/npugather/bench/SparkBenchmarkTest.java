@@ -43,6 +43,7 @@ class SparkBenchmarkTest {
   void everyMethodDeliversEveryRowToEveryRankAndTheReportIsWritten(@TempDir Path dir)
       throws Exception {
     Path output = dir.resolve("report.md");
+    Path csv = dir.resolve("report.csv");
     String[] args = {
       "--ranks",
       "2",
@@ -56,7 +57,9 @@ class SparkBenchmarkTest {
       "0",
       "--check-hash-repartition",
       "--output",
-      output.toString()
+      output.toString(),
+      "--csv",
+      csv.toString()
     };
     Report report = new SparkBenchmark(BenchOptions.parse(args)).run(String.join(" ", args));
 
@@ -89,6 +92,14 @@ class SparkBenchmarkTest {
               .count(),
           method + " once per shape in\n" + markdown);
     }
+    // The CSV: its header, then a verified row per shape and method (floor + memcpy included).
+    List<String> rows = Files.readAllLines(csv);
+    assertEquals(Report.CSV_HEADER, rows.get(0));
+    assertEquals(
+        Shape.values().length * (GatherMethod.NAMES.size() + 2), rows.size() - 1, rows::toString);
+    assertTrue(
+        rows.stream().skip(1).allMatch(row -> row.endsWith(",yes") || row.endsWith(",n/a")),
+        rows::toString);
     // With 2 targets, murmur3 puts both in one partition: the check must say so.
     assertTrue(markdown.contains("WRONG (targets collide under hash partitioning)"), markdown);
   }
