@@ -13,6 +13,7 @@ record BenchOptions(
     List<Shape> shapes,
     List<String> methods,
     List<String> masters,
+    List<Integer> ranksPerExecutor,
     int runs,
     int warmup,
     Path output,
@@ -32,8 +33,11 @@ record BenchOptions(
           "                         struct<x float, y float, label string>); default all",
           "  --methods LIST         of npu, npu-per-rank, broadcast, barrier-strings, shuffle, floor;",
           "                         default all",
-          "  --masters local,cluster local: local[N]; cluster: local-cluster[N,1,mem], one executor",
-          "                         JVM per rank; default both",
+          "  --masters local,cluster local: local[N], every rank in the driver JVM; cluster:",
+          "                         local-cluster[N/k,k,mem], executor JVMs of k ranks each;",
+          "                         default both",
+          "  --ranks-per-executor 1,2  k for cluster: ranks per executor JVM, each a divisor of",
+          "                         every --ranks; default 1 (one executor JVM per rank)",
           "  --runs N               measured runs per method and shape (median, min-max); default 5",
           "  --warmup N             unmeasured runs first; default 1",
           "  --output FILE          also write the markdown report to FILE",
@@ -53,6 +57,7 @@ record BenchOptions(
     List<Shape> shapes = List.of(Shape.values());
     List<String> methods = GatherMethod.NAMES;
     List<String> masters = List.of("local", "cluster");
+    List<Integer> ranksPerExecutor = null;
     int runs = 5;
     int warmup = 1;
     Path output = null;
@@ -76,6 +81,8 @@ record BenchOptions(
         case "--shapes" -> shapes = list(flag, value, Shape::parse);
         case "--methods" -> methods = list(flag, value, v -> GatherMethod.named(v).name());
         case "--masters" -> masters = list(flag, value, v -> master(flag, v));
+        case "--ranks-per-executor" ->
+            ranksPerExecutor = list(flag, value, v -> positive(flag, v, 1));
         case "--runs" -> runs = positive(flag, value, 1);
         case "--warmup" -> warmup = positive(flag, value, 0);
         case "--output" -> output = Path.of(value);
@@ -85,12 +92,18 @@ record BenchOptions(
         default -> throw new IllegalArgumentException("unknown option " + flag + "\n" + USAGE);
       }
     }
+    if (ranksPerExecutor == null) {
+      ranksPerExecutor = List.of(1);
+    } else {
+      checkRanksPerExecutor(ranksPerExecutor, ranks, masters);
+    }
     return new BenchOptions(
         ranks,
         sizes,
         shapes,
         methods,
         masters,
+        ranksPerExecutor,
         runs,
         warmup,
         output,
@@ -98,6 +111,34 @@ record BenchOptions(
         executorMemoryMb,
         executorJavaOptions,
         checkHash);
+  }
+
+  /**
+   * Every executor JVM runs the same number of ranks, so each k divides every rank count; k applies
+   * only to executor JVMs (in local[N] the one JVM runs all N).
+   */
+  private static void checkRanksPerExecutor(
+      List<Integer> ranksPerExecutor, List<Integer> ranks, List<String> masters) {
+    if (!masters.contains("cluster")) {
+      throw new IllegalArgumentException(
+          "--ranks-per-executor: applies to --masters cluster (executor JVMs), not to "
+              + String.join(",", masters)
+              + " (in local[N] the driver JVM runs all N ranks)");
+    }
+    for (int k : ranksPerExecutor) {
+      for (int n : ranks) {
+        if (n % k != 0) {
+          throw new IllegalArgumentException(
+              "--ranks-per-executor: "
+                  + k
+                  + " does not divide --ranks "
+                  + n
+                  + " (every executor JVM runs the same number of ranks); allowed: divisors of"
+                  + " every rank count "
+                  + ranks);
+        }
+      }
+    }
   }
 
   private static <T> List<T> list(String flag, String value, Function<String, T> parse) {
@@ -160,7 +201,8 @@ record BenchOptions(
           flag
               + ": unknown master '"
               + value
-              + "'; allowed: local (local[N]), cluster (local-cluster[N,1,mem], executor JVMs)");
+              + "'; allowed: local (local[N]), cluster (local-cluster[N/k,k,mem], executor JVMs of k ranks:"
+              + " --ranks-per-executor)");
     }
     return v;
   }

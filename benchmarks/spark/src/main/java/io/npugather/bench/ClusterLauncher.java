@@ -16,8 +16,8 @@ import org.apache.spark.sql.SparkSession;
 
 /**
  * Spark sessions for the two settings: {@code local[N]} (ranks are threads of this JVM) and {@code
- * local-cluster[N,1,mem]} (a Master and N Workers in this JVM, each Worker starting one executor
- * JVM with one core).
+ * local-cluster[E,k,mem]} (a Master and E Workers in this JVM, each Worker starting one executor
+ * JVM with k cores: k ranks per executor JVM).
  *
  * <p>A Worker builds its executor's classpath from its Spark home's {@code jars/}; in local-cluster
  * mode it takes the home from {@code spark.test.home} when {@code spark.testing} is set. The
@@ -46,17 +46,31 @@ final class ClusterLauncher implements AutoCloseable {
     return new ClusterLauncher(SparkSession.builder().config(conf).getOrCreate(), null);
   }
 
+  /** {@code ranks} executor JVMs of one core (one rank) each; see the method below. */
+  static ClusterLauncher executorJvms(
+      int ranks, int executorMemoryMb, String executorJavaOptions, SparkConf conf)
+      throws IOException {
+    return executorJvms(ranks, 1, executorMemoryMb, executorJavaOptions, conf);
+  }
+
   /**
-   * {@code ranks} executor JVMs of {@code executorMemoryMb} each; extra executor JVM options from
-   * {@code executorJavaOptions} (e.g. a flight recording).
+   * {@code executors} executor JVMs of {@code coresPerExecutor} cores (task slots: ranks) and
+   * {@code executorMemoryMb} each; extra executor JVM options from {@code executorJavaOptions}
+   * (e.g. a flight recording).
    */
   static synchronized ClusterLauncher executorJvms(
-      int ranks, int executorMemoryMb, String executorJavaOptions, SparkConf conf)
+      int executors,
+      int coresPerExecutor,
+      int executorMemoryMb,
+      String executorJavaOptions,
+      SparkConf conf)
       throws IOException {
     Path home = Files.createTempDirectory("npugather-bench-spark-home-");
     try {
       List<String> directories = fillSparkHome(home);
-      conf.setMaster("local-cluster[" + ranks + ",1," + executorMemoryMb + "]")
+      conf.setMaster(
+              "local-cluster[" + executors + "," + coresPerExecutor + "," + executorMemoryMb + "]")
+          .set("spark.executor.cores", String.valueOf(coresPerExecutor))
           .set("spark.executor.memory", executorMemoryMb + "m")
           .set("spark.executor.extraClassPath", String.join(File.pathSeparator, directories))
           .set("spark.executor.extraJavaOptions", (jvmOpens() + " " + executorJavaOptions).trim())
@@ -76,7 +90,7 @@ final class ClusterLauncher implements AutoCloseable {
         System.setProperty("java.class.path", classPath);
       }
       ClusterLauncher launcher = new ClusterLauncher(SparkSession.builder().getOrCreate(), home);
-      launcher.awaitExecutors(sc, ranks, 180_000);
+      launcher.awaitExecutors(sc, executors, 180_000);
       return launcher;
     } catch (IOException | RuntimeException e) {
       delete(home);
@@ -84,16 +98,16 @@ final class ClusterLauncher implements AutoCloseable {
     }
   }
 
-  private void awaitExecutors(SparkContext sc, int ranks, long timeoutMillis) {
+  private void awaitExecutors(SparkContext sc, int executors, long timeoutMillis) {
     long deadline = System.currentTimeMillis() + timeoutMillis;
-    while (sc.statusTracker().getExecutorInfos().length - 1 < ranks) {
+    while (sc.statusTracker().getExecutorInfos().length - 1 < executors) {
       if (System.currentTimeMillis() > deadline) {
         close();
         throw new IllegalStateException(
             "only "
                 + (sc.statusTracker().getExecutorInfos().length - 1)
                 + " of "
-                + ranks
+                + executors
                 + " executor JVMs registered within "
                 + timeoutMillis
                 + " ms");

@@ -7,6 +7,10 @@ import java.util.List;
 final class Measurement {
   final String master;
   final int ranks;
+
+  /** Ranks in one executor JVM: all of them in local mode. */
+  final int ranksPerExecutor;
+
   final Shape shape;
   final long partitionBytes;
   final String method;
@@ -24,12 +28,14 @@ final class Measurement {
   Measurement(
       String master,
       int ranks,
+      int ranksPerExecutor,
       Shape shape,
       long partitionBytes,
       String method,
       long bytesPerRank) {
     this.master = master;
     this.ranks = ranks;
+    this.ranksPerExecutor = ranksPerExecutor;
     this.shape = shape;
     this.partitionBytes = partitionBytes;
     this.method = method;
@@ -41,6 +47,10 @@ final class Measurement {
     heapAfterGcPeak = Math.max(heapAfterGcPeak, heapAfterGc);
     offHeapPeak = Math.max(offHeapPeak, offHeap);
     driverHeapPeak = Math.max(driverHeapPeak, driverHeap);
+  }
+
+  void addMemory(MemoryProbes.Peaks peaks) {
+    addMemory(peaks.highest(0), peaks.highest(1), peaks.highest(2), peaks.driverHeap());
   }
 
   long median() {

@@ -51,12 +51,13 @@ final class Report {
         .append(loadAfter)
         .append("\n\n");
     md.append(
-        "| master | ranks | shape | MiB/partition | method | median ms | min-max ms |"
-            + " GB/s | x npu | heap MiB/executor | heap after GC MiB/executor |"
-            + " off-heap MiB/executor | driver heap MiB | verified |\n");
+        "| master | ranks | ranks/executor | shape | MiB/partition | method | median ms |"
+            + " min-max ms | GB/s | x npu | heap MiB/executor | heap after GC MiB/executor |"
+            + " off-heap MiB/executor | off-heap / (table + partition) | driver heap MiB |"
+            + " verified |\n");
     md.append(
-        "| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-            + " ---: | --- |\n");
+        "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+            + " ---: | ---: | --- |\n");
     for (List<Measurement> group : groups().values()) {
       Measurement npu = find(group, "npu");
       for (Measurement m : group) {
@@ -75,12 +76,15 @@ final class Report {
             + " heap after GC: the highest heap level a GC during the run left (0: no GC ran);"
             + " off-heap: Arrow allocators + JDK direct buffers; both sampled every "
             + MemoryProbe.PERIOD_MILLIS
-            + " ms, highest executor, highest run. In local mode the"
-            + " executor is the driver JVM.\n");
+            + " ms in every executor JVM, highest executor, highest run. In local mode the"
+            + " executor is the driver JVM. off-heap / (table + partition), for the methods that"
+            + " gather off-heap: off-heap per executor over the gathered table (ranks x"
+            + " MiB/partition) plus one partition.\n");
     md.append(
         "\nRatios (median time / npu's median time; npu / (floor + memcpy) last):\n\n"
-            + "| master | ranks | shape | MiB/partition | broadcast | barrier-strings | shuffle |"
-            + " npu / (floor + memcpy) |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+            + "| master | ranks | ranks/executor | shape | MiB/partition | broadcast |"
+            + " barrier-strings | shuffle | npu / (floor + memcpy) |\n"
+            + "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
     for (List<Measurement> group : groups().values()) {
       targets(md, group);
     }
@@ -95,8 +99,12 @@ final class Report {
 
   /** The CSV columns, one row per measurement; times in ms, memory in MiB (see markdown()). */
   static final String CSV_HEADER =
-      "master,ranks,shape,partition_bytes,method,median_ms,min_ms,max_ms,gbps,"
-          + "heap_mib,heap_after_gc_mib,offheap_mib,driver_heap_mib,verified";
+      "master,ranks,ranks_per_executor,shape,partition_bytes,method,median_ms,min_ms,max_ms,gbps,"
+          + "heap_mib,heap_after_gc_mib,offheap_mib,offheap_x_table_and_partition,"
+          + "driver_heap_mib,verified";
+
+  /** The methods that hold the gathered table off-heap: their off-heap is held to the table. */
+  private static final List<String> OFF_HEAP_METHODS = List.of("npu", "npu-per-rank");
 
   /**
    * Every measurement as one CSV row, and {@code floor + memcpy} where both ran: what {@code
@@ -127,6 +135,7 @@ final class Report {
         new Measurement(
             floor.master,
             floor.ranks,
+            floor.ranksPerExecutor,
             floor.shape,
             floor.partitionBytes,
             SparkBenchmark.FLOOR_PLUS_MEMCPY,
@@ -140,9 +149,10 @@ final class Report {
     csv.append(
         String.format(
             Locale.ROOT,
-            "%s,%d,%s,%d,%s,%.3f,%.3f,%.3f,%.4f,%s,%s,%s,%s,%s%n",
+            "%s,%d,%d,%s,%d,%s,%.3f,%.3f,%.3f,%.4f,%s,%s,%s,%s,%s,%s%n",
             m.master.equals("local") ? "local" : "cluster",
             m.ranks,
+            m.ranksPerExecutor,
             m.shape.label(),
             m.partitionBytes,
             m.method,
@@ -153,11 +163,22 @@ final class Report {
             memory ? mibCsv(m.heapPeak) : "",
             memory ? mibCsv(m.heapAfterGcPeak) : "",
             memory ? mibCsv(m.offHeapPeak) : "",
+            OFF_HEAP_METHODS.contains(m.method)
+                ? String.format(Locale.ROOT, "%.3f", offHeapToTable(m))
+                : "",
             memory ? mibCsv(m.driverHeapPeak) : "",
             m.method.equals(SparkBenchmark.MEMCPY)
                     || m.method.equals(SparkBenchmark.FLOOR_PLUS_MEMCPY)
                 ? "n/a"
                 : m.verified() ? "yes" : "no"));
+  }
+
+  /**
+   * Off-heap per executor over the gathered table plus one partition: at most 1.1 is the aim, a
+   * copy of the table per rank is about ranks per executor.
+   */
+  static double offHeapToTable(Measurement m) {
+    return (double) m.offHeapPeak / ((m.ranks + 1L) * m.partitionBytes);
   }
 
   private static String mibCsv(long bytes) {
@@ -172,9 +193,11 @@ final class Report {
     boolean ratio = npu != null && !m.method.equals(SparkBenchmark.MEMCPY);
     md.append(
         String.format(
-            "| %s | %d | %s | %s | %s | %s | %s | %.3f | %s | %s | %s | %s |" + " %s | %s |%n",
-            m.master.equals("local") ? "local[" + m.ranks + "]" : "cluster (JVMs)",
+            "| %s | %d | %d | %s | %s | %s | %s | %s | %.3f | %s | %s | %s | %s | %s | %s |"
+                + " %s |%n",
+            setting(m),
             m.ranks,
+            m.ranksPerExecutor,
             m.shape.label(),
             mib(m.partitionBytes),
             m.method,
@@ -185,6 +208,7 @@ final class Report {
             timed ? mib(m.heapPeak) : "",
             timed ? mib(m.heapAfterGcPeak) : "",
             timed ? mib(m.offHeapPeak) : "",
+            OFF_HEAP_METHODS.contains(m.method) ? String.format("%.2f", offHeapToTable(m)) : "",
             timed ? mib(m.driverHeapPeak) : "",
             timed ? (m.verified() ? "yes" : "NO: " + String.join("; ", m.problems)) : "n/a"));
   }
@@ -198,9 +222,10 @@ final class Report {
     Measurement first = group.get(0);
     md.append(
         String.format(
-            "| %s | %d | %s | %s |",
-            first.master.equals("local") ? "local[" + first.ranks + "]" : "cluster (JVMs)",
+            "| %s | %d | %d | %s | %s |",
+            setting(first),
             first.ranks,
+            first.ranksPerExecutor,
             first.shape.label(),
             mib(first.partitionBytes)));
     for (String other : List.of("broadcast", "barrier-strings", "shuffle")) {
@@ -214,6 +239,15 @@ final class Report {
             ? " |\n"
             : String.format(
                 " %.2f |%n", (double) npu.median() / (floor.median() + memcpy.median())));
+  }
+
+  /** local[N], or how many executor JVMs ran the ranks. */
+  private static String setting(Measurement m) {
+    if (m.master.equals("local")) {
+      return "local[" + m.ranks + "]";
+    }
+    int executors = m.ranks / m.ranksPerExecutor;
+    return executors + (executors == 1 ? " executor JVM" : " executor JVMs");
   }
 
   static String millis(long nanos) {
@@ -231,7 +265,16 @@ final class Report {
   private Map<String, List<Measurement>> groups() {
     Map<String, List<Measurement>> groups = new LinkedHashMap<>();
     for (Measurement m : measurements) {
-      String key = m.master + "/" + m.ranks + "/" + m.shape + "/" + m.partitionBytes;
+      String key =
+          m.master
+              + "/"
+              + m.ranks
+              + "/"
+              + m.ranksPerExecutor
+              + "/"
+              + m.shape
+              + "/"
+              + m.partitionBytes;
       groups.computeIfAbsent(key, k -> new ArrayList<>()).add(m);
     }
     return groups;

@@ -67,10 +67,12 @@ public final class SparkBenchmark {
     String loadBefore = loadAverage();
     for (String master : options.masters()) {
       for (int ranks : options.ranks()) {
-        try (ClusterLauncher launcher = launch(master, ranks)) {
-          for (Shape shape : options.shapes()) {
-            for (long size : options.sizes()) {
-              measure(launcher.spark(), master, ranks, shape, size);
+        for (int perExecutor : ranksPerExecutor(master, ranks)) {
+          try (ClusterLauncher launcher = launch(master, ranks, perExecutor)) {
+            for (Shape shape : options.shapes()) {
+              for (long size : options.sizes()) {
+                measure(launcher.spark(), master, ranks, perExecutor, shape, size);
+              }
             }
           }
         }
@@ -88,7 +90,13 @@ public final class SparkBenchmark {
     return report;
   }
 
-  private ClusterLauncher launch(String master, int ranks) throws IOException {
+  /** The ranks per executor JVM to run {@code ranks} with: all of them in local mode. */
+  private List<Integer> ranksPerExecutor(String master, int ranks) {
+    return master.equals("local") ? List.of(ranks) : options.ranksPerExecutor();
+  }
+
+  private ClusterLauncher launch(String master, int ranks, int ranksPerExecutor)
+      throws IOException {
     SparkConf conf =
         new SparkConf(false)
             .setAppName("npugather-bench")
@@ -103,14 +111,19 @@ public final class SparkBenchmark {
             .set("spark.driver.maxResultSize", "0")
             .set("spark.rpc.message.maxSize", "2047")
             .set("spark.executorEnv.NPUGATHER_HOST_ADDRESS", "127.0.0.1");
-    System.err.printf("== %s, %d ranks%n", master, ranks);
+    System.err.printf("== %s, %d ranks, %d per executor%n", master, ranks, ranksPerExecutor);
     return master.equals("local")
         ? ClusterLauncher.local(ranks, conf)
         : ClusterLauncher.executorJvms(
-            ranks, options.executorMemoryMb(), options.executorJavaOptions(), conf);
+            ranks / ranksPerExecutor,
+            ranksPerExecutor,
+            options.executorMemoryMb(),
+            options.executorJavaOptions(),
+            conf);
   }
 
-  private void measure(SparkSession spark, String master, int ranks, Shape shape, long size)
+  private void measure(
+      SparkSession spark, String master, int ranks, int ranksPerExecutor, Shape shape, long size)
       throws Exception {
     long rowsPerPartition = Math.max(1, size / shape.bytesPerRow());
     Dataset<Row> data =
@@ -136,6 +149,7 @@ public final class SparkBenchmark {
             new Measurement(
                 master,
                 ranks,
+                ranksPerExecutor,
                 shape,
                 partitionBytes,
                 name,
@@ -144,7 +158,13 @@ public final class SparkBenchmark {
       Measurement memcpy =
           methods.containsKey("floor")
               ? new Measurement(
-                  master, ranks, shape, partitionBytes, MEMCPY, ranks * partitionBytes)
+                  master,
+                  ranks,
+                  ranksPerExecutor,
+                  shape,
+                  partitionBytes,
+                  MEMCPY,
+                  ranks * partitionBytes)
               : null;
       List<String> order = new ArrayList<>(methods.keySet());
       for (int round = 0; round < options.warmup() + options.runs(); round++) {
@@ -187,17 +207,22 @@ public final class SparkBenchmark {
     long start = System.nanoTime();
     Outcome outcome = method.run(input);
     long nanos = System.nanoTime() - start;
-    long[] peaks = MemoryProbes.read(input);
+    MemoryProbes.Peaks peaks = MemoryProbes.read(input);
     List<String> problems = verify(input, method, outcome, expectedChecksum);
+    StringBuilder offHeap = new StringBuilder();
+    peaks
+        .perExecutor()
+        .forEach((id, p) -> offHeap.append(String.format(" %s:%.1f", id, p[2] / 1048576.0)));
     System.err.printf(
-        "   %-16s %9.1f ms%s%s%n",
+        "   %-16s %9.1f ms, off-heap MiB per executor%s%s%s%n",
         method.name(),
         nanos / 1e6,
+        offHeap,
         into == null ? " (warm-up)" : "",
         problems.isEmpty() ? "" : " WRONG: " + problems);
     if (into != null) {
       into.nanos.add(nanos);
-      into.addMemory(peaks[0], peaks[1], peaks[2], peaks[3]);
+      into.addMemory(peaks);
       into.problems.addAll(problems);
     } else if (!problems.isEmpty()) {
       throw new IllegalStateException(method.name() + " delivered wrong output: " + problems);

@@ -63,7 +63,7 @@ class LineChartTest {
     List<Measurement> measured = new ArrayList<>();
     for (long size : List.of(4L << 20, 64L << 20)) {
       for (String method : List.of("npu", "broadcast", "floor", SparkBenchmark.MEMCPY)) {
-        Measurement m = new Measurement("local", 2, Shape.VECTOR, size, method, 2 * size);
+        Measurement m = new Measurement("local", 2, 2, Shape.VECTOR, size, method, 2 * size);
         m.nanos.addAll(List.of(3_000_000L * (size >> 20), 1_000_000L * (size >> 20)));
         m.addMemory(1 << 20, 0, method.equals("npu") ? 2 * size : 0, 1 << 20);
         measured.add(m);
@@ -87,6 +87,33 @@ class LineChartTest {
         points(svg("--x partition_bytes --y offheap_mib --series method", csv));
     assertEquals(List.of("broadcast", "floor", "npu"), List.copyOf(memory.keySet()));
     assertEquals(List.of("4194304:8", "67108864:128"), memory.get("npu"));
+  }
+
+  /** Memory per executor against ranks per executor JVM, one line per method. */
+  @Test
+  void theSparkBenchmarksCsvDrawsMemoryAgainstRanksPerExecutor(@TempDir Path dir) throws Exception {
+    long size = 16L << 20;
+    List<Measurement> measured = new ArrayList<>();
+    for (int perExecutor : List.of(1, 2, 4)) {
+      for (String method : List.of("npu", "npu-per-rank")) {
+        Measurement m = new Measurement("cluster", 4, perExecutor, Shape.VECTOR, size, method, 0);
+        m.nanos.add(1_000_000L);
+        long copies = method.equals("npu") ? 1 : perExecutor;
+        m.addMemory(1 << 20, 0, copies * 4 * size, 1 << 20);
+        measured.add(m);
+      }
+    }
+    Path csv =
+        write(dir, "jvms.csv", new Report(measured, List.of(), "--ranks 4", "0.1", "0.2").csv());
+
+    Map<String, List<String>> memory =
+        points(svg("--x ranks_per_executor --y offheap_mib --series method", csv));
+    assertEquals(List.of("1:64", "2:64", "4:64"), memory.get("npu"));
+    assertEquals(List.of("1:64", "2:128", "4:256"), memory.get("npu-per-rank"));
+    Map<String, List<String>> toTable =
+        points(
+            svg("--x ranks_per_executor --y offheap_x_table_and_partition --series method", csv));
+    assertEquals(List.of("1:0.8", "2:0.8", "4:0.8"), toTable.get("npu"));
   }
 
   @Test

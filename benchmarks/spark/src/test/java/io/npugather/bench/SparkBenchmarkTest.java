@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
@@ -104,6 +105,49 @@ class SparkBenchmarkTest {
     assertTrue(markdown.contains("WRONG (targets collide under hash partitioning)"), markdown);
   }
 
+  /**
+   * 4 ranks in 2 executor JVMs of 2 ranks each: every rank gets every row, and the report and CSV
+   * give the ranks per executor beside each method's memory.
+   */
+  @Test
+  @Timeout(600)
+  void severalRanksPerExecutorJvmAcrossJvmsAreMeasuredAndReported(@TempDir Path dir)
+      throws Exception {
+    Path csv = dir.resolve("report.csv");
+    String[] args = {
+      "--masters", "cluster",
+      "--ranks", "4",
+      "--ranks-per-executor", "2",
+      "--sizes", "16K",
+      "--shapes", "vector",
+      "--methods", "npu,npu-per-rank,floor",
+      "--runs", "1",
+      "--warmup", "0",
+      "--executor-memory-mb", "512",
+      "--csv", csv.toString()
+    };
+    Report report = new SparkBenchmark(BenchOptions.parse(args)).run(String.join(" ", args));
+
+    assertTrue(report.allVerified(), report::markdown);
+    assertEquals(
+        List.of("npu", "npu-per-rank", "floor", "memcpy"),
+        report.measurements().stream().map(m -> m.method).toList());
+    assertTrue(report.measurements().stream().allMatch(m -> m.ranksPerExecutor == 2));
+    String markdown = report.markdown();
+    assertTrue(markdown.contains("| 2 executor JVMs | 4 | 2 | vector |"), markdown);
+    List<String> rows = Files.readAllLines(csv);
+    assertEquals(Report.CSV_HEADER, rows.get(0));
+    int perExecutor = List.of(rows.get(0).split(",")).indexOf("ranks_per_executor");
+    int toTable = List.of(rows.get(0).split(",")).indexOf("offheap_x_table_and_partition");
+    for (String row : rows.subList(1, rows.size())) {
+      String[] cells = row.split(",", -1);
+      assertEquals("cluster", cells[0], row);
+      assertEquals("2", cells[perExecutor], row);
+      boolean offHeapMethod = row.contains(",npu,") || row.contains(",npu-per-rank,");
+      assertEquals(offHeapMethod, !cells[toTable].isEmpty(), row);
+    }
+  }
+
   @Test
   void verificationRejectsAMissingRowAndAWrongChecksum() {
     BenchInput input = new BenchInput(null, null, Shape.FLOATS, 2, 10);
@@ -148,5 +192,31 @@ class SparkBenchmarkTest {
     assertTrue(
         e.getMessage().contains("--sizes") && e.getMessage().contains("'4Q'"), e.getMessage());
     assertEquals(List.of(4L << 20, 64L << 20), BenchOptions.parse("--sizes", "4M,64m").sizes());
+  }
+
+  @Test
+  void ranksPerExecutorMustDivideEveryRankCountAndNeedExecutorJvms() {
+    assertEquals(List.of(1), BenchOptions.parse().ranksPerExecutor());
+    assertEquals(
+        List.of(1, 2, 4),
+        BenchOptions.parse("--ranks", "4,8", "--ranks-per-executor", "1,2,4").ranksPerExecutor());
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> BenchOptions.parse("--ranks", "2,4", "--ranks-per-executor", "1,4"));
+    assertTrue(
+        e.getMessage().contains("--ranks-per-executor: 4 does not divide --ranks 2"),
+        e.getMessage());
+    e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> BenchOptions.parse("--masters", "local", "--ranks-per-executor", "2"));
+    assertTrue(
+        e.getMessage().contains("--ranks-per-executor") && e.getMessage().contains("cluster"),
+        e.getMessage());
+    e =
+        assertThrows(
+            IllegalArgumentException.class, () -> BenchOptions.parse("--ranks-per-executor", "0"));
+    assertTrue(e.getMessage().contains("'0' is not an integer >= 1"), e.getMessage());
   }
 }
