@@ -20,10 +20,11 @@ import org.apache.spark.storage.StorageLevel;
  * pass over the cached partition, plus the time to write the gathered bytes once at this machine's
  * memcpy rate, measured in the same run). See {@link BenchOptions#USAGE}.
  *
- * <p>Per master and rank count one Spark application; per shape and size the input is cached and
- * materialised first, its digest taken (the expected checksum), then every method runs {@code
- * warmup} times unmeasured and {@code runs} times measured, interleaved. Memory peaks are sampled
- * in every executor JVM ({@link MemoryProbe}) between a reset before and a read after each run.
+ * <p>Per master, rank count and ranks per executor JVM one Spark application; per shape and size
+ * the input is cached and materialised first, its digest taken (the expected checksum), then every
+ * method runs {@code warmup} times unmeasured and {@code runs} times measured, interleaved. Memory
+ * peaks are sampled in every executor JVM ({@link MemoryProbe}) between a reset before and a read
+ * after each run.
  */
 public final class SparkBenchmark {
   static final String FLOOR_PLUS_MEMCPY = "floor + memcpy";

@@ -15,8 +15,9 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The benchmark program on tiny inputs in local[2]: every method's output verified against the
- * input, the report written. (The measurements themselves are runs of bin/npugather-bench.)
+ * The benchmark program on tiny inputs in local[2] and in executor JVMs of 2 ranks each: every
+ * method's output verified against the input, the report written. (The measurements themselves are
+ * runs of bin/npugather-bench.)
  */
 class SparkBenchmarkTest {
   /** What {@code bin/npugather-bench --joins} runs, on tiny tables: the three joins agree. */
@@ -75,7 +76,7 @@ class SparkBenchmarkTest {
       }
     }
     String markdown = Files.readString(output);
-    assertTrue(markdown.contains("| master | ranks | shape |"), markdown);
+    assertTrue(markdown.contains("| master | ranks | ranks/executor | shape |"), markdown);
     for (String method :
         List.of(
             "| npu |",
