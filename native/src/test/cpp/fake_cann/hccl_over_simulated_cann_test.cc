@@ -509,7 +509,7 @@ void test_collective_that_never_completes_times_out_on_every_rank() {
   expect_nothing_leaked();
 }
 
-// A gather whose collectives each take 700 ms on the stream (as a large one does on a device) is
+// A gather whose collectives each take 300 ms on the stream (as a large one does on a device) is
 // waited for without a single vendor error report: in the real runtime every expired
 // aclrtSynchronizeStreamWithTimeout logs at ERROR and reports an error message, so waiting in
 // slices would bury the vendor text a later real failure needs. The timeout path is silent too.
@@ -518,7 +518,7 @@ void test_long_gathers_are_waited_for_without_vendor_error_reports() {
   auto info = hccl_root_info();  // loads the libraries
   const int reports = vendor_error_reports();
   {
-    ScopedEnv slow("NPUGATHER_FAKE_CANN_COLLECTIVE_MS", "700");
+    ScopedEnv slow("NPUGATHER_FAKE_CANN_COLLECTIVE_MS", "300");
     on_threads(n, [&](int r) {
       npg_comm_t comm = join(r, n, info, 20000);
       gather_checked(comm, r, n, equal_blocks(n, 70001), NPG_UINT8, false, 61);
@@ -530,7 +530,7 @@ void test_long_gathers_are_waited_for_without_vendor_error_reports() {
     ScopedEnv hang("NPUGATHER_FAKE_CANN_HANG", "allgather");
     auto hanging = hccl_root_info();
     on_threads(n, [&](int r) {
-      npg_comm_t comm = join(r, n, hanging, 600);
+      npg_comm_t comm = join(r, n, hanging, 300);
       std::vector<uint8_t> send(64), recv(64 * n);
       EXPECT(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8) == NPG_TIMEOUT);
       EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
