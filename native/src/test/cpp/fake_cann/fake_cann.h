@@ -26,10 +26,12 @@
 //   NPUGATHER_FAKE_CANN_SERVERS=<s0,s1,...>      the server of each rank (default all on server 0):
 //                                                with the SoC, decides whether HcclAllGatherV is
 //                                                refused (HCCL_E_NOT_SUPPORT) as HCCL's doc states
-// Teardown as in CANN: HcclCommDestroy returns HCCL_E_AGAIN while a collective of the communicator
-// is in flight (queued or running on a stream); aclrtDestroyStream refuses a stream with pending
-// work, aclrtDestroyStreamForce discards it (cancelling a running task). Live communicators,
-// streams and device bytes are counted per process.
+// Teardown as in CANN: HcclCommDestroy returns HCCL_E_AGAIN while another thread is inside an
+// operation call (HcclAllGather, HcclAllGatherV) on the communicator, not while its work is queued
+// on a stream (that work is cancelled); aclrtDestroyStream refuses a stream with pending work,
+// aclrtDestroyStreamForce discards it (cancelling a running task). Live communicators, streams
+// and device bytes are counted per process.
+//   NPUGATHER_FAKE_CANN_OP_CALL_MS=<ms>          each HCCL operation call stays inside this long
 // Waiting for a stream as in CANN: every aclrtSynchronizeStream(WithTimeout) wait that expires
 // would log at ERROR and report an error message in the real runtime, and is counted
 // (npgFakeCannErrorReports); aclrtStreamQuery reports whether the stream is done, silently.
