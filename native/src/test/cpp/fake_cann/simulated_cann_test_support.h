@@ -224,6 +224,10 @@ void expect_nothing_leaked() {
 // How often this process reset a device (aclrtResetDevice / aclrtResetDeviceForce).
 inline int device_resets() { return fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannDeviceResets")(); }
 
+// How many error messages the real runtime would have reported for this process's stream waits
+// (each expired aclrtSynchronizeStream(WithTimeout) logs at ERROR and reports one).
+inline int vendor_error_reports() { return fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannErrorReports")(); }
+
 // Sets an environment variable for one test (the simulated runtime reads it at call time),
 // then restores the previous value.
 struct ScopedEnv {
