@@ -136,3 +136,30 @@ def test_the_documented_sql_snippet_runs_as_written(spark: SparkSession) -> None
         spark.catalog.dropTempView("items")
     # 2 input partitions (ranks) of 4 rows each, on each of the 2 ranks.
     assert [tuple(row) for row in rows] == [(rank, 4 * RANKS) for rank in range(RANKS)]
+
+
+def test_the_tensor_api_reaches_every_rank_over_connect(spark: SparkSession) -> None:
+    """Python's tensor API is ``mapInArrow`` with ``gathered_tensor`` on the gathered DataFrame,
+    which Spark Connect carries as it is: each rank's function sees every rank's rows."""
+    import pyarrow
+
+    import npugather
+
+    rng = random.Random(5)
+    values = [[rng.uniform(-1, 1) for _ in range(3)] for _ in range(4 * RANKS)]
+    df = (spark.range(0, len(values), 1, RANKS)
+          .select(F.element_at(F.array(*[F.array(*map(F.lit, v)) for v in values]),
+                               F.col("id").cast("int") + 1).cast("array<float>").alias("f")))
+
+    def tensor(batches):  # type: ignore[no-untyped-def]
+        x = npugather.gathered_tensor(batches, ["f"])
+        yield pyarrow.RecordBatch.from_pydict({"shape": [list(x.shape)],
+                                               "x": [x.ravel().tolist()]})
+
+    gathered = spark.sql("SELECT * FROM all_gather_on_npu(TABLE({df}))", df=df)
+    for source in (gathered, df.allGatherOnNpu()):
+        results = source.mapInArrow(tensor, "shape array<bigint>, x array<double>").collect()
+        assert len(results) == RANKS
+        for result in results:
+            assert result.shape == [RANKS, 4, 3]
+            assert result.x == pytest.approx([v for row in values for v in row], rel=1e-6)

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.spark.NpuGather;
 import io.npugather.spark.NpuGatherExtensions;
+import io.npugather.spark.implicits;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -115,6 +116,21 @@ class ScalaConnectClientTest {
     assertEquals(40, expected.get(0).size());
     assertEquals(expected, byRank(gathered));
     assertEquals(expected, byRank(NpuGather.allGatherOnNpu(remote)));
+  }
+
+  @Test
+  void theScalaImplicitsGatherAConnectDataFrame() {
+    Dataset<Row> gathered = new implicits.NpuGatherDataFrameOps(items(client, 3)).allGatherOnNpu();
+
+    assertTrue(ConnectGather.isConnect(gathered));
+    assertEquals(byRank(NpuGather.allGatherOnNpu(items(server, 3))), byRank(gathered));
+
+    // A Dataset[T] keeps its type: every rank holds every element, rank-major.
+    Dataset<Long> typed =
+        implicits.NpuGatherDatasetOps(client.range(0, 6, 1, 2))
+            .allGatherOnNpu(scala.collection.immutable.Map$.MODULE$.empty());
+    assertTrue(ConnectGather.isConnect(typed));
+    assertEquals(List.of(0L, 1L, 2L, 3L, 4L, 5L, 0L, 1L, 2L, 3L, 4L, 5L), typed.collectAsList());
   }
 
   @Test
