@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
-from pyspark.errors import IllegalArgumentException
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
+import npugather
 from conftest import RANKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,10 +110,12 @@ def test_a_cached_view_gives_the_same_rows(spark: SparkSession) -> None:
 ])
 def test_a_refused_option_fails_the_query_with_the_jvm_apis_message(
         spark: SparkSession, option: str, message: str) -> None:
+    """As from a classic session: npugather.InvalidOptionError, a ValueError, with the message."""
     df = spark.range(0, 4, 1, 2)
-    with pytest.raises(IllegalArgumentException) as raised:
+    with pytest.raises(npugather.InvalidOptionError) as raised:
         spark.sql(f"SELECT * FROM all_gather_on_npu(TABLE({{df}}), {option})", df=df).schema
-    assert message in str(raised.value)
+    assert str(raised.value).startswith(message)
+    assert raised.value.java_class == "java.lang.IllegalArgumentException"
 
 
 def _operations_sql_snippet() -> str:
@@ -142,8 +144,6 @@ def test_the_tensor_api_reaches_every_rank_over_connect(spark: SparkSession) -> 
     """Python's tensor API is ``mapInArrow`` with ``gathered_tensor`` on the gathered DataFrame,
     which Spark Connect carries as it is: each rank's function sees every rank's rows."""
     import pyarrow
-
-    import npugather
 
     rng = random.Random(5)
     values = [[rng.uniform(-1, 1) for _ in range(3)] for _ in range(4 * RANKS)]
