@@ -7,26 +7,15 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import npugather
-from conftest import RANKS
+from conftest import RANKS, by_rank
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def by_rank(gathered: DataFrame) -> Dict[int, List[Row]]:
-    """The gathered rows of each rank (= output partition), in their order there."""
-    rows = gathered.select(F.spark_partition_id().alias("_rank"), "*").collect()
-    ranks: Dict[int, List[Row]] = {}
-    for row in rows:
-        values = row.asDict()
-        ranks.setdefault(values.pop("_rank"), []).append(Row(**values))
-    return ranks
 
 
 def items(spark: SparkSession, seed: int) -> DataFrame:
