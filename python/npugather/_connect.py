@@ -28,7 +28,7 @@ from pyspark.sql.connect.plan import LogicalPlan
 
 from npugather import _options
 from npugather._jars import RELATION_PLUGIN, RELATION_PLUGINS
-from npugather.errors import _FAILED_TASK, _LOST_TASK, _from_text
+from npugather.errors import _FAILED_TASK, _LOST_TASK, _OWN_PACKAGE, _from_text
 from npugather.errors import ConnectorNotFoundError, InvalidOptionError, NpuGatherError
 
 TYPE_URL = "type.googleapis.com/npugather.connect.AllGatherOnNpu"
@@ -43,6 +43,8 @@ _CHECK_EXCEPTIONS = {
 }
 # The server's exception class, which PySpark puts before its message.
 _REASON = re.compile(r"\((?P<cls>[\w.$]+)\) ")
+# The first frame of the server's stack trace, as PySpark passes it on.
+_FIRST_FRAME = re.compile(r"^\s*at (?P<cls>[\w.$]+)\.[\w$<>]+\(", re.MULTILINE)
 # The server's answer when no plugin took the relation.
 _NO_PLUGIN = "No handler found for extension"
 
@@ -117,9 +119,16 @@ def from_server(error: SparkConnectGrpcException) -> Optional[NpuGatherError]:
     if task is not None:
         return _from_text(text, int(task.group("partition")), error)
     kind = _CHECK_EXCEPTIONS.get(java_class)
-    if kind is None or "npugather" not in text.lower():
+    if kind is None or not ("npugather" in text.lower() or _thrown_by_connector(error)):
         return None
     return kind(_options.python_words(text), java_class=java_class)
+
+
+def _thrown_by_connector(error: SparkConnectGrpcException) -> bool:
+    """Whether the server's exception was thrown in the connector's code (its first frame), as
+    the classic API's conversion decides: a check of the SQL function's options, for one."""
+    frame = _FIRST_FRAME.search(getattr(error, "_stacktrace", None) or "")
+    return frame is not None and frame.group("cls").startswith(_OWN_PACKAGE)
 
 
 def install() -> None:

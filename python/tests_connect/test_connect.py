@@ -5,27 +5,16 @@ rank (``spark_partition_id()`` of the result is the rank)."""
 from __future__ import annotations
 
 import random
-from typing import Dict, List
 
 import pytest
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 import npugather
-from conftest import RANKS
+from conftest import RANKS, by_rank
 
 # The operator contract's example: rank r contributes the 2 x 2 int32 tensor SPEC_X[r].
 SPEC_X = {0: [[16, 56], [5, 96]], 1: [[-7, -91], [-75, 38]]}
-
-
-def by_rank(gathered: DataFrame) -> Dict[int, List[Row]]:
-    """The gathered rows of each rank (= output partition), in their order there."""
-    rows = gathered.select(F.spark_partition_id().alias("_rank"), "*").collect()
-    ranks: Dict[int, List[Row]] = {}
-    for row in rows:
-        values = row.asDict()
-        ranks.setdefault(values.pop("_rank"), []).append(Row(**values))
-    return ranks
 
 
 def test_a_connect_dataframe_is_gathered_by_the_servers_plugin(spark: SparkSession) -> None:
