@@ -600,13 +600,8 @@ void test_destroy_is_retried_while_another_thread_is_inside_an_operation_call() 
   // Work queued on a stream does not hold the communicator: HcclCommDestroy succeeds at once and
   // the queued collective is cancelled.
   ScopedEnv hang("NPUGATHER_FAKE_CANN_HANG", "allgather");
-  auto set_device = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtSetDevice");
-  auto reset_device = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtResetDevice");
-  auto create_stream = fake_symbol<int (*)(void**)>("libascendcl.so", "aclrtCreateStream");
-  auto destroy_stream = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtDestroyStream");
-  auto synchronize = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtSynchronizeStream");
-  auto malloc_device = fake_symbol<int (*)(void**, size_t, int)>("libascendcl.so", "aclrtMalloc");
-  auto free_device = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtFree");
+  const AclEntryPoints acl;
+  const auto [set_device, reset_device, create_stream, destroy_stream, synchronize, malloc_device, free_device] = acl;
   auto get_root_info = fake_symbol<int (*)(void*)>("libhccl.so", "HcclGetRootInfo");
   auto init = fake_symbol<int (*)(uint32_t, const void*, uint32_t, void**)>("libhccl.so", "HcclCommInitRootInfo");
   auto destroy = fake_symbol<int (*)(void*)>("libhccl.so", "HcclCommDestroy");

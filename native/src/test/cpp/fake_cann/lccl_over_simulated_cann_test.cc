@@ -117,13 +117,8 @@ void test_simulated_lcal_remembers_a_thread_uids_devices() {
   auto init_thread = fake_symbol<InitThread>("liblcal.so", "LcalCommInitThread");
   auto all_gather = fake_symbol<int (*)(void*, void*, int64_t, int, void*, void*)>("liblcal.so", "LcclAllGather");
   auto destroy = fake_symbol<int (*)(void*)>("liblcal.so", "LcclCommDestroy");
-  auto set_device = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtSetDevice");
-  auto reset_device = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtResetDevice");
-  auto create_stream = fake_symbol<int (*)(void**)>("libascendcl.so", "aclrtCreateStream");
-  auto destroy_stream = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtDestroyStream");
-  auto synchronize = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtSynchronizeStream");
-  auto malloc_device = fake_symbol<int (*)(void**, size_t, int)>("libascendcl.so", "aclrtMalloc");
-  auto free_device = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtFree");
+  const AclEntryPoints acl;
+  const auto [set_device, reset_device, create_stream, destroy_stream, synchronize, malloc_device, free_device] = acl;
   const std::string uid = "remembered-" + std::to_string(getpid());
   for (int first_device : {0, 4}) {  // the second time on devices 4 and 5
     std::atomic<int> failed{0};

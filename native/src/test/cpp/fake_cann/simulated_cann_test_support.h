@@ -194,6 +194,18 @@ Fn fake_symbol(const char* lib, const char* name) {
   return fn;
 }
 
+// The simulated ACL runtime's entry points that tests call directly (the libraries are loaded).
+struct AclEntryPoints {
+  int (*set_device)(int32_t) = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtSetDevice");
+  int (*reset_device)(int32_t) = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtResetDevice");
+  int (*create_stream)(void**) = fake_symbol<int (*)(void**)>("libascendcl.so", "aclrtCreateStream");
+  int (*destroy_stream)(void*) = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtDestroyStream");
+  int (*synchronize)(void*) = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtSynchronizeStream");
+  int (*malloc_device)(void**, size_t, int) = fake_symbol<int (*)(void**, size_t, int)>("libascendcl.so",
+                                                                                        "aclrtMalloc");
+  int (*free_device)(void*) = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtFree");
+};
+
 std::vector<std::string> shm_leftovers() {
   std::vector<std::string> out;
   std::string prefix = "npgfake-" + std::to_string(getpid()) + "-";
