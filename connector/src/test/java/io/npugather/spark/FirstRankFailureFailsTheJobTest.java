@@ -89,14 +89,14 @@ class FirstRankFailureFailsTheJobTest {
               && e.getMessage().contains("failure injected by " + AllGatherOptions.INJECT_FAILURE),
           where + e.getMessage());
       assertFalse(e.getMessage().contains(ResultCode.REMOTE_ERROR.name()), where + e.getMessage());
-      // The cause: the rank's failure in Spark's error framework, then the rank's own exception.
-      RankFailedException cause = assertInstanceOf(RankFailedException.class, e.getCause(), where);
-      assertEquals("NPUGATHER_RANK_FAILED", cause.getCondition(), where);
-      assertEquals("58000", cause.getSqlState(), where);
-      assertEquals(failing, cause.rank(), where);
-      assertEquals("allGatherOnNpu", cause.getMessageParameters().get("operation"), where);
+      // The job's failure in Spark's error framework, with the rank's own exception as cause.
+      RankFailedException failed = assertInstanceOf(RankFailedException.class, e, where);
+      assertEquals("NPUGATHER_RANK_FAILED", failed.getCondition(), where);
+      assertEquals("58000", failed.getSqlState(), where);
+      assertEquals(failing, failed.rank(), where);
+      assertEquals("allGatherOnNpu", failed.getMessageParameters().get("operation"), where);
       assertTrue(
-          cause.getCause().getMessage().contains("failure injected"), where + cause.getCause());
+          failed.getCause().getMessage().contains("failure injected"), where + failed.getCause());
       for (Throwable t = e.getCause(); t != null; t = t.getCause()) {
         assertFalse(
             t instanceof NpuGatherException || t instanceof RendezvousException,
