@@ -224,7 +224,7 @@ def test_durations_read_as_written_not_in_javas_iso_form(spark: SparkSession) ->
     assert "timeout=250ms" in plan, plan
 
 
-def test_jvm_messages_name_options_as_python_keywords() -> None:
+def test_jvm_messages_name_options_as_python_keywords(spark: SparkSession) -> None:
     assert _options.python_words(
         "allGatherOnNpu needs 3 concurrent task slots; use fewer partitions (npugather.rankSize"
         " = 2, or df.repartition(2)) or more cores") == (

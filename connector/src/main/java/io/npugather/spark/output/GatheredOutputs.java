@@ -21,6 +21,7 @@ import org.apache.spark.ExceptionFailure;
 import org.apache.spark.MapOutputTrackerMaster;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.SparkException;
 import org.apache.spark.TaskFailedReason;
 import org.apache.spark.TaskKilled;
 import org.apache.spark.network.util.JavaUtils;
@@ -338,7 +339,10 @@ public final class GatheredOutputs {
           stageAttempt,
           reason,
           RankFailedException.of(
-              RankFailedException.GATHER, first.rank(), first.exception(), null));
+              RankFailedException.GATHER,
+              first.rank(),
+              first.exception(),
+              new SparkException(reason)));
       return;
     }
     for (int job : jobs) {
