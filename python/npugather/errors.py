@@ -13,6 +13,7 @@ carry Spark's.
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any, Callable, Dict, List, Optional
 
 from pyspark.errors import PySparkException
@@ -26,6 +27,8 @@ _RENDEZVOUS_EXCEPTION = "io.npugather.spark.rendezvous.RendezvousException"
 # A job that a rank's failure failed: error class, SQLSTATE, rank; its cause is the rank's error.
 _RANK_FAILED_EXCEPTION = "io.npugather.spark.RankFailedException"
 _GATHER = "allGatherOnNpu"
+# Set while from_java runs on this thread: the JVM calls it makes may fail in turn.
+_converting = threading.local()
 # Checks of the connector's code that throw the JDK's types (options, cluster and device checks).
 _CHECK_EXCEPTIONS = ("java.lang.IllegalArgumentException", "java.lang.IllegalStateException")
 _OWN_PACKAGE = "io.npugather."
@@ -135,6 +138,16 @@ def from_java(throwable: Any) -> Optional[NpuGatherError]:
     failed barrier stage keeps only the failure's text), in the driver's record of failed tasks
     (``io.npugather.spark.TaskFailures``); failing both, in the job's message.
     """
+    if getattr(_converting, "active", False):
+        return None  # a JVM call of this conversion failed: PySpark's conversion takes it
+    _converting.active = True
+    try:
+        return _from_java(throwable)
+    finally:
+        _converting.active = False
+
+
+def _from_java(throwable: Any) -> Optional[NpuGatherError]:
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
@@ -148,9 +161,14 @@ def from_java(throwable: Any) -> Optional[NpuGatherError]:
     if task is None:
         return None
     partition = int(task.group("partition"))
+    from py4j.protocol import Py4JError
+
     failures = getattr(gateway.jvm, "io.npugather.spark.TaskFailures")
-    job_failure = failures.installOn(SparkContext._active_spark_context._jsc.sc()).rankFailure(
-        throwable, _GATHER, _EVENT_WAIT_MILLIS)
+    try:
+        job_failure = failures.installOn(SparkContext._active_spark_context._jsc.sc()) \
+            .rankFailure(throwable, _GATHER, _EVENT_WAIT_MILLIS)
+    except Py4JError:  # a connector jar older than this package
+        job_failure = None
     if job_failure is not None:
         found = _from_chain(gateway, job_failure)
         if found is not None:
@@ -174,21 +192,19 @@ def _from_text(message: str, partition: int, throwable: Any) -> Optional[NpuGath
 
 
 def _from_chain(gateway: Any, throwable: Any) -> Optional[NpuGatherError]:
-    from py4j.java_gateway import is_instance_of
-
     seen: List[Any] = []
     current = throwable
     while current is not None and len(seen) < _MAX_CHAIN:
         seen.append(current)
-        if is_instance_of(gateway, current, _RANK_FAILED_EXCEPTION):
+        if _is_instance(gateway, current, _RANK_FAILED_EXCEPTION):
             return _rank_failure(gateway, current)
-        if is_instance_of(gateway, current, _NPUGATHER_EXCEPTION):
+        if _is_instance(gateway, current, _NPUGATHER_EXCEPTION):
             return _collective_error(gateway, current)
-        if is_instance_of(gateway, current, _RENDEZVOUS_EXCEPTION):
+        if _is_instance(gateway, current, _RENDEZVOUS_EXCEPTION):
             return NpuGatherError(_message(current), java_class=_RENDEZVOUS_EXCEPTION,
                                   reason=current.reason().name(), java_exception=current)
         for name in _CHECK_EXCEPTIONS:
-            if is_instance_of(gateway, current, name) and _thrown_by_connector(current):
+            if _is_instance(gateway, current, name) and _thrown_by_connector(current):
                 kind = InvalidOptionError if name.endswith("ArgumentException") else NpuGatherError
                 return kind(_message(current), java_class=name, java_exception=current)
         cause = current.getCause()
@@ -196,6 +212,17 @@ def _from_chain(gateway: Any, throwable: Any) -> Optional[NpuGatherError]:
             break
         current = cause
     return None
+
+
+def _is_instance(gateway: Any, throwable: Any, java_class: str) -> bool:
+    """False also when the JVM has no such class (a connector jar older than this package)."""
+    from py4j.java_gateway import is_instance_of
+    from py4j.protocol import Py4JError
+
+    try:
+        return bool(is_instance_of(gateway, throwable, java_class))
+    except Py4JError:
+        return False
 
 
 def _rank_failure(gateway: Any, job_failure: Any) -> NpuGatherError:
