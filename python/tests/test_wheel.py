@@ -85,7 +85,7 @@ def test_the_wheel_carries_the_connector_jar_and_complete_metadata() -> None:
     assert "pyspark<4.3,>=4.2.0" in requires
     # What the README's snippet imports comes with the extra its install line names.
     tensors = {r.split(";")[0].strip() for r in requires if "extra == \"tensors\"" in r}
-    assert tensors == {"numpy>=1.21", "pyarrow>=18.0.0", "pandas<3,>=2.2.0"}
+    assert tensors == {"numpy>=1.22", "pyarrow>=18.0.0", "pandas<3,>=2.2.0"}
     assert any("extra == \"connect\"" in r and r.startswith("pyspark[connect]") for r in requires)
 
 
