@@ -12,6 +12,8 @@ import zipfile
 from pathlib import Path
 from typing import List
 
+import pytest
+
 import npugather
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,10 +22,10 @@ EXAMPLE = ROOT / "examples" / "python" / "feature_sharding.py"
 SMALL = ["--items", "3000", "--dim", "16", "--queries", "60", "--top-k", "5", "--check", "6"]
 
 
-def _run(command, tmp_path: Path) -> subprocess.CompletedProcess:
+def _run(command, tmp_path: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     return subprocess.run([str(c) for c in command], cwd=tmp_path, env=env, text=True,
-                          capture_output=True, timeout=600)
+                          capture_output=True, timeout=timeout)
 
 
 def test_python_m_npugather_jars_lists_the_jars_for_jars_option(tmp_path: Path) -> None:
@@ -100,10 +102,11 @@ def test_the_example_runs_under_spark_submit_with_jars_and_py_files(tmp_path: Pa
     assert "check: 6/6 queries match plain Spark" in result.stdout
 
 
+@pytest.mark.timeout(1800)
 def test_the_readmes_example_command_runs_as_written(tmp_path: Path) -> None:
     # README: `python3 examples/python/feature_sharding.py`, its defaults (100000 items x 64,
-    # 2000 queries) on local[*]; generated data is removed after the run.
-    result = _run([sys.executable, EXAMPLE], tmp_path)
+    # 2000 queries) on local[*]: about 5 minutes on two busy cores.
+    result = _run([sys.executable, EXAMPLE], tmp_path, timeout=1500)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "check: 20/20 queries match plain Spark" in result.stdout, result.stdout
     assert "Traceback" not in result.stderr
