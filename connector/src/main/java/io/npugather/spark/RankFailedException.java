@@ -68,13 +68,19 @@ public final class RankFailedException extends SparkException {
    */
   public static RankFailedException of(
       String operation, int rank, Throwable rankFailure, Throwable job) {
+    return of(operation, rank, rankFailure, job, "");
+  }
+
+  /** As {@link #of(String, int, Throwable, Throwable)}, {@code note} following "rank R failed". */
+  public static RankFailedException of(
+      String operation, int rank, Throwable rankFailure, Throwable job, String note) {
     RankFailedException e =
         new RankFailedException(
             conditionOf(rankFailure),
             operation,
             rank,
             rankFailure,
-            operation + ": rank " + rank + " failed: " + rankFailure);
+            operation + ": rank " + rank + " failed" + note + ": " + rankFailure);
     if (job != null) {
       e.addSuppressed(job);
     }

@@ -342,7 +342,8 @@ public final class GatheredOutputs {
               RankFailedException.GATHER,
               first.rank(),
               first.exception(),
-              new SparkException(reason)));
+              new SparkException(reason),
+              " (not run again: npugather.retryable is false)"));
       return;
     }
     for (int job : jobs) {
