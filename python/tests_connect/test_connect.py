@@ -141,7 +141,11 @@ def test_a_failed_rank_fails_the_action_as_with_the_classic_api(spark: SparkSess
     else:
         # Rank 1's own, injected, failure.
         assert error.java_class == "java.lang.IllegalStateException" and error.rank == 1
-        assert "failure injected by npugather.test.injectFailure" in str(error)
+        assert "failure injected by inject_failure" in str(error)
+    # Spark's error framework, as over py4j.
+    assert error.error_class == error.getCondition() == "NPUGATHER_RANK_FAILED", error
+    assert error.sqlstate == error.getSqlState() == "58000", error
+    assert error.message_parameters["operation"] == "allGatherOnNpu", error
     assert spark.range(0, 8, 1, 2).allGatherOnNpu().count() == 16
 
 

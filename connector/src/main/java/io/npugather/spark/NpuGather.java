@@ -131,8 +131,8 @@ public final class NpuGather {
    * <p>Memory: each task allocates from one child allocator ({@link GatherMemory}) and releases all
    * of it, {@code gathered} included, before it ends. When {@code options.rankSize()} is set and
    * differs from the number of partitions, the input is repartitioned (round-robin) first. A rank
-   * that fails fails the job: Spark throws its {@code SparkException}, whose cause is the rank's
-   * error.
+   * that fails fails the job with a {@link RankFailedException} (a {@code SparkException} with an
+   * error class and SQLSTATE) whose cause is the rank's exception.
    *
    * @param columns the columns forming x, at least one
    * @param options backend, timeout, root rank, ... ({@code sourceRankColumn} and {@code retryable}

@@ -20,7 +20,7 @@ class NpuGatherExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
     NpuGatherSqlConf.register()
     extensions.injectPlannerStrategy { session =>
-      NpuGatherPlanning.installDriverSide(session.sparkContext)
+      NpuGatherPlanning.installDriverSide(session)
       NpuAllGatherStrategy
     }
     extensions.injectHintResolutionRule(_ => ResolveAllGatherHint)
