@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Optional
 
-from pyspark.errors import IllegalArgumentException
+from pyspark.errors import IllegalArgumentException, PySparkException
 from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 from pyspark.sql.connect import proto
 from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
@@ -28,7 +28,7 @@ from pyspark.sql.connect.plan import LogicalPlan
 
 from npugather import _options
 from npugather._jars import RELATION_PLUGIN, RELATION_PLUGINS
-from npugather.errors import _FAILED_TASK, _LOST_TASK, _from_text
+from npugather.errors import _FAILED_TASK, _LOST_TASK, _OWN_PACKAGE, _RESULT_CODES, _from_text
 from npugather.errors import ConnectorNotFoundError, InvalidOptionError, NpuGatherError
 
 TYPE_URL = "type.googleapis.com/npugather.connect.AllGatherOnNpu"
@@ -43,8 +43,12 @@ _CHECK_EXCEPTIONS = {
 }
 # The server's exception class, which PySpark puts before its message.
 _REASON = re.compile(r"\((?P<cls>[\w.$]+)\) ")
+# The first frame of the server's stack trace, as PySpark passes it on.
+_FIRST_FRAME = re.compile(r"^\s*at (?P<cls>[\w.$]+)\.[\w$<>]+\(", re.MULTILINE)
 # The server's answer when no plugin took the relation.
 _NO_PLUGIN = "No handler found for extension"
+# The rank's exception in a RankFailedException's message: "... failed: <class>: <message>".
+_RANK_EXCEPTION_CLASS = re.compile(r"(?P<cls>(?:java|javax|scala|io|org)\.[\w.$]+): ")
 
 
 class AllGatherOnNpu(LogicalPlan):
@@ -117,9 +121,36 @@ def from_server(error: SparkConnectGrpcException) -> Optional[NpuGatherError]:
     if task is not None:
         return _from_text(text, int(task.group("partition")), error)
     kind = _CHECK_EXCEPTIONS.get(java_class)
-    if kind is None or "npugather" not in text.lower():
+    if kind is None or not ("npugather" in text.lower() or _thrown_by_connector(error)):
         return None
     return kind(_options.python_words(text), java_class=java_class)
+
+
+def _thrown_by_connector(error: SparkConnectGrpcException) -> bool:
+    """Whether the server's exception was thrown in the connector's code (its first frame), as
+    the classic API's conversion decides: a check of the SQL function's options, for one."""
+    frame = _FIRST_FRAME.search(getattr(error, "_stacktrace", None) or "")
+    return frame is not None and frame.group("cls").startswith(_OWN_PACKAGE)
+
+
+def from_rank_failure(error: PySparkException) -> Optional[NpuGatherError]:
+    """The NpuGatherError of a job that a rank's failure failed (the server's
+    io.npugather.spark.RankFailedException, which reaches the client with its error class,
+    SQLSTATE and message parameters), or None."""
+    condition = error.getCondition()
+    if not condition or not condition.startswith("NPUGATHER_RANK_"):
+        return None
+    parameters = dict(error.getMessageParameters() or {})
+    text = parameters.get("message", "")
+    found = _RANK_EXCEPTION_CLASS.search(error.getMessage())
+    java_class = found.group("cls") if found else ""
+    code = text.split(":", 1)[0]
+    kind = InvalidOptionError if java_class.endswith("IllegalArgumentException") else NpuGatherError
+    return kind(_options.python_words(text), java_class=java_class,
+                rank=int(parameters["rank"]) if parameters.get("rank", "").isdigit() else None,
+                operation=parameters.get("operation"),
+                result_code=code if code in _RESULT_CODES else None, error_class=condition,
+                sqlstate=error.getSqlState(), message_parameters=parameters)
 
 
 def install() -> None:
@@ -134,6 +165,10 @@ def install() -> None:
 
     def convert_exception(*args: Any, **kwargs: Any) -> Exception:
         converted = pyspark_convert(*args, **kwargs)
+        if isinstance(converted, PySparkException):
+            rank_failure = from_rank_failure(converted)
+            if rank_failure is not None:
+                return rank_failure
         if isinstance(converted, SparkConnectGrpcException):
             return from_server(converted) or converted
         return converted

@@ -124,7 +124,12 @@ def duration_millis(name: str, value: Any) -> int:
 
 
 def _timeout(value: Any) -> str:
-    return f"{duration_millis('timeout', value)}ms"
+    """The JVM's text of a timeout: a string as written (the JVM's messages and plans then
+    speak of it as the user did), else whole seconds or milliseconds."""
+    millis = duration_millis("timeout", value)
+    if isinstance(value, str):
+        return value.strip()
+    return f"{millis}ms" if millis % 1000 else f"{millis // 1000}s"
 
 
 def _source_rank_column(value: Any) -> str:
@@ -216,15 +221,18 @@ def _edit_distance(a: str, b: str) -> int:
 
 
 def python_words(message: str) -> str:
-    """A JVM message about an option (``npugather.rankRoot = 3 is invalid; allowed: 0 <= rankRoot
-    < rankSize (3)``) in the keywords' words (``rank_root = 3 ...``); other messages unchanged."""
+    """A JVM message in the keywords' words: its options' keys (``npugather.rankSize``, not the
+    session's ``spark.npugather.rankSize``) as keywords (``rank_size``), and a message about an
+    option (``npugather.rankRoot = 3 is invalid; allowed: 0 <= rankRoot < rankSize (3)``) with
+    the other options' names in it as keywords too (``rank_root = 3 ...: 0 <= rank_root <
+    rank_size (3)``)."""
+    about_option = any(message.startswith(option.key + " = ") for option in OPTIONS)
     for option in OPTIONS:
-        if message.startswith(option.key + " = "):
-            message = option.name + message[len(option.key):]
-            for other in OPTIONS:
-                camel = other.key.rsplit(".", 1)[-1]
-                message = re.sub(rf"\b{camel}\b", other.name, message)
-            return message
+        message = re.sub(rf"(?<![\w.]){re.escape(option.key)}\b", option.name, message)
+    if about_option:
+        for option in OPTIONS:
+            camel = option.key.rsplit(".", 1)[-1]
+            message = re.sub(rf"(?<![\w.]){camel}\b", option.name, message)
     return message
 
 

@@ -4,18 +4,31 @@ PySpark turns a Java exception that reaches Python into a Python one in
 ``pyspark.errors.exceptions.captured.convert_exception``; anything it does not know arrives as a
 ``py4j.protocol.Py4JJavaError`` with the whole JVM stack trace. Importing ``npugather`` puts
 :func:`from_java` in front of that conversion, so a failed gather raises :class:`NpuGatherError`
-from whichever call ran the job (``collect()``, ``show()``, ``write``, ...).
+from whichever call ran the job (``collect()``, ``show()``, ``write``, ...): a
+``pyspark.errors.PySparkException`` that carries, for a rank's failure, the error class and
+SQLSTATE of the JVM's ``io.npugather.spark.RankFailedException``, as PySpark's own exceptions
+carry Spark's.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, List, Optional
+import threading
+from typing import Any, Callable, Dict, List, Optional
+
+from pyspark.errors import PySparkException
+
+from npugather import _options
 
 # The connector's own exception types, most specific first.
 _VENDOR_EXCEPTION = "io.npugather.VendorException"
 _NPUGATHER_EXCEPTION = "io.npugather.NpuGatherException"
 _RENDEZVOUS_EXCEPTION = "io.npugather.spark.rendezvous.RendezvousException"
+# A job that a rank's failure failed: error class, SQLSTATE, rank; its cause is the rank's error.
+_RANK_FAILED_EXCEPTION = "io.npugather.spark.RankFailedException"
+_GATHER = "allGatherOnNpu"
+# Set while from_java runs on this thread: the JVM calls it makes may fail in turn.
+_converting = threading.local()
 # Checks of the connector's code that throw the JDK's types (options, cluster and device checks).
 _CHECK_EXCEPTIONS = ("java.lang.IllegalArgumentException", "java.lang.IllegalStateException")
 _OWN_PACKAGE = "io.npugather."
@@ -34,12 +47,19 @@ _EXCEPTION_LINE = re.compile(
     r"(?P<text>.*)\n\s+at io\.npugather\.", re.MULTILINE)
 
 
-class NpuGatherError(Exception):
+class NpuGatherError(PySparkException):
     """An all-gather failed in the JVM: a rank, the rendezvous, or a check before the job.
 
-    ``str(error)`` is the JVM's message, which names the failing rank and the cause.
+    ``str(error)`` is the JVM's message, which names the failing rank and the cause, with the
+    options named as this package's keywords (``rank_size``).
 
     Attributes:
+        error_class: for a rank's failure, the error class (also ``condition``,
+            ``getCondition()``): ``"NPUGATHER_RANK_FAILED"``, ``"NPUGATHER_RANK_INPUT_INVALID"``
+            or ``"NPUGATHER_RANK_FUNCTION_FAILED"`` (docs/operations.md); else None.
+        sqlstate: its SQLSTATE (``getSqlState()``): ``"58000"``, ``"22000"`` or ``"39000"``.
+        message_parameters: ``operation``, ``rank`` and ``message`` of a rank's failure
+            (``getMessageParameters()``), else None.
         result_code: whose fault it is, as the connector's ``ResultCode`` name (``"TIMEOUT"``,
             ``"REMOTE_ERROR"``, ``"INVALID_USAGE"``, ...), or None when the failure is not a
             collective's (a cluster check, the rendezvous).
@@ -57,8 +77,16 @@ class NpuGatherError(Exception):
                  rank: Optional[int] = None, operation: Optional[str] = None,
                  reason: Optional[str] = None, library: Optional[str] = None,
                  vendor_code: Optional[int] = None, vendor_code_name: Optional[str] = None,
-                 vendor_message: Optional[str] = None, java_exception: Any = None) -> None:
-        super().__init__(message)
+                 vendor_message: Optional[str] = None, java_exception: Any = None,
+                 error_class: Optional[str] = None, sqlstate: Optional[str] = None,
+                 message_parameters: Optional[Dict[str, str]] = None) -> None:
+        super().__init__(message=message, errorClass=error_class,
+                         messageParameters=message_parameters)
+        self.args = (message,)
+        self.message = message
+        self.error_class = error_class
+        self.sqlstate = sqlstate
+        self.message_parameters = message_parameters
         self.result_code = result_code
         self.rank = rank
         self.operation = operation
@@ -69,6 +97,28 @@ class NpuGatherError(Exception):
         self.vendor_message = vendor_message
         self.java_class = java_class
         self.java_exception = java_exception
+
+    @property
+    def condition(self) -> Optional[str]:
+        """The error class, as Spark 4 names it."""
+        return self.error_class
+
+    def getCondition(self) -> Optional[str]:  # noqa: N802 -- PySparkException's name
+        return self.error_class
+
+    def getSqlState(self) -> Optional[str]:  # noqa: N802 -- PySparkException's name
+        return self.sqlstate
+
+    def getMessageParameters(self) -> Optional[Dict[str, str]]:  # noqa: N802
+        return self.message_parameters
+
+    def getMessage(self) -> str:  # noqa: N802 -- PySparkException's name
+        if self.error_class is None:
+            return self.message
+        return f"[{self.error_class}] {self.message} SQLSTATE: {self.sqlstate}"
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class InvalidOptionError(NpuGatherError, ValueError):
@@ -88,6 +138,16 @@ def from_java(throwable: Any) -> Optional[NpuGatherError]:
     failed barrier stage keeps only the failure's text), in the driver's record of failed tasks
     (``io.npugather.spark.TaskFailures``); failing both, in the job's message.
     """
+    if getattr(_converting, "active", False):
+        return None  # a JVM call of this conversion failed: PySpark's conversion takes it
+    _converting.active = True
+    try:
+        return _from_java(throwable)
+    finally:
+        _converting.active = False
+
+
+def _from_java(throwable: Any) -> Optional[NpuGatherError]:
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
@@ -100,15 +160,18 @@ def from_java(throwable: Any) -> Optional[NpuGatherError]:
     task = _FAILED_TASK.search(message) or _LOST_TASK.search(message)
     if task is None:
         return None
-    stage, partition = (int(task.group("stage")), int(task.group("partition")))
+    partition = int(task.group("partition"))
+    from py4j.protocol import Py4JError
+
     failures = getattr(gateway.jvm, "io.npugather.spark.TaskFailures")
-    recorded = failures.installOn(SparkContext._active_spark_context._jsc.sc()).failureOf(
-        stage, partition, _EVENT_WAIT_MILLIS)
-    if recorded is not None:
-        found = _from_chain(gateway, recorded)
+    try:
+        job_failure = failures.installOn(SparkContext._active_spark_context._jsc.sc()) \
+            .rankFailure(throwable, _GATHER, _EVENT_WAIT_MILLIS)
+    except Py4JError:  # a connector jar older than this package
+        job_failure = None
+    if job_failure is not None:
+        found = _from_chain(gateway, job_failure)
         if found is not None:
-            if found.rank is None:
-                found.rank = partition  # the failed task's rank
             return found
     return _from_text(message, partition, throwable)
 
@@ -118,7 +181,7 @@ def _from_text(message: str, partition: int, throwable: Any) -> Optional[NpuGath
     line = _EXCEPTION_LINE.search(message)
     if line is None:
         return None
-    name, text = line.group("cls"), line.group("text")
+    name, text = line.group("cls"), _options.python_words(line.group("text"))
     code = text.split(":", 1)[0]
     if name in (_NPUGATHER_EXCEPTION, _VENDOR_EXCEPTION):
         return NpuGatherError(text, java_class=name, rank=partition,
@@ -129,19 +192,19 @@ def _from_text(message: str, partition: int, throwable: Any) -> Optional[NpuGath
 
 
 def _from_chain(gateway: Any, throwable: Any) -> Optional[NpuGatherError]:
-    from py4j.java_gateway import is_instance_of
-
     seen: List[Any] = []
     current = throwable
     while current is not None and len(seen) < _MAX_CHAIN:
         seen.append(current)
-        if is_instance_of(gateway, current, _NPUGATHER_EXCEPTION):
+        if _is_instance(gateway, current, _RANK_FAILED_EXCEPTION):
+            return _rank_failure(gateway, current)
+        if _is_instance(gateway, current, _NPUGATHER_EXCEPTION):
             return _collective_error(gateway, current)
-        if is_instance_of(gateway, current, _RENDEZVOUS_EXCEPTION):
+        if _is_instance(gateway, current, _RENDEZVOUS_EXCEPTION):
             return NpuGatherError(_message(current), java_class=_RENDEZVOUS_EXCEPTION,
                                   reason=current.reason().name(), java_exception=current)
         for name in _CHECK_EXCEPTIONS:
-            if is_instance_of(gateway, current, name) and _thrown_by_connector(current):
+            if _is_instance(gateway, current, name) and _thrown_by_connector(current):
                 kind = InvalidOptionError if name.endswith("ArgumentException") else NpuGatherError
                 return kind(_message(current), java_class=name, java_exception=current)
         cause = current.getCause()
@@ -149,6 +212,33 @@ def _from_chain(gateway: Any, throwable: Any) -> Optional[NpuGatherError]:
             break
         current = cause
     return None
+
+
+def _is_instance(gateway: Any, throwable: Any, java_class: str) -> bool:
+    """False also when the JVM has no such class (a connector jar older than this package)."""
+    from py4j.java_gateway import is_instance_of
+    from py4j.protocol import Py4JError
+
+    try:
+        return bool(is_instance_of(gateway, throwable, java_class))
+    except Py4JError:
+        return False
+
+
+def _rank_failure(gateway: Any, job_failure: Any) -> NpuGatherError:
+    """A RankFailedException's fields on the error of its cause, the rank's own exception."""
+    rank_exception = job_failure.getCause()
+    found = _from_chain(gateway, rank_exception) if rank_exception is not None else None
+    if found is None:  # e.g. what the function of onRanks threw
+        source = rank_exception if rank_exception is not None else job_failure
+        found = NpuGatherError(_message(source), java_class=source.getClass().getName(),
+                               java_exception=source)
+    found.error_class = job_failure.getCondition()
+    found.sqlstate = job_failure.getSqlState()
+    found.message_parameters = dict(job_failure.getMessageParameters())
+    if found.rank is None:
+        found.rank = job_failure.rank()
+    return found
 
 
 def _collective_error(gateway: Any, throwable: Any) -> NpuGatherError:
@@ -172,7 +262,8 @@ def _thrown_by_connector(throwable: Any) -> bool:
 
 def _message(throwable: Any) -> str:
     message = throwable.getMessage()
-    return message if message is not None else throwable.getClass().getName()
+    return (_options.python_words(message) if message is not None
+            else throwable.getClass().getName())
 
 
 _installed: Optional[Callable[[Any], Any]] = None

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import zipfile
 from pathlib import Path
+from typing import List
+
+import pytest
 
 import npugather
 
@@ -17,10 +22,10 @@ EXAMPLE = ROOT / "examples" / "python" / "feature_sharding.py"
 SMALL = ["--items", "3000", "--dim", "16", "--queries", "60", "--top-k", "5", "--check", "6"]
 
 
-def _run(command, tmp_path: Path) -> subprocess.CompletedProcess:
+def _run(command, tmp_path: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     return subprocess.run([str(c) for c in command], cwd=tmp_path, env=env, text=True,
-                          capture_output=True, timeout=600)
+                          capture_output=True, timeout=timeout)
 
 
 def test_python_m_npugather_jars_lists_the_jars_for_jars_option(tmp_path: Path) -> None:
@@ -85,11 +90,52 @@ def test_the_examples_bad_inputs_are_one_line_and_exit_2_before_any_data(
 
 
 def test_the_example_runs_under_spark_submit_with_jars_and_py_files(tmp_path: Path) -> None:
+    # docs/operations.md's command, on a local master instead of spark://<master>:7077.
     submit = Path(sys.executable).parent / "spark-submit"
     submit = submit if submit.exists() else Path(shutil.which("spark-submit") or "spark-submit")
     _run([sys.executable, "-m", "npugather", "zip", "npugather.zip"], tmp_path)
     result = _run([submit, "--master", "local[2]", "--jars", ",".join(npugather.jars()),
-                   "--py-files", "npugather.zip", EXAMPLE, "--output", tmp_path / "out",
-                   *SMALL], tmp_path)
+                   "--py-files", "npugather.zip",
+                   "--conf", "spark.sql.extensions=io.npugather.spark.NpuGatherExtensions",
+                   EXAMPLE, "--ranks", "2", "--output", tmp_path / "out", *SMALL], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "check: 6/6 queries match plain Spark" in result.stdout
+
+
+@pytest.mark.timeout(1800)
+def test_the_readmes_example_command_runs_as_written(tmp_path: Path) -> None:
+    # README: `python3 examples/python/feature_sharding.py`, its defaults (100000 items x 64,
+    # 2000 queries) on local[*]: about 5 minutes on two busy cores.
+    result = _run([sys.executable, EXAMPLE], tmp_path, timeout=1500)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check: 20/20 queries match plain Spark" in result.stdout, result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_the_examples_help_lists_the_java_jobs_options(tmp_path: Path) -> None:
+    result = _run([sys.executable, EXAMPLE, "--help"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    for flag in ("--items-path", "--queries-path", "--master", "--ranks", "--backend", "--top-k",
+                 "--scoring", "--keep", "--output", "--timeout", "--check"):
+        assert flag in result.stdout, flag
+
+
+def _python_blocks(document: Path, section: str) -> List[str]:
+    text = document.read_text()
+    part = text[text.index(section + "\n"):]
+    end = part.find("\n## ", 1)
+    return re.findall(r"```python\n(.*?)```", part if end < 0 else part[:end], re.DOTALL)
+
+
+def test_the_pyspark_sections_python_runs_as_written(tmp_path: Path) -> None:
+    blocks = _python_blocks(ROOT / "docs" / "operations.md", "## PySpark")
+    assert len(blocks) == 1, blocks
+    script = tmp_path / "notebook.py"
+    script.write_text(blocks[0] + textwrap.dedent("""
+        rows = spark.range(0, 8, 1, 4).allGatherOnNpu().collect()
+        assert len(rows) == 32, rows
+        print("notebook ok")
+        """))
+    result = _run([sys.executable, script], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "notebook ok" in result.stdout

@@ -193,10 +193,10 @@ def test_python_and_the_jvm_agree_on_valid_and_invalid_values(spark: SparkSessio
 
 
 def test_a_timeout_is_also_a_number_of_seconds_up_to_the_jvms_bound(spark: SparkSession) -> None:
-    assert _options.to_jvm({"timeout": 60}, []) == {"npugather.timeout": "60000ms"}
+    assert _options.to_jvm({"timeout": 60}, []) == {"npugather.timeout": "60s"}
     assert _options.to_jvm({"timeout": 0.5}, []) == {"npugather.timeout": "500ms"}
     longest = _options.to_jvm({"timeout": datetime.timedelta(days=30)}, [])["npugather.timeout"]
-    assert longest == "2592000000ms"
+    assert longest == "2592000s"
     defaults = spark.sparkContext._jvm.io.npugather.spark.AllGatherOptions.defaults()
     jvm_map = spark.sparkContext._jvm.java.util.HashMap()
     jvm_map.put("npugather.timeout", longest)
@@ -212,6 +212,30 @@ def test_a_timeout_is_also_a_number_of_seconds_up_to_the_jvms_bound(spark: Spark
         spark.range(0, 4, 1, 2).allGatherOnNpu(timeout=-1)
     assert spark.range(0, 4, 1, 2).allGatherOnNpu(timeout=30).count() == 8
     assert _jobs(spark) > jobs_before
+
+
+def test_durations_read_as_written_not_in_javas_iso_form(spark: SparkSession) -> None:
+    assert _options.to_jvm({"timeout": " 90s"}, []) == {"npugather.timeout": "90s"}
+    plan = spark.range(0, 4, 1, 2).allGatherOnNpu(timeout="30s")._jdf.queryExecution() \
+        .optimizedPlan().toString()
+    assert "timeout=30s" in plan and "PT30S" not in plan, plan
+    plan = spark.range(0, 4, 1, 2).allGatherOnNpu(timeout=0.25)._jdf.queryExecution() \
+        .optimizedPlan().toString()
+    assert "timeout=250ms" in plan, plan
+
+
+def test_jvm_messages_name_options_as_python_keywords(spark: SparkSession) -> None:
+    assert _options.python_words(
+        "allGatherOnNpu needs 3 concurrent task slots; use fewer partitions (npugather.rankSize"
+        " = 2, or df.repartition(2)) or more cores") == (
+        "allGatherOnNpu needs 3 concurrent task slots; use fewer partitions (rank_size = 2, or"
+        " df.repartition(2)) or more cores")
+    assert _options.python_words(
+        "npugather.rankRoot = 3 is invalid; allowed: 0 <= rankRoot < rankSize (3)") == (
+        "rank_root = 3 is invalid; allowed: 0 <= rank_root < rank_size (3)")
+    # The session's settings keep the names the user wrote in the conf.
+    conf = "spark.npugather.rankSize = x is invalid; allowed: an integer"
+    assert _options.python_words(conf) == conf
 
 
 def test_a_nul_in_comm_domain_is_refused_in_the_operators_words(spark: SparkSession) -> None:

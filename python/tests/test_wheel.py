@@ -85,7 +85,7 @@ def test_the_wheel_carries_the_connector_jar_and_complete_metadata() -> None:
     assert "pyspark<4.3,>=4.2.0" in requires
     # What the README's snippet imports comes with the extra its install line names.
     tensors = {r.split(";")[0].strip() for r in requires if "extra == \"tensors\"" in r}
-    assert tensors == {"numpy>=1.21", "pyarrow>=18.0.0", "pandas<3,>=2.2.0"}
+    assert tensors == {"numpy>=1.22", "pyarrow>=18.0.0", "pandas<3,>=2.2.0"}
     assert any("extra == \"connect\"" in r and r.startswith("pyspark[connect]") for r in requires)
 
 
@@ -215,3 +215,25 @@ def test_the_spark_connect_snippet_runs_from_the_wheel(installed: Dict[str, obje
     assert result.returncode == 0, result.stdout + result.stderr
     assert "connect ok" in result.stdout
     assert "|source_rank|count|" in result.stdout.replace(" ", "")
+
+
+def test_the_tensors_extra_asks_for_what_pyspark_supports() -> None:
+    """The lower bounds are PySpark's own minimums (pyspark.sql.pandas.utils), and pandas stays
+    below the major version PySpark warns about."""
+    import inspect
+
+    from pyspark.sql.pandas import utils
+
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    extra = re.search(r"^tensors = \[(.*)\]$", pyproject, re.MULTILINE)
+    assert extra, "the tensors extra"
+    wanted = dict(re.findall(r'"(\w+)(>=[^"]+)"', extra.group(1)))
+    for package in ("pandas", "pyarrow", "numpy"):
+        source = inspect.getsource(getattr(utils, f"require_minimum_{package}_version"))
+        minimum = re.search(rf'minimum_{package}_version = "([^"]+)"', source)
+        assert minimum, package
+        assert wanted[package].split(",")[0] == ">=" + minimum.group(1), (package, wanted)
+    warned = re.search(r'LooseVersion\(pandas.__version__\) >= LooseVersion\("(\d+)',
+                       inspect.getsource(utils.require_minimum_pandas_version))
+    assert warned, "PySpark's warning about new pandas"
+    assert wanted["pandas"].endswith(f",<{warned.group(1)}"), wanted

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterator
+from typing import Dict, Iterator, List
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
 
 import npugather
 
@@ -27,3 +28,13 @@ def spark() -> Iterator[SparkSession]:
     session = npugather.configure(builder).getOrCreate()
     yield session
     session.stop()
+
+
+def by_rank(gathered: DataFrame) -> Dict[int, List[Row]]:
+    """The gathered rows of each rank (= output partition), in their order there."""
+    rows = gathered.select(F.spark_partition_id().alias("_rank"), "*").collect()
+    ranks: Dict[int, List[Row]] = {}
+    for row in rows:
+        values = row.asDict()
+        ranks.setdefault(values.pop("_rank"), []).append(Row(**values))
+    return ranks

@@ -5,27 +5,16 @@ rank (``spark_partition_id()`` of the result is the rank)."""
 from __future__ import annotations
 
 import random
-from typing import Dict, List
 
 import pytest
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 import npugather
-from conftest import RANKS
+from conftest import RANKS, by_rank
 
 # The operator contract's example: rank r contributes the 2 x 2 int32 tensor SPEC_X[r].
 SPEC_X = {0: [[16, 56], [5, 96]], 1: [[-7, -91], [-75, 38]]}
-
-
-def by_rank(gathered: DataFrame) -> Dict[int, List[Row]]:
-    """The gathered rows of each rank (= output partition), in their order there."""
-    rows = gathered.select(F.spark_partition_id().alias("_rank"), "*").collect()
-    ranks: Dict[int, List[Row]] = {}
-    for row in rows:
-        values = row.asDict()
-        ranks.setdefault(values.pop("_rank"), []).append(Row(**values))
-    return ranks
 
 
 def test_a_connect_dataframe_is_gathered_by_the_servers_plugin(spark: SparkSession) -> None:
@@ -152,7 +141,11 @@ def test_a_failed_rank_fails_the_action_as_with_the_classic_api(spark: SparkSess
     else:
         # Rank 1's own, injected, failure.
         assert error.java_class == "java.lang.IllegalStateException" and error.rank == 1
-        assert "failure injected by npugather.test.injectFailure" in str(error)
+        assert "failure injected by inject_failure" in str(error)
+    # Spark's error framework, as over py4j.
+    assert error.error_class == error.getCondition() == "NPUGATHER_RANK_FAILED", error
+    assert error.sqlstate == error.getSqlState() == "58000", error
+    assert error.message_parameters["operation"] == "allGatherOnNpu", error
     assert spark.range(0, 8, 1, 2).allGatherOnNpu().count() == 16
 
 

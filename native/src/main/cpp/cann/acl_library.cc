@@ -43,6 +43,7 @@ AclApi* load(const char* backend) {
   resolve(acl.handle, "aclrtMemcpy", &api.aclrtMemcpy);
   resolve(acl.handle, "aclrtResetDevice", &api.aclrtResetDevice);
   resolve(acl.handle, "aclrtSynchronizeStreamWithTimeout", &api.aclrtSynchronizeStreamWithTimeout);
+  resolve(acl.handle, "aclrtStreamQuery", &api.aclrtStreamQuery);
   resolve(acl.handle, "aclrtDestroyStreamForce", &api.aclrtDestroyStreamForce);
   resolve(acl.handle, "aclrtResetDeviceForce", &api.aclrtResetDeviceForce);
   resolve(acl.handle, "aclrtGetSocName", &api.aclrtGetSocName);

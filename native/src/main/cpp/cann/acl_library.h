@@ -25,7 +25,8 @@ constexpr aclError kAclErrorRtStreamSyncTimeout = 507046;
 constexpr int kAclMemcpyHostToDevice = 1;
 constexpr int kAclMemcpyDeviceToHost = 2;
 constexpr int kAclMemMallocHugeFirst = 0;
-constexpr int kAclHbmMem = 1;  // aclrtMemAttr ACL_HBM_MEM (DDR on devices without HBM)
+constexpr int kAclHbmMem = 1;                // aclrtMemAttr ACL_HBM_MEM (DDR on devices without HBM)
+constexpr int kAclStreamStatusComplete = 0;  // aclrtStreamStatus ACL_STREAM_STATUS_COMPLETE
 // HcclDataType, which LCCL uses too: every collective here moves bytes.
 constexpr int kHcclDataTypeUint8 = 7;
 
@@ -42,9 +43,10 @@ struct AclApi {
   aclError (*aclrtResetDevice)(int32_t device_id);
   // Optional (absent in old CANN): nullptr when missing.
   aclError (*aclrtSynchronizeStreamWithTimeout)(aclrtStream stream, int32_t timeout_ms);
-  aclError (*aclrtDestroyStreamForce)(aclrtStream stream);  // discards pending tasks
-  aclError (*aclrtResetDeviceForce)(int32_t device_id);     // whatever the set count
-  const char* (*aclrtGetSocName)();                         // "Ascend910B1" and so on
+  aclError (*aclrtStreamQuery)(aclrtStream stream, int* status);  // aclrtStreamStatus; silent
+  aclError (*aclrtDestroyStreamForce)(aclrtStream stream);        // discards pending tasks
+  aclError (*aclrtResetDeviceForce)(int32_t device_id);           // whatever the set count
+  const char* (*aclrtGetSocName)();                               // "Ascend910B1" and so on
   const char* (*aclGetRecentErrMsg)();
   // Free and total device memory of the current device, system reserve excluded.
   aclError (*aclrtGetMemInfo)(int attr, size_t* free_bytes, size_t* total_bytes);

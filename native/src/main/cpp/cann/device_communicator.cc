@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <thread>
 #include <utility>
 
 #include "../core/error.h"
@@ -15,7 +16,12 @@ namespace npg {
 namespace cann {
 namespace {
 
+// Runtimes without aclrtStreamQuery: the slices of aclrtSynchronizeStreamWithTimeout.
 constexpr int64_t kPollSliceMs = 100;
+// The pauses between aclrtStreamQuery polls: from 50 us, doubling, to at most 1 ms, so a short
+// collective is seen done at once and a long one costs about 1000 cheap queries a second.
+constexpr int64_t kQueryFirstPauseUs = 50;
+constexpr int64_t kQueryMaxPauseUs = 1000;
 constexpr size_t kPackSegmentsAbove = 16;
 
 // FNV-1a over the rank count and the byte counts: equal on all ranks iff (almost surely) the layouts are.
@@ -219,7 +225,40 @@ void DeviceCommunicator::abort() noexcept {
   if (!busy_) release_vendor_locked(nullptr);
 }
 
+// CANN logs every expired aclrtSynchronizeStreamWithTimeout at ERROR and reports an error
+// message (ApiImpl::StreamSynchronize), so a long collective waited for in slices would fill the
+// vendor's log with errors and bury the text of a real failure. aclrtStreamQuery is silent: it is
+// polled, with a growing pause, until the stream is done; then aclrtSynchronizeStream returns at
+// once, with the error of a task that failed.
 void DeviceCommunicator::wait_stream(const char* op, Clock::time_point deadline) {
+  if (api_.aclrtStreamQuery != nullptr) {
+    int64_t pause_us = kQueryFirstPauseUs;
+    for (;;) {
+      if (aborted_.load()) {
+        throw_error(NPG_ABORTED, std::string("the communicator was aborted while waiting for ") + op + " " + where());
+      }
+      int status = kAclStreamStatusComplete;
+      aclError rc = api_.aclrtStreamQuery(stream_, &status);
+      if (rc != kAclSuccess) {
+        throw_acl_error(api_, "aclrtStreamQuery", rc, std::string("after ") + op + " " + where());
+      }
+      if (status == kAclStreamStatusComplete) break;
+      const auto remaining = deadline - Clock::now();
+      if (remaining <= Clock::duration::zero()) {
+        throw_error(NPG_TIMEOUT, std::string(op) + " did not complete within the timeout of " +
+                                     std::to_string(timeout_ms_) + " ms " + where() +
+                                     " (aclrtStreamQuery kept reporting the stream not ready); a peer may have "
+                                     "failed, exited or not called the collective");
+      }
+      std::this_thread::sleep_for(std::min<Clock::duration>(remaining, std::chrono::microseconds(pause_us)));
+      pause_us = std::min(pause_us * 2, kQueryMaxPauseUs);
+    }
+    aclError rc = api_.aclrtSynchronizeStream(stream_);
+    if (rc != kAclSuccess) {
+      throw_acl_error(api_, "aclrtSynchronizeStream", rc, std::string("after ") + op + " " + where());
+    }
+    return;
+  }
   if (api_.aclrtSynchronizeStreamWithTimeout == nullptr) {
     aclError rc = api_.aclrtSynchronizeStream(stream_);
     if (rc != kAclSuccess) {

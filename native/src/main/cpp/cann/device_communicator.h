@@ -81,17 +81,19 @@ class DeviceCommunicator final : public Communicator {
   void all_gather_v(const npg_segment_t* segments, size_t segment_count, bool write_own, void* recv,
                     const uint64_t* counts_bytes, const uint64_t* displs_bytes) override;
   uint64_t device_bytes() const override { return device_bytes_.load(); }
-  // Interruptible: the wait for the stream (when aclrtSynchronizeStreamWithTimeout exists),
-  // polled every 100 ms. Not interruptible: an enqueue or a copy already inside CANN, and the
-  // blocking aclrtSynchronizeStream of runtimes without the timeout variant (there only the
-  // vendor's own execution timeout bounds a stuck collective). The vendor communicator is
-  // released (see close) as soon as no call uses it.
+  // Interruptible: the wait for the stream, which polls aclrtStreamQuery (at least every
+  // millisecond; silent, unlike an expired synchronize) or, on runtimes without it, waits in
+  // 100 ms slices of aclrtSynchronizeStreamWithTimeout (each expired one an ERROR in CANN's log).
+  // Not interruptible: an enqueue or a copy already inside CANN, and the blocking
+  // aclrtSynchronizeStream of runtimes without either (there only the vendor's own execution
+  // timeout bounds a stuck collective). The vendor communicator is released (see close) as soon
+  // as no call uses it.
   void abort() noexcept override;
   // Tears down in the order CANN requires, trying every step and throwing the first failure: a
-  // stream a failed collective may still run on is force-destroyed (its pending work discarded,
-  // since HcclCommDestroy refuses with HCCL_E_AGAIN while an operation is in flight), then the
-  // vendor communicator, the stream, the device buffers (only once no stream can touch them),
-  // the device (aclrtResetDevice) and the claim.
+  // stream a failed collective may still run on is force-destroyed (its pending work discarded:
+  // HcclCommDestroy does not wait for work queued on a stream, which must not run on a destroyed
+  // communicator), then the vendor communicator, the stream, the device buffers (only once no
+  // stream can touch them), the device (aclrtResetDevice) and the claim.
   void close() override;
 
  private:

@@ -200,24 +200,40 @@ class Parser {
   throw_error(NPG_INVALID_ARGUMENT, "rank table " + path + ": " + what);
 }
 
+const char* kind_name(Json::Kind kind) {
+  static const char* const kKinds[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+  return kKinds[kind];
+}
+
 const Json& require(const std::string& path, const Json& obj, const std::string& key, Json::Kind kind,
                     const std::string& where) {
   const Json* v = obj.member(key);
   if (v == nullptr) invalid(path, where + " has no \"" + key + "\"");
   if (v->kind != kind) {
-    static const char* const kKinds[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
-    invalid(path, where + "\"" + key + "\" must be " + kKinds[kind] + ", found " + kKinds[v->kind]);
+    invalid(path, "\"" + key + "\" of " + where + " must be " + kind_name(kind) + ", found " + kind_name(v->kind));
   }
   return *v;
 }
 
-// A rank id is a non-negative integer written as a string ("3", as the HCCL docs show) or a number.
-int64_t rank_id_of(const std::string& path, const Json& v, const std::string& where) {
-  if (v.kind != Json::kString && v.kind != Json::kNumber) invalid(path, where + ".rank_id must be a string");
-  const std::string& t = v.text;
+// HCCL reads every scalar field of the table as a JSON string: any other type, a number
+// included, is HCCL_E_PARA ("is not string"). value is the member key of obj, present.
+const std::string& string_field(const std::string& path, const Json& value, const std::string& key,
+                                const std::string& where) {
+  if (value.kind != Json::kString) {
+    invalid(path, "\"" + key + "\" of " + where + " must be a JSON string such as \"1\", found " +
+                      kind_name(value.kind) + (value.kind == Json::kNumber ? " (" + value.text + ")" : "") +
+                      "; HCCL refuses any other type (HCCL_E_PARA, \"is not string\")");
+  }
+  return value.text;
+}
+
+// A non-negative decimal integer in a string ("3"), as HCCL's SalStrToULong reads rank_id,
+// device_id and server_count.
+int64_t decimal_of(const std::string& path, const Json& value, const std::string& key, const std::string& where) {
+  const std::string& t = string_field(path, value, key, where);
   bool digits = !t.empty() && t.size() <= 9;
   for (char c : t) digits = digits && c >= '0' && c <= '9';
-  if (!digits) invalid(path, where + ".rank_id \"" + t + "\" is not a non-negative integer");
+  if (!digits) invalid(path, where + "." + key + " \"" + t + "\" is not a non-negative integer");
   return strtoll(t.c_str(), nullptr, 10);
 }
 
@@ -244,6 +260,7 @@ RankTableFile parse_rank_table(const std::string& path, const std::string& text,
     std::string where = "server_list[" + std::to_string(s) + "]";
     if (server.kind != Json::kObject) invalid(path, where + " must be an object");
     const Json& devices = require(path, server, "device", Json::kArray, where);
+    if (devices.items.empty()) invalid(path, where + ".device is empty; every server lists its devices");
     for (size_t d = 0; d < devices.items.size(); ++d) {
       const Json& dev = devices.items[d];
       std::string dwhere = where + ".device[" + std::to_string(d) + "]";
@@ -253,8 +270,8 @@ RankTableFile parse_rank_table(const std::string& path, const std::string& text,
       const Json* did = dev.member("device_id");
       if (did == nullptr) invalid(path, dwhere + " has no \"device_id\"");
       RankTableDevice entry;
-      entry.rank_id = static_cast<int32_t>(rank_id_of(path, *rid, dwhere));
-      entry.device_id = did->text;
+      entry.rank_id = static_cast<int32_t>(decimal_of(path, *rid, "rank_id", dwhere));
+      entry.device_id = std::to_string(decimal_of(path, *did, "device_id", dwhere));
       entry.server_index = static_cast<int32_t>(s);
       found.push_back(entry);
     }
@@ -272,11 +289,10 @@ RankTableFile parse_rank_table(const std::string& path, const std::string& text,
     table.server_ids.push_back(server_id);
   }
   for (RankTableDevice& e : found) e.server_id = table.server_ids[e.server_index];
-  // server_count, a string ("2", as HCCL's docs show) or a number, must count server_list.
+  // server_count is optional (HCCL then counts server_list); when present, a string that counts it.
   const Json* count = root.member("server_count");
-  if (count == nullptr) invalid(path, "the top level has no \"server_count\" (the number of servers in server_list)");
-  if ((count->kind != Json::kString && count->kind != Json::kNumber) ||
-      count->text != std::to_string(servers.items.size())) {
+  if (count != nullptr &&
+      decimal_of(path, *count, "server_count", "the top level") != static_cast<int64_t>(servers.items.size())) {
     invalid(path, "server_count \"" + count->text + "\" does not match server_list, which lists " +
                       std::to_string(servers.items.size()) + " server(s)");
   }

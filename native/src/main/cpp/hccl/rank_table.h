@@ -25,11 +25,14 @@ struct RankTableFile {
   std::vector<RankTableDevice> devices;  // indexed by rank_id
 };
 
-// Parses text (the content of path) and checks what HCCL requires: version "1.0" or "1.2",
-// status "completed", a non-empty server_list whose entries each have a unique server_id of 1
-// to 64 characters and a device list with device_id and rank_id, server_count equal to the
-// number of servers, rank ids exactly 0..rank_size-1 without duplicates (so `rank` is present),
-// a contiguous range of them per server (no interleaving). Throws NPG_INVALID_ARGUMENT naming the file and the field.
+// Parses text (the content of path) and checks what HCCL's parser of versions 1.0 and 1.2
+// (HCOMM's TopoinfoRanktableConcise) requires: version "1.0" or "1.2", status "completed", a
+// non-empty server_list whose entries each have a unique server_id of 1 to 64 characters and a
+// non-empty device list with device_id and rank_id, both decimal integers in JSON strings (a
+// number is refused, as HCCL refuses it); server_count optional, and when present a string equal
+// to the number of servers; rank ids exactly 0..rank_size-1 without duplicates (so `rank` is
+// present), a contiguous range of them per server (no interleaving). Throws NPG_INVALID_ARGUMENT
+// naming the file and the field.
 RankTableFile parse_rank_table(const std::string& path, const std::string& text, int32_t rank, int32_t rank_size);
 
 // Checks that the table's device_id of rank is device_id, the device the rank binds (mapped to

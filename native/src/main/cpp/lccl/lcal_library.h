@@ -21,8 +21,9 @@ using LcalCommPtr = void*;
 constexpr int kLcalSuccess = 0;
 constexpr int kLcalMaxRankSize = 128;
 constexpr int kLcalMinBufferMb = 200;  // LCAL_COMM_BUFFER_SIZE
-// LCAL sizes its buffer as SIZE_MB * 1 MiB + 4 MiB in a 32-bit int (LcalComm::InitMem): 2044
-// overflows (the init fails), 4092..4295 wrap to less than the kernels' fixed window.
+// LCAL sizes its buffer as SIZE_MB * 1 MiB + 4 MiB in a 32-bit int (LcalComm::InitMem): 2044..4092
+// overflow to a negative or zero size (the init fails), 4093..4295 wrap to less than the kernels'
+// fixed window, larger values wrap around again.
 constexpr int kLcalMaxBufferMb = 2043;  // Java's AllGatherParam.MAX_LCCL_BUFFER_MB
 constexpr int kLcalMaxCommDomain = 65535;
 // The HcclDataType the all-gathers move bytes as. ATB registers LCCL's AllGather kernels for

@@ -208,8 +208,10 @@ class LcclBackend final : public Backend {
       init.kind = LcclInit::Kind::kThread;
       if (!config.comm_domain.empty()) {
         init.uid = config.comm_domain;
+        init.uid_origin = "comm_domain \"" + config.comm_domain + "\" (LCCL's thread-mode uid)";
       } else if (has_root) {
         init.uid = "npugather-" + hex(root.nonce, kNonceBytes);
+        init.uid_origin = "the root info (LCCL's thread-mode uid " + init.uid + ")";
       } else {
         throw_error(NPG_INVALID_ARGUMENT,
                     "backend lccl in multi-thread mode needs a comm_domain (LCCL's uid, "

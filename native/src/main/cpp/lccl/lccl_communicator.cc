@@ -1,10 +1,43 @@
 #include "lccl_communicator.h"
 
+#include <map>
+#include <mutex>
+#include <set>
+
 #include "../core/error.h"
 
 namespace npg {
 namespace lccl {
 namespace {
+
+// ATB's LcalCommInitThread records the devices of a uid in a process-wide table it never clears
+// (LcalComm::GetDevThread fills g_devList[uid] once; ~LcalComm erases only the peer memory): a
+// later communicator with the same uid would read the earlier one's devices instead of waiting
+// for its own ranks'. So a uid serves one communicator per process: its rank_size ranks, each
+// once. Claimed before LCAL is called, since ATB records the device before its rendezvous can fail.
+struct ThreadUid {
+  int32_t rank_size = 0;
+  std::set<int32_t> ranks;
+};
+
+void claim_thread_uid(const LcclInit& init, const cann::DeviceCommunicator& device) {
+  static std::mutex* mutex = new std::mutex();
+  static std::map<std::string, ThreadUid>* claimed = new std::map<std::string, ThreadUid>();
+  std::lock_guard<std::mutex> lock(*mutex);
+  ThreadUid& uid = (*claimed)[init.uid];
+  const bool reused = uid.rank_size != 0 && (uid.rank_size != device.size() || uid.ranks.count(device.rank()) > 0 ||
+                                             static_cast<int32_t>(uid.ranks.size()) == uid.rank_size);
+  if (reused) {
+    throw_error(NPG_INVALID_USAGE,
+                init.uid_origin + " was already used by a communicator of " + std::to_string(uid.rank_size) +
+                    " ranks in this process " + device.where() +
+                    "; LCCL's thread mode (LcalCommInitThread) remembers a uid's devices for the life of the process, "
+                    "so a new communicator with it would pair ranks with the earlier one's devices: give every "
+                    "communicator its own comm_domain, or pass \"\" with a fresh root info");
+  }
+  uid.rank_size = device.size();
+  uid.ranks.insert(device.rank());
+}
 
 class LcclCollectives final : public cann::DeviceCollectives {
  public:
@@ -54,6 +87,7 @@ std::unique_ptr<cann::DeviceCollectives> connect(const LcalApi& api, const cann:
       }
       break;
     case LcclInit::Kind::kThread:
+      claim_thread_uid(init, device);
       op = "LcalCommInitThread";
       rc = api.LcalCommInitThread(rank, n, init.uid.c_str(), &comm);
       break;

@@ -20,11 +20,14 @@ struct LcclInit {
   int domain = 0;  // kDomain: LcalCommInitRankWithCustDomainSize(domain, buffer_mb, ...)
   int buffer_mb = kLcalMinBufferMb;
   std::string uid;  // kThread: LcalCommInitThread's uid, the same on every rank thread
+  // kThread: where the uid came from, for messages: comm_domain "X", or the root info.
+  std::string uid_origin;
 };
 
-// Blocks in LCAL's init, which only LCAL's own waits bound (clients of the domain bootstrap
-// retry their connection for up to 30 minutes; the thread rendezvous waits up to 600 s):
-// config.timeout_ms bounds the collectives, not the init.
+// A thread-mode uid serves one communicator per process (ATB never forgets its devices): its
+// reuse is NPG_INVALID_USAGE naming it. Blocks in LCAL's init, which only LCAL's own waits bound (clients of the domain
+// bootstrap retry their connection for up to 30 minutes; the thread rendezvous waits up to 600 s): config.timeout_ms
+// bounds the collectives, not the init.
 std::unique_ptr<cann::DeviceCommunicator> create_lccl_communicator(const CommConfig& config, const LcclInit& init);
 
 }  // namespace lccl

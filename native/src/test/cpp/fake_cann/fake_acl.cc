@@ -35,6 +35,7 @@ bool g_hccl_env_latched = false;
 int g_hccl_connect_s = 0;
 int g_hccl_exec_s = 0;
 int g_device_resets = 0;
+int g_error_reports = 0;  // what the real runtime would log at ERROR and report (see sync_stream)
 bool g_initialized = false;
 
 int device_count() {
@@ -237,7 +238,11 @@ static int sync_stream(void* stream, int32_t timeout_ms) {
   if (timeout_ms < 0) {
     s->cv.wait(lock, idle);
   } else if (!s->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), idle)) {
-    return fail(kAclErrorRtStreamSyncTimeout, "stream synchronize timed out");
+    // As in the real runtime (Stream::SynchronizeExecutedTask, ApiImpl::StreamSynchronize):
+    // every expired wait logs at ERROR and reports an error message.
+    std::lock_guard<std::mutex> count(g_mutex);
+    ++g_error_reports;
+    return fail(kAclErrorRtStreamSyncTimeout, "Stream synchronize timeout");
   }
   int rc = s->error;
   s->error = kAclSuccess;
@@ -253,6 +258,18 @@ FAKE_CANN_EXPORT int aclrtSynchronizeStreamWithTimeout(void* stream, int32_t tim
 }
 
 FAKE_CANN_EXPORT const char* aclGetRecentErrMsg() { return tls_recent_error.c_str(); }
+
+// As in the real runtime (ApiImpl::StreamQuery, rtStreamQuery): whether the stream's tasks are
+// done, silently; a failed task's error is left for the next synchronize.
+FAKE_CANN_EXPORT int aclrtStreamQuery(void* stream, int* status) {
+  if (stream == nullptr || status == nullptr) return fail(kAclErrorInvalidParam, "aclrtStreamQuery: NULL");
+  if (tls_device < 0) return fail(kAclErrorRtContextNull, "aclrtStreamQuery without aclrtSetDevice on this thread");
+  Stream* s = static_cast<Stream*>(stream);
+  std::lock_guard<std::mutex> lock(s->mutex);
+  *status =
+      (s->queue.empty() && !s->running) || s->cancelled.load() ? kAclStreamStatusComplete : kAclStreamStatusNotReady;
+  return kAclSuccess;
+}
 #endif
 
 // As on a device, memory is finite: an allocation past the device's capacity fails with
@@ -356,6 +373,11 @@ FAKE_CANN_EXPORT long long npgFakeCannPeakDeviceBytes(int device) {
 FAKE_CANN_EXPORT void npgFakeCannResetPeakDeviceBytes() {
   std::lock_guard<std::mutex> lock(g_mutex);
   for (auto& e : *g_device_peak) e.second = (*g_device_used)[e.first];
+}
+
+FAKE_CANN_EXPORT int npgFakeCannErrorReports() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_error_reports;
 }
 
 FAKE_CANN_EXPORT int npgFakeCannDeviceResets() {

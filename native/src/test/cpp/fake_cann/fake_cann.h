@@ -13,6 +13,7 @@
 // topology detection: a rank's second attempt with the same root info waits out the connect
 // timeout and returns HCCL_E_TIMEOUT.
 //   NPUGATHER_FAKE_CANN_HANG=allgather           collectives never complete (until destroyed)
+//   NPUGATHER_FAKE_CANN_COLLECTIVE_MS=<ms>       each collective takes at least this long on its stream
 //   NPUGATHER_FAKE_CANN_FAIL_RANK=<rank>         collectives fail on that rank (HCCL_E_INTERNAL,
 //                                                LCAL_ERROR_INTERNAL);
 //                                                peers' streams fail with SUSPECT_REMOTE_ERROR
@@ -25,14 +26,20 @@
 //   NPUGATHER_FAKE_CANN_SERVERS=<s0,s1,...>      the server of each rank (default all on server 0):
 //                                                with the SoC, decides whether HcclAllGatherV is
 //                                                refused (HCCL_E_NOT_SUPPORT) as HCCL's doc states
-// Teardown as in CANN: HcclCommDestroy returns HCCL_E_AGAIN while a collective of the communicator
-// is in flight (queued or running on a stream); aclrtDestroyStream refuses a stream with pending
-// work, aclrtDestroyStreamForce discards it (cancelling a running task). Live communicators,
-// streams and device bytes are counted per process.
+// Teardown as in CANN: HcclCommDestroy returns HCCL_E_AGAIN while another thread is inside an
+// operation call (HcclAllGather, HcclAllGatherV) on the communicator, not while its work is queued
+// on a stream (that work is cancelled); aclrtDestroyStream refuses a stream with pending work,
+// aclrtDestroyStreamForce discards it (cancelling a running task). Live communicators, streams
+// and device bytes are counted per process.
+//   NPUGATHER_FAKE_CANN_OP_CALL_MS=<ms>          each HCCL operation call stays inside this long
+// Waiting for a stream as in CANN: every aclrtSynchronizeStream(WithTimeout) wait that expires
+// would log at ERROR and report an error message in the real runtime, and is counted
+// (npgFakeCannErrorReports); aclrtStreamQuery reports whether the stream is done, silently.
 // Trace: NPUGATHER_FAKE_CANN_TRACE=<file> appends "<call> rank=<r> device=<d> pid=<p>" for
 // every communicator init and collective (the device current on the calling thread).
 // Built with FAKE_CANN_MINIMAL the optional symbols (HcclAllGatherV, HcclGetErrorString,
-// aclrtSynchronizeStreamWithTimeout, aclGetRecentErrMsg) are absent, like an old CANN.
+// aclrtSynchronizeStreamWithTimeout, aclrtStreamQuery, aclGetRecentErrMsg) are absent, like an
+// old CANN.
 // FAKE_CANN_COLLECTIVES_ONLY / FAKE_CANN_COMM_MANAGEMENT_ONLY build the two halves of a newer
 // CANN, where communicator management lives in libhcomm.so and the collectives in libhccl.so.
 #ifndef NPUGATHER_TEST_FAKE_CANN_H_
@@ -56,9 +63,12 @@ constexpr int kAclErrorRtInvalidDeviceId = 107001;
 constexpr int kAclErrorRtContextNull = 107002;
 constexpr int kAclErrorRtDeviceTaskAbort = 107022;
 constexpr int kAclErrorRtInternal = 507000;
+constexpr int kAclErrorRtAicoreException = 507015;
 constexpr int kAclErrorRtStreamSyncTimeout = 507046;
 constexpr int kAclErrorRtSuspectRemoteError = 507057;
 constexpr int kAclErrorRtMemoryAllocation = 207001;
+constexpr int kAclStreamStatusComplete = 0;  // aclrtStreamStatus
+constexpr int kAclStreamStatusNotReady = 1;
 
 constexpr int kHcclSuccess = 0;
 constexpr int kHcclEPara = 1;
@@ -90,6 +100,8 @@ extern "C" {
 FAKE_CANN_EXPORT int npgFakeCannLiveAllocations();
 FAKE_CANN_EXPORT long long npgFakeCannLiveDeviceBytes();
 FAKE_CANN_EXPORT int npgFakeCannDeviceResets();  // aclrtResetDevice(Force) calls of this process
+// Stream waits that expired: each an ERROR log and an error message report in the real runtime.
+FAKE_CANN_EXPORT int npgFakeCannErrorReports();
 // The most memory a device held at once since the last reset of the peaks (to what it holds now).
 FAKE_CANN_EXPORT long long npgFakeCannPeakDeviceBytes(int device);
 FAKE_CANN_EXPORT void npgFakeCannResetPeakDeviceBytes();

@@ -48,6 +48,7 @@ struct alignas(64) Slot {
   std::atomic<uint64_t> done;    // generation the rank finished reading
   std::atomic<uint64_t> bytes;
   std::atomic<int32_t> pid;
+  std::atomic<int32_t> device;  // the device the rank's thread had set at init
 };
 
 struct Control {
@@ -112,7 +113,8 @@ struct Comm {
   std::vector<int> peer_fds;
   uint64_t generation = 0;  // touched only by the stream thread and the enqueueing thread, in order
   std::atomic<bool> cancelled{false};
-  std::atomic<int> in_flight{0};  // collectives enqueued and neither finished nor discarded
+  std::atomic<int> in_call{0};  // threads inside an operation call (HcclAllGather ...) on it
+  bool stale_devices = false;   // LCAL thread mode: peers' devices from an earlier communicator
 
   ~Comm() {
     if (ctl != nullptr) munmap(ctl, sizeof(Control));
@@ -128,14 +130,22 @@ struct CommHandle {
   std::shared_ptr<Comm> comm;
 };
 
-// Held by an enqueued collective's task (shared by its copies): the collective is in flight
-// until the task has run or its stream discarded it.
-struct InFlight {
+// Held for the length of an operation call (not of its work on the stream): as HCOMM's
+// StateGuard keeps the communicator INUSE. NPUGATHER_FAKE_CANN_OP_CALL_MS makes the call stay
+// inside that long first, as HCCL's first call on a communicator does while it sets up links.
+struct InCall {
   std::shared_ptr<Comm> comm;
-  explicit InFlight(std::shared_ptr<Comm> c) : comm(std::move(c)) { comm->in_flight.fetch_add(1); }
-  InFlight(const InFlight&) = delete;
-  InFlight& operator=(const InFlight&) = delete;
-  ~InFlight() { comm->in_flight.fetch_sub(1); }
+  explicit InCall(const CommHandle* h) : comm(h != nullptr ? h->comm : nullptr) {
+    if (!comm) return;
+    comm->in_call.fetch_add(1);
+    const std::string dwell = env("NPUGATHER_FAKE_CANN_OP_CALL_MS");
+    if (!dwell.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(atoll(dwell.c_str())));
+  }
+  InCall(const InCall&) = delete;
+  InCall& operator=(const InCall&) = delete;
+  ~InCall() {
+    if (comm) comm->in_call.fetch_sub(1);
+  }
 };
 
 inline std::string data_name(const std::string& name, int rank) { return name + "-d" + std::to_string(rank); }
@@ -206,6 +216,7 @@ inline int rendezvous(const Vendor& v, const std::string& name, uint32_t n, uint
     return v.para;
   }
   ctl->slots[rank].pid.store(getpid());
+  ctl->slots[rank].device.store(current_device());
   ctl->joined.fetch_add(1);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(connect_timeout_ms());
   auto wait_count = [&](std::atomic<int32_t>& counter) {
@@ -265,6 +276,14 @@ inline int gather_task(const std::shared_ptr<Comm>& c, uint64_t gen, const uint8
   if (env("NPUGATHER_FAKE_CANN_HANG") == "allgather") {
     while (!cancelled.load() && !c->cancelled.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return kAclErrorRtDeviceTaskAbort;
+  }
+  const std::string slow = env("NPUGATHER_FAKE_CANN_COLLECTIVE_MS");
+  if (!slow.empty()) {  // a long collective, as a large one on a device
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(atoll(slow.c_str()));
+    while (std::chrono::steady_clock::now() < until) {
+      if (cancelled.load() || c->cancelled.load()) return kAclErrorRtDeviceTaskAbort;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   Slot& me = c->ctl->slots[c->rank];
   if (bytes > c->data_capacity) {
@@ -342,8 +361,7 @@ inline int enqueue_all_gather(const Vendor& v, void* comm, void* send, void* rec
   const uint64_t gen = ++c->generation;
   uint8_t* out = static_cast<uint8_t*>(recv);
   const uint8_t* in = static_cast<const uint8_t*>(send);
-  auto flight = std::make_shared<InFlight>(c);
-  enqueue(stream, [c, gen, in, out, bytes, flight](const std::atomic<bool>& cancelled) {
+  enqueue(stream, [c, gen, in, out, bytes](const std::atomic<bool>& cancelled) {
     return gather_task(c, gen, in, bytes, cancelled, [&](int r, const uint8_t* src, uint64_t len) {
       if (len != bytes) return kAclErrorRtInternal;  // ranks disagree on the count
       memmove(out + r * bytes, src, len);
@@ -354,7 +372,7 @@ inline int enqueue_all_gather(const Vendor& v, void* comm, void* send, void* rec
 }
 
 // Cancels the communicator's queued work; the state goes when the last task lets go of it.
-// HCCL refuses instead while a collective is in flight (see fake_hccl.cc).
+// HCCL refuses instead while another thread is inside an operation call (see fake_hccl.cc).
 inline int destroy_comm(const Vendor& v, void* comm) {
   if (comm == nullptr) return v.ptr;
   CommHandle* h = static_cast<CommHandle*>(comm);

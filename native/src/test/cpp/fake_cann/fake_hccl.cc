@@ -1,5 +1,6 @@
 // Simulated libhccl.so over the shared engine of fake_collective.h: the control block is named
 // in the root info (or derived from the rank table file). Test-only; see fake_cann.h.
+#include <ctype.h>
 #include <stdio.h>
 
 #include <fstream>
@@ -19,7 +20,185 @@ constexpr uint64_t kSysMaxCount = 0x7FFFFFFFF;
 constexpr Vendor kHccl = {"simulated HCCL", kHcclSuccess,  kHcclEPara,    kHcclEPtr,
                           kHcclEInternal,   kHcclETimeout, kHcclERuntime, kSysMaxCount};
 
+constexpr int kHcclENotFound = 6;
+constexpr int kHcclEUnavail = 7;
+
 std::atomic<int> g_all_gather_v_calls{0};
+std::atomic<int> g_destroy_refusals{0};
+std::atomic<int> g_calls_inside{0};  // threads inside HcclAllGather(V), any communicator
+std::mutex g_handles_mutex;
+std::map<int, void*>* g_handles = new std::map<int, void*>();  // the last communicator made per rank
+
+// Counts the calling thread inside an operation call, on top of the communicator's InCall.
+struct Inside {
+  Inside() { ++g_calls_inside; }
+  ~Inside() { --g_calls_inside; }
+};
+
+#ifndef FAKE_CANN_COLLECTIVES_ONLY
+int remember(int rc, uint32_t rank, void** comm) {
+  if (rc == kHcclSuccess) {
+    std::lock_guard<std::mutex> lock(g_handles_mutex);
+    (*g_handles)[static_cast<int>(rank)] = *comm;
+  }
+  return rc;
+}
+#endif
+
+#ifndef FAKE_CANN_COLLECTIVES_ONLY
+// Enough JSON for a rank table: objects, arrays, strings (no escapes beyond \" and \\),
+// numbers and literals; a parse failure is HCCL_E_PARA, as in HCOMM's SalParseInformation.
+struct Json {
+  enum Kind { kOther, kNumber, kString, kArray, kObject } kind = kOther;
+  std::string text;
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+  const Json* member(const char* key) const {
+    for (const auto& m : members)
+      if (m.first == key) return &m.second;
+    return nullptr;
+  }
+};
+
+bool parse_json(const std::string& s, size_t& at, Json* out, int depth = 0) {
+  auto space = [&] {
+    while (at < s.size() && isspace(static_cast<unsigned char>(s[at]))) ++at;
+  };
+  auto string_body = [&](std::string* text) {
+    for (++at; at < s.size() && s[at] != '"'; ++at) {
+      if (s[at] == '\\' && ++at >= s.size()) return false;
+      *text += s[at];
+    }
+    return at++ < s.size();
+  };
+  space();
+  if (at >= s.size() || depth > 32) return false;
+  const char c = s[at];
+  if (c == '{' || c == '[') {
+    out->kind = c == '{' ? Json::kObject : Json::kArray;
+    const char close = c == '{' ? '}' : ']';
+    ++at;
+    space();
+    if (at < s.size() && s[at] == close) return ++at, true;
+    for (;;) {
+      std::string key;
+      if (out->kind == Json::kObject) {
+        space();
+        if (at >= s.size() || s[at] != '"' || !string_body(&key)) return false;
+        space();
+        if (at >= s.size() || s[at++] != ':') return false;
+      }
+      Json item;
+      if (!parse_json(s, at, &item, depth + 1)) return false;
+      if (out->kind == Json::kObject)
+        out->members.emplace_back(key, std::move(item));
+      else
+        out->items.push_back(std::move(item));
+      space();
+      if (at < s.size() && s[at] == ',') {
+        ++at;
+        continue;
+      }
+      return at < s.size() && s[at++] == close;
+    }
+  }
+  if (c == '"') {
+    out->kind = Json::kString;
+    return string_body(&out->text);
+  }
+  const size_t start = at;
+  while (at < s.size() && (isalnum(static_cast<unsigned char>(s[at])) || strchr("+-.", s[at]) != nullptr)) ++at;
+  out->text = s.substr(start, at - start);
+  out->kind = !out->text.empty() && (isdigit(static_cast<unsigned char>(c)) || c == '-') ? Json::kNumber : Json::kOther;
+  return at > start;
+}
+
+// One field as HCOMM's TopoInfoRanktableParser::GetJsonProperty reads it: missing is
+// HCCL_E_NOT_FOUND (an error unless optional), anything but a string HCCL_E_PARA.
+int string_property(const Json& obj, const char* name, bool optional, std::string* value) {
+  const Json* v = obj.member(name);
+  if (v == nullptr) {
+    if (!optional)
+      set_recent_error((std::string("simulated HCCL: json object has no property called ") + name).c_str());
+    return kHcclENotFound;
+  }
+  if (v->kind != Json::kString) {
+    set_recent_error(
+        (std::string("simulated HCCL: json object property value of Name[") + name + "] is not string!").c_str());
+    return kHcclEPara;
+  }
+  *value = v->text;
+  return kHcclSuccess;
+}
+
+// SalStrToULong: decimal digits only.
+bool decimal(const std::string& text, uint32_t* value) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  *value = static_cast<uint32_t>(atol(text.c_str()));
+  return true;
+}
+
+int table_error(int code, const std::string& text) {
+  set_recent_error(("simulated HCCL: " + text).c_str());
+  return code;
+}
+
+// Checks a rank table as HCCL's parser of versions 1.0 and 1.2 does (HCOMM's CfgGetClusterInfo
+// and TopoinfoRanktableConcise): returns the number of ranks, or an HCCL error.
+int check_rank_table(const std::string& text, uint32_t rank, uint32_t* ranks) {
+  Json root;
+  size_t at = 0;
+  if (!parse_json(text, at, &root) || root.kind != Json::kObject) return table_error(kHcclEPara, "not valid JSON");
+  std::string value;
+  int rc = string_property(root, "version", false, &value);
+  if (rc != kHcclSuccess) return rc;
+  if (value != "1.0" && value != "1.2") return table_error(kHcclENotSupport, "version[" + value + "] is not support");
+  rc = string_property(root, "status", false, &value);
+  if (rc != kHcclSuccess) return rc;
+  if (value != "completed") return table_error(kHcclEPara, "status is not completed");
+  const Json* servers = root.member("server_list");
+  if (servers == nullptr || servers->kind != Json::kArray || servers->items.empty()) {
+    return table_error(kHcclEPara, "server_list missing or empty");
+  }
+  rc = string_property(root, "server_count", true, &value);
+  if (rc == kHcclSuccess) {
+    uint32_t count = 0;
+    if (!decimal(value, &count)) return table_error(kHcclEPara, "server_count[" + value + "] is invalid");
+    if (count != servers->items.size()) return table_error(kHcclEPara, "serverList size neq server num");
+  } else if (rc != kHcclENotFound) {
+    return rc;  // optional, but a string when present
+  }
+  std::vector<uint32_t> devices;  // by rank id
+  for (const Json& server : servers->items) {
+    rc = string_property(server, "server_id", false, &value);
+    if (rc != kHcclSuccess) return rc;
+    if (value.empty() || value.size() > 64) return table_error(kHcclEPara, "serverId[" + value + "] is invalid");
+    const Json* list = server.member("device");
+    if (list == nullptr || list->kind != Json::kArray || list->items.empty()) {
+      return table_error(kHcclEPara, "deviceList size is zero");
+    }
+    for (const Json& device : list->items) {
+      std::string rank_id, device_id;
+      uint32_t id = 0, phy = 0;
+      if ((rc = string_property(device, "rank_id", false, &rank_id)) != kHcclSuccess) return rc;
+      if ((rc = string_property(device, "device_id", false, &device_id)) != kHcclSuccess) return rc;
+      if (!decimal(device_id, &phy)) return table_error(kHcclEPara, "device_id[" + device_id + "] is invalid");
+      if (!decimal(rank_id, &id)) return table_error(kHcclEPara, "rankid[" + rank_id + "] is invalid");
+      if (id >= devices.size()) devices.resize(id + 1, UINT32_MAX);
+      devices[id] = phy;
+    }
+  }
+  if (rank >= devices.size() || devices[rank] == UINT32_MAX) {
+    return table_error(kHcclEPara, "rankId[" + std::to_string(rank) + "] is invalid");
+  }
+  if (devices[rank] != static_cast<uint32_t>(current_device())) {
+    return table_error(kHcclEUnavail, "ranktable config devId[" + std::to_string(devices[rank]) + "],but local devId[" +
+                                          std::to_string(current_device()) + "]");
+  }
+  *ranks = static_cast<uint32_t>(devices.size());
+  return kHcclSuccess;
+}
+#endif  // FAKE_CANN_COLLECTIVES_ONLY
 std::atomic<int> g_all_gather_v_refusals{0};
 
 #if !defined(FAKE_CANN_MINIMAL) && !defined(FAKE_CANN_COMM_MANAGEMENT_ONLY)
@@ -96,7 +275,7 @@ FAKE_CANN_EXPORT int HcclCommInitRootInfo(uint32_t n, const void* root_info, uin
   }
   int injected = injected_init_failure(kHccl, name, rank);
   if (injected != kHcclSuccess) return injected;
-  return rendezvous(kHccl, name, n, rank, comm);
+  return remember(rendezvous(kHccl, name, n, rank, comm), rank, comm);
 }
 
 FAKE_CANN_EXPORT int HcclCommInitClusterInfo(const char* cluster_info, uint32_t rank, void** comm) {
@@ -109,7 +288,8 @@ FAKE_CANN_EXPORT int HcclCommInitClusterInfo(const char* cluster_info, uint32_t 
   text << in.rdbuf();
   std::string s = text.str();
   uint32_t n = 0;
-  for (size_t p = s.find("\"rank_id\""); p != std::string::npos; p = s.find("\"rank_id\"", p + 1)) ++n;
+  int checked = check_rank_table(s, rank, &n);
+  if (checked != kHcclSuccess) return checked;
   char name[64];
   snprintf(name, sizeof(name), "/npgfake-rt-%016zx", std::hash<std::string>()(std::string(cluster_info) + s));
   int injected = injected_init_failure(kHccl, name, rank);
@@ -117,11 +297,13 @@ FAKE_CANN_EXPORT int HcclCommInitClusterInfo(const char* cluster_info, uint32_t 
   return rendezvous(kHccl, name, n, rank, comm);
 }
 
-// HCOMM's HcclCommDestroy returns HCCL_E_AGAIN while an operation of the communicator is in
-// flight: the caller must first end it (the stream force-destroyed, or the op finished).
+// HCOMM's HcclCommDestroy (op_base.cc) returns HCCL_E_AGAIN while the communicator is INUSE,
+// that is while another thread is inside an operation call on it; work already queued on a
+// stream does not hold it: the communicator goes, and that work is cancelled.
 FAKE_CANN_EXPORT int HcclCommDestroy(void* comm) {
-  if (comm != nullptr && static_cast<CommHandle*>(comm)->comm->in_flight.load() > 0) {
-    set_recent_error("simulated HCCL: HcclCommDestroy: an operation of the communicator is still in flight");
+  if (comm != nullptr && static_cast<CommHandle*>(comm)->comm->in_call.load() > 0) {
+    ++g_destroy_refusals;
+    set_recent_error("simulated HCCL: [HcclCommDestroy] comm is in use, please try again later");
     return kHcclEAgain;
   }
   return destroy_comm(kHccl, comm);
@@ -132,6 +314,8 @@ FAKE_CANN_EXPORT int HcclCommDestroy(void* comm) {
 #ifndef FAKE_CANN_COMM_MANAGEMENT_ONLY
 FAKE_CANN_EXPORT int HcclAllGather(void* send, void* recv, uint64_t count, int dtype, void* comm, void* stream) {
   latch_hccl_env();
+  Inside inside;
+  InCall in_call(static_cast<CommHandle*>(comm));
   return enqueue_all_gather(kHccl, comm, send, recv, count, dtype, stream);
 }
 
@@ -139,6 +323,8 @@ FAKE_CANN_EXPORT int HcclAllGather(void* send, void* recv, uint64_t count, int d
 FAKE_CANN_EXPORT int HcclAllGatherV(void* send, uint64_t send_count, void* recv, const void* recv_counts,
                                     const void* recv_displs, int dtype, void* comm, void* stream) {
   CommHandle* h = static_cast<CommHandle*>(comm);
+  Inside inside;
+  InCall in_call(h);
   int rc = check_call(kHccl, h, stream);
   if (rc != kHcclSuccess) return rc;
   if (send_count > kSysMaxCount) {
@@ -165,8 +351,7 @@ FAKE_CANN_EXPORT int HcclAllGatherV(void* send, uint64_t send_count, void* recv,
   ++g_all_gather_v_calls;
   uint8_t* out = static_cast<uint8_t*>(recv);
   const uint8_t* in = static_cast<const uint8_t*>(send);
-  auto flight = std::make_shared<InFlight>(c);
-  enqueue(stream, [c, gen, in, out, send_count, w, counts, displs, flight](const std::atomic<bool>& cancelled) {
+  enqueue(stream, [c, gen, in, out, send_count, w, counts, displs](const std::atomic<bool>& cancelled) {
     return gather_task(c, gen, in, send_count * w, cancelled, [&](int r, const uint8_t* src, uint64_t len) {
       if (len != counts[r] * w) return kAclErrorRtInternal;
       memmove(out + displs[r] * w, src, len);
@@ -199,5 +384,13 @@ FAKE_CANN_EXPORT int HcclGetRankId(void* comm, uint32_t* rank) {
 
 FAKE_CANN_EXPORT int npgFakeCannAllGatherVCalls() { return g_all_gather_v_calls.load(); }
 FAKE_CANN_EXPORT int npgFakeCannAllGatherVRefusals() { return g_all_gather_v_refusals.load(); }
+FAKE_CANN_EXPORT int npgFakeCannDestroyRefusals() { return g_destroy_refusals.load(); }
+FAKE_CANN_EXPORT int npgFakeCannOpCallsInside() { return g_calls_inside.load(); }
+// The last HCCL communicator HcclCommInitRootInfo made for rank in this process.
+FAKE_CANN_EXPORT void* npgFakeCannHcclComm(int rank) {
+  std::lock_guard<std::mutex> lock(g_handles_mutex);
+  auto it = g_handles->find(rank);
+  return it == g_handles->end() ? nullptr : it->second;
+}
 
 }  // extern "C"

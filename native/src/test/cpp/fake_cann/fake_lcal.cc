@@ -9,13 +9,16 @@
 //   - LcclAllGather has kernels only for INT8, INT16, INT32, INT64, FP16, FP32 and BF16
 //     (RegistCCLOp2Kernel in lcal_internal.cpp): another type fails with LCAL_ERROR_MKIRT on two
 //     ranks or more (one rank is a plain copy).
-// The thread uid meets in this process. Test-only; see fake_cann.h.
+//   - a thread uid meets in this process, and its devices are remembered for good
+//     (LcalComm::GetDevThread): a reused uid takes the earlier communicator's devices.
+// Test-only; see fake_cann.h.
 #include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
 #include <functional>
+#include <map>
 #include <random>
 
 #include "fake_collective.h"
@@ -218,15 +221,39 @@ FAKE_CANN_EXPORT int LcalCommInitRankWithDomain(int comm_domain, int rank_size, 
   return LcalCommInitRankWithCustDomainSize(comm_domain, kLcalMinBufferMb, rank_size, rank, comm, false);
 }
 
+// As ATB's LcalComm::GetDevThread: the devices of a uid are recorded in a process-wide table
+// that is never cleared, and a uid seen before takes the devices recorded there instead of
+// waiting for its ranks'. A communicator whose ranks now run on other devices than recorded
+// "maps the wrong peers' memory": its collectives fail on the stream with
+// ACL_ERROR_RT_AICORE_EXCEPTION on the ranks that read a stale device (on a device, at best).
 FAKE_CANN_EXPORT int LcalCommInitThread(int rank, int rank_size, const char* uid, void** comm) {
   if (uid == nullptr) return kLcalErrorParaCheckFail;
   int rc = check_init(rank_size, rank, comm);
   if (rc != kLcalSuccess) return rc;
+  static std::mutex dev_mutex;
+  static std::map<std::string, std::vector<int>>* dev_lists = new std::map<std::string, std::vector<int>>();
+  std::vector<int> recorded;  // what this rank reads for its peers; -1: not yet, waited for
+  {
+    std::lock_guard<std::mutex> lock(dev_mutex);
+    std::vector<int>& list = (*dev_lists)[uid];
+    if (!list.empty()) recorded = list;
+    if (list.size() < static_cast<size_t>(rank_size)) list.resize(rank_size, -1);
+    list[rank] = current_device();
+  }
   char name[96];
   snprintf(name, sizeof(name), "/npgfake-%d-lcalthr-%016zx", static_cast<int>(getpid()), std::hash<std::string>()(uid));
   int injected = injected_init_failure(kLcal, name, static_cast<uint32_t>(rank));
   if (injected != kLcalSuccess) return injected;
-  return rendezvous(kLcal, name, static_cast<uint32_t>(rank_size), static_cast<uint32_t>(rank), comm);
+  rc = rendezvous(kLcal, name, static_cast<uint32_t>(rank_size), static_cast<uint32_t>(rank), comm);
+  if (rc != kLcalSuccess || recorded.empty()) return rc;
+  Comm& c = *static_cast<CommHandle*>(*comm)->comm;
+  for (int r = 0; r < rank_size; ++r) {
+    if (r != rank && r < static_cast<int>(recorded.size()) && recorded[r] >= 0 &&
+        recorded[r] != c.ctl->slots[r].device.load()) {
+      c.stale_devices = true;
+    }
+  }
+  return rc;
 }
 
 FAKE_CANN_EXPORT int LcclAllGather(void* send, void* recv, int64_t count, int dtype, void* comm, void* stream) {
@@ -236,7 +263,11 @@ FAKE_CANN_EXPORT int LcclAllGather(void* send, void* recv, int64_t count, int dt
     return lcal_fail(kLcalErrorMkirt, "AsdRtFunctionLaunch -:LcclAllGather: no kernel registered for HcclDataType " +
                                           std::to_string(dtype));
   }
-  return enqueue_all_gather(kLcal, comm, send, recv, static_cast<uint64_t>(count), dtype, stream);
+  int rc = enqueue_all_gather(kLcal, comm, send, recv, static_cast<uint64_t>(count), dtype, stream);
+  if (rc == kLcalSuccess && h->comm->stale_devices) {  // the peers' data moved, from the wrong devices' memory
+    enqueue(stream, [](const std::atomic<bool>&) { return kAclErrorRtAicoreException; });
+  }
+  return rc;
 }
 
 FAKE_CANN_EXPORT int LcclCommDestroy(void* comm) { return destroy_comm(kLcal, comm); }

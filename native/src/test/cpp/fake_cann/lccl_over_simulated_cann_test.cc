@@ -69,6 +69,78 @@ void test_thread_ranks_meet_on_the_comm_domain_as_uid() {
   expect_nothing_leaked();
 }
 
+// ATB's thread mode remembers a uid's devices for the life of the process (LcalComm::GetDevThread
+// never forgets them): a second communicator with the uid, here on other devices, would pair its
+// ranks with the first one's devices. The backend refuses the reuse on every rank, naming the uid
+// and what to do, for a comm_domain and for a root info used twice; a fresh uid works.
+void test_thread_uid_serves_one_communicator_per_process() {
+  const int n = 2;
+  const std::string uid = "reused-" + std::to_string(getpid());
+  auto info = lccl_root_info();
+  auto init = [&](int r, int device, const std::string& domain, const std::vector<uint8_t>& root, npg_comm_t* comm) {
+    return npg_comm_init("lccl", r, n, 0, domain.c_str(), NPG_COMM_MULTI_THREAD, device, nullptr, 20000, 0,
+                         root.empty() ? nullptr : root.data(), root.size(), comm);
+  };
+  for (const std::string& domain : {uid, std::string()}) {
+    const std::vector<uint8_t> root = domain.empty() ? info : std::vector<uint8_t>();
+    on_threads(n, [&](int r) {
+      npg_comm_t comm = nullptr;
+      EXPECT_RC(init(r, r, domain, root, &comm), NPG_SUCCESS);
+      gather_checked(comm, r, n, equal_blocks(n, 3000), NPG_UINT8, false, 800);
+      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    });
+    on_threads(n, [&](int r) {  // the same uid again, on devices 2 and 3
+      npg_comm_t comm = nullptr;
+      EXPECT(init(r, r + 2, domain, root, &comm) == NPG_INVALID_USAGE);
+      EXPECT(comm == nullptr);
+      expect_text(npg_last_error(), {domain.empty() ? "the root info (LCCL's thread-mode uid npugather-"
+                                                    : "comm_domain \"" + uid + "\" (LCCL's thread-mode uid)",
+                                     "was already used by a communicator of 2 ranks in this process",
+                                     "give every communicator its own comm_domain"});
+      if (r == 0 && !domain.empty()) show("uid reused");
+    });
+  }
+  on_threads(n, [&](int r) {
+    npg_comm_t comm = nullptr;
+    EXPECT_RC(init(r, r + 2, uid + "-next", {}, &comm), NPG_SUCCESS);
+    gather_checked(comm, r, n, ragged_blocks(n, 801), NPG_UINT8, true, 802);
+    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  });
+  expect_nothing_leaked();
+}
+
+// The simulated LCAL reuses a uid's devices as ATB does: the second communicator's collectives
+// fail on the stream (what the backend's refusal above prevents).
+void test_simulated_lcal_remembers_a_thread_uids_devices() {
+  lccl_root_info();  // loads the libraries
+  using InitThread = int (*)(int, int, const char*, void**);
+  auto init_thread = fake_symbol<InitThread>("liblcal.so", "LcalCommInitThread");
+  auto all_gather = fake_symbol<int (*)(void*, void*, int64_t, int, void*, void*)>("liblcal.so", "LcclAllGather");
+  auto destroy = fake_symbol<int (*)(void*)>("liblcal.so", "LcclCommDestroy");
+  const AclEntryPoints acl;
+  const auto [set_device, reset_device, create_stream, destroy_stream, synchronize, malloc_device, free_device] = acl;
+  const std::string uid = "remembered-" + std::to_string(getpid());
+  for (int first_device : {0, 4}) {  // the second time on devices 4 and 5
+    std::atomic<int> failed{0};
+    on_threads(2, [&](int r) {
+      EXPECT(set_device(first_device + r) == 0);
+      void* comm = nullptr;
+      void* stream = nullptr;
+      void* buffer = nullptr;
+      EXPECT(init_thread(r, 2, uid.c_str(), &comm) == 0);  // ATB does not refuse the reuse
+      EXPECT(create_stream(&stream) == 0 && malloc_device(&buffer, 64, 0) == 0);
+      EXPECT(all_gather(buffer, static_cast<uint8_t*>(buffer) + 16, 8, 0, comm, stream) == 0);
+      const int rc = synchronize(stream);
+      EXPECT(rc == 0 || rc == 507015);  // ACL_ERROR_RT_AICORE_EXCEPTION
+      failed += rc != 0;
+      EXPECT(destroy(comm) == 0 && destroy_stream(stream) == 0 && free_device(buffer) == 0);
+      EXPECT(reset_device(first_device + r) == 0);
+    });
+    EXPECT((failed.load() > 0) == (first_device != 0));  // a rank that read its peer's old device fails
+  }
+  expect_nothing_leaked();
+}
+
 // An NPU's memory is finite: gathers larger than the device go through it in rounds of padded
 // blocks, within half its free memory.
 void test_gathers_larger_than_device_memory_go_through_it_in_rounds() {
@@ -360,6 +432,8 @@ void test_missing_liblcal_names_the_file_and_the_fix() {
 const Test kTests[] = {
     {"thread_ranks_of_one_root_info_gather_every_byte", test_thread_ranks_of_one_root_info_gather_every_byte, "full"},
     {"thread_ranks_meet_on_the_comm_domain_as_uid", test_thread_ranks_meet_on_the_comm_domain_as_uid, "full"},
+    {"thread_uid_serves_one_communicator_per_process", test_thread_uid_serves_one_communicator_per_process, "full"},
+    {"simulated_lcal_remembers_a_thread_uids_devices", test_simulated_lcal_remembers_a_thread_uids_devices, "full"},
     {"gathers_larger_than_device_memory_go_through_it_in_rounds",
      test_gathers_larger_than_device_memory_go_through_it_in_rounds, "full"},
     {"segmented_sends_deliver_every_block", test_segmented_sends_deliver_every_block, "full"},

@@ -194,6 +194,18 @@ Fn fake_symbol(const char* lib, const char* name) {
   return fn;
 }
 
+// The simulated ACL runtime's entry points that tests call directly (the libraries are loaded).
+struct AclEntryPoints {
+  int (*set_device)(int32_t) = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtSetDevice");
+  int (*reset_device)(int32_t) = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtResetDevice");
+  int (*create_stream)(void**) = fake_symbol<int (*)(void**)>("libascendcl.so", "aclrtCreateStream");
+  int (*destroy_stream)(void*) = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtDestroyStream");
+  int (*synchronize)(void*) = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtSynchronizeStream");
+  int (*malloc_device)(void**, size_t, int) = fake_symbol<int (*)(void**, size_t, int)>("libascendcl.so",
+                                                                                        "aclrtMalloc");
+  int (*free_device)(void*) = fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtFree");
+};
+
 std::vector<std::string> shm_leftovers() {
   std::vector<std::string> out;
   std::string prefix = "npgfake-" + std::to_string(getpid()) + "-";
@@ -223,6 +235,10 @@ void expect_nothing_leaked() {
 
 // How often this process reset a device (aclrtResetDevice / aclrtResetDeviceForce).
 inline int device_resets() { return fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannDeviceResets")(); }
+
+// How many error messages the real runtime would have reported for this process's stream waits
+// (each expired aclrtSynchronizeStream(WithTimeout) logs at ERROR and reports one).
+inline int vendor_error_reports() { return fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannErrorReports")(); }
 
 // Sets an environment variable for one test (the simulated runtime reads it at call time),
 // then restores the previous value.

@@ -20,7 +20,7 @@ public final class Communicator implements AutoCloseable {
   private static final int UINT8 = 7;
 
   static {
-    NativeCore.load();
+    NativeLibrary.load();
   }
 
   private final Object lock = new Object();

@@ -320,7 +320,8 @@ public final class AllGatherOptions implements Serializable {
    * {@link CommunicatorOptions#MAX_TIMEOUT} (30 days).
    */
   public AllGatherOptions withTimeout(Duration timeout) {
-    return withTimeout(timeout, TIMEOUT, timeout);
+    return withTimeout(
+        timeout, TIMEOUT, timeout == null ? null : SettingValues.durationText(timeout));
   }
 
   /** {@code written}: the value as the caller wrote it, for the error. */
@@ -540,7 +541,11 @@ public final class AllGatherOptions implements Serializable {
     appendIfChanged(text, "rankSize", rankSize, d.rankSize);
     appendIfChanged(text, "rankRoot", rankRoot, d.rankRoot);
     appendIfChanged(text, "commDomain", "'" + commDomain + "'", "'" + d.commDomain + "'");
-    appendIfChanged(text, "timeout", timeout, d.timeout);
+    appendIfChanged(
+        text,
+        "timeout",
+        SettingValues.durationText(timeout),
+        SettingValues.durationText(d.timeout));
     appendIfChanged(text, "sourceRankColumn", sourceRankColumn, d.sourceRankColumn);
     appendIfChanged(text, "resourceName", resourceName, d.resourceName);
     appendIfChanged(text, "retryable", retryable, d.retryable);

@@ -2,6 +2,7 @@ package io.npugather.spark;
 
 import io.npugather.DType;
 import io.npugather.spark.arrow.read.GatheredPartitions;
+import io.npugather.spark.connect.ConnectGather;
 import io.npugather.spark.memory.GatherMemory;
 import java.util.List;
 import java.util.Map;
@@ -36,18 +37,30 @@ public final class NpuGather {
 
   private NpuGather() {}
 
-  /** With the session's defaults ({@code spark.npugather.*} conf entries). */
+  /**
+   * With the session's defaults ({@code spark.npugather.*} conf entries). A DataFrame of Spark
+   * Connect's client is gathered by the server ({@link ConnectGather}).
+   */
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df) {
     Objects.requireNonNull(df, "df");
+    if (ConnectGather.isConnect(df)) {
+      return ConnectGather.allGatherOnNpu(df, Map.of());
+    }
     return allGatherOnNpu(
         df,
         AllGatherOptions.fromConf(CollectionConverters.asJava(df.sparkSession().conf().getAll())));
   }
 
-  /** With options given as {@code npugather.*} keys over the session's defaults. */
+  /**
+   * With options given as {@code npugather.*} keys over the session's defaults; a DataFrame of
+   * Spark Connect's client as well ({@link ConnectGather}).
+   */
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df, Map<String, String> options) {
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(options, "options");
+    if (ConnectGather.isConnect(df)) {
+      return ConnectGather.allGatherOnNpu(df, options);
+    }
     return allGatherOnNpu(
         df,
         AllGatherOptions.fromConf(CollectionConverters.asJava(df.sparkSession().conf().getAll()))
@@ -62,6 +75,11 @@ public final class NpuGather {
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df, AllGatherOptions options) {
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(options, "options");
+    if (ConnectGather.isConnect(df)) {
+      throw new IllegalArgumentException(
+          "on a Spark Connect DataFrame, allGatherOnNpu takes its options as a map of npugather.*"
+              + " keys, over the server session's defaults; got AllGatherOptions");
+    }
     // Fails early, naming the column, when the source-rank column collides with an input column.
     GatheredPartitions.outputSchema(df.schema(), options.sourceRankColumn());
     GatherMemory.checkConf(df.sparkSession().sparkContext().getConf());
@@ -113,8 +131,8 @@ public final class NpuGather {
    * <p>Memory: each task allocates from one child allocator ({@link GatherMemory}) and releases all
    * of it, {@code gathered} included, before it ends. When {@code options.rankSize()} is set and
    * differs from the number of partitions, the input is repartitioned (round-robin) first. A rank
-   * that fails fails the job: Spark throws its {@code SparkException}, whose cause is the rank's
-   * error.
+   * that fails fails the job with a {@link RankFailedException} (a {@code SparkException} with an
+   * error class and SQLSTATE) whose cause is the rank's exception.
    *
    * @param columns the columns forming x, at least one
    * @param options backend, timeout, root rank, ... ({@code sourceRankColumn} and {@code retryable}

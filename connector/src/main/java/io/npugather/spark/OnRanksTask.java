@@ -170,10 +170,8 @@ final class OnRanksTask<T> implements Serializable {
       T result;
       try {
         result = fn.apply(rank, gathered);
-      } catch (RuntimeException | Error e) {
-        throw e;
       } catch (Exception e) {
-        throw new IllegalStateException(where + ": the rank function failed: " + e, e);
+        throw new RankFunctionException(where + ": the rank function failed: " + e, e);
       }
       return Collections.singletonList((Object) result).iterator();
     } catch (RuntimeException | Error e) {

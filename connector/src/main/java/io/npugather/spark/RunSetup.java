@@ -3,6 +3,7 @@ package io.npugather.spark;
 import io.npugather.AllGatherParam;
 import io.npugather.Backend;
 import io.npugather.CommunicatorOptions.HostTransport;
+import io.npugather.NativeLibrary;
 import io.npugather.spark.rendezvous.RendezvousService;
 import io.npugather.spark.rendezvous.RendezvousTicket;
 import java.util.Iterator;
@@ -82,6 +83,8 @@ final class RunSetup implements AutoCloseable {
               + AllGatherOptions.RANK_SIZE
               + " to repartition the input to fewer ranks)");
     }
+    // The thin connector jar alone: one line naming the jars to add, before any task.
+    NativeLibrary.requireClasses(RunSetup.class.getClassLoader());
     if (options.rankRoot() >= rankSize) {
       throw new IllegalArgumentException(
           AllGatherOptions.RANK_ROOT

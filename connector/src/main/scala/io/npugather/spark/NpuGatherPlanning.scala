@@ -2,7 +2,6 @@ package io.npugather.spark
 
 import scala.jdk.CollectionConverters._
 
-import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.npugather.NpuGatherSqlConf
 import org.apache.spark.sql.classic.SparkSession
@@ -31,7 +30,7 @@ object NpuGatherPlanning extends Logging {
     * (unless the session has it) and the driver side.
     */
   def install(session: SparkSession): Unit = session.synchronized {
-    installDriverSide(session.sparkContext)
+    installDriverSide(session)
     val planned = session.sessionState.planner.strategies
     for (
       strategy <- Seq(NpuAllGatherStrategy, AllGatherJoinStrategy) if !planned.contains(strategy)
@@ -45,17 +44,26 @@ object NpuGatherPlanning extends Logging {
     }
   }
 
-  /** The settings in Spark's SQL conf and the driver's record of the ranks' exceptions; warns about
-    * `spark.npugather.*` keys of the application's conf that are no setting (a gather refuses
-    * them).
+  /** The settings in Spark's SQL conf and the driver's record of the ranks' exceptions; warns, once
+    * per session, about `spark.npugather.*` keys of the application's conf that are no setting (a
+    * gather refuses them). Spark asks the extension for its planner strategies for every plan, so
+    * this runs for every plan.
     */
-  def installDriverSide(sc: SparkContext): Unit = {
+  def installDriverSide(session: org.apache.spark.sql.SparkSession): Unit = {
     NpuGatherSqlConf.register()
-    TaskFailures.installOn(sc)
-    try {
-      NpuGatherConf.requireKnownKeys(sc.getConf.getAll.toMap.asJava)
-    } catch {
-      case e: IllegalArgumentException => logWarning(e.getMessage)
+    TaskFailures.installOn(session.sparkContext)
+    if (
+      checkedSessions.synchronized(checkedSessions.put(session, java.lang.Boolean.TRUE) == null)
+    ) {
+      try {
+        NpuGatherConf.requireKnownKeys(session.sparkContext.getConf.getAll.toMap.asJava)
+      } catch {
+        case e: IllegalArgumentException => logWarning(e.getMessage)
+      }
     }
   }
+
+  /** The sessions whose application conf was checked for unknown keys. */
+  private val checkedSessions =
+    new java.util.WeakHashMap[org.apache.spark.sql.SparkSession, java.lang.Boolean]()
 }

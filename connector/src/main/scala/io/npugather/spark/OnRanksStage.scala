@@ -3,6 +3,7 @@ package io.npugather.spark
 import scala.jdk.CollectionConverters._
 
 import io.npugather.DType
+import org.apache.spark.SparkException
 import org.apache.spark.internal.Logging
 import org.apache.spark.npugather.CallSites
 import org.apache.spark.sql.Row
@@ -10,9 +11,15 @@ import org.apache.spark.sql.classic.{Dataset => ClassicDataset}
 
 /** The driver side of [[NpuGather.onRanks]]: one barrier stage over the selected columns (one task
   * per partition, rank = partition id), each task running an [[OnRanksTask]]; the ranks' results
-  * are collected in rank order.
+  * are collected in rank order. A rank's failure fails it with a [[RankFailedException]] whose
+  * cause is the rank's exception.
   */
 private[spark] object OnRanksStage extends Logging {
+
+  /** How long a failed job waits for its failed rank's task-end event, which follows the job's end.
+    */
+  private val FailureEventWaitMs = 2000L
+
   def collect(
       input: ClassicDataset[Row],
       wireDtype: DType,
@@ -48,9 +55,18 @@ private[spark] object OnRanksStage extends Logging {
         s"onRanks: $rankSize ranks, columns ${schema.fieldNames.mkString(", ")}, wire " +
           s"$wireDtype, $options"
       )
-      val collected = CallSites.withShortForm(sc, what) {
-        CallSites.withJobDescription(sc, what)(results.collect())
-      }
+      val failures = TaskFailures.installOn(sc)
+      val collected =
+        try {
+          CallSites.withShortForm(sc, what) {
+            CallSites.withJobDescription(sc, what)(results.collect())
+          }
+        } catch {
+          case job: SparkException =>
+            val rankFailure =
+              failures.rankFailure(job, RankTask.Operation.ON_RANKS.toString, FailureEventWaitMs)
+            throw (if (rankFailure != null) rankFailure else job)
+        }
       if (collected.length != rankSize) {
         throw new IllegalStateException(
           s"onRanks: ${collected.length} results from $rankSize " +

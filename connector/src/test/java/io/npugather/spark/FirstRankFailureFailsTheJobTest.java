@@ -1,6 +1,8 @@
 package io.npugather.spark;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -87,7 +89,14 @@ class FirstRankFailureFailsTheJobTest {
               && e.getMessage().contains("failure injected by " + AllGatherOptions.INJECT_FAILURE),
           where + e.getMessage());
       assertFalse(e.getMessage().contains(ResultCode.REMOTE_ERROR.name()), where + e.getMessage());
-      // The cause, when Spark keeps one, is the failing rank's exception itself.
+      // The job's failure in Spark's error framework, with the rank's own exception as cause.
+      RankFailedException failed = assertInstanceOf(RankFailedException.class, e, where);
+      assertEquals("NPUGATHER_RANK_FAILED", failed.getCondition(), where);
+      assertEquals("58000", failed.getSqlState(), where);
+      assertEquals(failing, failed.rank(), where);
+      assertEquals("allGatherOnNpu", failed.getMessageParameters().get("operation"), where);
+      assertTrue(
+          failed.getCause().getMessage().contains("failure injected"), where + failed.getCause());
       for (Throwable t = e.getCause(); t != null; t = t.getCause()) {
         assertFalse(
             t instanceof NpuGatherException || t instanceof RendezvousException,

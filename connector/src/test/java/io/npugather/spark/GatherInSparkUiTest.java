@@ -215,7 +215,7 @@ class GatherInSparkUiTest {
     String[] lines = explain(gathered).split("\n");
     assertEquals("== Physical Plan ==", lines[0]);
     assertTrue(
-        lines[1].matches("NpuAllGather source_rank#\\d+, backend=host, timeout=PT1M"), lines[1]);
+        lines[1].matches("NpuAllGather source_rank#\\d+, backend=host, timeout=1m"), lines[1]);
     assertTrue(lines[2].startsWith("+- *(1) Project [id#"), lines[2]);
     assertFalse(String.join("\n", lines).contains("RowToColumnar"), String.join("\n", lines));
     assertEquals(4 * 1000, gathered.collectAsList().size());

@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.core.Logger;
 import org.apache.spark.SparkConf;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -94,5 +96,60 @@ class NpuGatherExtensionsTest {
                 "spark.npugather.retriable is not a setting of NpuGather;"
                     + " did you mean spark.npugather.retryable?"),
         e.getMessage());
+  }
+
+  @Test
+  void aBadValueInTheDefaultsFailsOnlyTheQueriesThatGatherWithTheSameMessage() {
+    spark =
+        fromDefaults(
+            "spark.sql.extensions=io.npugather.spark.NpuGatherExtensions",
+            "spark.npugather.timeout=soon",
+            "spark.npugather.join.auto=maybe");
+    assertEquals(3, spark.range(3).count());
+    assertEquals(2, spark.sql("SELECT id FROM range(5) WHERE id > 2").collectAsList().size());
+    IllegalArgumentException gather =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF()));
+    assertEquals(
+        "spark.npugather.timeout = 'soon' is invalid; allowed: a duration such as 120s, 5m or"
+            + " 500ms",
+        gather.getMessage());
+    // A value set in the running session is still refused when it is set.
+    IllegalArgumentException set =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> spark.conf().set("spark.npugather.timeout", "later"));
+    assertTrue(set.getMessage().contains("'later' is invalid"), set.getMessage());
+  }
+
+  @Test
+  void aMisspelledKeyInTheDefaultsIsReportedOncePerSession() {
+    GatherInSparkUiTest.LogLines log = new GatherInSparkUiTest.LogLines();
+    log.start();
+    Logger root = (Logger) LogManager.getRootLogger();
+    root.addAppender(log);
+    try {
+      spark =
+          fromDefaults(
+              "spark.sql.extensions=io.npugather.spark.NpuGatherExtensions",
+              "spark.npugather.retriable=true");
+      spark.range(3).count();
+      spark.range(5).filter("id > 1").collectAsList();
+      spark.sql("SELECT count(*) FROM range(4)").collectAsList();
+      assertEquals(1, warnings(log), log.lines.toString());
+      spark.newSession().range(2).count();
+      assertEquals(2, warnings(log), log.lines.toString());
+    } finally {
+      root.removeAppender(log);
+    }
+  }
+
+  private static long warnings(GatherInSparkUiTest.LogLines log) {
+    synchronized (log.lines) {
+      return log.lines.stream()
+          .filter(line -> line.startsWith("spark.npugather.retriable is not a setting"))
+          .count();
+    }
   }
 }

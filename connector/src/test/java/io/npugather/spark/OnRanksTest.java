@@ -16,6 +16,7 @@ import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import org.apache.arrow.memory.BufferAllocator;
@@ -540,5 +541,63 @@ class OnRanksTest {
                       return rank;
                     }));
     assertTrue(messages(e).contains("model shard 3 failed"), messages(e));
+  }
+
+  @Test
+  void aFailedRankFailsTheJobWithAnErrorClassAndTheRanksExceptionAsCause() {
+    Dataset<Row> df = floatColumns(3 * RANKS, 1, 7);
+    RankFailedException function =
+        assertThrows(
+            RankFailedException.class,
+            () ->
+                NpuGather.onRanks(
+                    df,
+                    List.of("f0"),
+                    (rank, gathered) -> {
+                      if (rank == 3) {
+                        throw new IOException("model shard 3 failed");
+                      }
+                      return rank;
+                    }));
+    assertEquals("NPUGATHER_RANK_FUNCTION_FAILED", function.getCondition());
+    assertEquals("39000", function.getSqlState());
+    assertEquals(3, function.rank());
+    assertEquals(
+        Map.of("operation", "onRanks", "rank", "3", "message", function.getCause().getMessage()),
+        function.getMessageParameters());
+    assertTrue(function.getCause() instanceof RankFunctionException, messages(function));
+    assertEquals("model shard 3 failed", function.getCause().getCause().getMessage());
+    assertTrue(
+        function.getMessage().startsWith("[NPUGATHER_RANK_FUNCTION_FAILED] onRanks: rank 3 failed:")
+            && function.getMessage().endsWith(" SQLSTATE: 39000"),
+        function.getMessage());
+    // Spark's own words for the job stay with it.
+    assertTrue(
+        function.getSuppressed()[0].getMessage().contains("barrier task"),
+        function.getSuppressed()[0].getMessage());
+
+    RankFailedException injected =
+        assertThrows(
+            RankFailedException.class,
+            () ->
+                NpuGather.onRanks(
+                    df,
+                    List.of("f0"),
+                    AllGatherOptions.defaults().with(Map.of("npugather.test.injectFailure", "2")),
+                    DType.FLOAT32,
+                    (rank, gathered) -> rank));
+    assertEquals("NPUGATHER_RANK_FAILED", injected.getCondition());
+    assertEquals("58000", injected.getSqlState());
+    assertEquals(2, injected.rank());
+    assertTrue(injected.getCause().getMessage().contains("failure injected"), messages(injected));
+
+    RankFailedException uneven =
+        assertThrows(
+            RankFailedException.class,
+            () -> NpuGather.onRanks(floatColumns(39, 2, 8), List.of("f0", "f1"), (r, g) -> r));
+    assertEquals("NPUGATHER_RANK_INPUT_INVALID", uneven.getCondition());
+    assertEquals("22000", uneven.getSqlState());
+    assertTrue(
+        uneven.getCause().getMessage().contains("ranks passed different inputs"), messages(uneven));
   }
 }

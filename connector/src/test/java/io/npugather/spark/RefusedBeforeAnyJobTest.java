@@ -120,7 +120,7 @@ class RefusedBeforeAnyJobTest {
         "npugather.timeout = '-5s'" + allowed,
         () -> AllGatherOptions.defaults().with(Map.of("npugather.timeout", "-5s")));
     assertRefusedBeforeAnyJob(
-        "npugather.timeout = PT720H0.001S" + allowed,
+        "npugather.timeout = 2592000001ms" + allowed,
         () -> AllGatherOptions.defaults().withTimeout(Duration.ofDays(30).plusMillis(1)));
     assertEquals(
         Duration.ofDays(30),

@@ -28,13 +28,15 @@ import org.apache.spark.sql.functions;
  *
  * <pre>
  * bin/npugather-bench --joins [master=local[2]] [buildMiB=16,64,256] [streamRows=2000000] [runs=3]
- *     [maxResultSize=0]
+ *     [maxResultSize=0] [buildPartitions=slots]
  * </pre>
  *
  * {@code master}: {@code local[N]} (one JVM) or {@code local-cluster[N,1,MB]} (N executor JVMs of
  * MB each, one core each). {@code maxResultSize}: Spark's {@code spark.driver.maxResultSize} (0, no
  * limit); a method that fails (Spark's broadcast above that limit or the driver's memory) is
- * reported as failing, with the first line of its error.
+ * reported as failing, with the first line of its error. {@code buildPartitions}: the cached build
+ * side's partitions; with one per task slot (the default) the gather reads them where they lie,
+ * with another number they move to the ranks through a shuffle first.
  *
  * <p>Prints a markdown table: per build size and method the median and range of the join's wall
  * time, the ratio to the ALLGATHER median, the driver's peak heap above its level before the run
@@ -62,6 +64,7 @@ public final class JoinBenchmark {
     long streamRows = args.length > 2 ? Long.parseLong(args[2]) : 2_000_000L;
     int runs = args.length > 3 ? Integer.parseInt(args[3]) : 3;
     String maxResultSize = args.length > 4 ? args[4] : "0";
+    int buildPartitions = args.length > 5 ? Integer.parseInt(args[5]) : 0;
 
     SparkConf conf =
         new SparkConf()
@@ -80,7 +83,8 @@ public final class JoinBenchmark {
                 Integer.parseInt(cluster.group(1)), Integer.parseInt(cluster.group(2)), "", conf)
             : ClusterLauncher.local(localSlots(master), conf);
     try (launcher) {
-      return run(launcher.spark(), master, buildMiB, streamRows, runs, maxResultSize);
+      return run(
+          launcher.spark(), master, buildMiB, streamRows, runs, maxResultSize, buildPartitions);
     }
   }
 
@@ -99,10 +103,12 @@ public final class JoinBenchmark {
       List<Long> buildMiB,
       long streamRows,
       int runs,
-      String maxResultSize)
+      String maxResultSize,
+      int buildPartitions)
       throws Exception {
     spark.sparkContext().setLogLevel("WARN");
     int slots = spark.sparkContext().defaultParallelism();
+    int partitions = buildPartitions > 0 ? buildPartitions : slots;
     boolean executorJvms = !spark.sparkContext().isLocal();
     ExecutorPeaks executorPeaks = new ExecutorPeaks();
     spark.sparkContext().addSparkListener(executorPeaks);
@@ -121,13 +127,14 @@ public final class JoinBenchmark {
     md.append(
         String.format(
             Locale.ROOT,
-            "%nJoin benchmark: %s (%d slots), stream %d rows, %d runs after a warm-up,"
-                + " driver heap max %d MiB, spark.driver.maxResultSize=%s%n%n"
+            "%nJoin benchmark: %s (%d slots), build side in %d partitions, stream %d rows, %d runs"
+                + " after a warm-up, driver heap max %d MiB, spark.driver.maxResultSize=%s%n%n"
                 + "| build MiB | build rows | method | median ms | min-max ms | x allgather |"
                 + " driver heap peak MiB | executor RSS peak MiB |%n"
                 + "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |%n",
             master,
             slots,
+            partitions,
             streamRows,
             runs,
             Runtime.getRuntime().maxMemory() >> 20,
@@ -137,7 +144,7 @@ public final class JoinBenchmark {
       long buildRows = mib * (1L << 20) / 64;
       Dataset<Row> build =
           spark
-              .range(0, buildRows, 1, slots)
+              .range(0, buildRows, 1, partitions)
               .selectExpr(
                   "id AS rk",
                   "id * 3 AS w",

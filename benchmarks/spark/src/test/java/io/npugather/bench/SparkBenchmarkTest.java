@@ -20,12 +20,22 @@ import org.junit.jupiter.api.io.TempDir;
  * runs of bin/npugather-bench.)
  */
 class SparkBenchmarkTest {
-  /** What {@code bin/npugather-bench --joins} runs, on tiny tables: the three joins agree. */
+  /**
+   * What {@code bin/npugather-bench --joins} runs, on tiny tables: the three joins agree, with the
+   * build side in one partition per slot (gathered where it lies) and in another number (moved to
+   * the ranks first).
+   */
   @Test
   void theJoinBenchmarkComparesTheThreeJoinsOfOneQuery() throws Exception {
-    String table = JoinBenchmark.run(new String[] {"local[2]", "1", "20000", "1"});
-    for (String method : List.of("| allgather |", "| broadcast |", "| sort-merge |")) {
-      assertTrue(table.contains(method), table);
+    for (String partitions : List.of("0", "3")) {
+      String table =
+          JoinBenchmark.run(new String[] {"local[2]", "1", "20000", "1", "0", partitions});
+      for (String method : List.of("| allgather |", "| broadcast |", "| sort-merge |")) {
+        assertTrue(table.contains(method), table);
+      }
+      assertTrue(
+          table.contains("build side in " + (partitions.equals("0") ? "2" : "3") + " partitions"),
+          table);
     }
   }
 

@@ -36,6 +36,8 @@ public final class AllGatherRelation {
   private static final int OPTIONS = 2;
   private static final int ENTRY_KEY = 1;
   private static final int ENTRY_VALUE = 2;
+  // The field of spark.connect.Relation that holds a plugin's relation.
+  private static final int RELATION_EXTENSION = 998;
 
   private final byte[] input;
   private final Map<String, String> options;
@@ -122,6 +124,16 @@ public final class AllGatherRelation {
     writeField(any, ANY_TYPE_URL, TYPE_URL.getBytes(StandardCharsets.UTF_8));
     writeField(any, ANY_VALUE, message.toByteArray());
     return any.toByteArray();
+  }
+
+  /**
+   * A serialized {@code spark.connect.Relation} whose extension is this relation: what a client's
+   * plan holds.
+   */
+  public byte[] toRelation() {
+    ByteArrayOutputStream relation = new ByteArrayOutputStream();
+    writeField(relation, RELATION_EXTENSION, toAny());
+    return relation.toByteArray();
   }
 
   private static void writeField(ByteArrayOutputStream out, int field, byte[] payload) {

@@ -1,17 +1,15 @@
 package io.npugather.spark.connect;
 
-import io.npugather.spark.AllGatherOptions;
+import io.npugather.spark.ClientGather;
 import io.npugather.spark.NpuGather;
 import java.io.IOException;
 import java.util.Optional;
 import org.apache.spark.connect.proto.Relation;
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.connect.planner.SparkConnectPlanner;
 import org.apache.spark.sql.connect.plugin.RelationPlugin;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * {@code allGatherOnNpu} for Spark Connect clients: turns an {@link AllGatherRelation} into the
@@ -23,7 +21,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * spark.connect.extensions.relation.classes  io.npugather.spark.connect.NpuGatherRelationPlugin
  * </pre>
  *
- * Relations of other plugins pass through untouched (an empty result).
+ * Relations of other plugins pass through untouched (an empty result). The SQL function {@code
+ * all_gather_on_npu} ({@link io.npugather.spark.AllGatherTableFunction}) builds the same plan.
  */
 public final class NpuGatherRelationPlugin implements RelationPlugin {
   /** The class name to list in {@code spark.connect.extensions.relation.classes}. */
@@ -43,36 +42,7 @@ public final class NpuGatherRelationPlugin implements RelationPlugin {
       throw new IllegalArgumentException(
           "malformed npugather.connect.AllGatherOnNpu: its input is no spark.connect.Relation", e);
     }
-    Dataset<Row> df =
-        org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(
-            session, planner.transformRelation(input));
-    AllGatherOptions options =
-        AllGatherOptions.fromConf(CollectionConverters.asJava(session.conf().getAll()))
-            .with(gather.get().options());
-    requireRootAmongRanks(options, df);
-    Dataset<Row> gathered = NpuGather.allGatherOnNpu(df, options);
-    return Optional.of(((org.apache.spark.sql.classic.Dataset<Row>) gathered).logicalPlan());
-  }
-
-  /**
-   * rankRoot < rankSize, rankSize being the number of partitions when not set: the gather itself
-   * checks it only when its job starts, and a Connect client learns the number of partitions only
-   * from here.
-   */
-  private static void requireRootAmongRanks(AllGatherOptions options, Dataset<Row> df) {
-    int root = options.rankRoot();
-    if (root == 0) {
-      return;
-    }
-    int size = options.rankSize() > 0 ? options.rankSize() : df.rdd().getNumPartitions();
-    if (root >= size) {
-      throw new IllegalArgumentException(
-          AllGatherOptions.RANK_ROOT
-              + " = "
-              + root
-              + " is invalid; allowed: 0 <= rankRoot < rankSize ("
-              + size
-              + ")");
-    }
+    return Optional.of(
+        ClientGather.plan(session, planner.transformRelation(input), gather.get().options()));
   }
 }

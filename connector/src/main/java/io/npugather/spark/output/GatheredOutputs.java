@@ -1,6 +1,8 @@
 package io.npugather.spark.output;
 
+import io.npugather.spark.RankFailedException;
 import io.npugather.spark.SettingValues;
+import io.npugather.spark.TaskFailures;
 import java.lang.ref.Cleaner;
 import java.lang.ref.WeakReference;
 import java.util.ArrayList;
@@ -15,12 +17,15 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import org.apache.spark.ExceptionFailure;
 import org.apache.spark.MapOutputTrackerMaster;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.SparkException;
 import org.apache.spark.TaskFailedReason;
 import org.apache.spark.TaskKilled;
 import org.apache.spark.network.util.JavaUtils;
+import org.apache.spark.npugather.StageFailures;
 import org.apache.spark.scheduler.ExecutorCacheTaskLocation;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerApplicationEnd;
@@ -83,12 +88,12 @@ public final class GatheredOutputs {
    * stage's info, the last one winning (a peer killed after the first failure, too), so the first
    * is kept here; a few attempts suffice, the failure is read when the attempt completes.
    */
-  private final Map<String, String> firstFailures = // guarded by this
+  private final Map<String, FirstFailure> firstFailures = // guarded by this
       new LinkedHashMap<>(16, 0.75f, false) {
         private static final long serialVersionUID = 1L;
 
         @Override
-        protected boolean removeEldestEntry(Map.Entry<String, String> eldest) {
+        protected boolean removeEldestEntry(Map.Entry<String, FirstFailure> eldest) {
           return size() > RECENT_ATTEMPTS;
         }
       };
@@ -280,41 +285,69 @@ public final class GatheredOutputs {
     if (reason instanceof TaskKilled) {
       return;
     }
+    Throwable exception =
+        reason instanceof ExceptionFailure failure && failure.exception().isDefined()
+            ? failure.exception().get()
+            : null;
     firstFailures.putIfAbsent(
         stageId + "." + stageAttempt,
-        "Stage failed because barrier task "
-            + taskType
-            + "("
-            + stageId
-            + ", "
-            + partition
-            + ") finished unsuccessfully.\n"
-            + reason.toErrorString());
+        new FirstFailure(
+            "Stage failed because barrier task "
+                + taskType
+                + "("
+                + stageId
+                + ", "
+                + partition
+                + ") finished unsuccessfully.\n"
+                + reason.toErrorString(),
+            partition,
+            exception));
   }
+
+  /** The first task failure of a stage attempt: Spark's words, the rank and its exception. */
+  private record FirstFailure(String text, int rank, Throwable exception) {}
 
   /**
-   * A stage attempt failed with {@code reported} as Spark's reason: its first task failure if it is
-   * known, else {@code reported}.
+   * A stage attempt failed with {@code reported} as Spark's reason: the jobs that read a gather of
+   * it that is not retryable fail with its first task failure if it is known, else {@code
+   * reported}; with the rank's exception as the cause when the connector threw it.
    */
-  private synchronized String firstFailure(int stageId, int stageAttempt, String reported) {
-    return firstFailures.getOrDefault(stageId + "." + stageAttempt, reported);
-  }
-
-  void stageFailed(Set<Integer> rddIds, String failure) {
+  void stageFailed(int stageId, int stageAttempt, Set<Integer> rddIds, String reported) {
     Set<Integer> jobs = new HashSet<>();
+    FirstFailure first;
     synchronized (this) {
       for (Gather gather : byReaderRdd.values()) {
         if (!gather.retryable && rddIds.contains(gather.barrierRddId)) {
           jobs.addAll(gather.jobs);
         }
       }
+      first = firstFailures.get(stageId + "." + stageAttempt);
+    }
+    if (jobs.isEmpty()) {
+      return;
+    }
+    String reason =
+        "allGatherOnNpu failed, and it is not run again because npugather.retryable is false: "
+            + (first != null ? first.text() : reported);
+    if (first != null
+        && first.exception() != null
+        && TaskFailures.thrownByConnector(first.exception())) {
+      // Spark's job cancellation keeps no cause: fail the stage's jobs as a failed task set does.
+      StageFailures.abort(
+          sparkContext,
+          stageId,
+          stageAttempt,
+          reason,
+          RankFailedException.of(
+              RankFailedException.GATHER,
+              first.rank(),
+              first.exception(),
+              new SparkException(reason),
+              " (not run again: npugather.retryable is false)"));
+      return;
     }
     for (int job : jobs) {
-      sparkContext.cancelJob(
-          job,
-          "allGatherOnNpu failed, and it is not run again because "
-              + "npugather.retryable is false: "
-              + failure);
+      sparkContext.cancelJob(job, reason);
     }
   }
 
@@ -357,8 +390,7 @@ public final class GatheredOutputs {
       StageInfo stage = event.stageInfo();
       if (stage.failureReason().isDefined()) {
         stageFailed(
-            rddIds(stage),
-            firstFailure(stage.stageId(), stage.attemptNumber(), stage.failureReason().get()));
+            stage.stageId(), stage.attemptNumber(), rddIds(stage), stage.failureReason().get());
       }
     }
 

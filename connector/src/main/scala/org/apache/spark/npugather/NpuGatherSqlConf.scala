@@ -3,6 +3,7 @@ package org.apache.spark.npugather
 import scala.jdk.CollectionConverters._
 
 import io.npugather.spark.NpuGatherConf
+import org.apache.spark.SparkEnv
 import org.apache.spark.internal.config.ConfigEntry
 import org.apache.spark.sql.internal.SQLConf
 
@@ -22,7 +23,9 @@ object NpuGatherSqlConf {
         case NpuGatherConf.Scope.APPLICATION => SQLConf.buildStaticConf(setting.key)
       }
       val typed = builder.doc(setting.doc).version(Version).stringConf.transform { value =>
-        setting.check.accept(value)
+        if (!isApplicationValue(setting.key, value)) {
+          setting.check.accept(value)
+        }
         value
       }
       try {
@@ -34,6 +37,14 @@ object NpuGatherSqlConf {
         case e: IllegalArgumentException if e.getMessage.contains("Duplicate") => None
       }
   }
+
+  /** True when `value` is the application's own (spark-defaults.conf, `--conf`): every session
+    * copies those into its SQL conf when it starts, and a bad one would fail every query of the
+    * session. The gathers check it when they read it, and fail with the same message; values set in
+    * a running session are checked when they are set.
+    */
+  private def isApplicationValue(key: String, value: String): Boolean =
+    Option(SparkEnv.get).flatMap(_.conf.getOption(key)).contains(value)
 
   /** Adds every setting to Spark's SQL conf, once. */
   def register(): Unit = entries

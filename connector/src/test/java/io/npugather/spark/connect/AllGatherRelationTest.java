@@ -40,6 +40,19 @@ class AllGatherRelationTest {
   }
 
   @Test
+  void asARelationItIsSparksRelationWhoseExtensionItIs() throws Exception {
+    byte[] input = new byte[1000];
+    RANDOM.nextBytes(input);
+    AllGatherRelation gather = new AllGatherRelation(input, Map.of("npugather.timeout", "60s"));
+
+    org.apache.spark.connect.proto.Relation relation =
+        org.apache.spark.connect.proto.Relation.parseFrom(gather.toRelation());
+
+    assertTrue(relation.hasExtension());
+    assertArrayEquals(gather.toAny(), relation.getExtension().toByteArray());
+  }
+
+  @Test
   void anotherPluginsRelationIsLeftAlone() {
     ByteArrayOutputStream any = new ByteArrayOutputStream();
     field(any, 1, "type.googleapis.com/spark.connect.Examples".getBytes(StandardCharsets.UTF_8));

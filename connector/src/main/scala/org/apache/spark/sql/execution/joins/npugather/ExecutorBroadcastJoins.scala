@@ -211,7 +211,8 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
 object ChooseAllGatherJoins extends Rule[LogicalPlan] with JoinSelectionHelper {
   override def apply(plan: LogicalPlan): LogicalPlan =
     if (
-      !ExecutorBroadcastConf.auto(
+      // The settings are read for plans with a join only: a bad value fails no other query.
+      !plan.exists(_.isInstanceOf[Join]) || !ExecutorBroadcastConf.auto(
         conf.getConfString(ExecutorBroadcastConf.AUTO, ExecutorBroadcastConf.DEFAULT_AUTO)
       )
     ) {
