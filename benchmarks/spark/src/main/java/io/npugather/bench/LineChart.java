@@ -26,7 +26,8 @@ public final class LineChart {
       String.join(
           "\n",
           "usage: npugather-bench --chart --x COLUMN --y COLUMN [options] CSV...",
-          "  --x COLUMN          the horizontal axis (e.g. partition_bytes, size_bytes_per_rank)",
+          "  --x COLUMN          the horizontal axis (e.g. partition_bytes, ranks_per_executor,",
+          "                      size_bytes_per_rank)",
           "  --y COLUMN          the vertical axis (e.g. median_ms, offheap_mib, time_us)",
           "  --series COLS       comma-separated columns whose values name a line (e.g.",
           "                      method or method,ranks); 'file' is the CSV's name up to its",
