@@ -31,22 +31,29 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
-from pyspark import TaskContext
-from pyspark.sql import DataFrame, SparkSession, Window
+from py4j.protocol import Py4JJavaError
+from pyspark import Broadcast, TaskContext
+from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 import npugather
 
 # Candidates kept from the matrix product beyond k before the exact rescoring.
 CANDIDATE_MARGIN = 32
-RECOMMENDATIONS = pa.schema([("query_id", pa.int64()), ("item_id", pa.int64()),
-                             ("score", pa.float32()), ("rank", pa.int32())])
+RECOMMENDATIONS = pa.schema(
+    [
+        ("query_id", pa.int64()),
+        ("item_id", pa.int64()),
+        ("score", pa.float32()),
+        ("rank", pa.int32()),
+    ]
+)
 DOT = "aggregate(zip_with(q, e, (x, y) -> x * y), cast(0 as float), (acc, v) -> acc + v)"
 # --scoring sql: the queries joined with every item by the ALLGATHER hint, top-k by a window.
 SQL_SCORING = """
@@ -61,13 +68,14 @@ SELECT query_id, item_id, score, rank FROM (
 WHERE rank <= {k}"""
 
 
-def parse(argv: List[str]) -> argparse.Namespace:
+def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="feature_sharding.py",
         description="Feature sharding: all-gather an item-embedding table onto every rank, score"
-                    " each rank's shard of queries against every item (top-k by dot product),"
-                    " write the recommendations as Parquet and check a sample against plain"
-                    " Spark SQL.")
+        " each rank's shard of queries against every item (top-k by dot product),"
+        " write the recommendations as Parquet and check a sample against plain"
+        " Spark SQL.",
+    )
     data = parser.add_argument_group("data (generated unless both paths are given)")
     data.add_argument("--items", type=int, default=100_000, help="items to generate")
     data.add_argument("--dim", type=int, default=64, help="embedding dimension of generated data")
@@ -77,27 +85,39 @@ def parse(argv: List[str]) -> argparse.Namespace:
     data.add_argument("--queries-path", help="Parquet queries: id bigint, embedding array<float>")
     job = parser.add_argument_group("job")
     job.add_argument("--top-k", type=int, default=10, help="recommendations per query")
-    job.add_argument("--scoring", choices=["arrays", "sql"], default="arrays",
-                     help="arrays: each rank scores its queries against the gathered items in"
-                          " NumPy; sql: a SQL query joins the queries with the items by the"
-                          " ALLGATHER hint and ranks the dot products with a window (slower: one"
-                          " row per pair)")
+    job.add_argument(
+        "--scoring",
+        choices=["arrays", "sql"],
+        default="arrays",
+        help="arrays: each rank scores its queries against the gathered items in"
+        " NumPy; sql: a SQL query joins the queries with the items by the"
+        " ALLGATHER hint and ranks the dot products with a window (slower: one"
+        " row per pair)",
+    )
     job.add_argument("--output", help="where generated data and recommendations go")
-    job.add_argument("--keep", action="store_true",
-                     help="keep the generated data (removed after the run otherwise)")
+    job.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the generated data (removed after the run otherwise)",
+    )
     job.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     job.add_argument("--ranks", type=int, default=0, help="ranks = shards (default: the cores)")
     job.add_argument("--backend", default="host", help="host, hccl or lccl")
     job.add_argument("--timeout", default="120s", help="bound of every wait of the gather")
-    job.add_argument("--check", type=int, default=20,
-                     help="queries checked against plain Spark (0 skips the check)")
+    job.add_argument(
+        "--check",
+        type=int,
+        default=20,
+        help="queries checked against plain Spark (0 skips the check)",
+    )
     args = parser.parse_args(argv)
     if (args.items_path is None) != (args.queries_path is None):
         parser.error("--items-path and --queries-path go together (or neither)")
     for name in ("items", "dim", "queries", "top_k"):
         if getattr(args, name) <= 0:
-            parser.error(f"--{name.replace('_', '-')} = {getattr(args, name)}; allowed: a"
-                         " positive integer")
+            parser.error(
+                f"--{name.replace('_', '-')} = {getattr(args, name)}; allowed: a positive integer"
+            )
     return args
 
 
@@ -107,8 +127,7 @@ def generate(spark: SparkSession, n: int, dim: int, seed: int, partitions: int) 
     return spark.range(0, n, 1, partitions).select("id", F.array(*values).alias("embedding"))
 
 
-def top_k(items: np.ndarray, item_ids: np.ndarray, queries: np.ndarray,
-          k: int) -> List[np.ndarray]:
+def top_k(items: np.ndarray, item_ids: np.ndarray, queries: np.ndarray, k: int) -> list[np.ndarray]:
     """Per query the best k items: (item indices, exact float32 scores), best first."""
     approximate = queries @ items.T
     c = min(len(items), k + CANDIDATE_MARGIN)
@@ -119,15 +138,18 @@ def top_k(items: np.ndarray, item_ids: np.ndarray, queries: np.ndarray,
         exact += queries[:, j, None] * items[candidates, j]
     # Best first: higher score, then the smaller item id.
     order = np.lexsort((item_ids[candidates], -exact), axis=1)[:, :k]
-    return [np.take_along_axis(candidates, order, axis=1),
-            np.take_along_axis(exact, order, axis=1)]
+    return [np.take_along_axis(candidates, order, axis=1), np.take_along_axis(exact, order, axis=1)]
 
 
-def scorer(query_ids, query_vectors, ranks: int, k: int):
+def scorer(
+    query_ids: Broadcast[np.ndarray], query_vectors: Broadcast[np.ndarray], ranks: int, k: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The work of one rank: its gathered partition (every item) in, its queries' top-k out."""
 
     def score(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        rank = TaskContext.get().partitionId()
+        context = TaskContext.get()
+        assert context is not None, "score runs in a Spark task"
+        rank = context.partitionId()
         table = pa.Table.from_batches(list(batches))
         items = npugather.gathered_matrix(table, ["embedding"])
         item_ids = table.column("id").to_numpy()
@@ -135,52 +157,67 @@ def scorer(query_ids, query_vectors, ranks: int, k: int):
         vectors = query_vectors.value[rank::ranks]
         kk = min(k, len(items))
         for start in range(0, len(ids), 256):
-            best, scores = top_k(items, item_ids, vectors[start:start + 256], kk)
+            best, scores = top_k(items, item_ids, vectors[start : start + 256], kk)
             n = len(best)
-            yield pa.RecordBatch.from_arrays([
-                pa.array(np.repeat(ids[start:start + 256], kk)),
-                pa.array(item_ids[best].ravel()),
-                pa.array(scores.ravel()),
-                pa.array(np.tile(np.arange(1, kk + 1, dtype=np.int32), n)),
-            ], schema=RECOMMENDATIONS)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array(np.repeat(ids[start : start + 256], kk)),
+                    pa.array(item_ids[best].ravel()),
+                    pa.array(scores.ravel()),
+                    pa.array(np.tile(np.arange(1, kk + 1, dtype=np.int32), n)),
+                ],
+                schema=RECOMMENDATIONS,
+            )
 
     return score
 
 
-def check(items: DataFrame, queries: DataFrame, sample: DataFrame, written: DataFrame,
-          k: int) -> List[str]:
+def check(
+    items: DataFrame, queries: DataFrame, sample: DataFrame, written: DataFrame, k: int
+) -> list[str]:
     """Plain Spark SQL's top-k of the sampled queries against the job's: the same items in the
     same order, scores within 1e-5 relative. Returns the mismatches."""
     sampled = queries.join(F.broadcast(sample), "id").select(
-        F.col("id").alias("query_id"), F.col("embedding").alias("q"))
-    expected = (sampled.crossJoin(items.select(F.col("id").alias("item_id"),
-                                               F.col("embedding").alias("e")))
-                .select("query_id", "item_id", F.expr(DOT).alias("score"))
-                .withColumn("rank", F.row_number().over(Window.partitionBy("query_id").orderBy(
-                    F.desc("score"), F.asc("item_id"))))
-                .where(F.col("rank") <= k))
+        F.col("id").alias("query_id"), F.col("embedding").alias("q")
+    )
+    expected = (
+        sampled.crossJoin(items.select(F.col("id").alias("item_id"), F.col("embedding").alias("e")))
+        .select("query_id", "item_id", F.expr(DOT).alias("score"))
+        .withColumn(
+            "rank",
+            F.row_number().over(
+                Window.partitionBy("query_id").orderBy(F.desc("score"), F.asc("item_id"))
+            ),
+        )
+        .where(F.col("rank") <= k)
+    )
     want = _by_query(expected.collect())
-    got = _by_query(written.join(F.broadcast(sample.withColumnRenamed("id", "query_id")),
-                                 "query_id").select("query_id", "item_id", "score", "rank")
-                    .collect())
+    got = _by_query(
+        written.join(F.broadcast(sample.withColumnRenamed("id", "query_id")), "query_id")
+        .select("query_id", "item_id", "score", "rank")
+        .collect()
+    )
     mismatches = []
     for query, rows in sorted(want.items()):
         mine = got.get(query, [])
         if len(mine) != len(rows):
-            mismatches.append(f"query {query}: plain Spark has {len(rows)} recommendations,"
-                              f" the job {len(mine)}")
+            mismatches.append(
+                f"query {query}: plain Spark has {len(rows)} recommendations, the job {len(mine)}"
+            )
             continue
-        for w, g in zip(rows, mine):
-            if (w.item_id, w.rank) != (g.item_id, g.rank) or abs(w.score - g.score) > 1e-5 * max(
-                    1.0, abs(w.score)):
-                mismatches.append(f"query {query} rank {w.rank}: plain Spark item {w.item_id}"
-                                  f" score {w.score}, the job item {g.item_id} score {g.score}")
+        for w, g in zip(rows, mine, strict=True):
+            score_differs = abs(w.score - g.score) > 1e-5 * max(1.0, abs(w.score))
+            if (w.item_id, w.rank) != (g.item_id, g.rank) or score_differs:
+                mismatches.append(
+                    f"query {query} rank {w.rank}: plain Spark item {w.item_id}"
+                    f" score {w.score}, the job item {g.item_id} score {g.score}"
+                )
                 break
     return mismatches
 
 
-def _by_query(rows) -> dict:
-    grouped: dict = {}
+def _by_query(rows: Iterable[Row]) -> dict[int, list[Row]]:
+    grouped: dict[int, list[Row]] = {}
     for row in rows:
         grouped.setdefault(row.query_id, []).append(row)
     return {q: sorted(r, key=lambda row: row.rank) for q, r in grouped.items()}
@@ -192,37 +229,48 @@ def run(spark: SparkSession, args: argparse.Namespace, output: Path) -> bool:
     items_path, queries_path = args.items_path, args.queries_path
     if items_path is None:
         items_path, queries_path = str(output / "items"), str(output / "queries")
-        print(f"[1/4] generating {args.items} items x {args.dim} dims and {args.queries} queries"
-              f" (seed {args.seed}) -> {output}")
+        print(
+            f"[1/4] generating {args.items} items x {args.dim} dims and {args.queries} queries"
+            f" (seed {args.seed}) -> {output}"
+        )
         generate(spark, args.items, args.dim, args.seed, ranks).write.mode("overwrite").parquet(
-            items_path)
+            items_path
+        )
         generate(spark, args.queries, args.dim, args.seed + 1, ranks).write.mode(
-            "overwrite").parquet(queries_path)
+            "overwrite"
+        ).parquet(queries_path)
     else:
         print(f"[1/4] reading items from {items_path} and queries from {queries_path}")
     items = spark.read.parquet(items_path).select("id", "embedding")
     queries = spark.read.parquet(queries_path).select("id", "embedding")
     for df, path in ((items, items_path), (queries, queries_path)):
         if dict(df.dtypes) != {"id": "bigint", "embedding": "array<float>"}:
-            raise SystemExit(f"{path} has columns {df.dtypes}; expected: id bigint, embedding"
-                             " array<float>")
+            raise SystemExit(
+                f"{path} has columns {df.dtypes}; expected: id bigint, embedding array<float>"
+            )
 
-    print(f"[2/4] sharding the items over {ranks} ranks (master {spark.sparkContext.master},"
-          f" backend {args.backend})")
+    print(
+        f"[2/4] sharding the items over {ranks} ranks (master {spark.sparkContext.master},"
+        f" backend {args.backend})"
+    )
     item_shards = items.repartition(ranks).cache()
     item_count = item_shards.count()
     local_queries = queries.orderBy("id").toArrow()
     query_ids = spark.sparkContext.broadcast(local_queries.column("id").to_numpy())
     query_vectors = spark.sparkContext.broadcast(
-        npugather.gathered_matrix(local_queries, ["embedding"], source_rank_column=None))
-    gathered = npugather.all_gather_on_npu(item_shards, backend=args.backend,
-                                           timeout=args.timeout, rank_size=ranks)
+        npugather.gathered_matrix(local_queries, ["embedding"], source_rank_column=None)
+    )
+    gathered = npugather.all_gather_on_npu(
+        item_shards, backend=args.backend, timeout=args.timeout, rank_size=ranks
+    )
 
     recommendations_path = str(output / "recommendations")
     k = min(args.top_k, item_count)
     sql = args.scoring == "sql"
-    print(f"[3/4] all-gathering the item table onto every rank and scoring top-{k} per query"
-          f"{' with SQL (the ALLGATHER join hint)' if sql else ''} -> {recommendations_path}")
+    print(
+        f"[3/4] all-gathering the item table onto every rank and scoring top-{k} per query"
+        f"{' with SQL (the ALLGATHER join hint)' if sql else ''} -> {recommendations_path}"
+    )
     job_started = time.monotonic()
     if sql:
         item_shards.createOrReplaceTempView("feature_sharding_items")
@@ -231,19 +279,21 @@ def run(spark: SparkSession, args: argparse.Namespace, output: Path) -> bool:
     else:
         recommendations = gathered.mapInArrow(
             scorer(query_ids, query_vectors, ranks, k),
-            "query_id bigint, item_id bigint, score float, rank int")
+            "query_id bigint, item_id bigint, score float, rank int",
+        )
     recommendations.write.mode("overwrite").parquet(recommendations_path)
     job_seconds = time.monotonic() - job_started
     written = spark.read.parquet(recommendations_path)
     rows = written.count()
-    metrics = spark.sparkContext._jvm.io.npugather.spark.NpuGather.lastMetrics()
+    metrics = connector(spark).NpuGather.lastMetrics()
 
-    mismatches: List[str] = []
+    mismatches: list[str] = []
     checked = min(args.check, len(local_queries))
     if checked > 0:
         print(f"[4/4] checking {checked} random queries against plain Spark SQL")
         sample = spark.createDataFrame(
-            queries.select("id").orderBy(F.rand(args.seed)).limit(checked).collect(), "id bigint")
+            queries.select("id").orderBy(F.rand(args.seed)).limit(checked).collect(), "id bigint"
+        )
         mismatches = check(item_shards, queries, sample, written, k)
         for mismatch in mismatches[:5]:
             print(f"  MISMATCH {mismatch}")
@@ -254,20 +304,33 @@ def run(spark: SparkSession, args: argparse.Namespace, output: Path) -> bool:
     print("\nsummary")
     print(f"  ranks               {ranks}")
     if metrics is not None:
-        print(f"  gathered            {metrics.rowsGathered()} rows on all ranks"
-              f" ({item_count} items x {ranks} ranks), {metrics.bytesReceived()} bytes received")
-        print(f"  gather time         rendezvous {metrics.rendezvousNanos() / 1e6:.1f} ms,"
-              f" conversion {metrics.conversionNanos() / 1e6:.1f} ms, collective"
-              f" {metrics.collectiveNanos() / 1e6:.1f} ms (summed over ranks)")
+        print(
+            f"  gathered            {metrics.rowsGathered()} rows on all ranks"
+            f" ({item_count} items x {ranks} ranks), {metrics.bytesReceived()} bytes received"
+        )
+        print(
+            f"  gather time         rendezvous {metrics.rendezvousNanos() / 1e6:.1f} ms,"
+            f" conversion {metrics.conversionNanos() / 1e6:.1f} ms, collective"
+            f" {metrics.collectiveNanos() / 1e6:.1f} ms (summed over ranks)"
+        )
     print(f"  gather+score+write  {job_seconds * 1e3:.1f} ms (the Spark job)")
     expected_rows = len(local_queries) * k
-    print(f"  recommendations     {rows} rows ({len(local_queries)} queries x top-{k}"
-          f"{'' if rows == expected_rows else f', EXPECTED {expected_rows}'}) ->"
-          f" {recommendations_path}")
+    print(
+        f"  recommendations     {rows} rows ({len(local_queries)} queries x top-{k}"
+        f"{'' if rows == expected_rows else f', EXPECTED {expected_rows}'}) ->"
+        f" {recommendations_path}"
+    )
     if checked > 0:
         print(f"check: {checked - len(mismatches)}/{checked} queries match plain Spark")
     print(f"  total               {time.monotonic() - started:.1f} s")
     return not mismatches and rows == expected_rows
+
+
+def connector(spark: SparkSession) -> Any:
+    """The connector's JVM package, io.npugather.spark, on the session's driver (py4j)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None, "a classic session has a driver JVM"
+    return jvm.io.npugather.spark
 
 
 def bad_input(message: str) -> int:
@@ -276,27 +339,33 @@ def bad_input(message: str) -> int:
     return 2
 
 
-def missing_path(option: str, path: Optional[str]) -> Optional[str]:
+def missing_path(option: str, path: str | None) -> str | None:
     """The error of a local path (no scheme, or file:) that does not exist; None otherwise."""
     if path is None or ("://" in path and not path.startswith("file:")):
         return None
-    local = path[len("file:"):] if path.startswith("file:") else path
+    local = path[len("file:") :] if path.startswith("file:") else path
     return None if Path(local).exists() else f"{option} = '{path}': no such file or directory"
 
 
-def main(argv: List[str]) -> int:
+def main(argv: list[str]) -> int:
     args = parse(argv)
     # Checked before Spark starts, so a mistake costs neither start-up nor generated data.
     for option, path in (("--items-path", args.items_path), ("--queries-path", args.queries_path)):
         problem = missing_path(option, path)
         if problem:
             return bad_input(problem)
-    output = Path(args.output).resolve() if args.output else Path(
-        tempfile.mkdtemp(prefix="npugather-feature-sharding-"))
+    output = (
+        Path(args.output).resolve()
+        if args.output
+        else Path(tempfile.mkdtemp(prefix="npugather-feature-sharding-"))
+    )
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName("FeatureSharding").config(
-        "spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").config(
-        "spark.sql.session.timeZone", "UTC")
+    builder = (
+        SparkSession.builder.appName("FeatureSharding")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
     if args.master:
         builder = builder.master(args.master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
@@ -309,16 +378,17 @@ def main(argv: List[str]) -> int:
         # counts them, before any data is generated.
         ranks = args.ranks or spark.sparkContext.defaultParallelism
         try:
-            spark.sparkContext._jvm.io.npugather.spark.ClusterCheck.requireBarrierSlots(
-                spark.sparkContext._jsc.sc(), ranks)
+            connector(spark).ClusterCheck.requireBarrierSlots(spark.sparkContext._jsc.sc(), ranks)
         except (Py4JJavaError, npugather.NpuGatherError) as e:
             generated = False
-            master = spark.sparkContext.master
+            master = spark.sparkContext.master or ""
             if master.startswith("local"):
                 slots = spark.sparkContext.defaultParallelism
-                return bad_input(f"--ranks = {ranks}, but {master} runs at most {slots} tasks at"
-                                 " once and every rank needs a slot of its own (barrier mode);"
-                                 f" pass --ranks {slots} or fewer, or a --master with more cores")
+                return bad_input(
+                    f"--ranks = {ranks}, but {master} runs at most {slots} tasks at"
+                    " once and every rank needs a slot of its own (barrier mode);"
+                    f" pass --ranks {slots} or fewer, or a --master with more cores"
+                )
             return bad_input(f"--ranks = {ranks}: {str(e).strip().splitlines()[0]}")
         return 0 if run(spark, args, output) else 1
     finally:

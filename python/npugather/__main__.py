@@ -6,13 +6,14 @@ from __future__ import annotations
 import sys
 import zipfile
 from pathlib import Path
-from typing import List
 
-USAGE = ("usage: python -m npugather jars        print the connector's jars, comma-separated\n"
-         "       python -m npugather zip FILE    write this package as a zip for --py-files")
+USAGE = (
+    "usage: python -m npugather jars        print the connector's jars, comma-separated\n"
+    "       python -m npugather zip FILE    write this package as a zip for --py-files"
+)
 
 
-def main(argv: List[str]) -> int:
+def main(argv: list[str]) -> int:
     if argv == ["jars"]:
         from npugather._jars import jars
 

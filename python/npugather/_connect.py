@@ -18,7 +18,8 @@ protobuf): only a Connect DataFrame brings it here.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from pyspark.errors import IllegalArgumentException, PySparkException
 from pyspark.errors.exceptions.connect import SparkConnectGrpcException
@@ -28,8 +29,16 @@ from pyspark.sql.connect.plan import LogicalPlan
 
 from npugather import _options
 from npugather._jars import RELATION_PLUGIN, RELATION_PLUGINS
-from npugather.errors import _FAILED_TASK, _LOST_TASK, _OWN_PACKAGE, _RESULT_CODES, _from_text
-from npugather.errors import ConnectorNotFoundError, InvalidOptionError, NpuGatherError
+from npugather.errors import (
+    _FAILED_TASK,
+    _LOST_TASK,
+    _OWN_PACKAGE,
+    _RESULT_CODES,
+    ConnectorNotFoundError,
+    InvalidOptionError,
+    NpuGatherError,
+    _from_text,
+)
 
 TYPE_URL = "type.googleapis.com/npugather.connect.AllGatherOnNpu"
 
@@ -62,8 +71,9 @@ class AllGatherOnNpu(LogicalPlan):
         assert self._child is not None
         relation = self._create_proto_relation()
         relation.extension.type_url = TYPE_URL
-        relation.extension.value = encode(self._child.plan(session).SerializeToString(),
-                                          self.options)
+        relation.extension.value = encode(
+            self._child.plan(session).SerializeToString(), self.options
+        )
         return relation
 
 
@@ -71,8 +81,10 @@ def encode(input_relation: bytes, options: Mapping[str, str]) -> bytes:
     """An ``AllGatherOnNpu`` message in protobuf's wire format."""
     message = _field(_INPUT, input_relation)
     for key, value in options.items():
-        message += _field(_OPTIONS, _field(_ENTRY_KEY, key.encode("utf-8"))
-                          + _field(_ENTRY_VALUE, value.encode("utf-8")))
+        message += _field(
+            _OPTIONS,
+            _field(_ENTRY_KEY, key.encode("utf-8")) + _field(_ENTRY_VALUE, value.encode("utf-8")),
+        )
     return message
 
 
@@ -95,28 +107,36 @@ def all_gather_on_npu(df: ConnectDataFrame, entries: Mapping[str, str]) -> Conne
     defaults, ``rank_root`` against the number of partitions), with the same exceptions
     (:func:`install`)."""
     gathered = ConnectDataFrame(AllGatherOnNpu(df._plan, entries), df.sparkSession)
-    gathered.schema
+    _ = gathered.schema
     return gathered
 
 
-def from_server(error: SparkConnectGrpcException) -> Optional[NpuGatherError]:
+def from_server(error: SparkConnectGrpcException) -> NpuGatherError | None:
     """The NpuGatherError of a failure the server's plugin or the connector reported, or None:
     as the classic API raises it, from the server's message (the job's message quotes a failed
     rank's exception with its frames)."""
     text = error._message or ""  # without the server's stack trace
     reason = _REASON.match(text)
-    java_class = reason.group("cls") if reason else (
-        "java.lang.IllegalArgumentException" if isinstance(error, IllegalArgumentException)
-        else "")
-    text = text[reason.end():] if reason else text
-    if ((_NO_PLUGIN in text and TYPE_URL.rsplit("/", 1)[-1] in text)
-            or (java_class == "java.lang.ClassNotFoundException" and RELATION_PLUGIN in text)):
+    java_class = (
+        reason.group("cls")
+        if reason
+        else (
+            "java.lang.IllegalArgumentException"
+            if isinstance(error, IllegalArgumentException)
+            else ""
+        )
+    )
+    text = text[reason.end() :] if reason else text
+    if (_NO_PLUGIN in text and TYPE_URL.rsplit("/", 1)[-1] in text) or (
+        java_class == "java.lang.ClassNotFoundException" and RELATION_PLUGIN in text
+    ):
         return ConnectorNotFoundError(
             "the Spark Connect server has no NpuGather plugin or an older one: start it with"
             f" this package's jar (python -m npugather jars) and --conf {RELATION_PLUGINS}="
             f"{RELATION_PLUGIN} (a local server:"
-            " npugather.configure(SparkSession.builder.remote(\"local[4]\")))",
-            java_class=java_class)
+            ' npugather.configure(SparkSession.builder.remote("local[4]")))',
+            java_class=java_class,
+        )
     task = _FAILED_TASK.search(text) or _LOST_TASK.search(text)
     if task is not None:
         return _from_text(text, int(task.group("partition")), error)
@@ -133,7 +153,7 @@ def _thrown_by_connector(error: SparkConnectGrpcException) -> bool:
     return frame is not None and frame.group("cls").startswith(_OWN_PACKAGE)
 
 
-def from_rank_failure(error: PySparkException) -> Optional[NpuGatherError]:
+def from_rank_failure(error: PySparkException) -> NpuGatherError | None:
     """The NpuGatherError of a job that a rank's failure failed (the server's
     io.npugather.spark.RankFailedException, which reaches the client with its error class,
     SQLSTATE and message parameters), or None."""
@@ -146,11 +166,16 @@ def from_rank_failure(error: PySparkException) -> Optional[NpuGatherError]:
     java_class = found.group("cls") if found else ""
     code = text.split(":", 1)[0]
     kind = InvalidOptionError if java_class.endswith("IllegalArgumentException") else NpuGatherError
-    return kind(_options.python_words(text), java_class=java_class,
-                rank=int(parameters["rank"]) if parameters.get("rank", "").isdigit() else None,
-                operation=parameters.get("operation"),
-                result_code=code if code in _RESULT_CODES else None, error_class=condition,
-                sqlstate=error.getSqlState(), message_parameters=parameters)
+    return kind(
+        _options.python_words(text),
+        java_class=java_class,
+        rank=int(parameters["rank"]) if parameters.get("rank", "").isdigit() else None,
+        operation=parameters.get("operation"),
+        result_code=code if code in _RESULT_CODES else None,
+        error_class=condition,
+        sqlstate=error.getSqlState(),
+        message_parameters=parameters,
+    )
 
 
 def install() -> None:
@@ -174,7 +199,8 @@ def install() -> None:
         return converted
 
     convert_exception._npugather = True  # type: ignore[attr-defined]
-    core.convert_exception = convert_exception
+    # PySpark raises what its conversion returns: an NpuGatherError (a PySparkException) too.
+    core.convert_exception = convert_exception  # type: ignore[assignment]
 
 
 install()

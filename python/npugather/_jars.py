@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING
 
 from npugather._version import CONNECTOR_VERSION, JAVACPP_VERSION
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 JARS_ENV = "NPUGATHER_JARS"
 """Environment variable naming the jars explicitly (separated by ``os.pathsep`` or commas)."""
@@ -30,7 +34,7 @@ def maven_repository() -> Path:
     return Path(configured) if configured else Path.home() / ".m2" / "repository"
 
 
-def jars() -> List[str]:
+def jars() -> list[str]:
     """The jars a Spark session needs for ``allGatherOnNpu``, as absolute paths.
 
     Looked up, first match wins: the ``NPUGATHER_JARS`` environment variable; jars shipped
@@ -53,22 +57,22 @@ def jars() -> List[str]:
     return _from_maven_repository(maven_repository())
 
 
-def _from_maven_repository(repository: Path) -> List[str]:
-    found: List[str] = []
-    missing: List[str] = []
+def _from_maven_repository(repository: Path) -> list[str]:
+    found: list[str] = []
+    missing: list[str] = []
     for group, artifact, version in _ARTIFACTS:
         jar = repository / group / artifact / version / f"{artifact}-{version}.jar"
         (found if jar.is_file() else missing).append(str(jar))
     if missing:
         raise FileNotFoundError(
-            "the NpuGather connector's jars were not found: " + ", ".join(missing)
+            "the NpuGather connector's jars were not found: "
+            + ", ".join(missing)
             + f" (searched: ${JARS_ENV}, {_BUNDLED}, the Maven repository {repository});"
             + " build them with `mvn -B -DskipTests install` in the project, or set"
-            + f" {JARS_ENV}")
+            + f" {JARS_ENV}"
+        )
     return found
 
-
-Builder = TypeVar("Builder")
 
 # The server side of df.allGatherOnNpu() on Spark Connect DataFrames, and where Spark's Connect
 # server looks for relation plugins.
@@ -83,7 +87,9 @@ _REMOTE_ENV = "SPARK_REMOTE"
 EXTENSIONS = "io.npugather.spark.NpuGatherExtensions"
 
 
-def configure(builder: Builder, jar_paths: Optional[Sequence[str]] = None) -> Builder:
+def configure(
+    builder: SparkSession.Builder, jar_paths: Sequence[str] | None = None
+) -> SparkSession.Builder:
     """Puts the connector's jars and its SQL extension (``spark.sql.extensions``) on a session
     being built and returns the builder.
 
@@ -112,12 +118,13 @@ def configure(builder: Builder, jar_paths: Optional[Sequence[str]] = None) -> Bu
         return builder  # a Connect server elsewhere, configured where it runs
     _require_fresh_jvm()
     paths = list(jar_paths) if jar_paths is not None else jars()
-    configured = (
-        builder.config("spark.jars", _joined(builder, "spark.jars", paths))  # type: ignore
-        .config("spark.sql.extensions", _joined(builder, "spark.sql.extensions", [EXTENSIONS])))
+    configured = builder.config("spark.jars", _joined(builder, "spark.jars", paths)).config(
+        "spark.sql.extensions", _joined(builder, "spark.sql.extensions", [EXTENSIONS])
+    )
     if remote:
         configured = configured.config(
-            RELATION_PLUGINS, _joined(builder, RELATION_PLUGINS, [RELATION_PLUGIN]))
+            RELATION_PLUGINS, _joined(builder, RELATION_PLUGINS, [RELATION_PLUGIN])
+        )
     return configured
 
 
@@ -143,7 +150,8 @@ def _require_fresh_jvm() -> None:
             "this Python process already runs a Spark JVM without the NpuGather connector;"
             " configure the builder before the first getOrCreate() (restart the notebook's"
             " kernel), or start Python with `pyspark --jars ...` / `spark-submit --jars ...`",
-            java_class="")
+            java_class="",
+        )
 
 
 def connector_loaded(jvm: object) -> bool:
@@ -153,6 +161,6 @@ def connector_loaded(jvm: object) -> bool:
     return isinstance(getattr(jvm, "io.npugather.spark.NpuGather"), JavaClass)
 
 
-def _builder_option(builder: object, key: str) -> Optional[str]:
+def _builder_option(builder: object, key: str) -> str | None:
     options = getattr(builder, "_options", None)
     return options.get(key) if isinstance(options, dict) else None

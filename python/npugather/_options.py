@@ -12,8 +12,9 @@ import datetime
 import math
 import numbers
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any
 
 # io.npugather.Backend.names(), in its order (a test compares them).
 BACKENDS = ("hccl", "lccl", "host")
@@ -46,8 +47,7 @@ def invalid(name: str, value: Any, allowed: str) -> ValueError:
 
 
 def wrong_type(name: str, value: Any, allowed: str) -> TypeError:
-    return TypeError(
-        f"{name} = {value!r} ({type(value).__name__}) is invalid; allowed: {allowed}")
+    return TypeError(f"{name} = {value!r} ({type(value).__name__}) is invalid; allowed: {allowed}")
 
 
 def _text(name: str, value: Any, allowed: str) -> str:
@@ -59,9 +59,10 @@ def _text(name: str, value: Any, allowed: str) -> str:
 def _integer(name: str, value: Any, allowed: str, most: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise wrong_type(name, value, allowed)
-    if not 0 <= value <= most:
+    number = int(value)
+    if not 0 <= number <= most:
         raise invalid(name, value, allowed)
-    return int(value)
+    return number
 
 
 def _backend(value: Any) -> str:
@@ -73,42 +74,55 @@ def _backend(value: Any) -> str:
 
 
 def _rank_size(value: Any) -> str:
-    return str(_integer("rank_size", value, "None or 0 (one rank per partition) or 1 <= rank_size"
-                        f" <= {MAX_RANK_SIZE}", MAX_RANK_SIZE))
+    return str(
+        _integer(
+            "rank_size",
+            value,
+            f"None or 0 (one rank per partition) or 1 <= rank_size <= {MAX_RANK_SIZE}",
+            MAX_RANK_SIZE,
+        )
+    )
 
 
 def _rank_root(value: Any) -> str:
-    return str(_integer("rank_root", value, f"0 <= rank_root < rank_size <= {MAX_RANK_SIZE}",
-                        MAX_RANK_SIZE - 1))
+    return str(
+        _integer(
+            "rank_root", value, f"0 <= rank_root < rank_size <= {MAX_RANK_SIZE}", MAX_RANK_SIZE - 1
+        )
+    )
 
 
 def _comm_domain(value: Any) -> str:
-    allowed = (f"a string of at most {MAX_COMM_DOMAIN_LENGTH} UTF-8 bytes (a run suffix is"
-               " added)")
+    allowed = f"a string of at most {MAX_COMM_DOMAIN_LENGTH} UTF-8 bytes (a run suffix is added)"
     domain = _text("comm_domain", value, allowed)
     size = len(domain.encode("utf-8", "surrogatepass"))
     if size > MAX_COMM_DOMAIN_LENGTH:
         raise invalid("comm_domain", f"<{size} UTF-8 bytes>", allowed)
     if "\0" in domain:
         # AllGatherParam.requireNoNul's words.
-        raise ValueError(f"comm_domain = with a NUL character at index {domain.index(chr(0))} is"
-                         " invalid; allowed: no NUL characters (the native library would cut the"
-                         " name there)")
+        raise ValueError(
+            f"comm_domain = with a NUL character at index {domain.index(chr(0))} is"
+            " invalid; allowed: no NUL characters (the native library would cut the"
+            " name there)"
+        )
     return domain
 
 
 def duration_millis(name: str, value: Any) -> int:
     """Milliseconds of a Spark time string ("120s", "5m", "500ms"), a timedelta or a number of
     seconds; positive and at most MAX_TIMEOUT (30 days)."""
-    allowed = ("a positive duration of at most 30 days (720h): a string such as '120s', '5m' or"
-               " '500ms', a datetime.timedelta or a number of seconds")
+    allowed = (
+        "a positive duration of at most 30 days (720h): a string such as '120s', '5m' or"
+        " '500ms', a datetime.timedelta or a number of seconds"
+    )
     if isinstance(value, datetime.timedelta):
         millis = value // datetime.timedelta(milliseconds=1)
     elif isinstance(value, numbers.Real) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise invalid(name, value, allowed)
-        millis = (int(value) * 1000 if isinstance(value, numbers.Integral)
-                  else round(float(value) * 1000))
+        millis = (
+            int(value) * 1000 if isinstance(value, numbers.Integral) else round(float(value) * 1000)
+        )
     elif isinstance(value, str):
         match = _DURATION.fullmatch(value.strip().lower())
         if match is None or (match.group(2) or "ms") not in _MICROS_PER_UNIT:
@@ -184,8 +198,9 @@ OPTIONS: Sequence[Option] = (
     Option("rank_root", "npugather.rankRoot", "0", _rank_root),
     Option("comm_domain", "npugather.commDomain", "'' (a fresh domain per run)", _comm_domain),
     Option("timeout", "npugather.timeout", "'120s'", _timeout),
-    Option("source_rank_column", "npugather.sourceRankColumn", "'source_rank'",
-           _source_rank_column),
+    Option(
+        "source_rank_column", "npugather.sourceRankColumn", "'source_rank'", _source_rank_column
+    ),
     Option("resource_name", "npugather.resourceName", "'npu'", _resource_name),
     Option("retryable", "npugather.retryable", "False", _retryable),
     Option("host_transport", "npugather.hostTransport", "'auto'", _host_transport),
@@ -199,8 +214,10 @@ def check_names(caller: str, options: Mapping[str, Any]) -> None:
     """A TypeError naming the first unknown keyword, the nearest one and the allowed ones."""
     for name in options:
         if name not in _BY_NAME:
-            raise TypeError(f"{caller}() got an unknown option {name!r}; did you mean"
-                            f" {_nearest(name)!r}? allowed: " + ", ".join(NAMES))
+            raise TypeError(
+                f"{caller}() got an unknown option {name!r}; did you mean"
+                f" {_nearest(name)!r}? allowed: " + ", ".join(NAMES)
+            )
 
 
 def _nearest(name: str) -> str:
@@ -214,8 +231,9 @@ def _edit_distance(a: str, b: str) -> int:
     for i, a_char in enumerate(a, 1):
         current = [i]
         for j, b_char in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1,
-                               previous[j - 1] + (a_char != b_char)))
+            current.append(
+                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a_char != b_char))
+            )
         previous = current
     return previous[-1]
 
@@ -236,22 +254,24 @@ def python_words(message: str) -> str:
     return message
 
 
-def to_jvm(options: Mapping[str, Any], input_columns: Sequence[str]) -> Dict[str, str]:
+def to_jvm(options: Mapping[str, Any], input_columns: Sequence[str]) -> dict[str, str]:
     """The ``npugather.*`` entries of the keywords that are not None, every value checked."""
     check_names("all_gather_on_npu", options)
-    entries: Dict[str, str] = {}
+    entries: dict[str, str] = {}
     for name, value in options.items():
         if value is not None:
             entries[_BY_NAME[name].key] = _BY_NAME[name].to_jvm(value)
-    size: Optional[int] = options.get("rank_size")
-    root: Optional[int] = options.get("rank_root")
+    size: int | None = options.get("rank_size")
+    root: int | None = options.get("rank_root")
     if size and root is not None and root >= size:
         raise invalid("rank_root", root, f"0 <= rank_root < rank_size ({size})")
     column = options.get("source_rank_column")
     if column is not None:
         for existing in input_columns:
             if existing.lower() == column.lower():
-                raise invalid("source_rank_column", column,
-                              f"a name that is not an input column (it collides with "
-                              f"{existing!r})")
+                raise invalid(
+                    "source_rank_column",
+                    column,
+                    f"a name that is not an input column (it collides with {existing!r})",
+                )
     return entries

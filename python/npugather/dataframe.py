@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import inspect
 import os
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from pyspark.sql import DataFrame
 
@@ -19,7 +19,10 @@ from npugather import _options
 from npugather._jars import connector_loaded
 from npugather.errors import ConnectorNotFoundError, from_java
 
-Duration = Union[str, datetime.timedelta, float]
+if TYPE_CHECKING:
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+
+Duration = str | datetime.timedelta | float
 
 METHOD_NAME = "allGatherOnNpu"
 METHOD_ENV = "NPUGATHER_DATAFRAME_METHOD"
@@ -29,16 +32,16 @@ METHOD_ENV = "NPUGATHER_DATAFRAME_METHOD"
 def all_gather_on_npu(
     df: DataFrame,
     *,
-    backend: Optional[str] = None,
-    rank_size: Optional[int] = None,
-    rank_root: Optional[int] = None,
-    comm_domain: Optional[str] = None,
-    timeout: Optional[Duration] = None,
-    source_rank_column: Optional[str] = None,
-    resource_name: Optional[str] = None,
-    retryable: Optional[bool] = None,
-    host_transport: Optional[str] = None,
-    inject_failure: Optional[str] = None,
+    backend: str | None = None,
+    rank_size: int | None = None,
+    rank_root: int | None = None,
+    comm_domain: str | None = None,
+    timeout: Duration | None = None,
+    source_rank_column: str | None = None,
+    resource_name: str | None = None,
+    retryable: bool | None = None,
+    host_transport: str | None = None,
+    inject_failure: str | None = None,
 ) -> DataFrame:
     """Every partition of ``df``, on every rank: an AllGather of DataFrame partitions.
 
@@ -130,7 +133,7 @@ def broadcast_on_executors(df: DataFrame) -> DataFrame:
     return DataFrame(entry.broadcastOnExecutors(jdf), session)
 
 
-def is_connect(df: DataFrame) -> bool:
+def is_connect(df: DataFrame) -> TypeGuard[ConnectDataFrame]:
     """True for a Spark Connect DataFrame (without importing PySpark's Connect client)."""
     return type(df).__module__.startswith("pyspark.sql.connect.")
 
@@ -139,23 +142,26 @@ def _classic(df: DataFrame, function: str) -> tuple[Any, Any, Any]:
     """The JVM DataFrame, session and JVM of ``df``, once the connector is found there."""
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
-        raise TypeError(f"{function} needs a classic Spark session (py4j): Spark Connect"
-                        " DataFrames are not supported")
+        raise TypeError(
+            f"{function} needs a classic Spark session (py4j): Spark Connect"
+            " DataFrames are not supported"
+        )
     session = df.sparkSession
     jvm = session._jvm
     if not connector_loaded(jvm):
         raise ConnectorNotFoundError(
             "the NpuGather connector is not on this session's classpath: build the session"
             " with npugather.configure(SparkSession.builder) (or pass the jars of"
-            " `python -m npugather jars` to --jars)", java_class="")
+            " `python -m npugather jars` to --jars)",
+            java_class="",
+        )
     return jdf, session, jvm
 
 
 def _check_rank_root(jvm: Any, session: Any, jdf: Any, jvm_options: Any) -> None:
     """rank_root < rank_size, with the session's defaults applied: the JVM checks it only when
     the job starts."""
-    conf = jvm.scala.jdk.javaapi.CollectionConverters.asJava(
-        session._jsparkSession.conf().getAll())
+    conf = jvm.scala.jdk.javaapi.CollectionConverters.asJava(session._jsparkSession.conf().getAll())
     defaults = jvm.io.npugather.spark.AllGatherOptions.fromConf(conf)
     effective = getattr(defaults, "with")(jvm_options)  # `with` is a Python keyword
     root = effective.rankRoot()
@@ -173,12 +179,15 @@ def _method(self: DataFrame, **options: Any) -> DataFrame:
 
 _method.__name__ = METHOD_NAME
 _method.__qualname__ = f"DataFrame.{METHOD_NAME}"
-_method.__doc__ = ("``df.allGatherOnNpu(**options)`` is ``npugather.all_gather_on_npu(df,"
-                   " **options)``; added by ``import npugather``.\n\n"
-                   + inspect.getdoc(all_gather_on_npu))
-_method.__signature__ = inspect.signature(all_gather_on_npu).replace(  # type: ignore[attr-defined]
+_method.__doc__ = (
+    "``df.allGatherOnNpu(**options)`` is ``npugather.all_gather_on_npu(df,"
+    " **options)``; added by ``import npugather``.\n\n" + (inspect.getdoc(all_gather_on_npu) or "")
+)
+_signature = inspect.signature(all_gather_on_npu)
+_method.__signature__ = _signature.replace(  # type: ignore[attr-defined]
     parameters=[inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    + list(inspect.signature(all_gather_on_npu).parameters.values())[1:])
+    + list(_signature.parameters.values())[1:]
+)
 
 
 def add_dataframe_method() -> None:
@@ -186,8 +195,10 @@ def add_dataframe_method() -> None:
     variable ``NPUGATHER_DATAFRAME_METHOD`` is ``0``)."""
     existing = getattr(DataFrame, METHOD_NAME, None)
     if existing is not None and existing is not _method:
-        raise RuntimeError(f"pyspark.sql.DataFrame already has an attribute {METHOD_NAME!r};"
-                           f" set {METHOD_ENV}=0 and call npugather.all_gather_on_npu(df)")
+        raise RuntimeError(
+            f"pyspark.sql.DataFrame already has an attribute {METHOD_NAME!r};"
+            f" set {METHOD_ENV}=0 and call npugather.all_gather_on_npu(df)"
+        )
     setattr(DataFrame, METHOD_NAME, _method)
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 from pyspark.errors import PySparkException
 
@@ -36,15 +37,26 @@ _OWN_PACKAGE = "io.npugather."
 _MAX_CHAIN = 16
 # How long to wait for the driver to see the failed task's event (it follows the job's end).
 _EVENT_WAIT_MILLIS = 2000
-_RESULT_CODES = ("INVALID_ARGUMENT", "INVALID_USAGE", "SYSTEM_ERROR", "REMOTE_ERROR", "TIMEOUT",
-                 "ABORTED", "INTERNAL_ERROR")
+_RESULT_CODES = (
+    "INVALID_ARGUMENT",
+    "INVALID_USAGE",
+    "SYSTEM_ERROR",
+    "REMOTE_ERROR",
+    "TIMEOUT",
+    "ABORTED",
+    "INTERNAL_ERROR",
+)
 # Spark's words for the task that failed a job: a barrier stage's, any other stage's.
-_FAILED_TASK = re.compile(r"barrier task (?:Result|ShuffleMap)Task\((?P<stage>\d+), (?P<partition>\d+)\)")
+_FAILED_TASK = re.compile(
+    r"barrier task (?:Result|ShuffleMap)Task\((?P<stage>\d+), (?P<partition>\d+)\)"
+)
 _LOST_TASK = re.compile(r"Lost task (?P<partition>\d+)\.\d+ in stage (?P<stage>\d+)\.\d+")
 # The failed task's exception, as a job's message quotes it: "class: text" then its frames.
 _EXCEPTION_LINE = re.compile(
     r"^(?P<cls>io\.npugather\.[\w.$]+|java\.lang\.Illegal(?:State|Argument)Exception): "
-    r"(?P<text>.*)\n\s+at io\.npugather\.", re.MULTILINE)
+    r"(?P<text>.*)\n\s+at io\.npugather\.",
+    re.MULTILINE,
+)
 
 
 class NpuGatherError(PySparkException):
@@ -73,15 +85,27 @@ class NpuGatherError(PySparkException):
         java_exception: the JVM exception (a py4j object), for debugging.
     """
 
-    def __init__(self, message: str, *, java_class: str, result_code: Optional[str] = None,
-                 rank: Optional[int] = None, operation: Optional[str] = None,
-                 reason: Optional[str] = None, library: Optional[str] = None,
-                 vendor_code: Optional[int] = None, vendor_code_name: Optional[str] = None,
-                 vendor_message: Optional[str] = None, java_exception: Any = None,
-                 error_class: Optional[str] = None, sqlstate: Optional[str] = None,
-                 message_parameters: Optional[Dict[str, str]] = None) -> None:
-        super().__init__(message=message, errorClass=error_class,
-                         messageParameters=message_parameters)
+    def __init__(
+        self,
+        message: str,
+        *,
+        java_class: str,
+        result_code: str | None = None,
+        rank: int | None = None,
+        operation: str | None = None,
+        reason: str | None = None,
+        library: str | None = None,
+        vendor_code: int | None = None,
+        vendor_code_name: str | None = None,
+        vendor_message: str | None = None,
+        java_exception: Any = None,
+        error_class: str | None = None,
+        sqlstate: str | None = None,
+        message_parameters: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            message=message, errorClass=error_class, messageParameters=message_parameters
+        )
         self.args = (message,)
         self.message = message
         self.error_class = error_class
@@ -99,17 +123,17 @@ class NpuGatherError(PySparkException):
         self.java_exception = java_exception
 
     @property
-    def condition(self) -> Optional[str]:
+    def condition(self) -> str | None:
         """The error class, as Spark 4 names it."""
         return self.error_class
 
-    def getCondition(self) -> Optional[str]:  # noqa: N802 -- PySparkException's name
+    def getCondition(self) -> str | None:  # noqa: N802 -- PySparkException's name
         return self.error_class
 
-    def getSqlState(self) -> Optional[str]:  # noqa: N802 -- PySparkException's name
+    def getSqlState(self) -> str | None:  # noqa: N802 -- PySparkException's name
         return self.sqlstate
 
-    def getMessageParameters(self) -> Optional[Dict[str, str]]:  # noqa: N802
+    def getMessageParameters(self) -> dict[str, str] | None:  # noqa: N802
         return self.message_parameters
 
     def getMessage(self) -> str:  # noqa: N802 -- PySparkException's name
@@ -131,7 +155,7 @@ class ConnectorNotFoundError(NpuGatherError):
     classpath (see :func:`npugather.configure`)."""
 
 
-def from_java(throwable: Any) -> Optional[NpuGatherError]:
+def from_java(throwable: Any) -> NpuGatherError | None:
     """The NpuGatherError for a JVM throwable that a failure of the connector caused, or None.
 
     The failure is found in the throwable's cause chain or, for a job whose task failed (a
@@ -147,7 +171,7 @@ def from_java(throwable: Any) -> Optional[NpuGatherError]:
         _converting.active = False
 
 
-def _from_java(throwable: Any) -> Optional[NpuGatherError]:
+def _from_java(throwable: Any) -> NpuGatherError | None:
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
@@ -164,9 +188,15 @@ def _from_java(throwable: Any) -> Optional[NpuGatherError]:
     from py4j.protocol import Py4JError
 
     failures = getattr(gateway.jvm, "io.npugather.spark.TaskFailures")
+    context = SparkContext._active_spark_context
     try:
-        job_failure = failures.installOn(SparkContext._active_spark_context._jsc.sc()) \
-            .rankFailure(throwable, _GATHER, _EVENT_WAIT_MILLIS)
+        job_failure = (
+            failures.installOn(context._jsc.sc()).rankFailure(
+                throwable, _GATHER, _EVENT_WAIT_MILLIS
+            )
+            if context is not None
+            else None  # stopped meanwhile: no recorded failure to ask for
+        )
     except Py4JError:  # a connector jar older than this package
         job_failure = None
     if job_failure is not None:
@@ -176,7 +206,7 @@ def _from_java(throwable: Any) -> Optional[NpuGatherError]:
     return _from_text(message, partition, throwable)
 
 
-def _from_text(message: str, partition: int, throwable: Any) -> Optional[NpuGatherError]:
+def _from_text(message: str, partition: int, throwable: Any) -> NpuGatherError | None:
     """The failure named in a job's message: its class, text and the failed task's rank."""
     line = _EXCEPTION_LINE.search(message)
     if line is None:
@@ -184,15 +214,19 @@ def _from_text(message: str, partition: int, throwable: Any) -> Optional[NpuGath
     name, text = line.group("cls"), _options.python_words(line.group("text"))
     code = text.split(":", 1)[0]
     if name in (_NPUGATHER_EXCEPTION, _VENDOR_EXCEPTION):
-        return NpuGatherError(text, java_class=name, rank=partition,
-                              result_code=code if code in _RESULT_CODES else None,
-                              java_exception=throwable)
+        return NpuGatherError(
+            text,
+            java_class=name,
+            rank=partition,
+            result_code=code if code in _RESULT_CODES else None,
+            java_exception=throwable,
+        )
     kind = InvalidOptionError if name.endswith("ArgumentException") else NpuGatherError
     return kind(text, java_class=name, rank=partition, java_exception=throwable)
 
 
-def _from_chain(gateway: Any, throwable: Any) -> Optional[NpuGatherError]:
-    seen: List[Any] = []
+def _from_chain(gateway: Any, throwable: Any) -> NpuGatherError | None:
+    seen: list[Any] = []
     current = throwable
     while current is not None and len(seen) < _MAX_CHAIN:
         seen.append(current)
@@ -201,8 +235,12 @@ def _from_chain(gateway: Any, throwable: Any) -> Optional[NpuGatherError]:
         if _is_instance(gateway, current, _NPUGATHER_EXCEPTION):
             return _collective_error(gateway, current)
         if _is_instance(gateway, current, _RENDEZVOUS_EXCEPTION):
-            return NpuGatherError(_message(current), java_class=_RENDEZVOUS_EXCEPTION,
-                                  reason=current.reason().name(), java_exception=current)
+            return NpuGatherError(
+                _message(current),
+                java_class=_RENDEZVOUS_EXCEPTION,
+                reason=current.reason().name(),
+                java_exception=current,
+            )
         for name in _CHECK_EXCEPTIONS:
             if _is_instance(gateway, current, name) and _thrown_by_connector(current):
                 kind = InvalidOptionError if name.endswith("ArgumentException") else NpuGatherError
@@ -231,8 +269,9 @@ def _rank_failure(gateway: Any, job_failure: Any) -> NpuGatherError:
     found = _from_chain(gateway, rank_exception) if rank_exception is not None else None
     if found is None:  # e.g. what the function of onRanks threw
         source = rank_exception if rank_exception is not None else job_failure
-        found = NpuGatherError(_message(source), java_class=source.getClass().getName(),
-                               java_exception=source)
+        found = NpuGatherError(
+            _message(source), java_class=source.getClass().getName(), java_exception=source
+        )
     found.error_class = job_failure.getCondition()
     found.sqlstate = job_failure.getSqlState()
     found.message_parameters = dict(job_failure.getMessageParameters())
@@ -245,13 +284,22 @@ def _collective_error(gateway: Any, throwable: Any) -> NpuGatherError:
     from py4j.java_gateway import is_instance_of
 
     rank = throwable.rank()
-    fields = dict(result_code=throwable.code().name(), rank=rank if rank >= 0 else None,
-                  operation=throwable.operation(), java_exception=throwable)
+    fields = dict(
+        result_code=throwable.code().name(),
+        rank=rank if rank >= 0 else None,
+        operation=throwable.operation(),
+        java_exception=throwable,
+    )
     if is_instance_of(gateway, throwable, _VENDOR_EXCEPTION):
-        return NpuGatherError(_message(throwable), java_class=_VENDOR_EXCEPTION,
-                              library=throwable.library(), vendor_code=throwable.vendorCode(),
-                              vendor_code_name=throwable.vendorCodeName(),
-                              vendor_message=throwable.vendorMessage() or None, **fields)
+        return NpuGatherError(
+            _message(throwable),
+            java_class=_VENDOR_EXCEPTION,
+            library=throwable.library(),
+            vendor_code=throwable.vendorCode(),
+            vendor_code_name=throwable.vendorCodeName(),
+            vendor_message=throwable.vendorMessage() or None,
+            **fields,
+        )
     return NpuGatherError(_message(throwable), java_class=_NPUGATHER_EXCEPTION, **fields)
 
 
@@ -262,11 +310,10 @@ def _thrown_by_connector(throwable: Any) -> bool:
 
 def _message(throwable: Any) -> str:
     message = throwable.getMessage()
-    return (_options.python_words(message) if message is not None
-            else throwable.getClass().getName())
+    return _options.python_words(message) if message is not None else throwable.getClass().getName()
 
 
-_installed: Optional[Callable[[Any], Any]] = None
+_installed: Callable[[Any], Any] | None = None
 
 
 def install() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
@@ -20,10 +20,13 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     """One session at a time (one SparkContext per process); tests that need a single master
     say so with ``@pytest.mark.parametrize("spark", ["local[2]"], indirect=True)``."""
-    builder = (SparkSession.builder.master(request.param).appName("npugather-python-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.shuffle.partitions", "4"))
+    builder = (
+        SparkSession.builder.master(request.param)
+        .appName("npugather-python-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+    )
     session = npugather.configure(builder).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session

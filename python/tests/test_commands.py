@@ -10,7 +10,6 @@ import sys
 import textwrap
 import zipfile
 from pathlib import Path
-from typing import List
 
 import pytest
 
@@ -24,8 +23,14 @@ SMALL = ["--items", "3000", "--dim", "16", "--queries", "60", "--top-k", "5", "-
 
 def _run(command, tmp_path: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    return subprocess.run([str(c) for c in command], cwd=tmp_path, env=env, text=True,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [str(c) for c in command],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def test_python_m_npugather_jars_lists_the_jars_for_jars_option(tmp_path: Path) -> None:
@@ -43,22 +48,51 @@ def test_python_m_npugather_zip_writes_the_package_for_py_files(tmp_path: Path) 
 
 
 def test_the_feature_sharding_example_matches_plain_spark(tmp_path: Path) -> None:
-    result = _run([sys.executable, EXAMPLE, "--master", "local[2]", "--output", tmp_path / "out",
-                   *SMALL], tmp_path)
+    result = _run(
+        [sys.executable, EXAMPLE, "--master", "local[2]", "--output", tmp_path / "out", *SMALL],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "check: 6/6 queries match plain Spark" in result.stdout
     assert "300 rows (60 queries x top-5)" in result.stdout
 
 
-def test_the_examples_sql_scoring_writes_the_recommendations_of_its_arrays(
-        tmp_path: Path) -> None:
-    first = _run([sys.executable, EXAMPLE, "--master", "local[2]", "--output", tmp_path / "arrays",
-                  "--keep", *SMALL], tmp_path)
+def test_the_examples_sql_scoring_writes_the_recommendations_of_its_arrays(tmp_path: Path) -> None:
+    first = _run(
+        [
+            sys.executable,
+            EXAMPLE,
+            "--master",
+            "local[2]",
+            "--output",
+            tmp_path / "arrays",
+            "--keep",
+            *SMALL,
+        ],
+        tmp_path,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
-    second = _run([sys.executable, EXAMPLE, "--master", "local[2]", "--scoring", "sql",
-                   "--items-path", tmp_path / "arrays" / "items", "--queries-path",
-                   tmp_path / "arrays" / "queries", "--output", tmp_path / "sql", "--top-k", "5",
-                   "--check", "6"], tmp_path)
+    second = _run(
+        [
+            sys.executable,
+            EXAMPLE,
+            "--master",
+            "local[2]",
+            "--scoring",
+            "sql",
+            "--items-path",
+            tmp_path / "arrays" / "items",
+            "--queries-path",
+            tmp_path / "arrays" / "queries",
+            "--output",
+            tmp_path / "sql",
+            "--top-k",
+            "5",
+            "--check",
+            "6",
+        ],
+        tmp_path,
+    )
     assert second.returncode == 0, second.stdout + second.stderr
     assert "with SQL (the ALLGATHER join hint)" in second.stdout
     assert "check: 6/6 queries match plain Spark" in second.stdout
@@ -73,16 +107,37 @@ def test_the_examples_sql_scoring_writes_the_recommendations_of_its_arrays(
     assert rows(tmp_path / "sql" / "recommendations") == arrays
 
 
-def test_the_examples_bad_inputs_are_one_line_and_exit_2_before_any_data(
-        tmp_path: Path) -> None:
-    missing = _run([sys.executable, EXAMPLE, "--items-path", tmp_path / "nope", "--queries-path",
-                    tmp_path / "nope"], tmp_path)
+def test_the_examples_bad_inputs_are_one_line_and_exit_2_before_any_data(tmp_path: Path) -> None:
+    missing = _run(
+        [
+            sys.executable,
+            EXAMPLE,
+            "--items-path",
+            tmp_path / "nope",
+            "--queries-path",
+            tmp_path / "nope",
+        ],
+        tmp_path,
+    )
     assert missing.returncode == 2, missing.stdout + missing.stderr
     assert missing.stderr.strip().splitlines() == [
         f"error: --items-path = '{tmp_path / 'nope'}': no such file or directory"
-        " (--help lists the options)"]
-    too_many = _run([sys.executable, EXAMPLE, "--master", "local[2]", "--ranks", "3", "--output",
-                     tmp_path / "out", *SMALL], tmp_path)
+        " (--help lists the options)"
+    ]
+    too_many = _run(
+        [
+            sys.executable,
+            EXAMPLE,
+            "--master",
+            "local[2]",
+            "--ranks",
+            "3",
+            "--output",
+            tmp_path / "out",
+            *SMALL,
+        ],
+        tmp_path,
+    )
     assert too_many.returncode == 2, too_many.stdout + too_many.stderr
     lines = [line for line in too_many.stderr.splitlines() if line.startswith("error: ")]
     assert len(lines) == 1 and "--ranks = 3" in lines[0] and "Traceback" not in too_many.stderr
@@ -94,10 +149,26 @@ def test_the_example_runs_under_spark_submit_with_jars_and_py_files(tmp_path: Pa
     submit = Path(sys.executable).parent / "spark-submit"
     submit = submit if submit.exists() else Path(shutil.which("spark-submit") or "spark-submit")
     _run([sys.executable, "-m", "npugather", "zip", "npugather.zip"], tmp_path)
-    result = _run([submit, "--master", "local[2]", "--jars", ",".join(npugather.jars()),
-                   "--py-files", "npugather.zip",
-                   "--conf", "spark.sql.extensions=io.npugather.spark.NpuGatherExtensions",
-                   EXAMPLE, "--ranks", "2", "--output", tmp_path / "out", *SMALL], tmp_path)
+    result = _run(
+        [
+            submit,
+            "--master",
+            "local[2]",
+            "--jars",
+            ",".join(npugather.jars()),
+            "--py-files",
+            "npugather.zip",
+            "--conf",
+            "spark.sql.extensions=io.npugather.spark.NpuGatherExtensions",
+            EXAMPLE,
+            "--ranks",
+            "2",
+            "--output",
+            tmp_path / "out",
+            *SMALL,
+        ],
+        tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "check: 6/6 queries match plain Spark" in result.stdout
 
@@ -115,14 +186,25 @@ def test_the_readmes_example_command_runs_as_written(tmp_path: Path) -> None:
 def test_the_examples_help_lists_the_java_jobs_options(tmp_path: Path) -> None:
     result = _run([sys.executable, EXAMPLE, "--help"], tmp_path)
     assert result.returncode == 0, result.stderr
-    for flag in ("--items-path", "--queries-path", "--master", "--ranks", "--backend", "--top-k",
-                 "--scoring", "--keep", "--output", "--timeout", "--check"):
+    for flag in (
+        "--items-path",
+        "--queries-path",
+        "--master",
+        "--ranks",
+        "--backend",
+        "--top-k",
+        "--scoring",
+        "--keep",
+        "--output",
+        "--timeout",
+        "--check",
+    ):
         assert flag in result.stdout, flag
 
 
-def _python_blocks(document: Path, section: str) -> List[str]:
+def _python_blocks(document: Path, section: str) -> list[str]:
     text = document.read_text()
-    part = text[text.index(section + "\n"):]
+    part = text[text.index(section + "\n") :]
     end = part.find("\n## ", 1)
     return re.findall(r"```python\n(.*?)```", part if end < 0 else part[:end], re.DOTALL)
 
@@ -131,11 +213,14 @@ def test_the_pyspark_sections_python_runs_as_written(tmp_path: Path) -> None:
     blocks = _python_blocks(ROOT / "docs" / "operations.md", "## PySpark")
     assert len(blocks) == 1, blocks
     script = tmp_path / "notebook.py"
-    script.write_text(blocks[0] + textwrap.dedent("""
+    script.write_text(
+        blocks[0]
+        + textwrap.dedent("""
         rows = spark.range(0, 8, 1, 4).allGatherOnNpu().collect()
         assert len(rows) == 32, rows
         print("notebook ok")
-        """))
+        """)
+    )
     result = _run([sys.executable, script], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "notebook ok" in result.stdout

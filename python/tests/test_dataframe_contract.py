@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from pyspark.sql import Row, SparkSession
-
 from conftest import ranks_of
+from pyspark.sql import Row, SparkSession
 
 
 def _expected(ranks: int, per_rank: int):
-    return [Row(source_rank=r, id=i) for r in range(ranks)
-            for i in range(per_rank * r, per_rank * (r + 1))]
+    return [
+        Row(source_rank=r, id=i)
+        for r in range(ranks)
+        for i in range(per_rank * r, per_rank * (r + 1))
+    ]
 
 
 def test_show_prints_the_first_gathered_rows(spark: SparkSession, capsys) -> None:
@@ -19,7 +21,11 @@ def test_show_prints_the_first_gathered_rows(spark: SparkSession, capsys) -> Non
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split() == ["|source_rank|", "id|"] or "source_rank" in lines[1]
     assert [line.replace("|", " ").split() for line in lines[3:7]] == [
-        ["0", "0"], ["0", "1"], ["0", "2"], ["1", "3"]]
+        ["0", "0"],
+        ["0", "1"],
+        ["0", "2"],
+        ["1", "3"],
+    ]
     assert "only showing top 4 rows" in capsys.readouterr().out + "\n".join(lines)
 
 
@@ -31,14 +37,14 @@ def test_take_first_and_limit_read_rank_zeros_partition_in_order(spark: SparkSes
     assert gathered.limit(3).collect() == _expected(ranks, 5)[:3]
 
 
-def test_a_second_action_runs_the_gather_again_with_the_same_result(
-        spark: SparkSession) -> None:
+def test_a_second_action_runs_the_gather_again_with_the_same_result(spark: SparkSession) -> None:
     ranks = ranks_of(spark)
     gathered = spark.range(0, 4 * ranks, 1, ranks).allGatherOnNpu()
     assert gathered.count() == 4 * ranks * ranks
     assert gathered.collect() == _expected(ranks, 4) * ranks
     assert gathered.groupBy("source_rank").count().orderBy("source_rank").collect() == [
-        Row(source_rank=r, count=4 * ranks) for r in range(ranks)]
+        Row(source_rank=r, count=4 * ranks) for r in range(ranks)
+    ]
 
 
 def test_coalesce_keeps_every_ranks_rows(spark: SparkSession) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Dict, Iterator, List, Set, Tuple
 
 import pytest
 
@@ -16,19 +16,32 @@ LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)\)")
 CITED_DOC = re.compile(r"\bdocs/[A-Za-z0-9_./-]+\.md\b")
 # Code and build files; the docs' own links are the test below's (npu.md cites vendors'
 # docs/).
-SOURCE_SUFFIXES = {".java", ".scala", ".py", ".sh", ".cc", ".h", ".c", ".xml", ".toml",
-                   ".properties"}
+SOURCE_SUFFIXES = {
+    ".java",
+    ".scala",
+    ".py",
+    ".sh",
+    ".cc",
+    ".h",
+    ".c",
+    ".xml",
+    ".toml",
+    ".properties",
+}
 SKIPPED_DIRS = {".git", "target", "venv", ".venv", "node_modules", "__pycache__"}
 
 
-def pages() -> List[Path]:
-    return [ROOT / "README.md", ROOT / "python" / "README.md",
-            *sorted((ROOT / "docs").rglob("*.md"))]
+def pages() -> list[Path]:
+    return [
+        ROOT / "README.md",
+        ROOT / "python" / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+    ]
 
 
 def prose(text: str) -> str:
     """The text outside fenced code blocks and inline code spans (links there are examples)."""
-    outside: List[str] = []
+    outside: list[str] = []
     fenced = False
     for line in text.splitlines():
         if line.lstrip().startswith("```"):
@@ -46,9 +59,9 @@ def slug(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-def anchors(page: Path) -> Set[str]:
-    found: Set[str] = set()
-    seen: Dict[str, int] = {}
+def anchors(page: Path) -> set[str]:
+    found: set[str] = set()
+    seen: dict[str, int] = {}
     fenced = False
     for line in page.read_text(encoding="utf-8").splitlines():
         if line.lstrip().startswith("```"):
@@ -64,7 +77,7 @@ def anchors(page: Path) -> Set[str]:
     return found
 
 
-def links(page: Path) -> Iterator[Tuple[str, str]]:
+def links(page: Path) -> Iterator[tuple[str, str]]:
     """(link as written, target) for every relative link of the page."""
     for match in LINK.finditer(prose(page.read_text(encoding="utf-8"))):
         target = match.group(1)
@@ -75,7 +88,7 @@ def links(page: Path) -> Iterator[Tuple[str, str]]:
 
 @pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_reaches_a_file_and_a_heading(page: Path) -> None:
-    broken: List[str] = []
+    broken: list[str] = []
     for written, target in links(page):
         path, _, anchor = target.partition("#")
         resolved = (page.parent / path).resolve() if path else page
@@ -87,7 +100,7 @@ def test_every_relative_link_reaches_a_file_and_a_heading(page: Path) -> None:
 
 
 def test_every_docs_page_a_source_file_cites_exists() -> None:
-    missing: List[str] = []
+    missing: list[str] = []
     for directory, dirs, files in os.walk(ROOT):
         dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
         for name in files:
@@ -102,9 +115,15 @@ def test_every_docs_page_a_source_file_cites_exists() -> None:
 
 
 def test_the_anchor_rule_matches_githubs() -> None:
-    assert slug("Result: 2 ranks across executor JVMs (`local-cluster[2,1,3072]`)") == \
-        "result-2-ranks-across-executor-jvms-local-cluster213072"
-    assert slug("First run on a new cluster: `bin/allgather-perf`") == \
-        "first-run-on-a-new-cluster-binallgather-perf"
-    assert slug("Across hosts: hierarchical all-gather (`tcp-hier`)") == \
-        "across-hosts-hierarchical-all-gather-tcp-hier"
+    assert (
+        slug("Result: 2 ranks across executor JVMs (`local-cluster[2,1,3072]`)")
+        == "result-2-ranks-across-executor-jvms-local-cluster213072"
+    )
+    assert (
+        slug("First run on a new cluster: `bin/allgather-perf`")
+        == "first-run-on-a-new-cluster-binallgather-perf"
+    )
+    assert (
+        slug("Across hosts: hierarchical all-gather (`tcp-hier`)")
+        == "across-hosts-hierarchical-all-gather-tcp-hier"
+    )

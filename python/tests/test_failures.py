@@ -13,15 +13,18 @@ pytestmark = pytest.mark.parametrize("spark", ["local[2]"], indirect=True)
 
 
 def test_more_ranks_than_task_slots_is_an_npugather_error_before_any_task(
-        spark: SparkSession) -> None:
+    spark: SparkSession,
+) -> None:
     gathered = spark.range(0, 9, 1, 3).allGatherOnNpu()
 
     with pytest.raises(npugather.NpuGatherError) as raised:
         gathered.collect()
 
     error = raised.value
-    assert str(error).startswith("allGatherOnNpu needs 3 concurrent task slots (one per rank,"
-                                 " barrier mode) but the cluster offers 2")
+    assert str(error).startswith(
+        "allGatherOnNpu needs 3 concurrent task slots (one per rank,"
+        " barrier mode) but the cluster offers 2"
+    )
     assert "rank_size = 2" in str(error) and "npugather.rankSize" not in str(error), str(error)
     assert error.java_class == "java.lang.IllegalStateException"
     assert error.result_code is None and error.rank is None
@@ -30,13 +33,15 @@ def test_more_ranks_than_task_slots_is_an_npugather_error_before_any_task(
 
 
 def test_a_rank_that_fails_in_the_collective_fails_the_action_with_its_own_error_every_time(
-        spark: SparkSession) -> None:
+    spark: SparkSession,
+) -> None:
     # Its peer fails too, reporting it ("rank 1 aborted its communicator"); the action raises the
     # failing rank's own error, whichever report reaches the driver first.
     for run in range(20):
         failing = run % 2
-        gathered = spark.range(0, 8, 1, 2).allGatherOnNpu(inject_failure=str(failing),
-                                                          timeout="30s")
+        gathered = spark.range(0, 8, 1, 2).allGatherOnNpu(
+            inject_failure=str(failing), timeout="30s"
+        )
 
         with pytest.raises(npugather.NpuGatherError) as raised:
             gathered.collect()
@@ -54,8 +59,10 @@ def test_a_rank_that_fails_in_the_collective_fails_the_action_with_its_own_error
         assert error.getCondition() == "NPUGATHER_RANK_FAILED", context
         assert error.sqlstate == error.getSqlState() == "58000", context
         assert error.getMessageParameters() == {
-            "operation": "allGatherOnNpu", "rank": str(failing),
-            "message": error.java_exception.getMessage()}, context
+            "operation": "allGatherOnNpu",
+            "rank": str(failing),
+            "message": error.java_exception.getMessage(),
+        }, context
 
 
 def test_the_gather_works_again_after_a_failed_one(spark: SparkSession) -> None:
@@ -65,9 +72,9 @@ def test_the_gather_works_again_after_a_failed_one(spark: SparkSession) -> None:
 
 
 def test_failures_that_are_not_the_gathers_keep_pysparks_own_exceptions(
-        spark: SparkSession) -> None:
+    spark: SparkSession,
+) -> None:
     from pyspark.errors import AnalysisException
 
     with pytest.raises(AnalysisException):
         spark.range(0, 8, 1, 2).allGatherOnNpu().select("no_such_column")
-

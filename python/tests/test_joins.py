@@ -10,15 +10,18 @@ import npugather
 
 def _sides(spark: SparkSession) -> tuple[DataFrame, DataFrame]:
     stream = spark.range(0, 2000, 1, 3).selectExpr(
-        "IF(id % 17 = 0, NULL, CAST(id % 150 AS INT)) AS k", "id AS v")
+        "IF(id % 17 = 0, NULL, CAST(id % 150 AS INT)) AS k", "id AS v"
+    )
     build = spark.range(0, 300, 1, 2).selectExpr(
-        "IF(id % 13 = 0, NULL, CAST((id * 7) % 200 AS INT)) AS rk", "id * 3 AS w")
+        "IF(id % 13 = 0, NULL, CAST((id * 7) % 200 AS INT)) AS rk", "id * 3 AS w"
+    )
     return stream, build
 
 
 def _plan(df: DataFrame) -> str:
     return df._jdf.queryExecution().explainString(
-        df.sparkSession._jvm.org.apache.spark.sql.execution.ExplainMode.fromString("simple"))
+        df.sparkSession._jvm.org.apache.spark.sql.execution.ExplainMode.fromString("simple")
+    )
 
 
 @pytest.mark.parametrize("how", ["inner", "left_outer", "left_semi", "left_anti"])

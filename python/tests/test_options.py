@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 import inspect
-from typing import Any, Dict
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -63,10 +63,12 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("name,value,error,allowed", BAD,
-                         ids=[f"{b[0]}={b[1]!r}"[:40] for b in BAD])
+@pytest.mark.parametrize(
+    "name,value,error,allowed", BAD, ids=[f"{b[0]}={b[1]!r}"[:40] for b in BAD]
+)
 def test_a_bad_option_fails_before_any_job_naming_keyword_value_and_what_is_allowed(
-        spark: SparkSession, name: str, value: Any, error: type, allowed: str) -> None:
+    spark: SparkSession, name: str, value: Any, error: type, allowed: str
+) -> None:
     df = spark.range(0, 4, 1, 2)
     jobs_before = _jobs(spark)
 
@@ -77,16 +79,20 @@ def test_a_bad_option_fails_before_any_job_naming_keyword_value_and_what_is_allo
 
     for message in (str(raised.value), str(raised_by_method.value)):
         assert message.startswith(f"{name} = "), message
-        assert (repr(value)[:20] in message or "characters" in message
-                or "UTF-8 bytes>" in message), message
+        assert (
+            repr(value)[:20] in message or "characters" in message or "UTF-8 bytes>" in message
+        ), message
         assert allowed in message, message
     assert _jobs(spark) == jobs_before
 
 
 def test_rank_root_must_be_below_the_ranks_of_the_partitions(spark: SparkSession) -> None:
     jobs_before = _jobs(spark)
-    with pytest.raises(ValueError, match=r"rank_root = 2 is invalid; allowed: 0 <= rank_root"
-                                         r" < rank_size \(2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"rank_root = 2 is invalid; allowed: 0 <= rank_root"
+        r" < rank_size \(2\)",
+    ):
         spark.range(0, 4, 1, 2).allGatherOnNpu(rank_root=2)
     with pytest.raises(ValueError, match=r"rank_root = 3 .* < rank_size \(3\)"):
         spark.range(0, 4, 1, 2).allGatherOnNpu(rank_size=3, rank_root=3)
@@ -94,19 +100,25 @@ def test_rank_root_must_be_below_the_ranks_of_the_partitions(spark: SparkSession
 
 
 def test_a_source_rank_column_that_collides_with_an_input_column_is_refused(
-        spark: SparkSession) -> None:
+    spark: SparkSession,
+) -> None:
     df = spark.range(0, 4, 1, 2).withColumnRenamed("id", "Rank")
-    with pytest.raises(ValueError, match="source_rank_column = 'rank' is invalid; allowed: a"
-                                         " name that is not an input column"):
+    with pytest.raises(
+        ValueError,
+        match="source_rank_column = 'rank' is invalid; allowed: a name that is not an input column",
+    ):
         df.allGatherOnNpu(source_rank_column="rank")
     assert df.allGatherOnNpu(source_rank_column="r").columns == ["r", "Rank"]
 
 
 def test_unknown_keywords_are_an_error_listing_the_options(spark: SparkSession) -> None:
     df = spark.range(0, 4, 1, 2)
-    with pytest.raises(TypeError, match="allGatherOnNpu\\(\\) got an unknown option 'rankSize';"
-                                        " did you mean 'rank_size'\\? allowed: backend,"
-                                        " rank_size, rank_root"):
+    with pytest.raises(
+        TypeError,
+        match="allGatherOnNpu\\(\\) got an unknown option 'rankSize';"
+        " did you mean 'rank_size'\\? allowed: backend,"
+        " rank_size, rank_root",
+    ):
         df.allGatherOnNpu(rankSize=2)
     with pytest.raises(TypeError, match="'bakend'; did you mean 'backend'\\?"):
         df.allGatherOnNpu(bakend="host")
@@ -133,8 +145,16 @@ def test_every_jvm_option_has_a_keyword_and_the_same_default(spark: SparkSession
     assert described["retryable"] == str(defaults.retryable())
     assert described["host_transport"] == repr(defaults.hostTransport().name().lower())
     doc = inspect.getdoc(npugather.all_gather_on_npu).replace('"', "'")
-    for name in ("backend", "rank_root", "timeout", "source_rank_column", "resource_name",
-                 "retryable", "host_transport", "inject_failure"):
+    for name in (
+        "backend",
+        "rank_root",
+        "timeout",
+        "source_rank_column",
+        "resource_name",
+        "retryable",
+        "host_transport",
+        "inject_failure",
+    ):
         assert f"Default ``{described[name]}``" in doc or f"Default {described[name]}" in doc, name
 
 
@@ -142,11 +162,11 @@ def test_python_knows_the_backends_of_the_jvm_in_its_order(spark: SparkSession) 
     backend = getattr(spark.sparkContext._jvm, "io.npugather.Backend")
     assert list(_options.BACKENDS) == list(backend.names())
     assert repr(backend.SPARK_DEFAULT.wireName()) == next(
-        o.default for o in _options.OPTIONS if o.name == "backend")
+        o.default for o in _options.OPTIONS if o.name == "backend"
+    )
 
 
-def test_every_option_is_a_spark_setting_listed_with_the_same_default(
-        spark: SparkSession) -> None:
+def test_every_option_is_a_spark_setting_listed_with_the_same_default(spark: SparkSession) -> None:
     assert "io.npugather.spark.NpuGatherExtensions" in spark.conf.get("spark.sql.extensions")
     listed = {row[0]: row[1] for row in spark.sql("SET -v").collect()}
     for option in _options.OPTIONS:
@@ -159,14 +179,24 @@ def test_every_option_is_a_spark_setting_listed_with_the_same_default(
     assert listed["spark.npugather.rankSize"] == "0"
 
 
-GOOD: Dict[str, Any] = dict(backend=" HCCL", rank_size=0, rank_root=0, comm_domain="d" * 96,
-                            timeout=" 5M", source_rank_column="r", resource_name="gpu",
-                            retryable=True, host_transport="Staging", inject_failure="3:1")
+GOOD: dict[str, Any] = dict(
+    backend=" HCCL",
+    rank_size=0,
+    rank_root=0,
+    comm_domain="d" * 96,
+    timeout=" 5M",
+    source_rank_column="r",
+    resource_name="gpu",
+    retryable=True,
+    host_transport="Staging",
+    inject_failure="3:1",
+)
 
 
 @pytest.mark.parametrize("name", list(GOOD))
-def test_python_and_the_jvm_agree_on_valid_and_invalid_values(spark: SparkSession,
-                                                              name: str) -> None:
+def test_python_and_the_jvm_agree_on_valid_and_invalid_values(
+    spark: SparkSession, name: str
+) -> None:
     defaults = spark.sparkContext._jvm.io.npugather.spark.AllGatherOptions.defaults()
     values = [GOOD[name]] + [value for bad, value, _, _ in BAD if bad == name]
     for value in values:
@@ -204,8 +234,11 @@ def test_a_timeout_is_also_a_number_of_seconds_up_to_the_jvms_bound(spark: Spark
     jvm_map.put("npugather.timeout", "2592000001ms")
     with pytest.raises(Exception, match="at most 30 days"):
         getattr(defaults, "with")(jvm_map)
-    with pytest.raises(ValueError, match=r"timeout = '2592000001ms' is invalid; allowed: a"
-                                         r" positive duration of at most 30 days \(720h\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"timeout = '2592000001ms' is invalid; allowed: a"
+        r" positive duration of at most 30 days \(720h\)",
+    ):
         _options.to_jvm({"timeout": "2592000001ms"}, [])
     jobs_before = _jobs(spark)
     with pytest.raises(ValueError, match=r"^timeout = -1 is invalid; allowed: a positive"):
@@ -216,31 +249,48 @@ def test_a_timeout_is_also_a_number_of_seconds_up_to_the_jvms_bound(spark: Spark
 
 def test_durations_read_as_written_not_in_javas_iso_form(spark: SparkSession) -> None:
     assert _options.to_jvm({"timeout": " 90s"}, []) == {"npugather.timeout": "90s"}
-    plan = spark.range(0, 4, 1, 2).allGatherOnNpu(timeout="30s")._jdf.queryExecution() \
-        .optimizedPlan().toString()
+    plan = (
+        spark.range(0, 4, 1, 2)
+        .allGatherOnNpu(timeout="30s")
+        ._jdf.queryExecution()
+        .optimizedPlan()
+        .toString()
+    )
     assert "timeout=30s" in plan and "PT30S" not in plan, plan
-    plan = spark.range(0, 4, 1, 2).allGatherOnNpu(timeout=0.25)._jdf.queryExecution() \
-        .optimizedPlan().toString()
+    plan = (
+        spark.range(0, 4, 1, 2)
+        .allGatherOnNpu(timeout=0.25)
+        ._jdf.queryExecution()
+        .optimizedPlan()
+        .toString()
+    )
     assert "timeout=250ms" in plan, plan
 
 
 def test_jvm_messages_name_options_as_python_keywords(spark: SparkSession) -> None:
     assert _options.python_words(
         "allGatherOnNpu needs 3 concurrent task slots; use fewer partitions (npugather.rankSize"
-        " = 2, or df.repartition(2)) or more cores") == (
+        " = 2, or df.repartition(2)) or more cores"
+    ) == (
         "allGatherOnNpu needs 3 concurrent task slots; use fewer partitions (rank_size = 2, or"
-        " df.repartition(2)) or more cores")
+        " df.repartition(2)) or more cores"
+    )
     assert _options.python_words(
-        "npugather.rankRoot = 3 is invalid; allowed: 0 <= rankRoot < rankSize (3)") == (
-        "rank_root = 3 is invalid; allowed: 0 <= rank_root < rank_size (3)")
+        "npugather.rankRoot = 3 is invalid; allowed: 0 <= rankRoot < rankSize (3)"
+    ) == ("rank_root = 3 is invalid; allowed: 0 <= rank_root < rank_size (3)")
     # The session's settings keep the names the user wrote in the conf.
     conf = "spark.npugather.rankSize = x is invalid; allowed: an integer"
     assert _options.python_words(conf) == conf
 
 
 def test_a_nul_in_comm_domain_is_refused_in_the_operators_words(spark: SparkSession) -> None:
-    param = spark.sparkContext._jvm.io.npugather.AllGatherParam.builder() \
-        .backend("host").rankSize(2).commDomain("job\0a").build()
+    param = (
+        spark.sparkContext._jvm.io.npugather.AllGatherParam.builder()
+        .backend("host")
+        .rankSize(2)
+        .commDomain("job\0a")
+        .build()
+    )
     try:
         param.validate()
         raise AssertionError("the operator took a NUL in commDomain")
@@ -249,18 +299,22 @@ def test_a_nul_in_comm_domain_is_refused_in_the_operators_words(spark: SparkSess
     assert operator.startswith("AllGatherParam.commDomain = ")
     with pytest.raises(ValueError) as raised:
         spark.range(0, 4, 1, 2).allGatherOnNpu(comm_domain="job\0a")
-    assert str(raised.value) == "comm_domain" + operator[len("AllGatherParam.commDomain"):]
+    assert str(raised.value) == "comm_domain" + operator[len("AllGatherParam.commDomain") :]
 
 
 def test_a_bad_session_default_is_a_value_error_naming_the_conf_key(spark: SparkSession) -> None:
-    with pytest.raises(npugather.InvalidOptionError,
-                       match="spark.npugather.timeout = 'soon' is invalid; allowed: a duration"):
+    with pytest.raises(
+        npugather.InvalidOptionError,
+        match="spark.npugather.timeout = 'soon' is invalid; allowed: a duration",
+    ):
         spark.conf.set("spark.npugather.timeout", "soon")
     spark.conf.set("spark.npugather.timout", "60s")
     try:
-        with pytest.raises(npugather.InvalidOptionError,
-                           match="spark.npugather.timout is not a setting of NpuGather; did you"
-                                 " mean spark.npugather.timeout\\?"):
+        with pytest.raises(
+            npugather.InvalidOptionError,
+            match="spark.npugather.timout is not a setting of NpuGather; did you"
+            " mean spark.npugather.timeout\\?",
+        ):
             spark.range(0, 4, 1, 2).allGatherOnNpu()
     finally:
         spark.conf.unset("spark.npugather.timout")
@@ -273,7 +327,8 @@ def test_help_shows_every_keyword_with_its_default(spark: SparkSession) -> None:
     method_doc = inspect.getdoc(npugather.dataframe._method)
     assert "df.allGatherOnNpu(**options)" in method_doc
     assert list(inspect.signature(npugather.dataframe._method).parameters)[1:] == list(
-        _options.NAMES)
+        _options.NAMES
+    )
 
 
 def _jobs(spark: SparkSession) -> int:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
 
@@ -18,8 +17,9 @@ import npugather
 EXTENSIONS = "io.npugather.spark.NpuGatherExtensions"
 
 
-def _run(script: str, conf: Dict[str, str], tmp_path: Path,
-         jars: List[str] | None = None) -> subprocess.CompletedProcess:
+def _run(
+    script: str, conf: dict[str, str], tmp_path: Path, jars: list[str] | None = None
+) -> subprocess.CompletedProcess:
     """``script`` after a session on local[2] with ``conf`` (and the connector's jars, or
     ``jars``) is built as ``spark``; its JVM logs at WARN to stderr."""
     preamble = textwrap.dedent(f"""
@@ -34,53 +34,80 @@ def _run(script: str, conf: Dict[str, str], tmp_path: Path,
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     if jars is not None:
         env["NPUGATHER_JARS"] = os.pathsep.join(jars)
-    return subprocess.run([sys.executable, "-c", preamble + textwrap.dedent(script)],
-                          cwd=tmp_path, env=env, text=True, capture_output=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", preamble + textwrap.dedent(script)],
+        cwd=tmp_path,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 def test_a_bad_default_fails_only_the_queries_that_gather_with_the_same_message(
-        tmp_path: Path) -> None:
-    result = _run("""
+    tmp_path: Path,
+) -> None:
+    result = _run(
+        """
         print("count", spark.range(3).count())
         print("sql", spark.sql("SELECT sum(id) FROM range(4)").first()[0])
         try:
             spark.range(0, 4, 1, 2).allGatherOnNpu().collect()
         except npugather.InvalidOptionError as e:
             print("gather:", e)
-        """, {"spark.sql.extensions": EXTENSIONS, "spark.npugather.timeout": "soon"}, tmp_path)
+        """,
+        {"spark.sql.extensions": EXTENSIONS, "spark.npugather.timeout": "soon"},
+        tmp_path,
+    )
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == [
-        "count 3", "sql 6",
+        "count 3",
+        "sql 6",
         "gather: spark.npugather.timeout = 'soon' is invalid; allowed: a duration such as 120s,"
-        " 5m or 500ms"], result.stdout + result.stderr
+        " 5m or 500ms",
+    ], result.stdout + result.stderr
 
 
 def test_a_misspelled_key_is_reported_once_per_session_not_per_query(tmp_path: Path) -> None:
-    result = _run("""
+    result = _run(
+        """
         spark.range(3).count()
         spark.range(5).filter("id > 1").collect()
         spark.sql("SELECT count(*) FROM range(4)").collect()
         print("done")
-        """, {"spark.sql.extensions": EXTENSIONS, "spark.npugather.retriable": "true"}, tmp_path)
+        """,
+        {"spark.sql.extensions": EXTENSIONS, "spark.npugather.retriable": "true"},
+        tmp_path,
+    )
 
     assert result.returncode == 0, result.stdout + result.stderr
-    warning = ("spark.npugather.retriable is not a setting of NpuGather; did you mean"
-               " spark.npugather.retryable?")
+    warning = (
+        "spark.npugather.retriable is not a setting of NpuGather; did you mean"
+        " spark.npugather.retryable?"
+    )
     assert result.stderr.count(warning) == 1, result.stderr
 
 
 def test_the_thin_connector_jar_alone_is_one_line_naming_the_jars_to_add(tmp_path: Path) -> None:
-    thin = [jar for jar in npugather.jars()
-            if Path(jar).name.startswith("npugather-spark_") and not jar.endswith("-all.jar")]
+    thin = [
+        jar
+        for jar in npugather.jars()
+        if Path(jar).name.startswith("npugather-spark_") and not jar.endswith("-all.jar")
+    ]
     if not thin:
         pytest.skip("only the self-contained jar is at hand: " + ", ".join(npugather.jars()))
-    result = _run("""
+    result = _run(
+        """
         try:
             spark.range(0, 4, 1, 2).allGatherOnNpu().collect()
         except npugather.NpuGatherError as e:
             print("error:", type(e).__name__, repr(str(e)))
-        """, {}, tmp_path, jars=thin)
+        """,
+        {},
+        tmp_path,
+        jars=thin,
+    )
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("error: NpuGatherError "), result.stdout + result.stderr

@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import ranks_of
 from pyspark.sql import Row, SparkSession
 
 import npugather
-from conftest import ranks_of
 
 SPEC_X = {0: [[16, 56], [5, 96]], 1: [[-7, -91], [-75, 38]]}
 
 
 @pytest.mark.parametrize("spark", ["local[2]"], indirect=True)
 def test_the_spec_example_gives_every_rank_both_inputs_stacked_in_rank_order(
-        spark: SparkSession) -> None:
+    spark: SparkSession,
+) -> None:
     rows = [(rank, a, b) for rank in (0, 1) for a, b in SPEC_X[rank]]
     df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 2), "r int, a int, b int")
 
     gathered = df.allGatherOnNpu()
 
     assert gathered.columns == ["source_rank", "r", "a", "b"]
-    expected = [Row(source_rank=rank, r=rank, a=a, b=b) for rank in (0, 1)
-                for a, b in SPEC_X[rank]]
+    expected = [Row(source_rank=rank, r=rank, a=a, b=b) for rank in (0, 1) for a, b in SPEC_X[rank]]
     partitions = gathered.rdd.glom().collect()
     assert len(partitions) == 2
     for partition in partitions:
@@ -47,7 +47,6 @@ def test_the_function_and_the_method_are_the_same_gather(spark: SparkSession) ->
     by_method = df.allGatherOnNpu(timeout="60s").rdd.glom().collect()
     by_function = npugather.all_gather_on_npu(df, timeout="60s").rdd.glom().collect()
 
-    expected = [Row(source_rank=r, id=i) for r in range(ranks)
-                for i in range(10 * r, 10 * (r + 1))]
+    expected = [Row(source_rank=r, id=i) for r in range(ranks) for i in range(10 * r, 10 * (r + 1))]
     assert by_method == [expected] * ranks
     assert by_function == by_method

@@ -13,7 +13,6 @@ import textwrap
 import zipfile
 from email.parser import Parser
 from pathlib import Path
-from typing import Dict, List
 
 import pytest
 
@@ -23,8 +22,10 @@ from npugather import _version
 ROOT = Path(__file__).resolve().parents[2]
 WHEEL_DIR = os.environ.get("NPUGATHER_WHEEL_DIR")
 needs_wheel = pytest.mark.skipif(
-    not WHEEL_DIR, reason="NPUGATHER_WHEEL_DIR is unset: the python module's build sets it to"
-    " the directory of the wheel it made (mvn -pl python verify)")
+    not WHEEL_DIR,
+    reason="NPUGATHER_WHEEL_DIR is unset: the python module's build sets it to"
+    " the directory of the wheel it made (mvn -pl python verify)",
+)
 
 
 def pep440(maven_version: str) -> str:
@@ -40,8 +41,10 @@ def _pom_property(name: str) -> str:
 
 
 def test_the_package_version_is_the_jars_maven_version_in_pep_440() -> None:
-    project = re.search(r"<artifactId>npugather-parent</artifactId>\s*<version>([^<]+)</version>",
-                        (ROOT / "pom.xml").read_text())
+    project = re.search(
+        r"<artifactId>npugather-parent</artifactId>\s*<version>([^<]+)</version>",
+        (ROOT / "pom.xml").read_text(),
+    )
     assert project
     assert _version.CONNECTOR_VERSION == project.group(1)
     assert npugather.__version__ == pep440(project.group(1))
@@ -49,8 +52,11 @@ def test_the_package_version_is_the_jars_maven_version_in_pep_440() -> None:
     assert _version.JAVACPP_VERSION == _pom_property("javacpp.version")
     assert _version.SPARK_VERSION == _pom_property("spark.version")
     wheel = f"npugather-{npugather.__version__}-py3-none-any.whl"
-    for doc in (ROOT / "README.md", ROOT / "docs" / "operations.md",
-                Path(__file__).parents[1] / "README.md"):
+    for doc in (
+        ROOT / "README.md",
+        ROOT / "docs" / "operations.md",
+        Path(__file__).parents[1] / "README.md",
+    ):
         assert wheel in doc.read_text(), doc
 
 
@@ -70,7 +76,8 @@ def test_the_wheel_carries_the_connector_jar_and_complete_metadata() -> None:
         with wheel.open(jar_name) as jar_file, zipfile.ZipFile(jar_file) as jar:
             entries = set(jar.namelist())
         metadata = Parser().parsestr(
-            wheel.read(f"npugather-{npugather.__version__}.dist-info/METADATA").decode())
+            wheel.read(f"npugather-{npugather.__version__}.dist-info/METADATA").decode()
+        )
     assert "io/npugather/spark/NpuGather.class" in entries
     assert "io/npugather/spark/connect/NpuGatherRelationPlugin.class" in entries
     assert "org/bytedeco/javacpp/Loader.class" in entries
@@ -84,43 +91,77 @@ def test_the_wheel_carries_the_connector_jar_and_complete_metadata() -> None:
     requires = metadata.get_all("Requires-Dist")
     assert "pyspark<4.3,>=4.2.0" in requires
     # What the README's snippet imports comes with the extra its install line names.
-    tensors = {r.split(";")[0].strip() for r in requires if "extra == \"tensors\"" in r}
+    tensors = {r.split(";")[0].strip() for r in requires if 'extra == "tensors"' in r}
     assert tensors == {"numpy>=1.22", "pyarrow>=18.0.0", "pandas<3,>=2.2.0"}
-    assert any("extra == \"connect\"" in r and r.startswith("pyspark[connect]") for r in requires)
+    assert any('extra == "connect"' in r and r.startswith("pyspark[connect]") for r in requires)
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Dict[str, object]:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """A venv with the wheel installed (no dependencies: PySpark, pyarrow and NumPy come from
     this interpreter's environment, after the venv's own packages, so nothing is downloaded),
     and an environment without the build's jars or a Maven repository."""
     base = tmp_path_factory.mktemp("wheel")
     empty = base / "empty"
     empty.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NPUGATHER_JARS", "PYTHONPATH", "SPARK_HOME")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NPUGATHER_JARS", "PYTHONPATH", "SPARK_HOME")
+    }
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   env=env, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=env, timeout=300
+    )
     python = venv / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-                    "--no-index", "--disable-pip-version-check", "-q", str(_wheel())],
-                   check=True, env=env, timeout=300)
-    purelib = subprocess.run([str(python), "-c", "import sysconfig;"
-                              " print(sysconfig.get_paths()['purelib'])"], check=True,
-                             text=True, capture_output=True, timeout=60).stdout.strip()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-q",
+            str(_wheel()),
+        ],
+        check=True,
+        env=env,
+        timeout=300,
+    )
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    ).stdout.strip()
     Path(purelib, "test-interpreter-packages.pth").write_text(
-        sysconfig.get_paths()["purelib"] + "\n")
-    env.update(HOME=str(empty), MAVEN_REPOSITORY=str(empty / ".m2" / "repository"),
-               PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
+        sysconfig.get_paths()["purelib"] + "\n"
+    )
+    env.update(
+        HOME=str(empty),
+        MAVEN_REPOSITORY=str(empty / ".m2" / "repository"),
+        PYSPARK_PYTHON=str(python),
+        PYSPARK_DRIVER_PYTHON=str(python),
+    )
     work = base / "work"
     work.mkdir()
     return dict(python=python, env=env, cwd=work, purelib=Path(purelib))
 
 
-def _run(installed: Dict[str, object], command: List[object]) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in command], cwd=installed["cwd"], env=installed["env"],
-                          text=True, capture_output=True, timeout=600)
+def _run(installed: dict[str, object], command: list[object]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(c) for c in command],
+        cwd=installed["cwd"],
+        env=installed["env"],
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
 
 
 def _readme_python_snippet() -> str:
@@ -133,16 +174,22 @@ def _readme_python_snippet() -> str:
 
 
 @needs_wheel
-def test_configure_finds_the_jar_in_the_installed_package(installed: Dict[str, object]) -> None:
+def test_configure_finds_the_jar_in_the_installed_package(installed: dict[str, object]) -> None:
     result = _run(installed, [installed["python"], "-m", "npugather", "jars"])
     assert result.returncode == 0, result.stderr
     jars = result.stdout.strip().split(",")
-    assert jars == [str(installed["purelib"] / "npugather" / "jars"
-                        / f"npugather-spark_2.13-{_version.CONNECTOR_VERSION}-all.jar")]
+    assert jars == [
+        str(
+            installed["purelib"]
+            / "npugather"
+            / "jars"
+            / f"npugather-spark_2.13-{_version.CONNECTOR_VERSION}-all.jar"
+        )
+    ]
 
 
 @needs_wheel
-def test_the_readmes_python_snippet_runs_from_the_wheel(installed: Dict[str, object]) -> None:
+def test_the_readmes_python_snippet_runs_from_the_wheel(installed: dict[str, object]) -> None:
     items = 4 * 25
     setup = textwrap.dedent(f"""\
         import pyarrow as pa, pyarrow.parquet as pq
@@ -167,11 +214,12 @@ def test_the_readmes_python_snippet_runs_from_the_wheel(installed: Dict[str, obj
 
 
 @needs_wheel
-def test_spark_submit_runs_a_python_job_with_the_wheels_jar(installed: Dict[str, object]) -> None:
+def test_spark_submit_runs_a_python_job_with_the_wheels_jar(installed: dict[str, object]) -> None:
     submit = Path(sys.executable).parent / "spark-submit"
     submit = submit if submit.exists() else Path(shutil.which("spark-submit") or "spark-submit")
     job = Path(str(installed["cwd"])) / "job.py"
-    job.write_text(textwrap.dedent("""\
+    job.write_text(
+        textwrap.dedent("""\
         from pyspark.sql import SparkSession
         import npugather
         spark = npugather.configure(SparkSession.builder).getOrCreate()
@@ -179,10 +227,13 @@ def test_spark_submit_runs_a_python_job_with_the_wheels_jar(installed: Dict[str,
         assert [(r.source_rank, r.id) for r in rows] == [(i // 2, i) for i in range(6)] * 3, rows
         print("job ok", len(rows))
         spark.stop()
-        """))
+        """)
+    )
     jars = _run(installed, [installed["python"], "-m", "npugather", "jars"]).stdout.strip()
-    result = _run(installed, [submit, "--master", "local[3]", "--conf", "spark.ui.enabled=false",
-                              "--jars", jars, job])
+    result = _run(
+        installed,
+        [submit, "--master", "local[3]", "--conf", "spark.ui.enabled=false", "--jars", jars, job],
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "job ok 18" in result.stdout
 
@@ -190,15 +241,15 @@ def test_spark_submit_runs_a_python_job_with_the_wheels_jar(installed: Dict[str,
 def _operations_connect_snippet() -> str:
     """The Python snippet of docs/operations.md's Spark Connect section, as written."""
     text = (ROOT / "docs" / "operations.md").read_text()
-    section = text[text.index("## Spark Connect\n"):]
-    section = section[:section.index("\n## ", 1)]
+    section = text[text.index("## Spark Connect\n") :]
+    section = section[: section.index("\n## ", 1)]
     blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     assert len(blocks) == 1, "the Spark Connect section's Python snippet"
     return blocks[0]
 
 
 @needs_wheel
-def test_the_spark_connect_snippet_runs_from_the_wheel(installed: Dict[str, object]) -> None:
+def test_the_spark_connect_snippet_runs_from_the_wheel(installed: dict[str, object]) -> None:
     check = textwrap.dedent("""
         assert type(gathered).__module__.startswith("pyspark.sql.connect."), type(gathered)
         rows = gathered.groupBy("source_rank").count().orderBy("source_rank").collect()
@@ -210,8 +261,14 @@ def test_the_spark_connect_snippet_runs_from_the_wheel(installed: Dict[str, obje
     script = Path(str(installed["cwd"])) / "connect_snippet.py"
     script.write_text(_operations_connect_snippet() + check)
     env = dict(installed["env"], SPARK_TESTING="1")  # an ephemeral port for the local server
-    result = subprocess.run([str(installed["python"]), str(script)], cwd=installed["cwd"],
-                            env=env, text=True, capture_output=True, timeout=600)
+    result = subprocess.run(
+        [str(installed["python"]), str(script)],
+        cwd=installed["cwd"],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "connect ok" in result.stdout
     assert "|source_rank|count|" in result.stdout.replace(" ", "")
@@ -233,7 +290,9 @@ def test_the_tensors_extra_asks_for_what_pyspark_supports() -> None:
         minimum = re.search(rf'minimum_{package}_version = "([^"]+)"', source)
         assert minimum, package
         assert wanted[package].split(",")[0] == ">=" + minimum.group(1), (package, wanted)
-    warned = re.search(r'LooseVersion\(pandas.__version__\) >= LooseVersion\("(\d+)',
-                       inspect.getsource(utils.require_minimum_pandas_version))
+    warned = re.search(
+        r'LooseVersion\(pandas.__version__\) >= LooseVersion\("(\d+)',
+        inspect.getsource(utils.require_minimum_pandas_version),
+    )
     assert warned, "PySpark's warning about new pandas"
     assert wanted["pandas"].endswith(f",<{warned.group(1)}"), wanted

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Dict, Iterator, List
+from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -21,19 +21,22 @@ RANKS = 2
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    builder = (SparkSession.builder.remote(f"local[{RANKS}]").appName("npugather-connect-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.shuffle.partitions", "4"))
+    builder = (
+        SparkSession.builder.remote(f"local[{RANKS}]")
+        .appName("npugather-connect-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+    )
     session = npugather.configure(builder).getOrCreate()
     yield session
     session.stop()
 
 
-def by_rank(gathered: DataFrame) -> Dict[int, List[Row]]:
+def by_rank(gathered: DataFrame) -> dict[int, list[Row]]:
     """The gathered rows of each rank (= output partition), in their order there."""
     rows = gathered.select(F.spark_partition_id().alias("_rank"), "*").collect()
-    ranks: Dict[int, List[Row]] = {}
+    ranks: dict[int, list[Row]] = {}
     for row in rows:
         values = row.asDict()
         ranks.setdefault(values.pop("_rank"), []).append(Row(**values))

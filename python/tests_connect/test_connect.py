@@ -7,11 +7,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from conftest import RANKS, by_rank
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 import npugather
-from conftest import RANKS, by_rank
 
 # The operator contract's example: rank r contributes the 2 x 2 int32 tensor SPEC_X[r].
 SPEC_X = {0: [[16, 56], [5, 96]], 1: [[-7, -91], [-75, 38]]}
@@ -26,32 +26,38 @@ def test_a_connect_dataframe_is_gathered_by_the_servers_plugin(spark: SparkSessi
 
 
 def test_the_spec_example_gives_every_rank_both_inputs_stacked_in_rank_order(
-        spark: SparkSession) -> None:
+    spark: SparkSession,
+) -> None:
     flat = [v for rank in (0, 1) for row in SPEC_X[rank] for v in row]
     # Rows 0-1 in partition 0 (rank 0), rows 2-3 in partition 1 (rank 1), as the contract has it.
-    df = (spark.range(0, 4, 1, 2)
-          .select((F.col("id") / 2).cast("int").alias("r"),
-                  F.element_at(F.array(*map(F.lit, flat[0::2])), F.col("id").cast("int") + 1)
-                  .cast("int").alias("a"),
-                  F.element_at(F.array(*map(F.lit, flat[1::2])), F.col("id").cast("int") + 1)
-                  .cast("int").alias("b")))
+    df = spark.range(0, 4, 1, 2).select(
+        (F.col("id") / 2).cast("int").alias("r"),
+        F.element_at(F.array(*map(F.lit, flat[0::2])), F.col("id").cast("int") + 1)
+        .cast("int")
+        .alias("a"),
+        F.element_at(F.array(*map(F.lit, flat[1::2])), F.col("id").cast("int") + 1)
+        .cast("int")
+        .alias("b"),
+    )
 
     gathered = df.allGatherOnNpu()
 
-    expected = [Row(source_rank=rank, r=rank, a=a, b=b) for rank in (0, 1)
-                for a, b in SPEC_X[rank]]
+    expected = [Row(source_rank=rank, r=rank, a=a, b=b) for rank in (0, 1) for a, b in SPEC_X[rank]]
     assert by_rank(gathered) == {0: expected, 1: expected}
 
 
 def test_everyday_actions_see_every_row_of_every_rank(spark: SparkSession) -> None:
-    values = [random.randrange(-2**62, 2**62) for _ in range(10 * RANKS)]
-    df = (spark.range(0, len(values), 1, RANKS)
-          .withColumn("v", F.element_at(F.array(*map(F.lit, values)),
-                                        F.col("id").cast("int") + 1)))
+    values = [random.randrange(-(2**62), 2**62) for _ in range(10 * RANKS)]
+    df = spark.range(0, len(values), 1, RANKS).withColumn(
+        "v", F.element_at(F.array(*map(F.lit, values)), F.col("id").cast("int") + 1)
+    )
     gathered = df.allGatherOnNpu(timeout="60s")
 
-    expected = [Row(source_rank=r, id=i, v=values[i]) for r in range(RANKS)
-                for i in range(10 * r, 10 * (r + 1))]
+    expected = [
+        Row(source_rank=r, id=i, v=values[i])
+        for r in range(RANKS)
+        for i in range(10 * r, 10 * (r + 1))
+    ]
     assert by_rank(gathered) == {r: expected for r in range(RANKS)}
     assert gathered.collect() == expected * RANKS
     assert gathered.count() == RANKS * len(values)
@@ -60,16 +66,23 @@ def test_everyday_actions_see_every_row_of_every_rank(spark: SparkSession) -> No
     sums = gathered.groupBy("id").agg(F.sum("v").alias("s")).orderBy("id").collect()
     assert sums == [Row(id=i, s=v * RANKS) for i, v in enumerate(values)]
     shown = gathered._show_string(n=3, truncate=False)
-    cells = [[cell.strip() for cell in line.strip("|").split("|")]
-             for line in shown.splitlines() if line.startswith("|")]
-    assert cells == [["source_rank", "id", "v"]] + [["0", str(i), str(values[i])]
-                                                    for i in range(3)]
+    cells = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in shown.splitlines()
+        if line.startswith("|")
+    ]
+    assert cells == [["source_rank", "id", "v"]] + [["0", str(i), str(values[i])] for i in range(3)]
 
 
 def test_options_give_the_classic_apis_result(spark: SparkSession) -> None:
     df = spark.range(0, 9, 1, 3)
-    gathered = df.allGatherOnNpu(rank_size=RANKS, source_rank_column="from_rank",
-                                 backend="host", timeout=60, host_transport="auto")
+    gathered = df.allGatherOnNpu(
+        rank_size=RANKS,
+        source_rank_column="from_rank",
+        backend="host",
+        timeout=60,
+        host_transport="auto",
+    )
     assert gathered.columns == ["from_rank", "id"]
     ranks = by_rank(gathered)
     assert sorted(ranks) == list(range(RANKS))
@@ -88,15 +101,19 @@ def test_the_session_defaults_apply(spark: SparkSession) -> None:
         spark.conf.unset("spark.npugather.sourceRankColumn")
 
 
-@pytest.mark.parametrize("options, kind, message", [
-    (dict(timeout="soon"), ValueError, "timeout = 'soon' is invalid; allowed: a positive"),
-    (dict(rank_size=65537), ValueError, "rank_size = 65537 is invalid"),
-    (dict(backend="nccl"), ValueError, "backend = 'nccl' is invalid; allowed: one of"),
-    (dict(retryable="yes"), TypeError, "retryable = 'yes' (str) is invalid"),
-    (dict(source_rank_column="ID"), ValueError, "collides with 'id'"),
-])
-def test_bad_option_values_raise_the_classic_apis_errors(spark: SparkSession, options, kind,
-                                                          message) -> None:
+@pytest.mark.parametrize(
+    "options, kind, message",
+    [
+        (dict(timeout="soon"), ValueError, "timeout = 'soon' is invalid; allowed: a positive"),
+        (dict(rank_size=65537), ValueError, "rank_size = 65537 is invalid"),
+        (dict(backend="nccl"), ValueError, "backend = 'nccl' is invalid; allowed: one of"),
+        (dict(retryable="yes"), TypeError, "retryable = 'yes' (str) is invalid"),
+        (dict(source_rank_column="ID"), ValueError, "collides with 'id'"),
+    ],
+)
+def test_bad_option_values_raise_the_classic_apis_errors(
+    spark: SparkSession, options, kind, message
+) -> None:
     with pytest.raises(kind) as raised:
         spark.range(0, 4, 1, 2).allGatherOnNpu(**options)
     assert message in str(raised.value)
@@ -108,20 +125,23 @@ def test_unknown_keywords_raise_the_classic_apis_type_error(spark: SparkSession)
 
 
 def test_rank_root_must_be_below_the_ranks_of_the_partitions(spark: SparkSession) -> None:
-    with pytest.raises(npugather.InvalidOptionError,
-                       match=r"^rank_root = 2 is invalid; allowed: 0 <= rank_root < rank_size"
-                             r" \(2\)$"):
+    with pytest.raises(
+        npugather.InvalidOptionError,
+        match=r"^rank_root = 2 is invalid; allowed: 0 <= rank_root < rank_size"
+        r" \(2\)$",
+    ):
         spark.range(0, 4, 1, 2).allGatherOnNpu(rank_root=2)
     assert spark.range(0, 4, 1, 2).allGatherOnNpu(rank_root=1).count() == 8
 
 
-def test_a_typo_in_a_session_setting_is_refused_as_by_the_classic_api(
-        spark: SparkSession) -> None:
+def test_a_typo_in_a_session_setting_is_refused_as_by_the_classic_api(spark: SparkSession) -> None:
     spark.conf.set("spark.npugather.timout", "60s")
     try:
-        with pytest.raises(npugather.InvalidOptionError,
-                           match="spark.npugather.timout is not a setting of NpuGather; did you"
-                                 " mean spark.npugather.timeout\\?"):
+        with pytest.raises(
+            npugather.InvalidOptionError,
+            match="spark.npugather.timout is not a setting of NpuGather; did you"
+            " mean spark.npugather.timeout\\?",
+        ):
             spark.range(0, 4, 1, 2).allGatherOnNpu()
     finally:
         spark.conf.unset("spark.npugather.timout")
@@ -157,7 +177,8 @@ def test_a_server_without_the_plugin_is_named_as_what_to_add(tmp_path) -> None:
     import textwrap
 
     script = tmp_path / "no_plugin.py"
-    script.write_text(textwrap.dedent("""\
+    script.write_text(
+        textwrap.dedent("""\
         import npugather
         from pyspark.sql import SparkSession
         spark = (SparkSession.builder.remote("local[2]").config("spark.ui.enabled", "false")
@@ -167,21 +188,34 @@ def test_a_server_without_the_plugin_is_named_as_what_to_add(tmp_path) -> None:
         except npugather.ConnectorNotFoundError as e:
             print("refused:", e)
         spark.stop()
-        """))
-    result = subprocess.run([sys.executable, str(script)], env=dict(os.environ), text=True,
-                            capture_output=True, timeout=600, cwd=tmp_path)
+        """)
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        env=dict(os.environ),
+        text=True,
+        capture_output=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert ("refused: the Spark Connect server has no NpuGather plugin or an older one: start it"
-            " with this package's jar (python -m npugather jars) and --conf"
-            " spark.connect.extensions.relation.classes="
-            "io.npugather.spark.connect.NpuGatherRelationPlugin") in result.stdout
+    assert (
+        "refused: the Spark Connect server has no NpuGather plugin or an older one: start it"
+        " with this package's jar (python -m npugather jars) and --conf"
+        " spark.connect.extensions.relation.classes="
+        "io.npugather.spark.connect.NpuGatherRelationPlugin"
+    ) in result.stdout
 
 
 def test_configure_gives_a_local_server_the_plugin_and_leaves_a_remote_one_alone() -> None:
-    local = npugather.configure(SparkSession.builder.remote("local[2]")
-                                .config("spark.connect.extensions.relation.classes", "a.B"))
+    local = npugather.configure(
+        SparkSession.builder.remote("local[2]").config(
+            "spark.connect.extensions.relation.classes", "a.B"
+        )
+    )
     assert local._options["spark.connect.extensions.relation.classes"] == (
-        "a.B,io.npugather.spark.connect.NpuGatherRelationPlugin")
+        "a.B,io.npugather.spark.connect.NpuGatherRelationPlugin"
+    )
     assert local._options["spark.jars"].split(",") == npugather.jars()
     remote = SparkSession.builder.remote("sc://localhost:15002")
     assert npugather.configure(remote) is remote and "spark.jars" not in remote._options

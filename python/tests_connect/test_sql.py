@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import RANKS, by_rank
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import npugather
-from conftest import RANKS, by_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,19 +21,27 @@ ROOT = Path(__file__).resolve().parents[2]
 def items(spark: SparkSession, seed: int) -> DataFrame:
     """Random rows of several column types, nulls included, over RANKS partitions."""
     rng = random.Random(seed)
-    rows = [(n, rng.choice([None, rng.random()]), rng.choice([None, f"s{rng.randrange(1000)}é"]),
-             [rng.random(), rng.random()], rng.choice([None, rng.randrange(-2**40, 2**40)]))
-            for n in range(60)]
+    rows = [
+        (
+            n,
+            rng.choice([None, rng.random()]),
+            rng.choice([None, f"s{rng.randrange(1000)}é"]),
+            [rng.random(), rng.random()],
+            rng.choice([None, rng.randrange(-(2**40), 2**40)]),
+        )
+        for n in range(60)
+    ]
     df = spark.createDataFrame(
-        rows, "id bigint, score double, name string, embedding array<float>, big bigint")
+        rows, "id bigint, score double, name string, embedding array<float>, big bigint"
+    )
     return df.repartition(RANKS, "id")
 
 
-def test_a_dataframe_argument_gives_allgatheronnpus_rows_on_every_rank(
-        spark: SparkSession) -> None:
+def test_a_dataframe_argument_gives_allgatheronnpus_rows_on_every_rank(spark: SparkSession) -> None:
     df = items(spark, 1)
-    gathered = spark.sql("SELECT * FROM all_gather_on_npu(TABLE({items}), timeout => '60s')",
-                         items=df)
+    gathered = spark.sql(
+        "SELECT * FROM all_gather_on_npu(TABLE({items}), timeout => '60s')", items=df
+    )
 
     assert type(gathered).__module__.startswith("pyspark.sql.connect.")
     assert gathered.columns == ["source_rank", "id", "score", "name", "embedding", "big"]
@@ -47,9 +55,12 @@ def test_options_by_name_give_the_keywords_result(spark: SparkSession) -> None:
     df = spark.range(0, 9, 1, 3)
     gathered = spark.sql(
         "SELECT * FROM all_gather_on_npu(TABLE({df}), rankSize => 2,"
-        " sourceRankColumn => 'from_rank', backend => 'host', hostTransport => 'auto')", df=df)
-    expected = df.allGatherOnNpu(rank_size=2, source_rank_column="from_rank", backend="host",
-                                 host_transport="auto")
+        " sourceRankColumn => 'from_rank', backend => 'host', hostTransport => 'auto')",
+        df=df,
+    )
+    expected = df.allGatherOnNpu(
+        rank_size=2, source_rank_column="from_rank", backend="host", host_transport="auto"
+    )
     assert gathered.columns == ["from_rank", "id"]
     ranks = by_rank(gathered)
     assert sorted(ranks) == [0, 1]
@@ -61,12 +72,16 @@ def test_options_by_name_give_the_keywords_result(spark: SparkSession) -> None:
 
 @pytest.mark.parametrize("adaptive", ["true", "false"])
 def test_a_shuffled_input_gives_the_same_rows_with_and_without_adaptive_execution(
-        spark: SparkSession, adaptive: str) -> None:
+    spark: SparkSession, adaptive: str
+) -> None:
     spark.conf.set("spark.sql.adaptive.enabled", adaptive)
     spark.conf.set("spark.sql.shuffle.partitions", str(RANKS))  # one rank per task slot
     try:
-        df = (items(spark, 2).groupBy((F.col("id") % 7).alias("k"))
-              .agg(F.count("*").alias("n"), F.max("name").alias("name")))
+        df = (
+            items(spark, 2)
+            .groupBy((F.col("id") % 7).alias("k"))
+            .agg(F.count("*").alias("n"), F.max("name").alias("name"))
+        )
         gathered = by_rank(spark.sql("SELECT * FROM all_gather_on_npu(TABLE({df}))", df=df))
         expected = by_rank(df.allGatherOnNpu())
         assert sorted(gathered) == sorted(expected)
@@ -90,19 +105,23 @@ def test_a_cached_view_gives_the_same_rows(spark: SparkSession) -> None:
         df.unpersist()
 
 
-@pytest.mark.parametrize("option, message", [
-    ("timeout => 'soon'", "timeout = 'soon' is invalid; allowed: a duration such as 120s"),
-    ("backend => 'nccl'", "backend = nccl is invalid; allowed: one of [hccl, lccl, host]"),
-    ("bakend => 'host'", "option 'bakend' is unknown; did you mean 'backend'?"),
-    ("sourceRankColumn => 'ID'", "sourceRankColumn 'ID' collides with input column 'id'"),
-    ("'host'", "all_gather_on_npu: argument 2 ('host') has no name; options are named"),
-])
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ("timeout => 'soon'", "timeout = 'soon' is invalid; allowed: a duration such as 120s"),
+        ("backend => 'nccl'", "backend = nccl is invalid; allowed: one of [hccl, lccl, host]"),
+        ("bakend => 'host'", "option 'bakend' is unknown; did you mean 'backend'?"),
+        ("sourceRankColumn => 'ID'", "sourceRankColumn 'ID' collides with input column 'id'"),
+        ("'host'", "all_gather_on_npu: argument 2 ('host') has no name; options are named"),
+    ],
+)
 def test_a_refused_option_fails_the_query_with_the_jvm_apis_message(
-        spark: SparkSession, option: str, message: str) -> None:
+    spark: SparkSession, option: str, message: str
+) -> None:
     """As from a classic session: npugather.InvalidOptionError, a ValueError, with the message."""
     df = spark.range(0, 4, 1, 2)
     with pytest.raises(npugather.InvalidOptionError) as raised:
-        spark.sql(f"SELECT * FROM all_gather_on_npu(TABLE({{df}}), {option})", df=df).schema
+        _ = spark.sql(f"SELECT * FROM all_gather_on_npu(TABLE({{df}}), {option})", df=df).schema
     assert str(raised.value).startswith(message)
     assert raised.value.java_class == "java.lang.IllegalArgumentException"
 
@@ -110,8 +129,8 @@ def test_a_refused_option_fails_the_query_with_the_jvm_apis_message(
 def _operations_sql_snippet() -> str:
     """The SQL snippet of docs/operations.md's Spark Connect section, as written."""
     text = (ROOT / "docs" / "operations.md").read_text()
-    section = text[text.index("## Spark Connect\n"):]
-    section = section[:section.index("\n## ", 1)]
+    section = text[text.index("## Spark Connect\n") :]
+    section = section[: section.index("\n## ", 1)]
     blocks = re.findall(r"```sql\n(.*?)```", section, re.DOTALL)
     assert len(blocks) == 1, "the Spark Connect section's SQL snippet"
     return blocks[0]
@@ -136,14 +155,17 @@ def test_the_tensor_api_reaches_every_rank_over_connect(spark: SparkSession) -> 
 
     rng = random.Random(5)
     values = [[rng.uniform(-1, 1) for _ in range(3)] for _ in range(4 * RANKS)]
-    df = (spark.range(0, len(values), 1, RANKS)
-          .select(F.element_at(F.array(*[F.array(*map(F.lit, v)) for v in values]),
-                               F.col("id").cast("int") + 1).cast("array<float>").alias("f")))
+    df = spark.range(0, len(values), 1, RANKS).select(
+        F.element_at(
+            F.array(*[F.array(*map(F.lit, v)) for v in values]), F.col("id").cast("int") + 1
+        )
+        .cast("array<float>")
+        .alias("f")
+    )
 
     def tensor(batches):  # type: ignore[no-untyped-def]
         x = npugather.gathered_tensor(batches, ["f"])
-        yield pyarrow.RecordBatch.from_pydict({"shape": [list(x.shape)],
-                                               "x": [x.ravel().tolist()]})
+        yield pyarrow.RecordBatch.from_pydict({"shape": [list(x.shape)], "x": [x.ravel().tolist()]})
 
     gathered = spark.sql("SELECT * FROM all_gather_on_npu(TABLE({df}))", df=df)
     for source in (gathered, df.allGatherOnNpu()):
