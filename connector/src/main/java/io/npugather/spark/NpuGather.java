@@ -2,6 +2,7 @@ package io.npugather.spark;
 
 import io.npugather.DType;
 import io.npugather.spark.arrow.read.GatheredPartitions;
+import io.npugather.spark.connect.ConnectDataFrames;
 import io.npugather.spark.connect.ConnectGather;
 import io.npugather.spark.memory.GatherMemory;
 import java.util.List;
@@ -43,7 +44,7 @@ public final class NpuGather {
    */
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df) {
     Objects.requireNonNull(df, "df");
-    if (ConnectGather.isConnect(df)) {
+    if (ConnectDataFrames.isConnect(df)) {
       return ConnectGather.allGatherOnNpu(df, Map.of());
     }
     return allGatherOnNpu(
@@ -58,7 +59,7 @@ public final class NpuGather {
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df, Map<String, String> options) {
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(options, "options");
-    if (ConnectGather.isConnect(df)) {
+    if (ConnectDataFrames.isConnect(df)) {
       return ConnectGather.allGatherOnNpu(df, options);
     }
     return allGatherOnNpu(
@@ -75,7 +76,7 @@ public final class NpuGather {
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df, AllGatherOptions options) {
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(options, "options");
-    if (ConnectGather.isConnect(df)) {
+    if (ConnectDataFrames.isConnect(df)) {
       throw new IllegalArgumentException(
           "on a Spark Connect DataFrame, allGatherOnNpu takes its options as a map of npugather.*"
               + " keys, over the server session's defaults; got AllGatherOptions");

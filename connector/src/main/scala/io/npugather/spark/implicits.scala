@@ -2,7 +2,7 @@ package io.npugather.spark
 
 import scala.jdk.CollectionConverters._
 
-import io.npugather.spark.connect.ConnectGather
+import io.npugather.spark.connect.{ConnectDataFrames, ConnectGather}
 import org.apache.spark.sql.{DataFrame, Dataset}
 
 /** `import io.npugather.spark.implicits._` gives every DataFrame and every `Dataset[T]`
@@ -25,7 +25,7 @@ object implicits extends LowPriorityImplicits {
     * Spark's classic API: a Connect client's classpath may not have it.
     */
   private[spark] def gather(df: DataFrame, options: Map[String, String]): DataFrame =
-    if (ConnectGather.isConnect(df)) ConnectGather.allGatherOnNpu(df, options.asJava)
+    if (ConnectDataFrames.isConnect(df)) ConnectGather.allGatherOnNpu(df, options.asJava)
     else NpuGather.allGatherOnNpu(df, options.asJava)
 }
 

@@ -29,7 +29,7 @@ public final class ConnectGather {
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df, Map<String, String> options) {
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(options, "options");
-    if (!isConnect(df)) {
+    if (!ConnectDataFrames.isConnect(df)) {
       throw new IllegalArgumentException(
           "df is a DataFrame of "
               + df.getClass().getName()
@@ -54,13 +54,5 @@ public final class ConnectGather {
                 });
     gathered.schema();
     return gathered;
-  }
-
-  /**
-   * Whether {@code df} is a DataFrame of Spark Connect's client: by its class's name, which loads
-   * no class of either API.
-   */
-  public static boolean isConnect(Dataset<?> df) {
-    return df.getClass().getName().startsWith("org.apache.spark.sql.connect.");
   }
 }

@@ -104,11 +104,11 @@ class ScalaConnectClientTest {
   @Test
   void aConnectDataFrameIsGatheredByTheServerWithTheClassicApisRows() {
     Dataset<Row> remote = items(client, 1);
-    assertTrue(ConnectGather.isConnect(remote));
+    assertTrue(ConnectDataFrames.isConnect(remote));
 
     Dataset<Row> gathered = NpuGather.allGatherOnNpu(remote, Map.of("timeout", "60s"));
 
-    assertTrue(ConnectGather.isConnect(gathered));
+    assertTrue(ConnectDataFrames.isConnect(gathered));
     assertEquals(List.of("source_rank", "id", "v", "name"), List.of(gathered.columns()));
     Map<Integer, List<Row>> expected =
         byRank(NpuGather.allGatherOnNpu(items(server, 1), Map.of("timeout", "60s")));
@@ -122,14 +122,14 @@ class ScalaConnectClientTest {
   void theScalaImplicitsGatherAConnectDataFrame() {
     Dataset<Row> gathered = new implicits.NpuGatherDataFrameOps(items(client, 3)).allGatherOnNpu();
 
-    assertTrue(ConnectGather.isConnect(gathered));
+    assertTrue(ConnectDataFrames.isConnect(gathered));
     assertEquals(byRank(NpuGather.allGatherOnNpu(items(server, 3))), byRank(gathered));
 
     // A Dataset[T] keeps its type: every rank holds every element, rank-major.
     Dataset<Long> typed =
         implicits.NpuGatherDatasetOps(client.range(0, 6, 1, 2))
             .allGatherOnNpu(scala.collection.immutable.Map$.MODULE$.empty());
-    assertTrue(ConnectGather.isConnect(typed));
+    assertTrue(ConnectDataFrames.isConnect(typed));
     assertEquals(List.of(0L, 1L, 2L, 3L, 4L, 5L, 0L, 1L, 2L, 3L, 4L, 5L), typed.collectAsList());
   }
 
