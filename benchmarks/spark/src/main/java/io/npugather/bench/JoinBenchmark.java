@@ -73,10 +73,14 @@ public final class JoinBenchmark {
             .set("spark.ui.showConsoleProgress", "false")
             .set("spark.sql.autoBroadcastJoinThreshold", "-1")
             .set("spark.driver.maxResultSize", maxResultSize)
-            .set("spark.executor.processTreeMetrics.enabled", "true")
-            .set("spark.executor.metrics.pollingInterval", "50ms")
             .set("spark.executor.heartbeatInterval", "500ms");
     Matcher cluster = LOCAL_CLUSTER.matcher(master.replace(" ", ""));
+    if (cluster.matches()) {
+      // Executor RSS peaks, reported for executor JVMs only: each poll walks /proc, whose cost
+      // grows with the machine's processes, so it polls no more often than peaks need.
+      conf.set("spark.executor.processTreeMetrics.enabled", "true")
+          .set("spark.executor.metrics.pollingInterval", "200ms");
+    }
     ClusterLauncher launcher =
         cluster.matches()
             ? ClusterLauncher.executorJvms(
@@ -177,7 +181,9 @@ public final class JoinBenchmark {
             answer = digest(m.join().apply(stream, build));
             times[r] = System.nanoTime() - start;
             heapPeak = Math.max(heapPeak, sampler.stopAndPeak());
-            executorPeak = Math.max(executorPeak, executorPeaks.awaitPeak());
+            if (executorJvms) {
+              executorPeak = Math.max(executorPeak, executorPeaks.awaitPeak());
+            }
           }
           if (reference == null) {
             reference = answer;
