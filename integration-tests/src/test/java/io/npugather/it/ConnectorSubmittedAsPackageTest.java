@@ -29,9 +29,9 @@ import org.junit.jupiter.api.Test;
  * --repositories file:REPO} and once with {@code --jars npugather-spark_2.13-VERSION-all.jar}.
  *
  * <p>REPO is a Maven repository this test lays out from the build's own artifacts (the parent,
- * native, core and connector poms and jars) and from the local one (JavaCPP, JUnit's BOM). Ivy is given
- * settings without any remote resolver and a cache of its own, so nothing comes from the network or
- * from a stale {@code ~/.m2}: what resolves is what the poms declare.
+ * native, core and connector poms and jars) and from the local one (JavaCPP, JUnit's BOM). Ivy is
+ * given settings without any remote resolver and a cache of its own, so nothing comes from the
+ * network or from a stale {@code ~/.m2}: what resolves is what the poms declare.
  */
 class ConnectorSubmittedAsPackageTest {
   private static final String VERSION = System.getProperty("npugather.version");
