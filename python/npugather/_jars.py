@@ -19,10 +19,12 @@ _BUNDLED = Path(__file__).resolve().parent / "jars"
 # Set for a Python process whose JVM spark-submit (or the pyspark shell) started first.
 _GATEWAY_ENV = "PYSPARK_GATEWAY_PORT"
 
-# (group path, artifact, version) in a Maven repository: the connector, its native bridge
-# (which carries the JNI library) and JavaCPP. Arrow and Spark come with Spark.
+# (group path, artifact, version) in a Maven repository: the connector, the operator API it
+# builds on, its native bridge (which carries the JNI library) and JavaCPP. Arrow and Spark come
+# with Spark.
 _ARTIFACTS = (
     ("io/npugather", "npugather-spark_2.13", CONNECTOR_VERSION),
+    ("io/npugather", "npugather-core", CONNECTOR_VERSION),
     ("io/npugather", "npugather-native", CONNECTOR_VERSION),
     ("org/bytedeco", "javacpp", JAVACPP_VERSION),
 )
@@ -39,7 +41,7 @@ def jars() -> list[str]:
 
     Looked up, first match wins: the ``NPUGATHER_JARS`` environment variable; jars shipped
     inside this package (``npugather/jars/*.jar``); the local Maven repository after ``mvn
-    install`` of the project (connector, native bridge, JavaCPP).
+    install`` of the project (connector, operator API, native bridge, JavaCPP).
 
     Raises:
         FileNotFoundError: naming every place searched, when none has the jars.

@@ -90,10 +90,12 @@ def test_a_misspelled_key_is_reported_once_per_session_not_per_query(tmp_path: P
 
 
 def test_the_thin_connector_jar_alone_is_one_line_naming_the_jars_to_add(tmp_path: Path) -> None:
+    # The connector's thin jar and the operator API's (npugather-core) it builds on.
     thin = [
         jar
         for jar in npugather.jars()
-        if Path(jar).name.startswith("npugather-spark_") and not jar.endswith("-all.jar")
+        if Path(jar).name.startswith(("npugather-spark_", "npugather-core-"))
+        and not jar.endswith("-all.jar")
     ]
     if not thin:
         pytest.skip("only the self-contained jar is at hand: " + ", ".join(npugather.jars()))

@@ -1,7 +1,7 @@
 package io.npugather.spark;
 
+import io.npugather.NativeLibrary;
 import io.npugather.block.LocalBlock;
-import io.npugather.bridge.NativeCore;
 import io.npugather.spark.arrow.write.PartitionWriter;
 import io.npugather.spark.memory.GatherMemory;
 import java.security.GeneralSecurityException;
@@ -85,7 +85,7 @@ public final class JvmWarmUp {
 
   /** Pays the costs now, on the calling thread. */
   static void run() throws GeneralSecurityException {
-    NativeCore.npg_live_comms(); // loads the native library
+    NativeLibrary.load();
     try (BufferAllocator allocator = GatherMemory.newTaskAllocator("npugather-warm-up");
         LocalBlock block =
             PartitionWriter.fromRows(Collections.emptyIterator(), SCHEMA, "UTC", allocator)) {

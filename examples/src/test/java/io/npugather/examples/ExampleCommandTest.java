@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -19,8 +20,8 @@ import org.junit.jupiter.api.io.TempDir;
  * {@code bin/npugather-example} as a user runs it: a bad option or too many ranks is one line on
  * the terminal, exit code 2, no stack trace and no terminal control codes. The script reuses the
  * build's classes and the recorded classpath ({@code examples/target/classpath.txt}, written here
- * from the test classpath when a previous run of the script has not left one), so it does not start
- * a Maven build of its own.
+ * from the test classpath when a previous run of the script has not left one, or left one older
+ * than a pom.xml), so it does not start a Maven build of its own.
  */
 class ExampleCommandTest {
   private static final Path MODULE = Path.of(System.getProperty("user.dir"));
@@ -28,7 +29,7 @@ class ExampleCommandTest {
 
   private static String run(String... args) throws Exception {
     Path classpath = MODULE.resolve("target/classpath.txt");
-    if (!Files.isRegularFile(classpath)) {
+    if (!Files.isRegularFile(classpath) || olderThanAPom(classpath)) {
       String cp =
           System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
       Files.writeString(
@@ -44,6 +45,21 @@ class ExampleCommandTest {
     assertTrue(process.waitFor(120, TimeUnit.SECONDS), "timed out: " + command);
     assertEquals(2, process.exitValue(), output);
     return output;
+  }
+
+  /** What the script takes for a classpath to record again. */
+  private static boolean olderThanAPom(Path classpath) throws IOException {
+    long recorded = Files.getLastModifiedTime(classpath).toMillis();
+    try (Stream<Path> poms =
+        Files.find(
+            MODULE.getParent(),
+            3,
+            (p, a) ->
+                p.getFileName().toString().equals("pom.xml")
+                    && !p.toString().contains("/target/")
+                    && a.lastModifiedTime().toMillis() > recorded)) {
+      return poms.findAny().isPresent();
+    }
   }
 
   private static void assertOneCleanLine(String output, String expected) {

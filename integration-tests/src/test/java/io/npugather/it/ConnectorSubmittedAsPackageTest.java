@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.abort;
 
+import io.npugather.Communicator;
 import io.npugather.bridge.NativeCore;
 import io.npugather.examples.FeatureSharding;
 import io.npugather.spark.NpuGather;
@@ -28,9 +29,9 @@ import org.junit.jupiter.api.Test;
  * --repositories file:REPO} and once with {@code --jars npugather-spark_2.13-VERSION-all.jar}.
  *
  * <p>REPO is a Maven repository this test lays out from the build's own artifacts (the parent,
- * native and connector poms and jars) and from the local one (JavaCPP, JUnit's BOM). Ivy is given
- * settings without any remote resolver and a cache of its own, so nothing comes from the network or
- * from a stale {@code ~/.m2}: what resolves is what the poms declare.
+ * native, core and connector poms and jars) and from the local one (JavaCPP, JUnit's BOM). Ivy is
+ * given settings without any remote resolver and a cache of its own, so nothing comes from the
+ * network or from a stale {@code ~/.m2}: what resolves is what the poms declare.
  */
 class ConnectorSubmittedAsPackageTest {
   private static final String VERSION = System.getProperty("npugather.version");
@@ -106,6 +107,7 @@ class ConnectorSubmittedAsPackageTest {
             assertEquals(
                 Set.of(
                     "io.npugather_npugather-spark_2.13-" + VERSION + ".jar",
+                    "io.npugather_npugather-core-" + VERSION + ".jar",
                     "io.npugather_npugather-native-" + VERSION + ".jar",
                     "org.bytedeco_javacpp-" + javacppVersion() + ".jar"),
                 jars.map(p -> p.getFileName().toString()).collect(Collectors.toSet()));
@@ -123,6 +125,7 @@ class ConnectorSubmittedAsPackageTest {
             Set<String> names = jar.stream().map(e -> e.getName()).collect(Collectors.toSet());
             assertTrue(names.contains(library("linux-x86_64")), "linux-x86_64");
             assertTrue(names.contains("org/bytedeco/javacpp/Loader.class"));
+            assertTrue(names.contains("io/npugather/Communicator.class"), "the operator API");
             assertTrue(names.contains("io/npugather/spark/NpuGather.class"));
             // The connector's own classes include org.apache.spark.npugather (Spark-internal APIs)
             // and its joins, where Spark's join internals are visible.
@@ -230,6 +233,13 @@ class ConnectorSubmittedAsPackageTest {
         VERSION,
         jarOf(NativeCore.class),
         PROJECT.resolve("native/pom.xml"));
+    put(
+        root,
+        "io.npugather",
+        "npugather-core",
+        VERSION,
+        jarOf(Communicator.class),
+        PROJECT.resolve("core/pom.xml"));
     put(
         root,
         "io.npugather",

@@ -1,8 +1,6 @@
 package io.npugather.spark.memory;
 
-import io.npugather.NpuGatherException;
-import io.npugather.ResultCode;
-import io.npugather.bridge.NativeCore;
+import io.npugather.NativeMemory;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -14,10 +12,10 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * Faults in the pages of a buffer about to be written for the first time, on a daemon thread, a
  * chunk at a time from its start, while the caller goes on to wait for its peers or to write into
- * the buffer ({@code npg_populate_pages}: present pages are left as they are, so writes into the
- * buffer may run meanwhile; no byte is changed). The kernel's zeroing of fresh pages then overlaps
- * the caller's waiting instead of stalling its copy page by page; pages of reused memory are
- * present already and cost a page-table walk.
+ * the buffer ({@link NativeMemory#populatePages}: present pages are left as they are, so writes
+ * into the buffer may run meanwhile; no byte is changed). The kernel's zeroing of fresh pages then
+ * overlaps the caller's waiting instead of stalling its copy page by page; pages of reused memory
+ * are present already and cost a page-table walk.
  *
  * <p>{@link #close} stops it at the next chunk and waits for that chunk (bounded). Populating never
  * changes memory, so even a buffer freed meanwhile would come to no harm.
@@ -66,14 +64,7 @@ public final class Prefault implements AutoCloseable {
   private void populate(long address, long bytes) {
     for (long done = 0; done < bytes && !stopped; ) {
       long chunk = Math.min(CHUNK_BYTES, bytes - done);
-      if (NativeCore.npg_populate_pages(address + done, chunk) != 0) {
-        // The native side refuses only the arguments checked in start: any failure is its own.
-        throw new NpuGatherException(
-            ResultCode.INTERNAL_ERROR,
-            "populatePages",
-            -1,
-            NativeCore.npg_last_error().getString());
-      }
+      NativeMemory.populatePages(address + done, chunk);
       done += chunk;
       populated.set(done);
     }

@@ -114,7 +114,7 @@ public final class RootInfo implements AutoCloseable {
   public void close() {
     try (BytePointer info = new BytePointer(bytes.length)) {
       info.put(bytes);
-      Communicator.check(
+      NativeStatus.check(
           NativeCore.npg_release_root_info(backend, info, bytes.length), "RootInfo.close", -1);
     }
   }

@@ -59,7 +59,7 @@ public final class Communicator implements AutoCloseable {
       }
       int rc =
           NativeCore.npg_get_root_info(backend, bind, out, NativeCore.ROOT_INFO_MAX_BYTES, size);
-      check(rc, "createRootInfo", -1);
+      NativeStatus.check(rc, "createRootInfo", -1);
       byte[] bytes = new byte[(int) size.get()];
       out.get(bytes);
       return RootInfo.of(backend, bytes);
@@ -142,7 +142,7 @@ public final class Communicator implements AutoCloseable {
               info,
               bytes.length,
               out);
-      check(rc, "create", param.rank());
+      NativeStatus.check(rc, "create", param.rank());
       return new Communicator(out.get(0), param.rank(), param.rankSize(), param.backend());
     }
   }
@@ -321,7 +321,7 @@ public final class Communicator implements AutoCloseable {
       if (handle == null) {
         throw new IllegalStateException("Communicator rank " + rank + " is already closed");
       }
-      check(NativeCore.npg_comm_abort(handle), "abort", rank);
+      NativeStatus.check(NativeCore.npg_comm_abort(handle), "abort", rank);
     }
   }
 
@@ -347,7 +347,7 @@ public final class Communicator implements AutoCloseable {
           }
         }
       }
-      check(NativeCore.npg_comm_destroy(closing), "close", rank);
+      NativeStatus.check(NativeCore.npg_comm_destroy(closing), "close", rank);
     }
   }
 
@@ -376,7 +376,7 @@ public final class Communicator implements AutoCloseable {
         lock.notifyAll();
       }
     }
-    check(rc, operation, rank);
+    NativeStatus.check(rc, operation, rank);
   }
 
   private Pointer handle() {
@@ -500,30 +500,6 @@ public final class Communicator implements AutoCloseable {
               + ", "
               + (offset + bytes)
               + ") are used)");
-    }
-  }
-
-  /**
-   * Turns a failed native call into its exception: {@link VendorException} when a vendor code
-   * caused it.
-   */
-  static void check(int rc, String operation, int rank) {
-    if (rc != 0) {
-      String text = NativeCore.npg_last_error().getString();
-      String library = NativeCore.npg_last_vendor_library().getString();
-      if (!library.isEmpty()) {
-        int vendorRank = NativeCore.npg_last_vendor_rank();
-        throw new VendorException(
-            ResultCode.fromNative(rc),
-            operation,
-            vendorRank >= 0 ? vendorRank : rank,
-            text,
-            library,
-            NativeCore.npg_last_vendor_code(),
-            NativeCore.npg_last_vendor_code_name().getString(),
-            NativeCore.npg_last_vendor_message().getString());
-      }
-      throw new NpuGatherException(ResultCode.fromNative(rc), operation, rank, text);
     }
   }
 
