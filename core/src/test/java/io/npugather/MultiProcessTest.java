@@ -213,7 +213,9 @@ class MultiProcessTest {
       assertEquals(1, peer.process.exitValue(), out);
       assertTrue(out.contains("FAILED REMOTE_ERROR"), out);
       assertTrue(out.contains("rank 1 closed its communicator"), out);
-      assertTrue(ms < 1000, "the peer failed " + ms + " ms after rank 1 closed: " + out);
+      // At once: on the leaver's word, not at the timeout (bound loose for a loaded machine).
+      assertTrue(
+          ms < timeoutMs / 2, "the peer failed " + ms + " ms after rank 1 closed: " + out);
       assertTrue(leaver.process.isAlive(), "the leaving rank lives on: " + leaver.output());
       assertEquals(List.of(), shmObjectsOf(domain));
     } finally {
