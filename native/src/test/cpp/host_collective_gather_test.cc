@@ -78,25 +78,18 @@ bool cma_allowed_by_kernel() {
 
 void test_processes_gather_through_cross_memory_attach() {
   for (int n : {2, 3}) {
-    ProcShared* shared = map_shared();
     Layout l = ragged_layout(n, 300000, 40 + n);
-    auto pids = fork_ranks(
-        n, shared,
+    const ProcessRanks ranks = run_process_ranks(
+        n,
         [&](int r, npg_comm_t comm) {
           for (int it = 0; it < 3; ++it) {
             // A late rank: the others stop spinning and sleep until its post wakes them.
             if (it == 1 && r == n - 1) usleep(30000);
             gather_and_verify(comm, r, n, l, NPG_FLOAT16, it == 2, true, 500 + it);
           }
-          return 0;
         },
-        0, 20000);
-    auto codes = wait_children(pids, 30000);
-    std::string transport = shared->transport[0];
-    std::string report = child_report(shared, codes);
-    munmap(shared, sizeof(ProcShared));
-    for (int c : codes)
-      if (c != 0) throw TestFailure("children failed:" + report);
+        0, 20000, 30000);
+    const std::string& transport = ranks.transports[0];
     // Where the kernel forbids CMA, staging is the documented fallback.
     std::string expected = cma_allowed_by_kernel() ? "cma" : "staging";
     if (transport != expected) {
@@ -112,22 +105,15 @@ void test_segmented_sends_deliver_every_block_and_leave_own_region_untouched() {
   setenv("NPUGATHER_STAGING_CHUNK_BYTES", "4096", 1);
   run_threads_segments_case(3, NPG_FLAG_FORCE_STAGING, "staging");
   unsetenv("NPUGATHER_STAGING_CHUNK_BYTES");
-  ProcShared* shared = map_shared();
   Layout l = ragged_layout(3, 300000, 61);
-  auto pids = fork_ranks(
-      3, shared,
+  run_process_ranks(
+      3,
       [&](int r, npg_comm_t comm) {
         // 3 pieces travel in the slot; 9 and 200 in the peer's segment array, 200 over
         // several process_vm_readv calls.
         for (int pieces : {3, 9, 200}) gather_segments_and_verify(comm, r, 3, l, 700 + pieces, pieces);
-        return 0;
       },
-      0, 20000);
-  auto codes = wait_children(pids, 30000);
-  std::string report = child_report(shared, codes);
-  munmap(shared, sizeof(ProcShared));
-  for (int c : codes)
-    if (c != 0) throw TestFailure("children failed:" + report);
+      0, 20000, 30000);
 }
 
 // Blocks around the size from which copies stream past the cache (8 MiB): one just below, one
@@ -156,40 +142,22 @@ void test_large_blocks_arrive_intact_at_unaligned_places_from_unaligned_pieces()
     for (int pieces : {3, 5}) gather_segments_and_verify(comm, rank, 3, l, 900 + pieces, pieces);
     CHECK_OK(npg_comm_destroy(comm));
   });
-  ProcShared* shared = map_shared();
-  auto pids = fork_ranks(
-      3, shared,
+  run_process_ranks(
+      3,
       [&](int r, npg_comm_t comm) {
         gather_and_verify(comm, r, 3, l, NPG_INT8, false, true, 910);
         gather_segments_and_verify(comm, r, 3, l, 911, 3);
-        return 0;
       },
-      0, 20000);
-  auto codes = wait_children(pids, 60000);
-  std::string report = child_report(shared, codes);
-  munmap(shared, sizeof(ProcShared));
-  for (int c : codes)
-    if (c != 0) throw TestFailure("children failed:" + report);
+      0, 20000, 60000);
 }
 
 void test_processes_forced_staging_gather_every_byte() {
-  ProcShared* shared = map_shared();
   const int n = 2;
   Layout l = ragged_layout(n, 3 << 20, 77);
-  auto pids = fork_ranks(
-      n, shared,
-      [&](int r, npg_comm_t comm) {
-        gather_and_verify(comm, r, n, l, NPG_UINT8, false, true, 9);
-        return 0;
-      },
-      NPG_FLAG_FORCE_STAGING, 20000);
-  auto codes = wait_children(pids, 30000);
-  std::string transport = shared->transport[0];
-  std::string report = child_report(shared, codes);
-  munmap(shared, sizeof(ProcShared));
-  for (int c : codes)
-    if (c != 0) throw TestFailure("children failed:" + report);
-  CHECK(transport == "staging");
+  const ProcessRanks ranks = run_process_ranks(
+      n, [&](int r, npg_comm_t comm) { gather_and_verify(comm, r, n, l, NPG_UINT8, false, true, 9); },
+      NPG_FLAG_FORCE_STAGING, 20000, 30000);
+  CHECK(ranks.transports[0] == "staging");
 }
 
 void test_forced_log_n_gathers_every_byte_for_2_to_9_ranks() {
@@ -274,19 +242,8 @@ void test_eager_and_direct_blocks_alternate_on_every_shared_memory_transport() {
   }
   for (uint32_t flags : {0u, NPG_FLAG_FORCE_STAGING}) {
     const int n = 3;
-    ProcShared* shared = map_shared();
-    auto pids = fork_ranks(
-        n, shared,
-        [&](int r, npg_comm_t comm) {
-          gather_eager_mix(comm, r, n, 4000 + flags);
-          return 0;
-        },
-        flags, 20000);
-    auto codes = wait_children(pids, 60000);
-    std::string report = child_report(shared, codes);
-    munmap(shared, sizeof(ProcShared));
-    for (int c : codes)
-      if (c != 0) throw TestFailure("children failed (flags " + std::to_string(flags) + "):" + report);
+    run_process_ranks(
+        n, [&](int r, npg_comm_t comm) { gather_eager_mix(comm, r, n, 4000 + flags); }, flags, 20000, 60000);
   }
 }
 
@@ -294,26 +251,15 @@ void test_eager_and_direct_blocks_alternate_on_every_shared_memory_transport() {
 // eager, rank 1 always up to the room there is, rank 2 up to 32 KiB) still gather every byte.
 void test_ranks_with_different_eager_limits_gather_every_byte() {
   const int n = 3;
-  ProcShared* mixed = map_shared();
   // The placement runs in each forked rank before its init, so each reads its own limit.
-  auto pids = fork_ranks(
-      n, mixed,
-      [&](int r, npg_comm_t comm) {
-        gather_eager_mix(comm, r, n, 5000);
-        return 0;
-      },
-      0, 20000,
+  run_process_ranks(
+      n, [&](int r, npg_comm_t comm) { gather_eager_mix(comm, r, n, 5000); }, 0, 20000, 60000,
       [&](int r) {
         if (r == 0) setenv("NPUGATHER_EAGER_BYTES", "0", 1);
         if (r == 1) setenv("NPUGATHER_EAGER_BYTES", "1000000000", 1);
         if (r == 2) setenv("NPUGATHER_EAGER_BYTES", "32768", 1);
         return std::string("127.0.0.1");
       });
-  auto codes = wait_children(pids, 60000);
-  std::string report = child_report(mixed, codes);
-  munmap(mixed, sizeof(ProcShared));
-  for (int c : codes)
-    if (c != 0) throw TestFailure("children failed:" + report);
 }
 
 void test_successful_runs_leave_no_shared_memory_behind() {

@@ -43,12 +43,11 @@ bool simulated_hosts_unavailable() {
 }
 
 // Rank r runs on host r % hosts, so the ranks of one host are not consecutive.
-std::vector<pid_t> fork_on_hosts(const simulated::SimulatedHosts& net, int n, ProcShared* shared,
-                                 const std::function<int(int, npg_comm_t)>& body, uint32_t flags, int64_t timeout_ms) {
-  return fork_ranks(n, shared, body, flags, timeout_ms, [&net](int r) {
+Placement on_hosts(const simulated::SimulatedHosts& net) {
+  return [&net](int r) {
     net.enter(r % net.hosts());
     return net.address(0);
-  });
+  };
 }
 
 // No control segment of any rank (each host's lowest rank creates one) is left behind.
@@ -63,27 +62,14 @@ void expect_no_shm_of(const std::vector<pid_t>& pids) {
 // n ranks on `hosts` simulated hosts run body; every rank must pass and report `transport`.
 void run_on_hosts(const simulated::SimulatedHosts& net, int n, uint32_t flags, const std::string& transport,
                   const std::function<void(int, npg_comm_t)>& body) {
-  ProcShared* shared = map_shared();
-  auto pids = fork_on_hosts(
-      net, n, shared,
-      [&](int r, npg_comm_t comm) {
-        body(r, comm);
-        return 0;
-      },
-      flags, 20000);
-  auto codes = wait_children(pids, 120000);
-  std::string report = child_report(shared, codes);
-  std::vector<std::string> transports;
-  for (int r = 0; r < n; ++r) transports.push_back(shared->transport[r]);
-  munmap(shared, sizeof(ProcShared));
-  for (int c : codes)
-    if (c != 0) throw TestFailure("children failed:" + report);
+  const ProcessRanks ranks = run_process_ranks(n, body, flags, 20000, 120000, on_hosts(net));
+  const std::vector<std::string>& transports = ranks.transports;
   for (int r = 0; r < n; ++r) {
     if (transports[r] != transport) {
       throw TestFailure("rank " + std::to_string(r) + " ran '" + transports[r] + "', expected '" + transport + "'");
     }
   }
-  expect_no_shm_of(pids);
+  expect_no_shm_of(ranks.pids);
 }
 
 void test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically() {
@@ -212,8 +198,8 @@ void test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor() {
       const int n = 2 * hosts;
       const int victim = n - 1;
       ProcShared* shared = map_shared();
-      auto pids = fork_on_hosts(
-          net, n, shared,
+      auto pids = fork_ranks(
+          n, shared,
           [&](int r, npg_comm_t comm) {
             std::vector<uint8_t> send(4 << 20, static_cast<uint8_t>(r)), recv(send.size() * n);
             shared->started.fetch_add(1);
@@ -228,7 +214,7 @@ void test_rank_killed_mid_collective_on_simulated_hosts_fails_every_survivor() {
             }
             return 2;  // never failed: the kill came too late
           },
-          flags, timeout);
+          flags, timeout, on_hosts(net));
       auto t0 = Clock::now();
       while (shared->started.load() < n && ms_since(t0) < 30000) usleep(1000);
       usleep(300 * 1000);
@@ -262,8 +248,8 @@ void test_a_rank_closing_its_communicator_on_simulated_hosts_fails_every_survivo
   EagerLimit limit("8192");
   for (uint64_t bytes : {uint64_t{64}, uint64_t{300000}}) {
     ProcShared* shared = map_shared();
-    auto pids = fork_on_hosts(
-        net, n, shared,
+    auto pids = fork_ranks(
+        n, shared,
         [&](int r, npg_comm_t comm) {
           for (int i = 0; i < kRunsBeforeLeaving; ++i) {
             gather_and_verify(comm, r, n, equal_layout(n, bytes), NPG_UINT8, false, false, 3000 + i);
@@ -282,7 +268,7 @@ void test_a_rank_closing_its_communicator_on_simulated_hosts_fails_every_survivo
           shared->started.fetch_add(1);
           return 0;
         },
-        0, kLeaverTimeoutMs);
+        0, kLeaverTimeoutMs, on_hosts(net));
     auto codes = wait_children(pids, 30000);
     std::string report = child_report(shared, codes);
     std::string transport = shared->transport[0];

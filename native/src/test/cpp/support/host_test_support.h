@@ -308,6 +308,35 @@ inline std::string child_report(const ProcShared* s, const std::vector<int>& cod
 
 // ---------------------------------------------------------------- tests
 
+// What process ranks that all passed leave behind: their pids (each names its /dev/shm
+// objects) and the transport each ran.
+struct ProcessRanks {
+  std::vector<pid_t> pids;
+  std::vector<std::string> transports;
+};
+
+// Forks n process ranks (fork_ranks) that run body and return 0 when it passes; waits for
+// them up to limit_ms and fails, with every rank's report, unless all passed.
+inline ProcessRanks run_process_ranks(int n, const std::function<void(int, npg_comm_t)>& body, uint32_t flags,
+                                      int64_t timeout_ms, double limit_ms, const Placement& place = nullptr) {
+  ProcShared* shared = map_shared();
+  ProcessRanks ranks;
+  ranks.pids = fork_ranks(
+      n, shared,
+      [&](int r, npg_comm_t comm) {
+        body(r, comm);
+        return 0;
+      },
+      flags, timeout_ms, place);
+  const std::vector<int> codes = wait_children(ranks.pids, limit_ms);
+  const std::string report = child_report(shared, codes);
+  for (int r = 0; r < n; ++r) ranks.transports.push_back(shared->transport[r]);
+  munmap(shared, sizeof(ProcShared));
+  for (int c : codes)
+    if (c != 0) throw TestFailure("process ranks failed:" + report);
+  return ranks;
+}
+
 // The text after "op(rank r/n): ", which is the same on every rank of one failure.
 inline std::string without_context(const std::string& error) {
   size_t at = error.find("): ");
