@@ -99,7 +99,7 @@ int timeout_rank_main(int rank, int n, const std::string& file, bool expect_refu
       show("timeouts differ");
     } else {
       CHECK_RC(rc, NPG_SUCCESS);
-      gather_checked(comm, rank, n, equal_blocks(n, 1000), NPG_UINT8, false, 7);
+      gather_checked(comm, rank, n, equal_layout(n, 1000), NPG_UINT8, false, 7);
       CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
       int connect = 0, exec = 0;
       CHECK(fake_symbol<bool (*)(int*, int*)>("libascendcl.so", "npgFakeCannHcclTimeouts")(&connect, &exec));
@@ -158,10 +158,10 @@ void test_all_gather_delivers_every_byte_for_2_3_4_thread_ranks() {
     auto info = hccl_root_info();
     run_ranks(n, [&](int r) {
       npg_comm_t comm = join(r, n, info);
-      gather_checked(comm, r, n, equal_blocks(n, 4099), NPG_INT32, false, 10 + n);
-      gather_checked(comm, r, n, equal_blocks(n, 1), NPG_UINT8, false, 20 + n);
-      gather_checked(comm, r, n, equal_blocks(n, 300000), NPG_FLOAT16, false, 30 + n);
-      gather_checked(comm, r, n, equal_blocks(n, 777), NPG_INT64, false, 40 + n, /*in_place=*/true);
+      gather_checked(comm, r, n, equal_layout(n, 4099), NPG_INT32, false, 10 + n);
+      gather_checked(comm, r, n, equal_layout(n, 1), NPG_UINT8, false, 20 + n);
+      gather_checked(comm, r, n, equal_layout(n, 300000), NPG_FLOAT16, false, 30 + n);
+      gather_checked(comm, r, n, equal_layout(n, 777), NPG_INT64, false, 40 + n, /*in_place=*/true);
       CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
   }
@@ -186,8 +186,8 @@ void test_all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks() {
       npg_comm_t comm = join(r, n, info);
       gather_checked(comm, r, n, ragged_blocks(n, 50 + n), NPG_UINT8, true, 60 + n);
       gather_checked(comm, r, n, ragged_blocks(n, 70 + n), NPG_FLOAT32, true, 80 + n);
-      gather_checked(comm, r, n, equal_blocks(n, 1234), NPG_INT16, true, 90 + n);
-      gather_checked(comm, r, n, equal_blocks(n, 0), NPG_INT8, true, 95 + n);  // nothing to move
+      gather_checked(comm, r, n, equal_layout(n, 1234), NPG_INT16, true, 90 + n);
+      gather_checked(comm, r, n, equal_layout(n, 0), NPG_INT8, true, 95 + n);  // nothing to move
       CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
   }
@@ -323,10 +323,10 @@ void test_segmented_sends_deliver_every_block() {
         segs.push_back({mine.data() + at, len});
         at += len;
       }
-      std::vector<uint8_t> recv(l.total, kUntouched);
+      std::vector<uint8_t> recv(l.recv_elems, kUntouched);
       CHECK_RC(npg_all_gather_v_segments(comm, segs.data(), segs.size(), recv.data(), l.counts.data(), l.displs.data()),
                NPG_SUCCESS);
-      std::vector<uint8_t> expected(l.total, kUntouched);
+      std::vector<uint8_t> expected(l.recv_elems, kUntouched);
       for (int p = 0; p < n; ++p)
         if (p != r) fill(expected.data() + l.displs[p], l.counts[p], pieces, p);
       CHECK(recv == expected);  // the own block is not written
@@ -342,7 +342,7 @@ void test_calls_from_threads_other_than_the_creator_bind_the_device() {
   auto info = hccl_root_info();
   npg_comm_t comms[n];
   run_ranks(n, [&](int r) { comms[r] = join(r, n, info); });
-  run_ranks(n, [&](int r) { gather_checked(comms[r], r, n, equal_blocks(n, 5000), NPG_UINT8, false, 3); });
+  run_ranks(n, [&](int r) { gather_checked(comms[r], r, n, equal_layout(n, 5000), NPG_UINT8, false, 3); });
   run_ranks(n, [&](int r) { gather_checked(comms[r], r, n, ragged_blocks(n, 4), NPG_UINT8, true, 4); });
   run_ranks(n, [&](int r) { CHECK_RC(npg_comm_destroy(comms[r]), NPG_SUCCESS); });
   expect_nothing_leaked();
@@ -352,7 +352,7 @@ void test_two_process_ranks_gather_every_byte() {
   auto info = hccl_root_info();
   on_processes(2, [&](int r) {
     npg_comm_t comm = join(r, 2, info);
-    gather_checked(comm, r, 2, equal_blocks(2, 1 << 20), NPG_UINT8, false, 7);
+    gather_checked(comm, r, 2, equal_layout(2, 1 << 20), NPG_UINT8, false, 7);
     gather_checked(comm, r, 2, ragged_blocks(2, 8), NPG_INT32, true, 8);
     CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
@@ -408,14 +408,14 @@ void test_ranks_that_disagree_on_counts_all_get_invalid_usage_and_can_go_on() {
   auto info = hccl_root_info();
   run_ranks(n, [&](int r) {
     npg_comm_t comm = join(r, n, info);
-    Layout l = equal_blocks(n, 100);
+    Layout l = equal_layout(n, 100);
     if (r == 2) l.counts[0] = 99;  // rank 2 expects less from rank 0
     std::vector<uint8_t> send(100), recv(300);
     npg_result_t rc =
         npg_all_gather_v(comm, send.data(), l.counts[r], recv.data(), l.counts.data(), l.displs.data(), NPG_UINT8);
     CHECK(rc == NPG_INVALID_USAGE);
     expect_text(npg_last_error(), {"ranks disagree on recv_counts", "npg_all_gather_v(rank " + std::to_string(r)});
-    gather_checked(comm, r, n, equal_blocks(n, 100), NPG_UINT8, true, 5);
+    gather_checked(comm, r, n, equal_layout(n, 100), NPG_UINT8, true, 5);
     CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
@@ -509,7 +509,7 @@ void test_long_gathers_are_waited_for_without_vendor_error_reports() {
     ScopedEnv slow("NPUGATHER_FAKE_CANN_COLLECTIVE_MS", "300");
     run_ranks(n, [&](int r) {
       npg_comm_t comm = join(r, n, info, 20000);
-      gather_checked(comm, r, n, equal_blocks(n, 70001), NPG_UINT8, false, 61);
+      gather_checked(comm, r, n, equal_layout(n, 70001), NPG_UINT8, false, 61);
       gather_checked(comm, r, n, ragged_blocks(n, 62), NPG_UINT8, true, 63);
       CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
@@ -560,7 +560,7 @@ void test_teardown_after_a_timed_out_collective_releases_everything() {
 void test_destroy_is_retried_while_another_thread_is_inside_an_operation_call() {
   auto info = hccl_root_info();
   npg_comm_t comm = join(0, 1, info, 5000, 2);
-  gather_checked(comm, 0, 1, equal_blocks(1, 1000), NPG_UINT8, false, 31);
+  gather_checked(comm, 0, 1, equal_layout(1, 1000), NPG_UINT8, false, 31);
   void* hccl_comm = fake_symbol<void* (*)(int)>("libhccl.so", "npgFakeCannHcclComm")(0);
   CHECK(hccl_comm != nullptr);
   auto all_gather = fake_symbol<int (*)(void*, void*, uint64_t, int, void*, void*)>("libhccl.so", "HcclAllGather");
@@ -753,7 +753,7 @@ void expect_init_retried_until_the_device_frees_up(const char* code, const char*
   run_ranks(2, [&](int r) {
     npg_comm_t comm = nullptr;
     CHECK_RC(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 10000, 0, nullptr, 0, &comm), NPG_SUCCESS);
-    gather_checked(comm, r, 2, equal_blocks(2, 10), NPG_UINT8, false, 1);
+    gather_checked(comm, r, 2, equal_layout(2, 10), NPG_UINT8, false, 1);
     CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   CHECK(ms_since(t0) >= 250);  // two failed attempts, backing off 100 ms then 200 ms

@@ -37,12 +37,12 @@ std::string run_domain(int k, const std::string& size_mb = "") {
 }
 
 void gather_matrix(npg_comm_t comm, int r, int n, uint64_t seed) {
-  gather_checked(comm, r, n, equal_blocks(n, 4099), NPG_INT32, false, seed);
-  gather_checked(comm, r, n, equal_blocks(n, 70000), NPG_BFLOAT16, false, seed + 1);
-  gather_checked(comm, r, n, equal_blocks(n, 777), NPG_INT64, false, seed + 2, /*in_place=*/true);
+  gather_checked(comm, r, n, equal_layout(n, 4099), NPG_INT32, false, seed);
+  gather_checked(comm, r, n, equal_layout(n, 70000), NPG_BFLOAT16, false, seed + 1);
+  gather_checked(comm, r, n, equal_layout(n, 777), NPG_INT64, false, seed + 2, /*in_place=*/true);
   gather_checked(comm, r, n, ragged_blocks(n, seed + 3), NPG_UINT8, true, seed + 4);  // padded: no all-gather-v
   gather_checked(comm, r, n, ragged_blocks(n, seed + 5), NPG_FLOAT32, true, seed + 6);
-  gather_checked(comm, r, n, equal_blocks(n, 0), NPG_INT8, true, seed + 7);
+  gather_checked(comm, r, n, equal_layout(n, 0), NPG_INT8, true, seed + 7);
 }
 
 // ---- tests ----
@@ -86,7 +86,7 @@ void test_thread_uid_serves_one_communicator_per_process() {
     run_ranks(n, [&](int r) {
       npg_comm_t comm = nullptr;
       CHECK_RC(init(r, r, domain, root, &comm), NPG_SUCCESS);
-      gather_checked(comm, r, n, equal_blocks(n, 3000), NPG_UINT8, false, 800);
+      gather_checked(comm, r, n, equal_layout(n, 3000), NPG_UINT8, false, 800);
       CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
     run_ranks(n, [&](int r) {  // the same uid again, on devices 2 and 3
@@ -160,10 +160,10 @@ void test_segmented_sends_deliver_every_block() {
     std::vector<npg_segment_t> segs;
     for (uint64_t at = 0; at < mine.size(); at += 1000)
       segs.push_back({mine.data() + at, std::min<uint64_t>(1000, mine.size() - at)});
-    std::vector<uint8_t> recv(l.total, kUntouched);
+    std::vector<uint8_t> recv(l.recv_elems, kUntouched);
     CHECK_RC(npg_all_gather_v_segments(comm, segs.data(), segs.size(), recv.data(), l.counts.data(), l.displs.data()),
              NPG_SUCCESS);
-    std::vector<uint8_t> expected(l.total, kUntouched);
+    std::vector<uint8_t> expected(l.recv_elems, kUntouched);
     for (int p = 0; p < n; ++p)
       if (p != r) fill(expected.data() + l.displs[p], l.counts[p], 9, p);
     CHECK(recv == expected);
@@ -192,7 +192,7 @@ void test_two_jobs_on_one_host_at_once_both_gather_every_byte() {
     CHECK_RC(npg_comm_init("lccl", r, 2, 0, "", NPG_COMM_MULTI_PROCESS, p, nullptr, 20000, 0, infos[job].data(),
                            infos[job].size(), &comm),
              NPG_SUCCESS);
-    gather_checked(comm, r, 2, equal_blocks(2, 30000), NPG_UINT8, false, 500 + job);
+    gather_checked(comm, r, 2, equal_layout(2, 30000), NPG_UINT8, false, 500 + job);
     gather_checked(comm, r, 2, ragged_blocks(2, 510 + job), NPG_INT32, true, 520 + job);
     CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
@@ -267,7 +267,7 @@ void test_process_ranks_gather_through_an_id_and_size_domain() {
   const std::string id_only = run_domain(3);
   on_processes(2, [&](int r) {
     npg_comm_t comm = join(r, 2, {}, id_only, NPG_COMM_MULTI_PROCESS);
-    gather_checked(comm, r, 2, equal_blocks(2, 5000), NPG_UINT8, false, 400);
+    gather_checked(comm, r, 2, equal_layout(2, 5000), NPG_UINT8, false, 400);
     CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
 }
@@ -309,7 +309,7 @@ void test_simulated_lcal_fails_buffer_sizes_past_its_int() {
   const std::string domain = run_domain(5, "2043");
   run_ranks(1, [&](int r) {
     npg_comm_t comm = join(r, 1, {}, domain, NPG_COMM_MULTI_PROCESS);
-    gather_checked(comm, r, 1, equal_blocks(1, 4096), NPG_UINT8, false, 700);
+    gather_checked(comm, r, 1, equal_layout(1, 4096), NPG_UINT8, false, 700);
     CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
@@ -412,7 +412,7 @@ void test_device_held_by_an_hccl_communicator_is_refused_to_lccl() {
   show("device taken");
   CHECK_RC(npg_comm_destroy(first), NPG_SUCCESS);
   second = join(0, 1, info);  // device 0 of a one-rank group
-  gather_checked(second, 0, 1, equal_blocks(1, 100), NPG_UINT8, false, 1);
+  gather_checked(second, 0, 1, equal_layout(1, 100), NPG_UINT8, false, 1);
   CHECK_RC(npg_comm_destroy(second), NPG_SUCCESS);
   expect_nothing_leaked();
 }

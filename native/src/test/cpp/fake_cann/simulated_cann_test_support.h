@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/block_layout.h"
 #include "../support/test_harness.h"
 #include "npugather.h"
 
@@ -64,22 +65,6 @@ void fill(uint8_t* p, uint64_t len, uint64_t seed, int r) {
 
 constexpr uint8_t kUntouched = 0xA5;
 
-struct Layout {
-  std::vector<uint64_t> counts;
-  std::vector<uint64_t> displs;
-  uint64_t total = 0;  // elements in recv, gaps included
-};
-
-Layout equal_blocks(int n, uint64_t count) {
-  Layout l;
-  for (int r = 0; r < n; ++r) {
-    l.counts.push_back(count);
-    l.displs.push_back(count * r);
-  }
-  l.total = count * n;
-  return l;
-}
-
 // Different sizes (one empty), stored in reverse rank order with gaps.
 Layout ragged_blocks(int n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -93,7 +78,7 @@ Layout ragged_blocks(int n, uint64_t seed) {
     l.displs[r] = at;
     at += l.counts[r];
   }
-  l.total = at + 2;
+  l.recv_elems = at + 2;
   return l;
 }
 
@@ -101,7 +86,7 @@ Layout ragged_blocks(int n, uint64_t seed) {
 void gather_checked(npg_comm_t comm, int rank, int n, const Layout& l, npg_dtype_t dtype, bool use_v, uint64_t seed,
                     bool in_place = false) {
   const size_t w = npg_dtype_size(dtype);
-  std::vector<uint8_t> recv(l.total * w, kUntouched);
+  std::vector<uint8_t> recv(l.recv_elems * w, kUntouched);
   std::vector<uint8_t> send(l.counts[rank] * w + 1);
   uint8_t* src = in_place ? recv.data() + l.displs[rank] * w : send.data();
   fill(src, l.counts[rank] * w, seed, rank);
@@ -111,7 +96,7 @@ void gather_checked(npg_comm_t comm, int rank, int n, const Layout& l, npg_dtype
   } else {
     CHECK_RC(npg_all_gather(comm, src, recv.data(), l.counts[rank], dtype), NPG_SUCCESS);
   }
-  std::vector<uint8_t> expected(l.total * w, kUntouched);
+  std::vector<uint8_t> expected(l.recv_elems * w, kUntouched);
   for (int r = 0; r < n; ++r) fill(expected.data() + l.displs[r] * w, l.counts[r] * w, seed, r);
   for (size_t i = 0; i < recv.size(); ++i) {
     if (recv[i] != expected[i]) {
@@ -137,7 +122,7 @@ Layout ragged_blocks_of_total(int n, uint64_t total, uint64_t seed) {
     l.displs[r] = at;
     at += l.counts[r];
   }
-  l.total = at + 2;
+  l.recv_elems = at + 2;
   return l;
 }
 
@@ -236,7 +221,7 @@ void expect_gathers_beyond_device_memory(int n, const std::function<npg_comm_t(i
     for (uint64_t times : {4, 16}) {
       const uint64_t total = times * kSimulatedDeviceMemory;
       for (bool ragged : {false, true}) {
-        Layout l = ragged ? ragged_blocks_of_total(n, total, seed + k) : equal_blocks(n, total / n + 333);
+        Layout l = ragged ? ragged_blocks_of_total(n, total, seed + k) : equal_layout(n, total / n + 333);
         gather_checked(comm, r, n, l, NPG_UINT8, ragged, seed + 100 + k++);
         uint64_t used = 0;
         CHECK_RC(npg_comm_device_bytes(comm, &used), NPG_SUCCESS);

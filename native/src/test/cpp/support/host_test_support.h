@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "block_layout.h"
 #include "npugather.h"
 #include "test_harness.h"
 
@@ -70,22 +71,6 @@ inline void fill_pattern(uint8_t* p, uint64_t len, uint64_t seed, int rank) {
 }
 
 constexpr uint8_t kSentinel = 0xEE;
-
-struct Layout {
-  std::vector<uint64_t> counts;  // elements
-  std::vector<uint64_t> displs;  // elements
-  uint64_t recv_elems = 0;
-};
-
-inline Layout equal_layout(int n, uint64_t count) {
-  Layout l;
-  for (int r = 0; r < n; ++r) {
-    l.counts.push_back(count);
-    l.displs.push_back(count * r);
-  }
-  l.recv_elems = count * n;
-  return l;
-}
 
 // Ragged blocks, some empty, placed in a shuffled order with gaps between them.
 inline Layout ragged_layout(int n, uint64_t max_count, uint64_t seed) {

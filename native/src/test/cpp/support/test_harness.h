@@ -11,9 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
@@ -87,15 +86,31 @@ inline void run_ranks(int n, const std::function<void(int)>& fn) {
 
 namespace detail {
 
-// The running test's children that have not been waited for: killed when it overruns its limit.
-struct Children {
-  std::mutex mutex;
-  std::vector<pid_t> pids;
-};
+// The running test's children that have not been waited for, killed when it overruns its
+// limit: slots a signal handler can read (0 = free).
+constexpr int kMaxChildren = 256;
 
-inline Children& children() {
-  static Children c;
-  return c;
+inline std::atomic<pid_t>* child_slots() {
+  static std::atomic<pid_t> slots[kMaxChildren];
+  return slots;
+}
+
+// What the program prints when the running test overruns its limit, written before it starts.
+inline std::string& overrun_message() {
+  static std::string message;
+  return message;
+}
+
+// SIGALRM: the running test overran its limit. Kills its children, says so and ends the
+// program (async-signal-safe calls only).
+inline void on_overrun(int) {
+  for (int i = 0; i < kMaxChildren; ++i) {
+    const pid_t pid = child_slots()[i].load();
+    if (pid > 0) kill(pid, SIGKILL);
+  }
+  const std::string& message = overrun_message();
+  if (write(STDOUT_FILENO, message.data(), message.size()) < 0) _exit(1);
+  _exit(1);
 }
 
 }  // namespace detail
@@ -118,9 +133,12 @@ inline pid_t fork_child(const std::function<int()>& body) {
     fflush(stderr);
     _exit(code);
   }
-  std::lock_guard<std::mutex> lock(detail::children().mutex);
-  detail::children().pids.push_back(pid);
-  return pid;
+  for (int i = 0; i < detail::kMaxChildren; ++i) {
+    pid_t free_slot = 0;
+    if (detail::child_slots()[i].compare_exchange_strong(free_slot, pid)) return pid;
+  }
+  kill(pid, SIGKILL);
+  throw TestFailure("more than " + std::to_string(detail::kMaxChildren) + " children at once");
 }
 
 // Waits for the children; kills those still running after limit_ms. Returns their exit codes,
@@ -146,9 +164,12 @@ inline std::vector<int> wait_children(const std::vector<pid_t>& pids, double lim
     }
     if (left > 0) usleep(2000);
   }
-  std::lock_guard<std::mutex> lock(detail::children().mutex);
-  auto& all = detail::children().pids;
-  for (pid_t pid : pids) all.erase(std::remove(all.begin(), all.end(), pid), all.end());
+  for (pid_t pid : pids) {
+    for (int i = 0; i < detail::kMaxChildren; ++i) {
+      pid_t reaped = pid;
+      if (detail::child_slots()[i].compare_exchange_strong(reaped, 0)) break;
+    }
+  }
   return codes;
 }
 
@@ -199,74 +220,16 @@ inline std::string& selected_suite() {
   return suite;
 }
 
-// A time limit per test, so a hang fails the test that hangs instead of the whole build. Each
-// test must finish well within it (NPUGATHER_TEST_LIMIT_SECONDS sets another for a slow
-// emulator); when one does not, its name, the verdict and the summary are printed, its
-// children killed, and the program exits 1.
-class Watchdog {
- public:
-  Watchdog() : limit_s_(limit_from_env()), thread_([this] { watch(); }) {}
-  ~Watchdog() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
-  void start(const char* name, int passed, int failed) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    name_ = name;
-    passed_ = passed;
-    failed_ = failed;
-    deadline_ = Clock::now() + std::chrono::seconds(limit_s_);
-    running_ = true;
-    cv_.notify_all();
-  }
-
-  void finish() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    running_ = false;
-  }
-
- private:
-  static int limit_from_env() {
-    const char* s = getenv("NPUGATHER_TEST_LIMIT_SECONDS");
-    const int limit = s == nullptr ? 0 : atoi(s);
-    return limit > 0 ? limit : 100;
-  }
-
-  void watch() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_) {
-      if (!running_) {
-        cv_.wait(lock);
-      } else if (cv_.wait_until(lock, deadline_) == std::cv_status::timeout && running_ && !stop_ &&
-                 Clock::now() >= deadline_) {
-        {
-          std::lock_guard<std::mutex> children(detail::children().mutex);
-          for (pid_t pid : detail::children().pids) kill(pid, SIGKILL);
-        }
-        printf("FAIL %s: still running after its limit of %d s (a rank hangs)\n", name_.c_str(), limit_s_);
-        printf("%d passed, %d failed\n", passed_, failed_ + 1);
-        fflush(stdout);
-        _exit(1);
-      }
-    }
-  }
-
-  const int limit_s_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  bool running_ = false;
-  std::string name_;
-  int passed_ = 0;
-  int failed_ = 0;
-  Clock::time_point deadline_;
-  std::thread thread_;
-};
+// The time limit of each test, so that a hang fails the test that hangs instead of the whole
+// build: 100 s, or NPUGATHER_TEST_LIMIT_SECONDS (for a slow emulator). A test that overruns it
+// is named, its children are killed, the summary is printed and the program exits 1; its own
+// output not yet flushed is lost. Kept by SIGALRM, not a thread: a thread at every fork upsets
+// qemu-user's emulation of the forked child.
+inline int test_limit_seconds() {
+  const char* s = getenv("NPUGATHER_TEST_LIMIT_SECONDS");
+  const int limit = s == nullptr ? 0 : atoi(s);
+  return limit > 0 ? limit : 100;
+}
 
 // Arguments: [SUITE] [FILTER] [--skip=NAME...]. Runs the tests (of SUITE, for a program with
 // suites) whose name contains FILTER and none of the skipped names (an emulator that lacks a
@@ -297,7 +260,10 @@ int run_tests(int argc, char** argv, const TestCase (&tests)[N], const RunOption
   const std::string label = selected_suite().empty() ? "" : " [" + selected_suite() + "]";
   int passed = 0;
   int failed = 0;
-  Watchdog watchdog;
+  const int limit_s = test_limit_seconds();
+  struct sigaction overrun = {};
+  overrun.sa_handler = detail::on_overrun;
+  sigaction(SIGALRM, &overrun, nullptr);
   for (const TestCase& t : tests) {
     if (options.suites != nullptr &&
         !contains(std::string(" ") + (t.suites ? t.suites : "") + " ", " " + selected_suite() + " ")) {
@@ -307,8 +273,11 @@ int run_tests(int argc, char** argv, const TestCase (&tests)[N], const RunOption
     bool skip = false;
     for (const std::string& name : skipped) skip = skip || contains(t.name, name);
     if (skip) continue;
+    detail::overrun_message() = std::string("FAIL ") + t.name + label + ": still running after its limit of " +
+                                std::to_string(limit_s) + " s (a rank hangs)\n" + std::to_string(passed) + " passed, " +
+                                std::to_string(failed + 1) + " failed\n";
     auto t0 = Clock::now();
-    watchdog.start(t.name, passed, failed);
+    alarm(static_cast<unsigned>(limit_s));
     try {
       t.fn();
       if (npg_live_comms() != 0) throw TestFailure(std::to_string(npg_live_comms()) + " communicators left alive");
@@ -319,7 +288,7 @@ int run_tests(int argc, char** argv, const TestCase (&tests)[N], const RunOption
       ++failed;
       printf("FAIL %s%s (%.0f ms): %s\n", t.name, label.c_str(), ms_since(t0), e.what());
     }
-    watchdog.finish();
+    alarm(0);
     fflush(stdout);
   }
   printf("%d passed, %d failed\n", passed, failed);
