@@ -1,6 +1,7 @@
-// What the tests of the device backends over the simulated CANN runtime share: checks,
-// ranks as threads, random blocks checked byte by byte, leak checks through the runtime's
-// counters and /dev/shm, and the runner. No NPU is involved: the tests prove the binding.
+// What the tests of the device backends over the simulated CANN runtime share, on the one
+// harness (support/test_harness.h): vendor error checks, random blocks checked byte by byte,
+// leak checks through the runtime's counters and /dev/shm, and the runner of a suite. No NPU
+// is involved: the tests prove the binding.
 #ifndef NPUGATHER_TEST_SIMULATED_CANN_TEST_SUPPORT_H_
 #define NPUGATHER_TEST_SIMULATED_CANN_TEST_SUPPORT_H_
 
@@ -31,11 +32,9 @@ namespace {
 
 using namespace npgtest;
 
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
 void expect_text(const std::string& text, const std::vector<std::string>& parts) {
   for (const std::string& p : parts)
-    if (!has(text, p)) throw TestFailure("error text lacks \"" + p + "\": " + text);
+    if (!contains(text, p)) throw TestFailure("error text lacks \"" + p + "\": " + text);
 }
 
 // The vendor part of the calling thread's last error.

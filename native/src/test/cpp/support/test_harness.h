@@ -109,7 +109,8 @@ inline void on_overrun(int) {
     if (pid > 0) kill(pid, SIGKILL);
   }
   const std::string& message = overrun_message();
-  if (write(STDOUT_FILENO, message.data(), message.size()) < 0) _exit(1);
+  const ssize_t written = write(STDOUT_FILENO, message.data(), message.size());
+  (void)written;  // exiting either way
   _exit(1);
 }
 
@@ -123,6 +124,7 @@ inline pid_t fork_child(const std::function<int()>& body) {
   const pid_t pid = fork();
   if (pid < 0) throw TestFailure("fork failed");
   if (pid == 0) {
+    for (int i = 0; i < detail::kMaxChildren; ++i) detail::child_slots()[i].store(0);  // the parent's
     int code = 1;
     try {
       code = body();
