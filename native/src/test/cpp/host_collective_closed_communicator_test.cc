@@ -19,10 +19,6 @@ namespace {
 
 using namespace npgtest;
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
-
 // A rank that closes its communicator (npg_comm_destroy, no abort) while its process lives:
 // the collectives it took part in succeed on every rank, even when it closes while its
 // peers still finish the last one, and the peers' next collective fails within a second
@@ -91,27 +87,7 @@ void expect_leaving_process_fails_peers(uint32_t flags, uint64_t bytes, int clos
   auto pids = fork_ranks(
       n, shared,
       [&](int r, npg_comm_t comm) {
-        for (int i = 0; i < kRunsBeforeLeaving; ++i) {
-          gather_and_verify(comm, r, n, equal_layout(n, bytes), NPG_UINT8, false, false, 2000 + i);
-        }
-        if (r == leaver) {
-          usleep(close_after_ms * 1000);
-          shared->mark_ns.store(now_ns());
-          if (npg_comm_destroy(comm) != NPG_SUCCESS) return 2;
-          // Lives on until the peers have their verdict (fork_ranks' destroy of the dead
-          // handle then fails harmlessly).
-          auto t0 = Clock::now();
-          while (shared->started.load() < n - 1 && ms_since(t0) < 10000) usleep(1000);
-          return 0;
-        }
-        std::vector<uint8_t> send(bytes), recv(bytes * n);
-        auto t0 = Clock::now();
-        shared->rc[r] = npg_all_gather(comm, send.data(), recv.data(), bytes, NPG_UINT8);
-        shared->elapsed_ms[r] = ms_since(t0);
-        ended[r] = now_ns();
-        snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
-        shared->started.fetch_add(1);
-        return 0;
+        return leave_or_watch_the_leaver(r, comm, shared, n, leaver, bytes, 2000, close_after_ms, ended);
       },
       flags, kLeaverTimeoutMs);
   auto codes = wait_children(pids, 30000);

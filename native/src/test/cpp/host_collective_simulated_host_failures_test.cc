@@ -104,22 +104,7 @@ void test_a_rank_closing_its_communicator_on_simulated_hosts_fails_every_survivo
     auto pids = fork_ranks(
         n, shared,
         [&](int r, npg_comm_t comm) {
-          for (int i = 0; i < kRunsBeforeLeaving; ++i) {
-            gather_and_verify(comm, r, n, equal_layout(n, bytes), NPG_UINT8, false, false, 3000 + i);
-          }
-          if (r == leaver) {
-            if (npg_comm_destroy(comm) != NPG_SUCCESS) return 2;
-            auto t0 = Clock::now();
-            while (shared->started.load() < n - 1 && ms_since(t0) < 10000) usleep(1000);
-            return 0;
-          }
-          std::vector<uint8_t> send(bytes), recv(bytes * n);
-          auto t0 = Clock::now();
-          shared->rc[r] = npg_all_gather(comm, send.data(), recv.data(), bytes, NPG_UINT8);
-          shared->elapsed_ms[r] = ms_since(t0);
-          snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
-          shared->started.fetch_add(1);
-          return 0;
+          return leave_or_watch_the_leaver(r, comm, shared, n, leaver, bytes, 3000, 0, nullptr);
         },
         0, kLeaverTimeoutMs, on_hosts(net));
     auto codes = wait_children(pids, 30000);

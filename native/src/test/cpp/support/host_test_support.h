@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <new>
 #include <random>
@@ -348,6 +349,41 @@ struct EagerLimit {
 constexpr int kRunsBeforeLeaving = 20;
 constexpr int64_t kLeaverTimeoutMs = 3000;
 constexpr double kLeaverBoundMs = 1000;
+
+// The steady clock in nanoseconds, the same in every process.
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// Process rank r of a test where rank `leaver` leaves: kRunsBeforeLeaving checked gathers of
+// `bytes` per rank (seeds from seed); then the leaver waits close_after_ms, marks the moment in
+// shared->mark_ns, closes its communicator and lives on until the peers have their verdict,
+// while each peer records its next gather's outcome in shared (and its end in ended[r] unless
+// null). Returns the rank's exit code.
+inline int leave_or_watch_the_leaver(int r, npg_comm_t comm, ProcShared* shared, int n, int leaver, uint64_t bytes,
+                                     uint64_t seed, int close_after_ms, int64_t* ended) {
+  for (int i = 0; i < kRunsBeforeLeaving; ++i) {
+    gather_and_verify(comm, r, n, equal_layout(n, bytes), NPG_UINT8, false, false, seed + i);
+  }
+  if (r == leaver) {
+    usleep(close_after_ms * 1000);
+    shared->mark_ns.store(now_ns());
+    if (npg_comm_destroy(comm) != NPG_SUCCESS) return 2;
+    // Lives on until the peers have their verdict (fork_ranks' destroy of the dead handle then
+    // fails harmlessly).
+    auto t0 = Clock::now();
+    while (shared->started.load() < n - 1 && ms_since(t0) < 10000) usleep(1000);
+    return 0;
+  }
+  std::vector<uint8_t> send(bytes), recv(bytes * n);
+  auto t0 = Clock::now();
+  shared->rc[r] = npg_all_gather(comm, send.data(), recv.data(), bytes, NPG_UINT8);
+  shared->elapsed_ms[r] = ms_since(t0);
+  if (ended != nullptr) ended[r] = now_ns();
+  snprintf(shared->error[r], sizeof(shared->error[r]), "%s", npg_last_error());
+  shared->started.fetch_add(1);
+  return 0;
+}
 
 // Entries of a /proc directory (open fds, threads) or lines of a /proc file (mappings).
 inline int64_t count_dir_entries(const char* path) {
