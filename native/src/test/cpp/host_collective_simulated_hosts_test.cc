@@ -1,7 +1,7 @@
-// Ranks on simulated hosts (network namespaces, support/simulated_host_ranks.h): the
+// Ranks on 2 simulated hosts (network namespaces, support/simulated_host_ranks.h): the
 // hierarchical transport gathers every byte, ranks as processes and as threads of one host
-// process, and unequal hosts keep the flat ring. Needs root and `ip`; elsewhere the tests pass
-// empty and say why.
+// process, and unequal hosts keep the flat ring (3 hosts: host_collective_three_simulated_hosts_test). Needs root and
+// `ip`; elsewhere the tests pass empty and say why.
 #include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -18,33 +18,7 @@ namespace {
 
 using namespace npgtest;
 
-void test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically() {
-  if (simulated_hosts_unavailable()) return;
-  const std::string local = cma_between_processes_works() ? "cma" : "staging";
-  for (int hosts : {2, 3}) {
-    simulated::SimulatedHosts net(hosts);
-    const int n = 2 * hosts;
-    // (1 MiB + 13) bytes are not a multiple of the ring's 1 MiB socket chunk; some blocks are empty.
-    const Layout ragged = ragged_layout(n, (1 << 20) + 13, 60 + n);
-    const Layout equal = equal_layout(n, 300001);
-    // The hierarchy is the default (its rings across hosts forced to log-N too); NPG_FLAG_FORCE_TCP
-    // keeps the flat ring.
-    const std::vector<std::pair<uint32_t, std::string>> cases = {{0u, "tcp-hier+" + local},
-                                                                 {NPG_FLAG_FORCE_LOG_N, "tcp-hier+" + local},
-                                                                 {NPG_FLAG_FORCE_STAGING, "tcp-hier+staging"},
-                                                                 {NPG_FLAG_FORCE_TCP, "tcp"}};
-    for (const auto& c : cases) {
-      run_on_hosts(net, n, c.first, c.second, [&](int r, npg_comm_t comm) {
-        for (int it = 0; it < 2; ++it) {
-          gather_and_verify(comm, r, n, ragged, NPG_INT8, it == 1, true, 700 + it);
-          gather_and_verify(comm, r, n, equal, NPG_FLOAT32, false, false, 710 + it);
-          // 12 segments: more than a control-segment slot carries inline.
-          gather_segments_and_verify(comm, r, n, ragged, 720 + it, 12);
-        }
-      });
-    }
-  }
-}
+void test_ranks_on_2_simulated_hosts_gather_every_byte_hierarchically() { expect_hierarchical_gathers_on_hosts(2); }
 
 // Each host is one process with its 2 ranks as threads (ranks h and h+2 on host h).
 void test_rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically() {
@@ -112,8 +86,8 @@ void test_unequal_ranks_per_simulated_host_keep_the_flat_ring() {
 }
 
 const TestCase kTests[] = {
-    {"ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically",
-     test_ranks_on_2_and_3_simulated_hosts_gather_every_byte_hierarchically},
+    {"ranks_on_2_simulated_hosts_gather_every_byte_hierarchically",
+     test_ranks_on_2_simulated_hosts_gather_every_byte_hierarchically},
     {"rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically",
      test_rank_threads_on_2_simulated_hosts_gather_every_byte_hierarchically},
     {"unequal_ranks_per_simulated_host_keep_the_flat_ring", test_unequal_ranks_per_simulated_host_keep_the_flat_ring},

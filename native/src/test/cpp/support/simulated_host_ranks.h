@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../simulated_hosts.h"
@@ -65,6 +66,34 @@ inline void run_on_hosts(const simulated::SimulatedHosts& net, int n, uint32_t f
     }
   }
   expect_no_shm_of(ranks.pids);
+}
+
+// Two process ranks on each of `hosts` simulated hosts gather every byte on every transport the
+// hierarchy offers (and the flat ring): ragged, equal, in place and from segments.
+inline void expect_hierarchical_gathers_on_hosts(int hosts) {
+  if (simulated_hosts_unavailable()) return;
+  const std::string local = cma_between_processes_works() ? "cma" : "staging";
+  simulated::SimulatedHosts net(hosts);
+  const int n = 2 * hosts;
+  // (1 MiB + 13) bytes are not a multiple of the ring's 1 MiB socket chunk; some blocks are empty.
+  const Layout ragged = ragged_layout(n, (1 << 20) + 13, 60 + n);
+  const Layout equal = equal_layout(n, 300001);
+  // The hierarchy is the default (its rings across hosts forced to log-N too); NPG_FLAG_FORCE_TCP
+  // keeps the flat ring.
+  const std::vector<std::pair<uint32_t, std::string>> cases = {{0u, "tcp-hier+" + local},
+                                                               {NPG_FLAG_FORCE_LOG_N, "tcp-hier+" + local},
+                                                               {NPG_FLAG_FORCE_STAGING, "tcp-hier+staging"},
+                                                               {NPG_FLAG_FORCE_TCP, "tcp"}};
+  for (const auto& c : cases) {
+    run_on_hosts(net, n, c.first, c.second, [&](int r, npg_comm_t comm) {
+      for (int it = 0; it < 2; ++it) {
+        gather_and_verify(comm, r, n, ragged, NPG_INT8, it == 1, true, 700 + it);
+        gather_and_verify(comm, r, n, equal, NPG_FLOAT32, false, false, 710 + it);
+        // 12 segments: more than a control-segment slot carries inline.
+        gather_segments_and_verify(comm, r, n, ragged, 720 + it, 12);
+      }
+    });
+  }
 }
 
 }  // namespace npgtest
