@@ -61,10 +61,16 @@ class LinuxArm64UnderQemuTest {
     String qemu = LinuxArm64.needEmulation();
     List<Path> sources = hostCollectiveSources();
     assertTrue(sources.size() >= 5, "missing host collective test programs: " + sources);
+    List<List<String>> compilations = new ArrayList<>();
+    List<Path> binaries = new ArrayList<>();
     for (Path source : sources) {
       String name = source.getFileName().toString().replace(".cc", "");
       Path binary = MODULE.resolve("target/native-linux-arm64/" + name);
-      NativeCoreCppTest.run(LinuxArm64.compileCommand(source, binary, "-O2", true), 300);
+      binaries.add(binary);
+      compilations.add(LinuxArm64.compileCommand(source, binary, "-O2", true));
+    }
+    NativeCoreCppTest.runSideBySide(compilations, 300);
+    for (Path binary : binaries) {
       List<String> command = new ArrayList<>(List.of(qemu, binary.toString()));
       command.addAll(NOT_EMULATED);
       NativeCoreCppTest.assertAllPassed(NativeCoreCppTest.run(command, PROGRAM_LIMIT_SECONDS));
