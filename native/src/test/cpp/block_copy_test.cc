@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "hardening_test_support.h"
+#include "support/test_harness.h"
 
 namespace {
 
-using hardening::TestFailure;
+using npgtest::TestFailure;
 
 constexpr size_t kPage = 4096;
 constexpr size_t kGuard = 64;  // bytes either side of the destination that must stay untouched
@@ -74,7 +74,7 @@ void test_streamed_copies_arrive_whole_at_any_alignment() {
   for (const auto& p : placements) check_copy(rng, len, p[0], p[1]);
 }
 
-const hardening::TestCase kTests[] = {
+const npgtest::TestCase kTests[] = {
     {"every_byte_arrives_at_every_distance_near_the_page", test_every_byte_arrives_at_every_distance_near_the_page},
     {"short_copies_arrive_whole", test_short_copies_arrive_whole},
     {"streamed_copies_arrive_whole_at_any_alignment", test_streamed_copies_arrive_whole_at_any_alignment},
@@ -82,4 +82,4 @@ const hardening::TestCase kTests[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv); }
+int main(int argc, char** argv) { return npgtest::run_tests(argc, argv, kTests); }

@@ -5,11 +5,11 @@
 #include <atomic>
 #include <thread>
 
-#include "hardening_test_support.h"
+#include "support/host_test_support.h"
 
 namespace {
 
-using namespace hardening;
+using namespace npgtest;
 
 void test_destroy_during_a_gather_on_another_thread_is_refused_and_frees_nothing() {
   auto info = make_root_info();
@@ -159,4 +159,4 @@ const TestCase kTests[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv); }
+int main(int argc, char** argv) { return run_tests(argc, argv, kTests, host_run_options()); }

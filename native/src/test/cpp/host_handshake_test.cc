@@ -5,13 +5,13 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "hardening_test_support.h"
 #include "host/handshake.h"
 #include "host/hmac_sha256.h"
+#include "support/host_test_support.h"
 
 namespace {
 
-using namespace hardening;
+using namespace npgtest;
 using namespace npg::host;
 
 std::string hex(const uint8_t* p, size_t len) {
@@ -199,4 +199,4 @@ const TestCase kTests[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv); }
+int main(int argc, char** argv) { return run_tests(argc, argv, kTests, host_run_options()); }

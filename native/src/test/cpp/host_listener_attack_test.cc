@@ -13,11 +13,11 @@
 #include <set>
 #include <sstream>
 
-#include "hardening_test_support.h"
+#include "support/host_test_support.h"
 
 namespace {
 
-using namespace hardening;
+using namespace npgtest;
 
 constexpr int kRanks = 3;
 constexpr double kAllowedExtraMs = 1500;  // scheduling on a loaded 2-core machine included
@@ -198,4 +198,4 @@ const TestCase kTests[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv); }
+int main(int argc, char** argv) { return run_tests(argc, argv, kTests, host_run_options()); }

@@ -14,11 +14,11 @@
 #include <atomic>
 #include <deque>
 
-#include "hardening_test_support.h"
+#include "support/host_test_support.h"
 
 namespace {
 
-using namespace hardening;
+using namespace npgtest;
 
 constexpr int kRanks = 3;
 constexpr int kFlooders = 4;
@@ -149,6 +149,5 @@ const TestCase kTests[] = {
 
 int main(int argc, char** argv) {
   if (argc > 2) rounds = std::max(1, atoi(argv[2]));
-  alarm(240);  // a hang ends the program (SIGALRM), so it fails instead of waiting
-  return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv);
+  return run_tests(argc, argv, kTests, host_run_options());
 }

@@ -2,11 +2,11 @@
 // no growth in open file descriptors, threads, memory mappings or resident memory.
 #include <unistd.h>
 
-#include "hardening_test_support.h"
+#include "support/host_test_support.h"
 
 namespace {
 
-using namespace hardening;
+using namespace npgtest;
 
 struct Usage {
   int64_t fds;
@@ -66,4 +66,4 @@ const TestCase kTests[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv); }
+int main(int argc, char** argv) { return run_tests(argc, argv, kTests, host_run_options()); }

@@ -11,14 +11,13 @@
 #include <vector>
 
 #include "core/error.h"
-#include "hardening_test_support.h"
 #include "host/tcp_frames.h"
 #include "host/tcp_log_n.h"
 #include "host/tcp_ring.h"
+#include "support/test_harness.h"
 
 namespace {
 
-using hardening::TestFailure;
 using npg::host::AbortSignal;
 using npg::host::BlockHeader;
 using npg::host::Deadline;
@@ -27,6 +26,7 @@ using npg::host::LinkReader;
 using npg::host::TcpBruck;
 using npg::host::TcpRing;
 using npg::host::UniqueFd;
+using npgtest::TestFailure;
 
 struct SocketPair {
   UniqueFd near;  // the side under test
@@ -198,7 +198,7 @@ void test_log_n_stays_in_step_with_a_peer_that_runs_ahead() {
   CHECK(bruck.close() == 0);
 }
 
-const hardening::TestCase kTests[] = {
+const npgtest::TestCase kTests[] = {
     {"a_reader_hands_out_bytes_in_order_whatever_the_sizes_asked",
      test_a_reader_hands_out_bytes_in_order_whatever_the_sizes_asked},
     {"a_ring_stays_in_step_with_a_peer_that_runs_ahead", test_a_ring_stays_in_step_with_a_peer_that_runs_ahead},
@@ -207,4 +207,4 @@ const hardening::TestCase kTests[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return hardening::run_tests(kTests, sizeof(kTests) / sizeof(kTests[0]), argc, argv); }
+int main(int argc, char** argv) { return npgtest::run_tests(argc, argv, kTests); }

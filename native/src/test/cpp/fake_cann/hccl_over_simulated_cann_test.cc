@@ -21,22 +21,22 @@
 namespace {
 
 // Suite "minimal" has no HcclGetErrorString and no aclGetRecentErrMsg.
-bool has_vendor_text() { return g_suite != "minimal"; }
+bool has_vendor_text() { return selected_suite() != "minimal"; }
 
 std::vector<uint8_t> hccl_root_info() {
   std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
   size_t size = 0;
-  EXPECT_RC(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size), NPG_SUCCESS);
+  CHECK_RC(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size), NPG_SUCCESS);
   info.resize(size);
   return info;
 }
 
 npg_comm_t join(int rank, int n, const std::vector<uint8_t>& info, int64_t timeout_ms = 20000, int device = -2) {
   npg_comm_t comm = nullptr;
-  EXPECT_RC(npg_comm_init("hccl", rank, n, 0, "", NPG_COMM_MULTI_THREAD, device == -2 ? rank : device, nullptr,
-                          timeout_ms, 0, info.data(), info.size(), &comm),
-            NPG_SUCCESS);
-  EXPECT(std::string(npg_comm_transport(comm)) == "hccl");
+  CHECK_RC(npg_comm_init("hccl", rank, n, 0, "", NPG_COMM_MULTI_THREAD, device == -2 ? rank : device, nullptr,
+                         timeout_ms, 0, info.data(), info.size(), &comm),
+           NPG_SUCCESS);
+  CHECK(std::string(npg_comm_transport(comm)) == "hccl");
   return comm;
 }
 
@@ -51,19 +51,19 @@ void test_timeouts_are_mapped_onto_hccl_environment() {
   std::vector<std::thread> readers;
   for (int i = 0; i < 2; ++i) {
     readers.emplace_back([&] {
-      while (!stop.load()) EXPECT(getenv("PATH") != nullptr || true);
+      while (!stop.load()) CHECK(getenv("PATH") != nullptr || true);
     });
   }
-  EXPECT_RC(npg_get_root_info("hccl", "timeout_ms:5000", info.data(), info.size(), &size), NPG_SUCCESS);
+  CHECK_RC(npg_get_root_info("hccl", "timeout_ms:5000", info.data(), info.size(), &size), NPG_SUCCESS);
   info.resize(size);
-  on_threads(4, [&](int r) { EXPECT_RC(npg_comm_destroy(join(r, 4, info, 5000)), NPG_SUCCESS); });
+  run_ranks(4, [&](int r) { CHECK_RC(npg_comm_destroy(join(r, 4, info, 5000)), NPG_SUCCESS); });
   stop.store(true);
   for (auto& t : readers) t.join();
-  EXPECT(getenv("HCCL_CONNECT_TIMEOUT") != nullptr && std::string(getenv("HCCL_CONNECT_TIMEOUT")) == "120");
-  EXPECT(getenv("HCCL_EXEC_TIMEOUT") != nullptr && std::string(getenv("HCCL_EXEC_TIMEOUT")) == "68");
+  CHECK(getenv("HCCL_CONNECT_TIMEOUT") != nullptr && std::string(getenv("HCCL_CONNECT_TIMEOUT")) == "120");
+  CHECK(getenv("HCCL_EXEC_TIMEOUT") != nullptr && std::string(getenv("HCCL_EXEC_TIMEOUT")) == "68");
   int connect = 0, exec = 0;
-  EXPECT(fake_symbol<bool (*)(int*, int*)>("libascendcl.so", "npgFakeCannHcclTimeouts")(&connect, &exec));
-  EXPECT(connect == 120 && exec == 68);
+  CHECK(fake_symbol<bool (*)(int*, int*)>("libascendcl.so", "npgFakeCannHcclTimeouts")(&connect, &exec));
+  CHECK(connect == 120 && exec == 68);
   expect_nothing_leaked();
 }
 
@@ -77,9 +77,9 @@ int timeout_rank_main(int rank, int n, const std::string& file, bool expect_refu
     std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
     size_t size = 0;
     if (rank == 0) {
-      EXPECT_RC(npg_get_root_info("hccl", "device:0,timeout_ms:200000", info.data(), info.size(), &size), NPG_SUCCESS);
+      CHECK_RC(npg_get_root_info("hccl", "device:0,timeout_ms:200000", info.data(), info.size(), &size), NPG_SUCCESS);
       std::ofstream(file + ".partial", std::ios::binary).write(reinterpret_cast<const char*>(info.data()), size);
-      EXPECT(rename((file + ".partial").c_str(), file.c_str()) == 0);
+      CHECK(rename((file + ".partial").c_str(), file.c_str()) == 0);
     } else {
       for (auto t0 = Clock::now(); access(file.c_str(), F_OK) != 0 && ms_since(t0) < 10000;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -93,19 +93,19 @@ int timeout_rank_main(int rank, int n, const std::string& file, bool expect_refu
     npg_result_t rc = npg_comm_init("hccl", rank, n, 0, "", NPG_COMM_MULTI_PROCESS, rank, nullptr, 20000, 0,
                                     info.data(), info.size(), &comm);
     if (expect_refusal) {
-      EXPECT(rc == NPG_INVALID_USAGE);
+      CHECK(rc == NPG_INVALID_USAGE);
       expect_text(npg_last_error(), {"HCCL timeouts differ", "HCCL_EXEC_TIMEOUT=300",
                                      "the root rank's with HCCL_CONNECT_TIMEOUT=200 HCCL_EXEC_TIMEOUT=200"});
       show("timeouts differ");
     } else {
-      EXPECT_RC(rc, NPG_SUCCESS);
-      gather_checked(comm, rank, n, equal_blocks(n, 1000), NPG_UINT8, false, 7);
-      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+      CHECK_RC(rc, NPG_SUCCESS);
+      gather_checked(comm, rank, n, equal_layout(n, 1000), NPG_UINT8, false, 7);
+      CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
       int connect = 0, exec = 0;
-      EXPECT(fake_symbol<bool (*)(int*, int*)>("libascendcl.so", "npgFakeCannHcclTimeouts")(&connect, &exec));
+      CHECK(fake_symbol<bool (*)(int*, int*)>("libascendcl.so", "npgFakeCannHcclTimeouts")(&connect, &exec));
       if (connect != 200 || exec != 200) {
-        throw Failure("rank " + std::to_string(rank) + " latched HCCL_CONNECT_TIMEOUT=" + std::to_string(connect) +
-                      " HCCL_EXEC_TIMEOUT=" + std::to_string(exec) + ", the root 200 and 200");
+        throw TestFailure("rank " + std::to_string(rank) + " latched HCCL_CONNECT_TIMEOUT=" + std::to_string(connect) +
+                          " HCCL_EXEC_TIMEOUT=" + std::to_string(exec) + ", the root 200 and 200");
       }
     }
     expect_nothing_leaked();
@@ -122,8 +122,7 @@ void test_every_rank_runs_with_the_hccl_timeouts_of_the_root() {
   const char* kinds[] = {"0", "1", "1"};  // ranks 0 and 1 of the group, and a rank whose user set 300 s
   std::vector<pid_t> pids;
   for (int i = 0; i < 3; ++i) {
-    pid_t pid = fork();
-    if (pid == 0) {
+    pids.push_back(fork_child([&, i] {
       std::vector<std::string> env;
       for (char** e = environ; *e != nullptr; ++e)
         if (strncmp(*e, "HCCL_", 5) != 0) env.push_back(*e);  // a fresh process, as a rank's is
@@ -136,7 +135,7 @@ void test_every_rank_runs_with_the_hccl_timeouts_of_the_root() {
       const char* emulator = getenv("NPUGATHER_TEST_EMULATOR");
       char self[4096];
       ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-      if (n <= 0) _exit(126);
+      if (n <= 0) return 126;
       self[n] = '\0';
       std::vector<const char*> args;
       if (emulator != nullptr && *emulator != '\0') args.push_back(emulator);
@@ -145,29 +144,25 @@ void test_every_rank_runs_with_the_hccl_timeouts_of_the_root() {
         args.push_back(a);
       args.push_back(nullptr);
       execve(args[0], const_cast<char**>(args.data()), envp.data());
-      _exit(127);
-    }
-    pids.push_back(pid);
+      return 127;
+    }));
   }
   bool ok = true;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ok = waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
-  }
+  for (int code : wait_children(pids, 60000)) ok = ok && code == 0;
   unlink(file.c_str());
-  EXPECT(ok);
+  CHECK(ok);
 }
 
 void test_all_gather_delivers_every_byte_for_2_3_4_thread_ranks() {
   for (int n = 2; n <= 4; ++n) {
     auto info = hccl_root_info();
-    on_threads(n, [&](int r) {
+    run_ranks(n, [&](int r) {
       npg_comm_t comm = join(r, n, info);
-      gather_checked(comm, r, n, equal_blocks(n, 4099), NPG_INT32, false, 10 + n);
-      gather_checked(comm, r, n, equal_blocks(n, 1), NPG_UINT8, false, 20 + n);
-      gather_checked(comm, r, n, equal_blocks(n, 300000), NPG_FLOAT16, false, 30 + n);
-      gather_checked(comm, r, n, equal_blocks(n, 777), NPG_INT64, false, 40 + n, /*in_place=*/true);
-      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+      gather_checked(comm, r, n, equal_layout(n, 4099), NPG_INT32, false, 10 + n);
+      gather_checked(comm, r, n, equal_layout(n, 1), NPG_UINT8, false, 20 + n);
+      gather_checked(comm, r, n, equal_layout(n, 300000), NPG_FLOAT16, false, 30 + n);
+      gather_checked(comm, r, n, equal_layout(n, 777), NPG_INT64, false, 40 + n, /*in_place=*/true);
+      CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
   }
   expect_nothing_leaked();
@@ -179,24 +174,24 @@ void test_all_gather_v_delivers_equal_ragged_empty_and_gapped_blocks() {
   void* lib = dlopen(hccl.c_str(), RTLD_LAZY | RTLD_NOLOAD);
   int (*v_calls)() = nullptr;
   if (lib != nullptr) {
-    EXPECT((dlsym(lib, "HcclAllGatherV") == nullptr) == (g_suite == "minimal"));
+    CHECK((dlsym(lib, "HcclAllGatherV") == nullptr) == (selected_suite() == "minimal"));
     v_calls = reinterpret_cast<int (*)()>(dlsym(lib, "npgFakeCannAllGatherVCalls"));
     dlclose(lib);
   }
-  EXPECT(v_calls != nullptr);
+  CHECK(v_calls != nullptr);
   const int v_before = v_calls();
   for (int n = 2; n <= 4; ++n) {
     auto info = hccl_root_info();
-    on_threads(n, [&](int r) {
+    run_ranks(n, [&](int r) {
       npg_comm_t comm = join(r, n, info);
       gather_checked(comm, r, n, ragged_blocks(n, 50 + n), NPG_UINT8, true, 60 + n);
       gather_checked(comm, r, n, ragged_blocks(n, 70 + n), NPG_FLOAT32, true, 80 + n);
-      gather_checked(comm, r, n, equal_blocks(n, 1234), NPG_INT16, true, 90 + n);
-      gather_checked(comm, r, n, equal_blocks(n, 0), NPG_INT8, true, 95 + n);  // nothing to move
-      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+      gather_checked(comm, r, n, equal_layout(n, 1234), NPG_INT16, true, 90 + n);
+      gather_checked(comm, r, n, equal_layout(n, 0), NPG_INT8, true, 95 + n);  // nothing to move
+      CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
   }
-  EXPECT((v_calls() > v_before) == (g_suite != "minimal"));
+  CHECK((v_calls() > v_before) == (selected_suite() != "minimal"));
   expect_nothing_leaked();
 }
 
@@ -225,17 +220,17 @@ void test_ragged_gathers_are_right_in_every_topology() {
     auto info = hccl_root_info();
     const int calls = counter("npgFakeCannAllGatherVCalls");
     const int refusals = counter("npgFakeCannAllGatherVRefusals");
-    on_threads(c.n, [&](int r) {
+    run_ranks(c.n, [&](int r) {
       npg_comm_t comm = join(r, c.n, info);
       gather_checked(comm, r, c.n, ragged_blocks(c.n, 700 + c.n), NPG_UINT8, true, 710);
       gather_checked(comm, r, c.n, ragged_blocks(c.n, 720 + c.n), NPG_FLOAT32, true, 730);
-      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+      CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
     const int v_calls = counter("npgFakeCannAllGatherVCalls") - calls;
     const int v_refusals = counter("npgFakeCannAllGatherVRefusals") - refusals;
     if ((v_calls == 2 * c.n) != c.v || v_refusals != (c.refused ? c.n : 0)) {
-      throw Failure(std::string(c.soc) + " servers \"" + c.servers + "\": " + std::to_string(v_calls) +
-                    " HcclAllGatherV calls, " + std::to_string(v_refusals) + " refusals");
+      throw TestFailure(std::string(c.soc) + " servers \"" + c.servers + "\": " + std::to_string(v_calls) +
+                        " HcclAllGatherV calls, " + std::to_string(v_refusals) + " refusals");
     }
   }
   expect_nothing_leaked();
@@ -275,12 +270,12 @@ void test_every_call_stays_under_hccls_count_limit() {
     const npg::cann::RoundPlan plan = npg::cann::plan_rounds(c.block, c.ranks, c.budget, limit);
     if (plan.chunk == 0 || plan.chunk > limit || plan.chunk * plan.rounds < c.block ||
         (plan.rounds - 1) * plan.chunk >= c.block || plan.device_bytes > c.budget) {
-      throw Failure("block " + std::to_string(c.block) + " of " + std::to_string(c.ranks) + " ranks: chunk " +
-                    std::to_string(plan.chunk) + " x " + std::to_string(plan.rounds) + " rounds, " +
-                    std::to_string(plan.device_bytes) + " device bytes");
+      throw TestFailure("block " + std::to_string(c.block) + " of " + std::to_string(c.ranks) + " ranks: chunk " +
+                        std::to_string(plan.chunk) + " x " + std::to_string(plan.rounds) + " rounds, " +
+                        std::to_string(plan.device_bytes) + " device bytes");
     }
   }
-  EXPECT(npg::cann::plan_rounds(limit, 1, UINT64_MAX / 8, limit).rounds == 1);
+  CHECK(npg::cann::plan_rounds(limit, 1, UINT64_MAX / 8, limit).rounds == 1);
 
   // The simulated HCCL checks the count after the communicator and the stream, as HCCL does.
   hccl_root_info();  // loads the libraries
@@ -290,14 +285,14 @@ void test_every_call_stays_under_hccls_count_limit() {
   auto init = fake_symbol<int (*)(uint32_t, const void*, uint32_t, void**)>("libhccl.so", "HcclCommInitRootInfo");
   auto all_gather = fake_symbol<int (*)(void*, void*, uint64_t, int, void*, void*)>("libhccl.so", "HcclAllGather");
   auto destroy = fake_symbol<int (*)(void*)>("libhccl.so", "HcclCommDestroy");
-  EXPECT(set_device(0) == 0);
+  CHECK(set_device(0) == 0);
   std::vector<uint8_t> info(4108);
   void* comm = nullptr;
-  EXPECT(get_root_info(info.data()) == 0 && init(1, info.data(), 0, &comm) == 0);
+  CHECK(get_root_info(info.data()) == 0 && init(1, info.data(), 0, &comm) == 0);
   int stream_stand_in = 0;  // never reached: both calls fail their checks before enqueueing
-  EXPECT(all_gather(nullptr, nullptr, limit + 1, 7, comm, &stream_stand_in) == 1);  // HCCL_E_PARA
-  EXPECT(all_gather(nullptr, nullptr, limit, 7, comm, &stream_stand_in) == 2);      // HCCL_E_PTR: count passed
-  EXPECT(destroy(comm) == 0 && reset_device(0) == 0);
+  CHECK(all_gather(nullptr, nullptr, limit + 1, 7, comm, &stream_stand_in) == 1);  // HCCL_E_PARA
+  CHECK(all_gather(nullptr, nullptr, limit, 7, comm, &stream_stand_in) == 2);      // HCCL_E_PTR: count passed
+  CHECK(destroy(comm) == 0 && reset_device(0) == 0);
   expect_nothing_leaked();
 }
 
@@ -305,8 +300,8 @@ void test_device_buffer_setting_is_checked_at_init() {
   ScopedEnv setting("NPUGATHER_DEVICE_BUFFER_BYTES", "12Q");
   auto info = hccl_root_info();
   npg_comm_t comm = nullptr;
-  EXPECT(npg_comm_init("hccl", 0, 1, 0, "", NPG_COMM_MULTI_THREAD, 0, nullptr, 5000, 0, info.data(), info.size(),
-                       &comm) == NPG_INVALID_ARGUMENT);
+  CHECK(npg_comm_init("hccl", 0, 1, 0, "", NPG_COMM_MULTI_THREAD, 0, nullptr, 5000, 0, info.data(), info.size(),
+                      &comm) == NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"NPUGATHER_DEVICE_BUFFER_BYTES=\"12Q\"", "allowed", "512M"});
   show("device buffer setting");
   expect_nothing_leaked();
@@ -315,7 +310,7 @@ void test_device_buffer_setting_is_checked_at_init() {
 void test_segmented_sends_deliver_every_block() {
   const int n = 3;
   auto info = hccl_root_info();
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     npg_comm_t comm = join(r, n, info);
     for (size_t pieces : {size_t(3), size_t(100)}) {
       Layout l = ragged_blocks(n, 200 + pieces);
@@ -328,16 +323,15 @@ void test_segmented_sends_deliver_every_block() {
         segs.push_back({mine.data() + at, len});
         at += len;
       }
-      std::vector<uint8_t> recv(l.total, kUntouched);
-      EXPECT_RC(
-          npg_all_gather_v_segments(comm, segs.data(), segs.size(), recv.data(), l.counts.data(), l.displs.data()),
-          NPG_SUCCESS);
-      std::vector<uint8_t> expected(l.total, kUntouched);
+      std::vector<uint8_t> recv(l.recv_elems, kUntouched);
+      CHECK_RC(npg_all_gather_v_segments(comm, segs.data(), segs.size(), recv.data(), l.counts.data(), l.displs.data()),
+               NPG_SUCCESS);
+      std::vector<uint8_t> expected(l.recv_elems, kUntouched);
       for (int p = 0; p < n; ++p)
         if (p != r) fill(expected.data() + l.displs[p], l.counts[p], pieces, p);
-      EXPECT(recv == expected);  // the own block is not written
+      CHECK(recv == expected);  // the own block is not written
     }
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
 }
@@ -347,10 +341,10 @@ void test_calls_from_threads_other_than_the_creator_bind_the_device() {
   const int n = 2;
   auto info = hccl_root_info();
   npg_comm_t comms[n];
-  on_threads(n, [&](int r) { comms[r] = join(r, n, info); });
-  on_threads(n, [&](int r) { gather_checked(comms[r], r, n, equal_blocks(n, 5000), NPG_UINT8, false, 3); });
-  on_threads(n, [&](int r) { gather_checked(comms[r], r, n, ragged_blocks(n, 4), NPG_UINT8, true, 4); });
-  on_threads(n, [&](int r) { EXPECT_RC(npg_comm_destroy(comms[r]), NPG_SUCCESS); });
+  run_ranks(n, [&](int r) { comms[r] = join(r, n, info); });
+  run_ranks(n, [&](int r) { gather_checked(comms[r], r, n, equal_layout(n, 5000), NPG_UINT8, false, 3); });
+  run_ranks(n, [&](int r) { gather_checked(comms[r], r, n, ragged_blocks(n, 4), NPG_UINT8, true, 4); });
+  run_ranks(n, [&](int r) { CHECK_RC(npg_comm_destroy(comms[r]), NPG_SUCCESS); });
   expect_nothing_leaked();
 }
 
@@ -358,9 +352,9 @@ void test_two_process_ranks_gather_every_byte() {
   auto info = hccl_root_info();
   on_processes(2, [&](int r) {
     npg_comm_t comm = join(r, 2, info);
-    gather_checked(comm, r, 2, equal_blocks(2, 1 << 20), NPG_UINT8, false, 7);
+    gather_checked(comm, r, 2, equal_layout(2, 1 << 20), NPG_UINT8, false, 7);
     gather_checked(comm, r, 2, ragged_blocks(2, 8), NPG_INT32, true, 8);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
 }
 
@@ -368,48 +362,42 @@ void test_two_process_ranks_gather_every_byte() {
 void test_killed_process_rank_fails_its_peer_with_remote_error_promptly() {
   auto info = hccl_root_info();
   int ready[2];
-  EXPECT(pipe(ready) == 0);
-  pid_t victim = fork();
-  if (victim == 0) {
+  CHECK(pipe(ready) == 0);
+  const pid_t victim = fork_child([&] {
     close(ready[0]);
-    try {
-      npg_comm_t comm = join(1, 2, info);
-      (void)comm;
-      EXPECT(write(ready[1], "R", 1) == 1);
-    } catch (const std::exception& e) {
-      fprintf(stderr, "victim: %s\n", e.what());
-    }
+    npg_comm_t comm = join(1, 2, info);
+    (void)comm;
+    CHECK(write(ready[1], "R", 1) == 1);
     pause();
-    _exit(0);
-  }
+    return 0;
+  });
   close(ready[1]);
   npg_comm_t comm = join(0, 2, info, 10000);
   char c = 0;
-  EXPECT(read(ready[0], &c, 1) == 1);
+  CHECK(read(ready[0], &c, 1) == 1);
   close(ready[0]);
   std::thread killer([victim] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     kill(victim, SIGKILL);
-    int status = 0;
-    waitpid(victim, &status, 0);  // a zombie would still look alive to its peer
+    wait_children({victim}, 10000);  // a zombie would still look alive to its peer
   });
   auto t0 = Clock::now();
   std::vector<uint8_t> send(256), recv(512);
   npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), 256, NPG_UINT8);
   killer.join();
-  EXPECT(rc == NPG_REMOTE_ERROR);
+  CHECK(rc == NPG_REMOTE_ERROR);
   expect_text(npg_last_error(), {"ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", "rank 0"});
-  EXPECT(ms_since(t0) < 3000);
-  EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  CHECK(ms_since(t0) < 3000);
+  CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   expect_nothing_leaked();
 }
 
 void test_rank_that_never_joins_makes_init_time_out() {
   ScopedEnv connect("NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS", "500");
   auto info = hccl_root_info();
-  on_threads(2, [&](int r) {  // ranks 0 and 1 of 3; rank 2 never comes
+  run_ranks(2, [&](int r) {  // ranks 0 and 1 of 3; rank 2 never comes
     npg_comm_t comm = nullptr;
-    EXPECT(npg_comm_init("hccl", r, 3, 0, "", 0, r, nullptr, 2000, 0, info.data(), info.size(), &comm) == NPG_TIMEOUT);
+    CHECK(npg_comm_init("hccl", r, 3, 0, "", 0, r, nullptr, 2000, 0, info.data(), info.size(), &comm) == NPG_TIMEOUT);
     expect_text(npg_last_error(), {"HcclCommInitRootInfo", "HCCL_E_TIMEOUT (9)"});
   });
   expect_nothing_leaked();
@@ -418,17 +406,17 @@ void test_rank_that_never_joins_makes_init_time_out() {
 void test_ranks_that_disagree_on_counts_all_get_invalid_usage_and_can_go_on() {
   const int n = 3;
   auto info = hccl_root_info();
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     npg_comm_t comm = join(r, n, info);
-    Layout l = equal_blocks(n, 100);
+    Layout l = equal_layout(n, 100);
     if (r == 2) l.counts[0] = 99;  // rank 2 expects less from rank 0
     std::vector<uint8_t> send(100), recv(300);
     npg_result_t rc =
         npg_all_gather_v(comm, send.data(), l.counts[r], recv.data(), l.counts.data(), l.displs.data(), NPG_UINT8);
-    EXPECT(rc == NPG_INVALID_USAGE);
+    CHECK(rc == NPG_INVALID_USAGE);
     expect_text(npg_last_error(), {"ranks disagree on recv_counts", "npg_all_gather_v(rank " + std::to_string(r)});
-    gather_checked(comm, r, n, equal_blocks(n, 100), NPG_UINT8, true, 5);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    gather_checked(comm, r, n, equal_layout(n, 100), NPG_UINT8, true, 5);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
 }
@@ -436,11 +424,11 @@ void test_ranks_that_disagree_on_counts_all_get_invalid_usage_and_can_go_on() {
 void test_injected_init_failure_is_a_named_system_error_on_every_rank() {
   ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "4");
   auto info = hccl_root_info();
-  on_threads(3, [&](int r) {
+  run_ranks(3, [&](int r) {
     npg_comm_t comm = nullptr;
-    EXPECT(npg_comm_init("hccl", r, 3, 0, "", 0, r, nullptr, 5000, 0, info.data(), info.size(), &comm) ==
-           NPG_SYSTEM_ERROR);
-    EXPECT(comm == nullptr);
+    CHECK(npg_comm_init("hccl", r, 3, 0, "", 0, r, nullptr, 5000, 0, info.data(), info.size(), &comm) ==
+          NPG_SYSTEM_ERROR);
+    CHECK(comm == nullptr);
     std::vector<std::string> parts = {"HcclCommInitRootInfo", "HCCL_E_INTERNAL (4)", "rank " + std::to_string(r),
                                       "device " + std::to_string(r)};
     if (has_vendor_text()) parts.push_back("simulated HCCL error code 4");
@@ -462,27 +450,27 @@ void test_rank_whose_first_init_fails_needs_a_fresh_root_info() {
     ScopedEnv only("NPUGATHER_FAKE_CANN_INIT_FAIL_RANK", "1");
     ScopedEnv times("NPUGATHER_FAKE_CANN_INIT_FAIL_TIMES", "1");
     auto info = hccl_root_info();
-    on_threads(3, [&](int r) {
+    run_ranks(3, [&](int r) {
       npg_comm_t comm = nullptr;
       auto t0 = Clock::now();
       npg_result_t rc = npg_comm_init("hccl", r, 3, 0, "", 0, r, nullptr, 10000, 0, info.data(), info.size(), &comm);
-      EXPECT(comm == nullptr);
+      CHECK(comm == nullptr);
       if (r == 1) {
-        EXPECT(rc == NPG_SYSTEM_ERROR && ms_since(t0) < 500);
+        CHECK(rc == NPG_SYSTEM_ERROR && ms_since(t0) < 500);
         expect_text(npg_last_error(), {"HcclCommInitRootInfo returned HCCL_E_AGAIN (20)", "not retried",
                                        "a retry needs a fresh root info", "npugather.retryable=true"});
         show("first init failed");
       } else {
-        EXPECT(rc == NPG_TIMEOUT);
+        CHECK(rc == NPG_TIMEOUT);
         expect_text(npg_last_error(), {"HcclCommInitRootInfo returned HCCL_E_TIMEOUT (9)"});
       }
     });
   }
   auto fresh = hccl_root_info();
-  on_threads(3, [&](int r) {
+  run_ranks(3, [&](int r) {
     npg_comm_t comm = join(r, 3, fresh, 10000);
     gather_checked(comm, r, 3, ragged_blocks(3, 41), NPG_UINT8, true, 42);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
 }
@@ -491,20 +479,20 @@ void test_collective_that_never_completes_times_out_on_every_rank() {
   ScopedEnv hang("NPUGATHER_FAKE_CANN_HANG", "allgather");
   const int n = 3;
   auto info = hccl_root_info();
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     npg_comm_t comm = join(r, n, info, 800);
     std::vector<uint8_t> send(64), recv(64 * n);
     auto t0 = Clock::now();
     npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8);
     double took = ms_since(t0);
-    EXPECT(rc == NPG_TIMEOUT);
+    CHECK(rc == NPG_TIMEOUT);
     expect_text(npg_last_error(),
                 {"did not complete within the timeout of 800 ms", "aclrtStreamQuery", "rank " + std::to_string(r)});
-    EXPECT(took >= 700 && took < 2000);
+    CHECK(took >= 700 && took < 2000);
     if (r == 0) show("timeout");
-    EXPECT(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8) == NPG_INVALID_USAGE);
+    CHECK(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8) == NPG_INVALID_USAGE);
     expect_text(npg_last_error(), {"unusable after an earlier failure"});
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
 }
@@ -519,26 +507,26 @@ void test_long_gathers_are_waited_for_without_vendor_error_reports() {
   const int reports = vendor_error_reports();
   {
     ScopedEnv slow("NPUGATHER_FAKE_CANN_COLLECTIVE_MS", "300");
-    on_threads(n, [&](int r) {
+    run_ranks(n, [&](int r) {
       npg_comm_t comm = join(r, n, info, 20000);
-      gather_checked(comm, r, n, equal_blocks(n, 70001), NPG_UINT8, false, 61);
+      gather_checked(comm, r, n, equal_layout(n, 70001), NPG_UINT8, false, 61);
       gather_checked(comm, r, n, ragged_blocks(n, 62), NPG_UINT8, true, 63);
-      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+      CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
   }
   {
     ScopedEnv hang("NPUGATHER_FAKE_CANN_HANG", "allgather");
     auto hanging = hccl_root_info();
-    on_threads(n, [&](int r) {
+    run_ranks(n, [&](int r) {
       npg_comm_t comm = join(r, n, hanging, 300);
       std::vector<uint8_t> send(64), recv(64 * n);
-      EXPECT(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8) == NPG_TIMEOUT);
-      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+      CHECK(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8) == NPG_TIMEOUT);
+      CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
   }
   if (vendor_error_reports() != reports) {
-    throw Failure("the stream waits made " + std::to_string(vendor_error_reports() - reports) +
-                  " vendor error reports (expired stream synchronizes); expected none");
+    throw TestFailure("the stream waits made " + std::to_string(vendor_error_reports() - reports) +
+                      " vendor error reports (expired stream synchronizes); expected none");
   }
   expect_nothing_leaked();
 }
@@ -551,18 +539,18 @@ void test_teardown_after_a_timed_out_collective_releases_everything() {
   const int n = 2;
   auto info = hccl_root_info();
   const int resets = device_resets();
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     npg_comm_t comm = join(r, n, info, 300);
     std::vector<uint8_t> send(4096), recv(4096 * n);
-    EXPECT(npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8) == NPG_TIMEOUT);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK(npg_all_gather(comm, send.data(), recv.data(), send.size(), NPG_UINT8) == NPG_TIMEOUT);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
-  EXPECT(device_resets() - resets == n);
+  CHECK(device_resets() - resets == n);
   expect_nothing_leaked();
   // The same after an abort from another thread while the ranks wait.
   auto info2 = hccl_root_info();
   npg_comm_t comms[n];
-  on_threads(n, [&](int r) { comms[r] = join(r, n, info2, 30000); });
+  run_ranks(n, [&](int r) { comms[r] = join(r, n, info2, 30000); });
   expect_abort_ends_blocked_gathers(comms, n);
 }
 
@@ -572,9 +560,9 @@ void test_teardown_after_a_timed_out_collective_releases_everything() {
 void test_destroy_is_retried_while_another_thread_is_inside_an_operation_call() {
   auto info = hccl_root_info();
   npg_comm_t comm = join(0, 1, info, 5000, 2);
-  gather_checked(comm, 0, 1, equal_blocks(1, 1000), NPG_UINT8, false, 31);
+  gather_checked(comm, 0, 1, equal_layout(1, 1000), NPG_UINT8, false, 31);
   void* hccl_comm = fake_symbol<void* (*)(int)>("libhccl.so", "npgFakeCannHcclComm")(0);
-  EXPECT(hccl_comm != nullptr);
+  CHECK(hccl_comm != nullptr);
   auto all_gather = fake_symbol<int (*)(void*, void*, uint64_t, int, void*, void*)>("libhccl.so", "HcclAllGather");
   auto inside = fake_symbol<int (*)()>("libhccl.so", "npgFakeCannOpCallsInside");
   auto refusals = fake_symbol<int (*)()>("libhccl.so", "npgFakeCannDestroyRefusals");
@@ -588,13 +576,13 @@ void test_destroy_is_retried_while_another_thread_is_inside_an_operation_call() 
   for (auto t0 = Clock::now(); inside() == 0 && ms_since(t0) < 5000;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  EXPECT(inside() == 1);
+  CHECK(inside() == 1);
   npg_result_t rc = npg_comm_destroy(comm);
   const std::string text = npg_last_error();
   caller.join();
-  if (rc != NPG_SUCCESS) throw Failure("npg_comm_destroy gave " + std::string(npg_result_name(rc)) + ": " + text);
-  EXPECT(call_rc == 2);                      // HCCL_E_PTR
-  EXPECT(refusals() - refused_before >= 1);  // HCCL_E_AGAIN at least once, then retried
+  if (rc != NPG_SUCCESS) throw TestFailure("npg_comm_destroy gave " + std::string(npg_result_name(rc)) + ": " + text);
+  CHECK(call_rc == 2);                      // HCCL_E_PTR
+  CHECK(refusals() - refused_before >= 1);  // HCCL_E_AGAIN at least once, then retried
   expect_nothing_leaked();
 
   // Work queued on a stream does not hold the communicator: HcclCommDestroy succeeds at once and
@@ -605,17 +593,17 @@ void test_destroy_is_retried_while_another_thread_is_inside_an_operation_call() 
   auto get_root_info = fake_symbol<int (*)(void*)>("libhccl.so", "HcclGetRootInfo");
   auto init = fake_symbol<int (*)(uint32_t, const void*, uint32_t, void**)>("libhccl.so", "HcclCommInitRootInfo");
   auto destroy = fake_symbol<int (*)(void*)>("libhccl.so", "HcclCommDestroy");
-  EXPECT(set_device(2) == 0);
+  CHECK(set_device(2) == 0);
   std::vector<uint8_t> root(4108);
   void* queued_comm = nullptr;
   void* stream = nullptr;
   void* buffer = nullptr;
-  EXPECT(get_root_info(root.data()) == 0 && init(1, root.data(), 0, &queued_comm) == 0);
-  EXPECT(create_stream(&stream) == 0 && malloc_device(&buffer, 64, 0) == 0);
-  EXPECT(all_gather(buffer, static_cast<uint8_t*>(buffer) + 32, 32, 7, queued_comm, stream) == 0);
-  EXPECT(destroy(queued_comm) == 0);  // not HCCL_E_AGAIN: the collective is only queued
-  EXPECT(synchronize(stream) != 0);   // the queued collective was cancelled
-  EXPECT(destroy_stream(stream) == 0 && free_device(buffer) == 0 && reset_device(2) == 0);
+  CHECK(get_root_info(root.data()) == 0 && init(1, root.data(), 0, &queued_comm) == 0);
+  CHECK(create_stream(&stream) == 0 && malloc_device(&buffer, 64, 0) == 0);
+  CHECK(all_gather(buffer, static_cast<uint8_t*>(buffer) + 32, 32, 7, queued_comm, stream) == 0);
+  CHECK(destroy(queued_comm) == 0);  // not HCCL_E_AGAIN: the collective is only queued
+  CHECK(synchronize(stream) != 0);   // the queued collective was cancelled
+  CHECK(destroy_stream(stream) == 0 && free_device(buffer) == 0 && reset_device(2) == 0);
   expect_nothing_leaked();
 }
 
@@ -624,25 +612,25 @@ void test_rank_whose_collective_fails_makes_every_peer_fail_with_remote_error() 
   const int n = 3;
   auto info = hccl_root_info();
   auto t0 = Clock::now();
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     npg_comm_t comm = join(r, n, info, 5000);
     std::vector<uint8_t> send(64), recv(64 * n);
     npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8);
     if (r == 1) {
-      EXPECT(rc == NPG_SYSTEM_ERROR);
+      CHECK(rc == NPG_SYSTEM_ERROR);
       expect_text(npg_last_error(), {"HcclAllGather", "HCCL_E_INTERNAL (4)", "rank 1"});
       expect_vendor("HCCL", 4, "HCCL_E_INTERNAL", 1);
     } else {
-      EXPECT(rc == NPG_REMOTE_ERROR);
+      CHECK(rc == NPG_REMOTE_ERROR);
       expect_text(npg_last_error(),
                   {"ACL_ERROR_RT_SUSPECT_REMOTE_ERROR (507057)", "HcclAllGather", "rank " + std::to_string(r)});
       expect_vendor("ACL", 507057, "ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", r,
                     has_vendor_text() ? "simulated CANN: a task on the stream failed" : "");
       if (r == 0) show("peer of the failed rank");
     }
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
-  EXPECT(ms_since(t0) < 3000);
+  CHECK(ms_since(t0) < 3000);
   expect_nothing_leaked();
 }
 
@@ -651,17 +639,17 @@ void test_abort_from_another_thread_ends_a_blocked_gather_promptly() {
   const int n = 2;
   auto info = hccl_root_info();
   npg_comm_t comms[n];
-  on_threads(n, [&](int r) { comms[r] = join(r, n, info, 30000); });
+  run_ranks(n, [&](int r) { comms[r] = join(r, n, info, 30000); });
   expect_abort_ends_blocked_gathers(comms, n);
 }
 
 void test_abort_of_an_idle_communicator_fails_later_calls() {
   auto info = hccl_root_info();
   npg_comm_t comm = join(0, 1, info);
-  EXPECT_RC(npg_comm_abort(comm), NPG_SUCCESS);
+  CHECK_RC(npg_comm_abort(comm), NPG_SUCCESS);
   uint8_t b[4] = {1, 2, 3, 4}, out[4];
-  EXPECT(npg_all_gather(comm, b, out, 4, NPG_UINT8) == NPG_ABORTED);
-  EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+  CHECK(npg_all_gather(comm, b, out, 4, NPG_UINT8) == NPG_ABORTED);
+  CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   expect_nothing_leaked();
 }
 
@@ -670,38 +658,38 @@ void test_second_communicator_on_a_busy_device_is_refused() {
   npg_comm_t first = join(0, 1, info, 5000, 3);
   npg_comm_t second = nullptr;
   auto info2 = hccl_root_info();
-  EXPECT(npg_comm_init("hccl", 0, 1, 0, "", 0, 3, nullptr, 5000, 0, info2.data(), info2.size(), &second) ==
-         NPG_INVALID_USAGE);
+  CHECK(npg_comm_init("hccl", 0, 1, 0, "", 0, 3, nullptr, 5000, 0, info2.data(), info2.size(), &second) ==
+        NPG_INVALID_USAGE);
   expect_text(npg_last_error(), {"device 3 is already used", "destroy that communicator first"});
-  EXPECT_RC(npg_comm_destroy(first), NPG_SUCCESS);
+  CHECK_RC(npg_comm_destroy(first), NPG_SUCCESS);
   second = join(0, 1, info2, 5000, 3);  // free again
   uint8_t b[3] = {9, 8, 7}, out[3] = {};
-  EXPECT_RC(npg_all_gather(second, b, out, 3, NPG_UINT8), NPG_SUCCESS);
-  EXPECT(memcmp(b, out, 3) == 0);
-  EXPECT_RC(npg_comm_destroy(second), NPG_SUCCESS);
+  CHECK_RC(npg_all_gather(second, b, out, 3, NPG_UINT8), NPG_SUCCESS);
+  CHECK(memcmp(b, out, 3) == 0);
+  CHECK_RC(npg_comm_destroy(second), NPG_SUCCESS);
   expect_nothing_leaked();
 }
 
 void test_argument_errors_name_the_problem() {
   auto info = hccl_root_info();
   npg_comm_t comm = nullptr;
-  EXPECT(npg_comm_init("hccl", 0, 1, 0, "", 0, -1, nullptr, 1000, 0, info.data(), info.size(), &comm) ==
-         NPG_INVALID_ARGUMENT);
+  CHECK(npg_comm_init("hccl", 0, 1, 0, "", 0, -1, nullptr, 1000, 0, info.data(), info.size(), &comm) ==
+        NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"backend hccl needs a device id"});
   expect_no_vendor();
-  EXPECT(npg_comm_init("hccl", 0, 1, 0, "", 0, 99, nullptr, 1000, 0, info.data(), info.size(), &comm) ==
-         NPG_INVALID_ARGUMENT);
+  CHECK(npg_comm_init("hccl", 0, 1, 0, "", 0, 99, nullptr, 1000, 0, info.data(), info.size(), &comm) ==
+        NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"aclrtSetDevice", "ACL_ERROR_RT_INVALID_DEVICEID (107001)"});
   expect_vendor("ACL", 107001, "ACL_ERROR_RT_INVALID_DEVICEID", 0, "device 99 does not exist");
-  EXPECT(npg_comm_size(nullptr, nullptr) == NPG_INVALID_ARGUMENT);
+  CHECK(npg_comm_size(nullptr, nullptr) == NPG_INVALID_ARGUMENT);
   expect_no_vendor();  // the next error without a vendor part clears it
   std::vector<uint8_t> host(NPG_ROOT_INFO_MAX_BYTES);
   size_t size = 0;
-  EXPECT_RC(npg_get_root_info("host", "127.0.0.1", host.data(), host.size(), &size), NPG_SUCCESS);
-  EXPECT(npg_comm_init("hccl", 0, 1, 0, "", 0, 0, nullptr, 1000, 0, host.data(), size, &comm) == NPG_INVALID_ARGUMENT);
+  CHECK_RC(npg_get_root_info("host", "127.0.0.1", host.data(), host.size(), &size), NPG_SUCCESS);
+  CHECK(npg_comm_init("hccl", 0, 1, 0, "", 0, 0, nullptr, 1000, 0, host.data(), size, &comm) == NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"not a root info of backend hccl"});
   std::vector<uint8_t> small(100);
-  EXPECT(npg_get_root_info("hccl", nullptr, small.data(), small.size(), &size) == NPG_INVALID_ARGUMENT);
+  CHECK(npg_get_root_info("hccl", nullptr, small.data(), small.size(), &size) == NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"too small"});
   // A thread without a current device takes the root's device from NPUGATHER_DEVICE_ID.
   for (const char* value : {"99", "abc"}) {
@@ -712,16 +700,16 @@ void test_argument_errors_name_the_problem() {
       rc = npg_get_root_info("hccl", nullptr, host.data(), host.size(), &size);
       text = npg_last_error();
     }).join();
-    EXPECT(rc == NPG_INVALID_ARGUMENT);
+    CHECK(rc == NPG_INVALID_ARGUMENT);
     expect_text(text, {value[0] == '9' ? "(device 99)" : "NPUGATHER_DEVICE_ID=\"abc\""});
   }
   // bind_address names the root's device for hccl; a host address is refused.
-  EXPECT(npg_get_root_info("hccl", "device:98", host.data(), host.size(), &size) == NPG_INVALID_ARGUMENT);
+  CHECK(npg_get_root_info("hccl", "device:98", host.data(), host.size(), &size) == NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"aclrtSetDevice", "(device 98)"});
-  EXPECT(npg_get_root_info("hccl", "127.0.0.1", host.data(), host.size(), &size) == NPG_INVALID_ARGUMENT);
+  CHECK(npg_get_root_info("hccl", "127.0.0.1", host.data(), host.size(), &size) == NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"not valid for backend hccl", "device:N"});
-  EXPECT(npg_get_root_info("hccl", "device:98", host.data(), host.size(), &size) == NPG_INVALID_ARGUMENT);
-  EXPECT_RC(npg_get_root_info("hccl", "device:2", host.data(), host.size(), &size), NPG_SUCCESS);
+  CHECK(npg_get_root_info("hccl", "device:98", host.data(), host.size(), &size) == NPG_INVALID_ARGUMENT);
+  CHECK_RC(npg_get_root_info("hccl", "device:2", host.data(), host.size(), &size), NPG_SUCCESS);
   expect_no_vendor();  // a successful call clears the vendor part
   expect_nothing_leaked();
 }
@@ -732,7 +720,7 @@ struct TempFile {
   std::string path;
   explicit TempFile(const std::string& text) {
     char tmpl[] = "/tmp/npg-rank-table-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) throw Failure("mkdtemp failed");
+    if (mkdtemp(tmpl) == nullptr) throw TestFailure("mkdtemp failed");
     dir = tmpl;
     path = dir + "/ranks.json";
     std::ofstream(path) << text;
@@ -762,13 +750,13 @@ void expect_init_retried_until_the_device_frees_up(const char* code, const char*
   ScopedEnv text("NPUGATHER_FAKE_CANN_INIT_FAIL_MESSAGE", message);
   TempFile file(table_json("1.0", "completed", {"\"0\"", "\"1\""}));
   auto t0 = Clock::now();
-  on_threads(2, [&](int r) {
+  run_ranks(2, [&](int r) {
     npg_comm_t comm = nullptr;
-    EXPECT_RC(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 10000, 0, nullptr, 0, &comm), NPG_SUCCESS);
-    gather_checked(comm, r, 2, equal_blocks(2, 10), NPG_UINT8, false, 1);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 10000, 0, nullptr, 0, &comm), NPG_SUCCESS);
+    gather_checked(comm, r, 2, equal_layout(2, 10), NPG_UINT8, false, 1);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
-  EXPECT(ms_since(t0) >= 250);  // two failed attempts, backing off 100 ms then 200 ms
+  CHECK(ms_since(t0) >= 250);  // two failed attempts, backing off 100 ms then 200 ms
   expect_nothing_leaked();
 }
 
@@ -787,24 +775,24 @@ void test_device_that_stays_busy_fails_rank_table_init_within_the_timeout() {
   ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "7");
   TempFile file(table_json("1.0", "completed", {"\"0\"", "\"1\""}));
   auto t0 = Clock::now();
-  on_threads(2, [&](int r) {
+  run_ranks(2, [&](int r) {
     npg_comm_t comm = nullptr;
-    EXPECT(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 1500, 0, nullptr, 0, &comm) == NPG_TIMEOUT);
+    CHECK(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 1500, 0, nullptr, 0, &comm) == NPG_TIMEOUT);
     expect_text(npg_last_error(), {"HCCL_E_UNAVAIL (7)", "attempts", "rank " + std::to_string(r)});
     expect_vendor("HCCL", 7, "HCCL_E_UNAVAIL", r);
   });
-  EXPECT(ms_since(t0) < 2500);
+  CHECK(ms_since(t0) < 2500);
   expect_nothing_leaked();
 }
 
 void test_rank_table_file_initialises_every_rank() {
   TempFile file(table_json("1.0", "completed", {"\"0\"", "\"1\""}));
   const std::string& path = file.path;
-  on_threads(2, [&](int r) {
+  run_ranks(2, [&](int r) {
     npg_comm_t comm = nullptr;
-    EXPECT_RC(npg_comm_init("hccl", r, 2, 0, "", 0, r, path.c_str(), 10000, 0, nullptr, 0, &comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_init("hccl", r, 2, 0, "", 0, r, path.c_str(), 10000, 0, nullptr, 0, &comm), NPG_SUCCESS);
     gather_checked(comm, r, 2, ragged_blocks(2, 11), NPG_UINT8, true, 12);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
 }
@@ -822,11 +810,11 @@ void test_rank_tables_are_read_as_hccl_reads_them() {
   };
   for (const char* version : {"1.0", "1.2"}) {
     TempFile file(table(version, "", "\"0\""));
-    on_threads(2, [&](int r) {
+    run_ranks(2, [&](int r) {
       npg_comm_t comm = nullptr;
-      EXPECT_RC(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 10000, 0, nullptr, 0, &comm), NPG_SUCCESS);
+      CHECK_RC(npg_comm_init("hccl", r, 2, 0, "", 0, r, file.path.c_str(), 10000, 0, nullptr, 0, &comm), NPG_SUCCESS);
       gather_checked(comm, r, 2, ragged_blocks(2, 13), NPG_UINT8, true, 14);
-      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+      CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
   }
   hccl_root_info();  // loads the libraries
@@ -834,7 +822,7 @@ void test_rank_tables_are_read_as_hccl_reads_them() {
   auto reset_device = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtResetDevice");
   auto init = fake_symbol<int (*)(const char*, uint32_t, void**)>("libhccl.so", "HcclCommInitClusterInfo");
   auto recent = fake_symbol<const char* (*)()>("libascendcl.so", "aclGetRecentErrMsg");
-  EXPECT(set_device(1) == 0);
+  CHECK(set_device(1) == 0);
   const std::pair<std::string, std::string> refused[] = {
       {table("1.0", "\"1\"", "0"), "Name[rank_id] is not string"},
       {table("1.0", "1", "\"0\""), "Name[server_count] is not string"},
@@ -842,10 +830,10 @@ void test_rank_tables_are_read_as_hccl_reads_them() {
   for (const auto& c : refused) {
     TempFile file(c.first);
     void* comm = nullptr;
-    EXPECT(init(file.path.c_str(), 1, &comm) == 1);  // HCCL_E_PARA, before any rendezvous
+    CHECK(init(file.path.c_str(), 1, &comm) == 1);  // HCCL_E_PARA, before any rendezvous
     expect_text(recent(), {c.second});
   }
-  EXPECT(reset_device(1) == 0);
+  CHECK(reset_device(1) == 0);
   expect_nothing_leaked();
 }
 
@@ -884,7 +872,7 @@ void test_malformed_rank_tables_are_rejected_with_the_reason() {
     TempFile file(c.text);
     npg_comm_t comm = nullptr;
     npg_result_t rc = npg_comm_init("hccl", 1, 2, 0, "", 0, 1, file.path.c_str(), 1000, 0, nullptr, 0, &comm);
-    if (rc != NPG_INVALID_ARGUMENT) throw Failure("expected NPG_INVALID_ARGUMENT for: " + c.text);
+    if (rc != NPG_INVALID_ARGUMENT) throw TestFailure("expected NPG_INVALID_ARGUMENT for: " + c.text);
     expect_text(npg_last_error(), {"rank table", c.reason});
     if (&c == &cases[3]) show("duplicate rank id");
     if (&c == &cases[10]) show("rank_id as a number");
@@ -918,13 +906,13 @@ void test_malformed_rank_tables_are_rejected_with_the_reason() {
     TempFile file(c.text);
     npg_comm_t comm = nullptr;
     npg_result_t rc = npg_comm_init("hccl", 1, 4, 0, "", 0, 1, file.path.c_str(), 1000, 0, nullptr, 0, &comm);
-    if (rc != NPG_INVALID_ARGUMENT) throw Failure("expected NPG_INVALID_ARGUMENT for: " + c.text);
+    if (rc != NPG_INVALID_ARGUMENT) throw TestFailure("expected NPG_INVALID_ARGUMENT for: " + c.text);
     expect_text(npg_last_error(), {"rank table " + file.path, c.reason});
     if (&c == &server_cases[3]) show("interleaved ranks");
   }
   npg_comm_t comm = nullptr;
-  EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, "/nonexistent/ranks.json", 1000, 0, nullptr, 0, &comm) ==
-         NPG_INVALID_ARGUMENT);
+  CHECK(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, "/nonexistent/ranks.json", 1000, 0, nullptr, 0, &comm) ==
+        NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"/nonexistent/ranks.json", "No such file"});
 }
 
@@ -932,7 +920,7 @@ void test_missing_cann_gives_an_actionable_message() {
   const std::string dir = getenv("NPUGATHER_CANN_LIB_DIR");
   std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
   size_t size = 0;
-  EXPECT(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
+  CHECK(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
   expect_text(
       npg_last_error(),
       {"cannot load libascendcl.so", dir + "/libascendcl.so (NPUGATHER_CANN_LIB_DIR): no such file",
@@ -941,14 +929,14 @@ void test_missing_cann_gives_an_actionable_message() {
   show("no CANN");
   npg_comm_t comm = nullptr;
   std::vector<uint8_t> fake(4132, 0);  // header, timeouts, HCCL's bytes
-  EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, nullptr, 1000, 0, fake.data(), fake.size(), &comm) ==
-         NPG_INVALID_ARGUMENT);  // the root info is checked before the libraries are loaded
+  CHECK(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, nullptr, 1000, 0, fake.data(), fake.size(), &comm) ==
+        NPG_INVALID_ARGUMENT);  // the root info is checked before the libraries are loaded
   memcpy(fake.data(), "NPGHCCL", 8);
   fake[8] = 2;
   fake[12] = 4108 & 0xff;
   fake[13] = 4108 >> 8;
-  EXPECT(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, nullptr, 1000, 0, fake.data(), fake.size(), &comm) ==
-         NPG_SYSTEM_ERROR);
+  CHECK(npg_comm_init("hccl", 0, 2, 0, "", 0, 0, nullptr, 1000, 0, fake.data(), fake.size(), &comm) ==
+        NPG_SYSTEM_ERROR);
   expect_text(npg_last_error(), {"npg_comm_init(rank 0/2)", "cannot load libascendcl.so", "set_env.sh"});
 }
 
@@ -957,7 +945,7 @@ void test_missing_libhccl_names_the_file_and_every_path_tried() {
   const std::string dir = getenv("NPUGATHER_CANN_LIB_DIR");
   std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
   size_t size = 0;
-  EXPECT(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
+  CHECK(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
   expect_text(npg_last_error(), {"loaded " + dir + "/libascendcl.so but cannot load libhccl.so",
                                  dir + "/libhccl.so (next to libascendcl.so): no such file",
                                  "/usr/local/Ascend/cann/lib64/libhccl.so", "set_env.sh"});
@@ -969,13 +957,13 @@ void test_missing_required_symbol_names_the_symbol_and_the_files() {
   const std::string dir = getenv("NPUGATHER_CANN_LIB_DIR");
   std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
   size_t size = 0;
-  EXPECT(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
+  CHECK(npg_get_root_info("hccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
   expect_text(npg_last_error(), {"required symbol HcclGetRootInfo was not found in " + dir + "/libhccl.so",
                                  "no libhcomm.so found", "set_env.sh"});
   show("no libhcomm.so");
 }
 
-const Test kTests[] = {
+const TestCase kTests[] = {
     {"timeouts_are_mapped_onto_hccl_environment", test_timeouts_are_mapped_onto_hccl_environment, "full minimal split"},
     {"every_rank_runs_with_the_hccl_timeouts_of_the_root", test_every_rank_runs_with_the_hccl_timeouts_of_the_root,
      "full"},
@@ -1039,5 +1027,5 @@ int main(int argc, char** argv) {
   if (argc == 6 && std::string(argv[1]) == "timeout-rank") {
     return timeout_rank_main(atoi(argv[2]), atoi(argv[3]), argv[4], std::string(argv[5]) == "refused");
   }
-  return run_tests(argc, argv, kTests, "full|minimal|split|missing|no-hccl|no-hcomm");
+  return run_simulated_cann_tests(argc, argv, kTests, "full|minimal|split|missing|no-hccl|no-hcomm");
 }

@@ -16,7 +16,7 @@ namespace {
 std::vector<uint8_t> lccl_root_info(const char* bind = nullptr) {
   std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
   size_t size = 0;
-  EXPECT_RC(npg_get_root_info("lccl", bind, info.data(), info.size(), &size), NPG_SUCCESS);
+  CHECK_RC(npg_get_root_info("lccl", bind, info.data(), info.size(), &size), NPG_SUCCESS);
   info.resize(size);
   return info;
 }
@@ -24,10 +24,10 @@ std::vector<uint8_t> lccl_root_info(const char* bind = nullptr) {
 npg_comm_t join(int rank, int n, const std::vector<uint8_t>& info, const std::string& domain = "",
                 int32_t mode = NPG_COMM_MULTI_THREAD, int64_t timeout_ms = 20000) {
   npg_comm_t comm = nullptr;
-  EXPECT_RC(npg_comm_init("lccl", rank, n, 0, domain.c_str(), mode, rank, nullptr, timeout_ms, 0,
-                          info.empty() ? nullptr : info.data(), info.size(), &comm),
-            NPG_SUCCESS);
-  EXPECT(std::string(npg_comm_transport(comm)) == "lccl");
+  CHECK_RC(npg_comm_init("lccl", rank, n, 0, domain.c_str(), mode, rank, nullptr, timeout_ms, 0,
+                         info.empty() ? nullptr : info.data(), info.size(), &comm),
+           NPG_SUCCESS);
+  CHECK(std::string(npg_comm_transport(comm)) == "lccl");
   return comm;
 }
 
@@ -37,12 +37,12 @@ std::string run_domain(int k, const std::string& size_mb = "") {
 }
 
 void gather_matrix(npg_comm_t comm, int r, int n, uint64_t seed) {
-  gather_checked(comm, r, n, equal_blocks(n, 4099), NPG_INT32, false, seed);
-  gather_checked(comm, r, n, equal_blocks(n, 70000), NPG_BFLOAT16, false, seed + 1);
-  gather_checked(comm, r, n, equal_blocks(n, 777), NPG_INT64, false, seed + 2, /*in_place=*/true);
+  gather_checked(comm, r, n, equal_layout(n, 4099), NPG_INT32, false, seed);
+  gather_checked(comm, r, n, equal_layout(n, 70000), NPG_BFLOAT16, false, seed + 1);
+  gather_checked(comm, r, n, equal_layout(n, 777), NPG_INT64, false, seed + 2, /*in_place=*/true);
   gather_checked(comm, r, n, ragged_blocks(n, seed + 3), NPG_UINT8, true, seed + 4);  // padded: no all-gather-v
   gather_checked(comm, r, n, ragged_blocks(n, seed + 5), NPG_FLOAT32, true, seed + 6);
-  gather_checked(comm, r, n, equal_blocks(n, 0), NPG_INT8, true, seed + 7);
+  gather_checked(comm, r, n, equal_layout(n, 0), NPG_INT8, true, seed + 7);
 }
 
 // ---- tests ----
@@ -50,10 +50,10 @@ void gather_matrix(npg_comm_t comm, int r, int n, uint64_t seed) {
 void test_thread_ranks_of_one_root_info_gather_every_byte() {
   for (int n = 2; n <= 4; ++n) {
     auto info = lccl_root_info();
-    on_threads(n, [&](int r) {
+    run_ranks(n, [&](int r) {
       npg_comm_t comm = join(r, n, info);
       gather_matrix(comm, r, n, 10 * n);
-      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+      CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
   }
   expect_nothing_leaked();
@@ -61,10 +61,10 @@ void test_thread_ranks_of_one_root_info_gather_every_byte() {
 
 void test_thread_ranks_meet_on_the_comm_domain_as_uid() {
   const int n = 3;
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     npg_comm_t comm = join(r, n, {}, "threads-" + std::to_string(getpid()));
     gather_matrix(comm, r, n, 100);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
 }
@@ -83,16 +83,16 @@ void test_thread_uid_serves_one_communicator_per_process() {
   };
   for (const std::string& domain : {uid, std::string()}) {
     const std::vector<uint8_t> root = domain.empty() ? info : std::vector<uint8_t>();
-    on_threads(n, [&](int r) {
+    run_ranks(n, [&](int r) {
       npg_comm_t comm = nullptr;
-      EXPECT_RC(init(r, r, domain, root, &comm), NPG_SUCCESS);
-      gather_checked(comm, r, n, equal_blocks(n, 3000), NPG_UINT8, false, 800);
-      EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+      CHECK_RC(init(r, r, domain, root, &comm), NPG_SUCCESS);
+      gather_checked(comm, r, n, equal_layout(n, 3000), NPG_UINT8, false, 800);
+      CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
     });
-    on_threads(n, [&](int r) {  // the same uid again, on devices 2 and 3
+    run_ranks(n, [&](int r) {  // the same uid again, on devices 2 and 3
       npg_comm_t comm = nullptr;
-      EXPECT(init(r, r + 2, domain, root, &comm) == NPG_INVALID_USAGE);
-      EXPECT(comm == nullptr);
+      CHECK(init(r, r + 2, domain, root, &comm) == NPG_INVALID_USAGE);
+      CHECK(comm == nullptr);
       expect_text(npg_last_error(), {domain.empty() ? "the root info (LCCL's thread-mode uid npugather-"
                                                     : "comm_domain \"" + uid + "\" (LCCL's thread-mode uid)",
                                      "was already used by a communicator of 2 ranks in this process",
@@ -100,11 +100,11 @@ void test_thread_uid_serves_one_communicator_per_process() {
       if (r == 0 && !domain.empty()) show("uid reused");
     });
   }
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     npg_comm_t comm = nullptr;
-    EXPECT_RC(init(r, r + 2, uid + "-next", {}, &comm), NPG_SUCCESS);
+    CHECK_RC(init(r, r + 2, uid + "-next", {}, &comm), NPG_SUCCESS);
     gather_checked(comm, r, n, ragged_blocks(n, 801), NPG_UINT8, true, 802);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
 }
@@ -122,21 +122,21 @@ void test_simulated_lcal_remembers_a_thread_uids_devices() {
   const std::string uid = "remembered-" + std::to_string(getpid());
   for (int first_device : {0, 4}) {  // the second time on devices 4 and 5
     std::atomic<int> failed{0};
-    on_threads(2, [&](int r) {
-      EXPECT(set_device(first_device + r) == 0);
+    run_ranks(2, [&](int r) {
+      CHECK(set_device(first_device + r) == 0);
       void* comm = nullptr;
       void* stream = nullptr;
       void* buffer = nullptr;
-      EXPECT(init_thread(r, 2, uid.c_str(), &comm) == 0);  // ATB does not refuse the reuse
-      EXPECT(create_stream(&stream) == 0 && malloc_device(&buffer, 64, 0) == 0);
-      EXPECT(all_gather(buffer, static_cast<uint8_t*>(buffer) + 16, 8, 0, comm, stream) == 0);
+      CHECK(init_thread(r, 2, uid.c_str(), &comm) == 0);  // ATB does not refuse the reuse
+      CHECK(create_stream(&stream) == 0 && malloc_device(&buffer, 64, 0) == 0);
+      CHECK(all_gather(buffer, static_cast<uint8_t*>(buffer) + 16, 8, 0, comm, stream) == 0);
       const int rc = synchronize(stream);
-      EXPECT(rc == 0 || rc == 507015);  // ACL_ERROR_RT_AICORE_EXCEPTION
+      CHECK(rc == 0 || rc == 507015);  // ACL_ERROR_RT_AICORE_EXCEPTION
       failed += rc != 0;
-      EXPECT(destroy(comm) == 0 && destroy_stream(stream) == 0 && free_device(buffer) == 0);
-      EXPECT(reset_device(first_device + r) == 0);
+      CHECK(destroy(comm) == 0 && destroy_stream(stream) == 0 && free_device(buffer) == 0);
+      CHECK(reset_device(first_device + r) == 0);
     });
-    EXPECT((failed.load() > 0) == (first_device != 0));  // a rank that read its peer's old device fails
+    CHECK((failed.load() > 0) == (first_device != 0));  // a rank that read its peer's old device fails
   }
   expect_nothing_leaked();
 }
@@ -152,7 +152,7 @@ void test_gathers_larger_than_device_memory_go_through_it_in_rounds() {
 void test_segmented_sends_deliver_every_block() {
   const int n = 3;
   auto info = lccl_root_info();
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     npg_comm_t comm = join(r, n, info);
     Layout l = ragged_blocks(n, 300);
     std::vector<uint8_t> mine(l.counts[r]);
@@ -160,14 +160,14 @@ void test_segmented_sends_deliver_every_block() {
     std::vector<npg_segment_t> segs;
     for (uint64_t at = 0; at < mine.size(); at += 1000)
       segs.push_back({mine.data() + at, std::min<uint64_t>(1000, mine.size() - at)});
-    std::vector<uint8_t> recv(l.total, kUntouched);
-    EXPECT_RC(npg_all_gather_v_segments(comm, segs.data(), segs.size(), recv.data(), l.counts.data(), l.displs.data()),
-              NPG_SUCCESS);
-    std::vector<uint8_t> expected(l.total, kUntouched);
+    std::vector<uint8_t> recv(l.recv_elems, kUntouched);
+    CHECK_RC(npg_all_gather_v_segments(comm, segs.data(), segs.size(), recv.data(), l.counts.data(), l.displs.data()),
+             NPG_SUCCESS);
+    std::vector<uint8_t> expected(l.recv_elems, kUntouched);
     for (int p = 0; p < n; ++p)
       if (p != r) fill(expected.data() + l.displs[p], l.counts[p], 9, p);
-    EXPECT(recv == expected);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK(recv == expected);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
 }
@@ -177,7 +177,7 @@ void test_process_ranks_gather_in_the_domain_of_the_root_info() {
   on_processes(3, [&](int r) {
     npg_comm_t comm = join(r, 3, info, "", NPG_COMM_MULTI_PROCESS);
     gather_matrix(comm, r, 3, 200);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
 }
 
@@ -189,12 +189,12 @@ void test_two_jobs_on_one_host_at_once_both_gather_every_byte() {
     const int job = p / 2;
     const int r = p % 2;
     npg_comm_t comm = nullptr;
-    EXPECT_RC(npg_comm_init("lccl", r, 2, 0, "", NPG_COMM_MULTI_PROCESS, p, nullptr, 20000, 0, infos[job].data(),
-                            infos[job].size(), &comm),
-              NPG_SUCCESS);
-    gather_checked(comm, r, 2, equal_blocks(2, 30000), NPG_UINT8, false, 500 + job);
+    CHECK_RC(npg_comm_init("lccl", r, 2, 0, "", NPG_COMM_MULTI_PROCESS, p, nullptr, 20000, 0, infos[job].data(),
+                           infos[job].size(), &comm),
+             NPG_SUCCESS);
+    gather_checked(comm, r, 2, equal_layout(2, 30000), NPG_UINT8, false, 500 + job);
     gather_checked(comm, r, 2, ragged_blocks(2, 510 + job), NPG_INT32, true, 520 + job);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
 }
 
@@ -214,45 +214,45 @@ void test_simulated_lcal_has_atbs_unique_id_bootstrap_and_kernel_types() {
   auto all_gather = fake_symbol<AllGather>("liblcal.so", "LcclAllGather");
   auto destroy = fake_symbol<Destroy>("liblcal.so", "LcclCommDestroy");
   auto set_device = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtSetDevice");
-  EXPECT(set_device(0) == 0);
+  CHECK(set_device(0) == 0);
   std::array<char, 128> id;
   id.fill('\x5a');
-  EXPECT(get_unique_id(id.data(), 0) == 0);
-  for (char c : id) EXPECT(c == '\x5a');  // never written
+  CHECK(get_unique_id(id.data(), 0) == 0);
+  for (char c : id) CHECK(c == '\x5a');  // never written
   void* comm = nullptr;
-  EXPECT(init_rank(id, 2, 1, &comm) == -4);  // a filled-in id: every rank but 0 fails
+  CHECK(init_rank(id, 2, 1, &comm) == -4);  // a filled-in id: every rank but 0 fails
   expect_text(fake_symbol<const char* (*)()>("libascendcl.so", "aclGetRecentErrMsg")(), {"Multi-machine"});
   // A domain's port is held by its root for the length of the init: a second root of it fails.
   const int domain = 20000 + getpid() % 20000;
   std::thread first([&] {
     void* c = nullptr;
-    EXPECT(set_device(1) == 0);
-    EXPECT(init_domain(domain, 2, 0, &c) == 0);
-    EXPECT(destroy(c) == 0);
+    CHECK(set_device(1) == 0);
+    CHECK(init_domain(domain, 2, 0, &c) == 0);
+    CHECK(destroy(c) == 0);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT(init_domain(domain, 2, 0, &comm) == -4);
+  CHECK(init_domain(domain, 2, 0, &comm) == -4);
   expect_text(fake_symbol<const char* (*)()>("libascendcl.so", "aclGetRecentErrMsg")(), {"bind"});
   void* second = nullptr;
-  EXPECT(init_domain(domain, 2, 1, &second) == 0);
+  CHECK(init_domain(domain, 2, 1, &second) == 0);
   first.join();
-  EXPECT(destroy(second) == 0);
+  CHECK(destroy(second) == 0);
   // No AllGather kernel for UINT8 (7): LCAL_ERROR_MKIRT on two ranks.
   const std::string uid = "kernel-types-" + std::to_string(getpid());
-  on_threads(2, [&](int r) {
-    EXPECT(set_device(r) == 0);
+  run_ranks(2, [&](int r) {
+    CHECK(set_device(r) == 0);
     void* c = nullptr;
-    EXPECT(init_thread(r, 2, uid.c_str(), &c) == 0);
+    CHECK(init_thread(r, 2, uid.c_str(), &c) == 0);
     void* stream = nullptr;
-    EXPECT(fake_symbol<int (*)(void**)>("libascendcl.so", "aclrtCreateStream")(&stream) == 0);
+    CHECK(fake_symbol<int (*)(void**)>("libascendcl.so", "aclrtCreateStream")(&stream) == 0);
     void* buf = nullptr;
-    EXPECT(fake_symbol<int (*)(void**, size_t, int)>("libascendcl.so", "aclrtMalloc")(&buf, 64, 0) == 0);
-    EXPECT(all_gather(buf, static_cast<uint8_t*>(buf) + 16, 8, 7, c, stream) == -2);
-    EXPECT(all_gather(buf, static_cast<uint8_t*>(buf) + 16, 8, 0, c, stream) == 0);  // INT8
-    EXPECT(fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtSynchronizeStream")(stream) == 0);
-    EXPECT(destroy(c) == 0);
-    EXPECT(fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtDestroyStream")(stream) == 0);
-    EXPECT(fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtFree")(buf) == 0);
+    CHECK(fake_symbol<int (*)(void**, size_t, int)>("libascendcl.so", "aclrtMalloc")(&buf, 64, 0) == 0);
+    CHECK(all_gather(buf, static_cast<uint8_t*>(buf) + 16, 8, 7, c, stream) == -2);
+    CHECK(all_gather(buf, static_cast<uint8_t*>(buf) + 16, 8, 0, c, stream) == 0);  // INT8
+    CHECK(fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtSynchronizeStream")(stream) == 0);
+    CHECK(destroy(c) == 0);
+    CHECK(fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtDestroyStream")(stream) == 0);
+    CHECK(fake_symbol<int (*)(void*)>("libascendcl.so", "aclrtFree")(buf) == 0);
   });
   expect_nothing_leaked();
 }
@@ -262,13 +262,13 @@ void test_process_ranks_gather_through_an_id_and_size_domain() {
   on_processes(3, [&](int r) {
     npg_comm_t comm = join(r, 3, {}, domain, NPG_COMM_MULTI_PROCESS);  // no root info needed
     gather_matrix(comm, r, 3, 300);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   const std::string id_only = run_domain(3);
   on_processes(2, [&](int r) {
     npg_comm_t comm = join(r, 2, {}, id_only, NPG_COMM_MULTI_PROCESS);
-    gather_checked(comm, r, 2, equal_blocks(2, 5000), NPG_UINT8, false, 400);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    gather_checked(comm, r, 2, equal_layout(2, 5000), NPG_UINT8, false, 400);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
 }
 
@@ -280,8 +280,8 @@ void test_invalid_comm_domains_are_refused_with_the_rule() {
       {"1:4295", "(SIZE_MB \"4295\")"}};
   for (const auto& c : cases) {
     npg_comm_t comm = nullptr;
-    EXPECT(npg_comm_init("lccl", 0, 2, 0, c.first.c_str(), NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, nullptr, 0,
-                         &comm) == NPG_INVALID_ARGUMENT);
+    CHECK(npg_comm_init("lccl", 0, 2, 0, c.first.c_str(), NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, nullptr, 0,
+                        &comm) == NPG_INVALID_ARGUMENT);
     expect_text(npg_last_error(),
                 {"comm_domain \"" + c.first + "\"", c.second,
                  "SIZE_MB in [200, 2043] (LCCL's buffer in MiB: LCAL sizes it in a 32-bit int", "[0, 65535]"});
@@ -289,8 +289,8 @@ void test_invalid_comm_domains_are_refused_with_the_rule() {
   }
   show("bad domain");
   npg_comm_t comm = nullptr;
-  EXPECT(npg_comm_init("lccl", 0, 2, 0, "", NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, nullptr, 0, &comm) ==
-         NPG_INVALID_ARGUMENT);
+  CHECK(npg_comm_init("lccl", 0, 2, 0, "", NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, nullptr, 0, &comm) ==
+        NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"root_info is NULL and comm_domain is \"\""});
   expect_nothing_leaked();
 }
@@ -301,16 +301,16 @@ void test_simulated_lcal_fails_buffer_sizes_past_its_int() {
   auto set_device = fake_symbol<int (*)(int32_t)>("libascendcl.so", "aclrtSetDevice");
   auto init =
       fake_symbol<int (*)(int, int, int, int, void**, bool)>("liblcal.so", "LcalCommInitRankWithCustDomainSize");
-  EXPECT(set_device(0) == 0);
+  CHECK(set_device(0) == 0);
   for (int mb : {2044, 3000, 4091, 4092}) {
     void* comm = nullptr;
-    EXPECT(init(1, mb, 1, 0, &comm, false) == -6);  // LCAL_ERROR_OUT_OF_MEMORY
+    CHECK(init(1, mb, 1, 0, &comm, false) == -6);  // LCAL_ERROR_OUT_OF_MEMORY
   }
   const std::string domain = run_domain(5, "2043");
-  on_threads(1, [&](int r) {
+  run_ranks(1, [&](int r) {
     npg_comm_t comm = join(r, 1, {}, domain, NPG_COMM_MULTI_PROCESS);
-    gather_checked(comm, r, 1, equal_blocks(1, 4096), NPG_UINT8, false, 700);
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    gather_checked(comm, r, 1, equal_layout(1, 4096), NPG_UINT8, false, 700);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
 }
@@ -320,23 +320,23 @@ void test_ranks_on_another_node_and_rank_tables_are_refused() {
   auto foreign = info;
   memcpy(foreign.data() + 32, "00000000-another-host-boot-id-0000000", 37);  // the root's boot id
   npg_comm_t comm = nullptr;
-  EXPECT(npg_comm_init("lccl", 1, 2, 0, "", NPG_COMM_MULTI_PROCESS, 1, nullptr, 1000, 0, foreign.data(), foreign.size(),
-                       &comm) == NPG_INVALID_USAGE);
+  CHECK(npg_comm_init("lccl", 1, 2, 0, "", NPG_COMM_MULTI_PROCESS, 1, nullptr, 1000, 0, foreign.data(), foreign.size(),
+                      &comm) == NPG_INVALID_USAGE);
   expect_text(npg_last_error(), {"backend lccl runs on one node only", "rank 1", "use backend hccl"});
   show("another node");
-  EXPECT(npg_comm_init("lccl", 0, 2, 0, "", NPG_COMM_MULTI_PROCESS, 0, "/tmp/ranks.json", 1000, 0, info.data(),
-                       info.size(), &comm) == NPG_INVALID_ARGUMENT);
+  CHECK(npg_comm_init("lccl", 0, 2, 0, "", NPG_COMM_MULTI_PROCESS, 0, "/tmp/ranks.json", 1000, 0, info.data(),
+                      info.size(), &comm) == NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"is for backend hccl only"});
-  EXPECT(npg_comm_init("lccl", 0, 1, 0, "", NPG_COMM_MULTI_PROCESS, -1, nullptr, 1000, 0, info.data(), info.size(),
-                       &comm) == NPG_INVALID_ARGUMENT);
+  CHECK(npg_comm_init("lccl", 0, 1, 0, "", NPG_COMM_MULTI_PROCESS, -1, nullptr, 1000, 0, info.data(), info.size(),
+                      &comm) == NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"backend lccl needs a device id"});
   std::vector<uint8_t> hccl(NPG_ROOT_INFO_MAX_BYTES);
   size_t size = 0;
-  EXPECT_RC(npg_get_root_info("hccl", nullptr, hccl.data(), hccl.size(), &size), NPG_SUCCESS);
-  EXPECT(npg_comm_init("lccl", 0, 1, 0, "", NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, hccl.data(), size, &comm) ==
-         NPG_INVALID_ARGUMENT);
+  CHECK_RC(npg_get_root_info("hccl", nullptr, hccl.data(), hccl.size(), &size), NPG_SUCCESS);
+  CHECK(npg_comm_init("lccl", 0, 1, 0, "", NPG_COMM_MULTI_PROCESS, 0, nullptr, 1000, 0, hccl.data(), size, &comm) ==
+        NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"not a root info of backend lccl"});
-  EXPECT(npg_get_root_info("lccl", "127.0.0.1", hccl.data(), hccl.size(), &size) == NPG_INVALID_ARGUMENT);
+  CHECK(npg_get_root_info("lccl", "127.0.0.1", hccl.data(), hccl.size(), &size) == NPG_INVALID_ARGUMENT);
   expect_text(npg_last_error(), {"not valid for backend lccl", "device:N,domain:ID"});
   expect_nothing_leaked();
 }
@@ -344,11 +344,11 @@ void test_ranks_on_another_node_and_rank_tables_are_refused() {
 void test_injected_init_failure_is_a_vendor_error_on_every_rank() {
   ScopedEnv fail("NPUGATHER_FAKE_CANN_INIT_FAIL", "-5");
   auto info = lccl_root_info();
-  on_threads(3, [&](int r) {
+  run_ranks(3, [&](int r) {
     npg_comm_t comm = nullptr;
-    EXPECT(npg_comm_init("lccl", r, 3, 0, "", NPG_COMM_MULTI_THREAD, r, nullptr, 5000, 0, info.data(), info.size(),
-                         &comm) == NPG_TIMEOUT);
-    EXPECT(comm == nullptr);
+    CHECK(npg_comm_init("lccl", r, 3, 0, "", NPG_COMM_MULTI_THREAD, r, nullptr, 5000, 0, info.data(), info.size(),
+                        &comm) == NPG_TIMEOUT);
+    CHECK(comm == nullptr);
     expect_text(npg_last_error(), {"LcalCommInitThread returned LCAL_ERROR_TIMEOUT (-5)", "rank " + std::to_string(r),
                                    "simulated LCAL: injected init failure"});
     expect_vendor("LCAL", -5, "LCAL_ERROR_TIMEOUT", r, "simulated LCAL: injected init failure");
@@ -361,19 +361,19 @@ void test_rank_whose_collective_fails_makes_every_peer_fail() {
   ScopedEnv fail_rank("NPUGATHER_FAKE_CANN_FAIL_RANK", "1");
   const int n = 3;
   auto info = lccl_root_info();
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     npg_comm_t comm = join(r, n, info, "", NPG_COMM_MULTI_THREAD, 5000);
     std::vector<uint8_t> send(64), recv(64 * n);
     npg_result_t rc = npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8);
     if (r == 1) {
-      EXPECT(rc == NPG_SYSTEM_ERROR);
+      CHECK(rc == NPG_SYSTEM_ERROR);
       expect_text(npg_last_error(), {"LcclAllGather", "LCAL_ERROR_INTERNAL (-4)", "rank 1"});
       expect_vendor("LCAL", -4, "LCAL_ERROR_INTERNAL", 1);
     } else {
-      EXPECT(rc == NPG_REMOTE_ERROR);
+      CHECK(rc == NPG_REMOTE_ERROR);
       expect_vendor("ACL", 507057, "ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", r);
     }
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
 }
@@ -382,18 +382,18 @@ void test_collective_that_never_completes_times_out_and_abort_ends_it() {
   ScopedEnv hang("NPUGATHER_FAKE_CANN_HANG", "allgather");
   const int n = 2;
   auto info = lccl_root_info();
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     npg_comm_t comm = join(r, n, info, "", NPG_COMM_MULTI_THREAD, 600);
     std::vector<uint8_t> send(64), recv(64 * n);
     auto t0 = Clock::now();
-    EXPECT(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8) == NPG_TIMEOUT);
-    EXPECT(ms_since(t0) >= 500 && ms_since(t0) < 2000);
+    CHECK(npg_all_gather(comm, send.data(), recv.data(), 64, NPG_UINT8) == NPG_TIMEOUT);
+    CHECK(ms_since(t0) >= 500 && ms_since(t0) < 2000);
     expect_text(npg_last_error(), {"LcclAllGather (layout check) did not complete within the timeout of 600 ms"});
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   auto info2 = lccl_root_info();
   npg_comm_t comms[n];
-  on_threads(n, [&](int r) { comms[r] = join(r, n, info2, "", NPG_COMM_MULTI_THREAD, 30000); });
+  run_ranks(n, [&](int r) { comms[r] = join(r, n, info2, "", NPG_COMM_MULTI_THREAD, 30000); });
   expect_abort_ends_blocked_gathers(comms, n);
 }
 
@@ -401,19 +401,19 @@ void test_collective_that_never_completes_times_out_and_abort_ends_it() {
 void test_device_held_by_an_hccl_communicator_is_refused_to_lccl() {
   std::vector<uint8_t> hccl(NPG_ROOT_INFO_MAX_BYTES);
   size_t size = 0;
-  EXPECT_RC(npg_get_root_info("hccl", "device:5", hccl.data(), hccl.size(), &size), NPG_SUCCESS);
+  CHECK_RC(npg_get_root_info("hccl", "device:5", hccl.data(), hccl.size(), &size), NPG_SUCCESS);
   npg_comm_t first = nullptr;
-  EXPECT_RC(npg_comm_init("hccl", 0, 1, 0, "", 0, 5, nullptr, 5000, 0, hccl.data(), size, &first), NPG_SUCCESS);
+  CHECK_RC(npg_comm_init("hccl", 0, 1, 0, "", 0, 5, nullptr, 5000, 0, hccl.data(), size, &first), NPG_SUCCESS);
   auto info = lccl_root_info();
   npg_comm_t second = nullptr;
-  EXPECT(npg_comm_init("lccl", 0, 1, 0, "", NPG_COMM_MULTI_THREAD, 5, nullptr, 5000, 0, info.data(), info.size(),
-                       &second) == NPG_INVALID_USAGE);
+  CHECK(npg_comm_init("lccl", 0, 1, 0, "", NPG_COMM_MULTI_THREAD, 5, nullptr, 5000, 0, info.data(), info.size(),
+                      &second) == NPG_INVALID_USAGE);
   expect_text(npg_last_error(), {"backend lccl: device 5 is already used", "rank 0 of 1, backend hccl"});
   show("device taken");
-  EXPECT_RC(npg_comm_destroy(first), NPG_SUCCESS);
+  CHECK_RC(npg_comm_destroy(first), NPG_SUCCESS);
   second = join(0, 1, info);  // device 0 of a one-rank group
-  gather_checked(second, 0, 1, equal_blocks(1, 100), NPG_UINT8, false, 1);
-  EXPECT_RC(npg_comm_destroy(second), NPG_SUCCESS);
+  gather_checked(second, 0, 1, equal_layout(1, 100), NPG_UINT8, false, 1);
+  CHECK_RC(npg_comm_destroy(second), NPG_SUCCESS);
   expect_nothing_leaked();
 }
 
@@ -421,7 +421,7 @@ void test_missing_liblcal_names_the_file_and_the_fix() {
   const std::string dir = getenv("NPUGATHER_CANN_LIB_DIR");
   std::vector<uint8_t> info(NPG_ROOT_INFO_MAX_BYTES);
   size_t size = 0;
-  EXPECT(npg_get_root_info("lccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
+  CHECK(npg_get_root_info("lccl", nullptr, info.data(), info.size(), &size) == NPG_SYSTEM_ERROR);
   expect_text(npg_last_error(), {"backend lccl: loaded " + dir + "/libascendcl.so but cannot load liblcal.so",
                                  dir + "/liblcal.so (NPUGATHER_CANN_LIB_DIR): no such file",
                                  "/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_1/lib/liblcal.so",
@@ -429,7 +429,7 @@ void test_missing_liblcal_names_the_file_and_the_fix() {
   show("no liblcal.so");
 }
 
-const Test kTests[] = {
+const TestCase kTests[] = {
     {"thread_ranks_of_one_root_info_gather_every_byte", test_thread_ranks_of_one_root_info_gather_every_byte, "full"},
     {"thread_ranks_meet_on_the_comm_domain_as_uid", test_thread_ranks_meet_on_the_comm_domain_as_uid, "full"},
     {"thread_uid_serves_one_communicator_per_process", test_thread_uid_serves_one_communicator_per_process, "full"},
@@ -462,4 +462,4 @@ const Test kTests[] = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_tests(argc, argv, kTests, "full|no-lcal"); }
+int main(int argc, char** argv) { return run_simulated_cann_tests(argc, argv, kTests, "full|no-lcal"); }

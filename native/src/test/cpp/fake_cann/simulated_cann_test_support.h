@@ -1,6 +1,7 @@
-// What the tests of the device backends over the simulated CANN runtime share: checks,
-// ranks as threads, random blocks checked byte by byte, leak checks through the runtime's
-// counters and /dev/shm, and the runner. No NPU is involved: the tests prove the binding.
+// What the tests of the device backends over the simulated CANN runtime share, on the one
+// harness (support/test_harness.h): vendor error checks, random blocks checked byte by byte,
+// leak checks through the runtime's counters and /dev/shm, and the runner of a suite. No NPU
+// is involved: the tests prove the binding.
 #ifndef NPUGATHER_TEST_SIMULATED_CANN_TEST_SUPPORT_H_
 #define NPUGATHER_TEST_SIMULATED_CANN_TEST_SUPPORT_H_
 
@@ -23,41 +24,18 @@
 #include <thread>
 #include <vector>
 
+#include "../support/block_layout.h"
+#include "../support/test_harness.h"
 #include "npugather.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-struct Failure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-#define EXPECT(cond)                                                                                 \
-  do {                                                                                               \
-    if (!(cond)) throw Failure(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " #cond); \
-  } while (0)
-
-#define EXPECT_RC(expr, expected)                                                                                 \
-  do {                                                                                                            \
-    npg_result_t got_ = (expr);                                                                                   \
-    if (got_ != (expected)) {                                                                                     \
-      throw Failure(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " #expr " gave " +                \
-                    npg_result_name(got_) + ", expected " + npg_result_name(expected) + " (" + npg_last_error() + \
-                    ")");                                                                                         \
-    }                                                                                                             \
-  } while (0)
-
-bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using namespace npgtest;
 
 void expect_text(const std::string& text, const std::vector<std::string>& parts) {
   for (const std::string& p : parts)
-    if (!has(text, p)) throw Failure("error text lacks \"" + p + "\": " + text);
+    if (!contains(text, p)) throw TestFailure("error text lacks \"" + p + "\": " + text);
 }
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-std::string g_suite;
 
 // The vendor part of the calling thread's last error.
 void expect_vendor(const std::string& library, int64_t code, const std::string& code_name, int32_t rank,
@@ -65,37 +43,18 @@ void expect_vendor(const std::string& library, int64_t code, const std::string& 
   const std::string got = std::string(npg_last_vendor_library()) + " " + std::to_string(npg_last_vendor_code()) + " " +
                           npg_last_vendor_code_name() + " rank " + std::to_string(npg_last_vendor_rank());
   const std::string want = library + " " + std::to_string(code) + " " + code_name + " rank " + std::to_string(rank);
-  if (got != want) throw Failure("vendor error is \"" + got + "\", expected \"" + want + "\"");
+  if (got != want) throw TestFailure("vendor error is \"" + got + "\", expected \"" + want + "\"");
   if (!message_part.empty()) expect_text(npg_last_vendor_message(), {message_part});
 }
 
 void expect_no_vendor() {
-  EXPECT(std::string(npg_last_vendor_library()).empty());
-  EXPECT(npg_last_vendor_code() == 0 && npg_last_vendor_rank() == -1);
-  EXPECT(std::string(npg_last_vendor_code_name()).empty() && std::string(npg_last_vendor_message()).empty());
+  CHECK(std::string(npg_last_vendor_library()).empty());
+  CHECK(npg_last_vendor_code() == 0 && npg_last_vendor_rank() == -1);
+  CHECK(std::string(npg_last_vendor_code_name()).empty() && std::string(npg_last_vendor_message()).empty());
 }
 
 // Prints an error text once per test, so a run's log shows what users would read.
 void show(const char* what) { printf("  %s: %s\n", what, npg_last_error()); }
-
-// Runs fn(rank) on n threads and rethrows the first failure once all have finished.
-void on_threads(int n, const std::function<void(int)>& fn) {
-  std::mutex m;
-  std::string first;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(m);
-        if (first.empty()) first = "rank " + std::to_string(r) + ": " + e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (!first.empty()) throw Failure(first);
-}
 
 // Deterministic bytes of rank r for a seed: any rank can rebuild any other rank's block.
 void fill(uint8_t* p, uint64_t len, uint64_t seed, int r) {
@@ -104,22 +63,6 @@ void fill(uint8_t* p, uint64_t len, uint64_t seed, int r) {
 }
 
 constexpr uint8_t kUntouched = 0xA5;
-
-struct Layout {
-  std::vector<uint64_t> counts;
-  std::vector<uint64_t> displs;
-  uint64_t total = 0;  // elements in recv, gaps included
-};
-
-Layout equal_blocks(int n, uint64_t count) {
-  Layout l;
-  for (int r = 0; r < n; ++r) {
-    l.counts.push_back(count);
-    l.displs.push_back(count * r);
-  }
-  l.total = count * n;
-  return l;
-}
 
 // Different sizes (one empty), stored in reverse rank order with gaps.
 Layout ragged_blocks(int n, uint64_t seed) {
@@ -134,7 +77,7 @@ Layout ragged_blocks(int n, uint64_t seed) {
     l.displs[r] = at;
     at += l.counts[r];
   }
-  l.total = at + 2;
+  l.recv_elems = at + 2;
   return l;
 }
 
@@ -142,22 +85,22 @@ Layout ragged_blocks(int n, uint64_t seed) {
 void gather_checked(npg_comm_t comm, int rank, int n, const Layout& l, npg_dtype_t dtype, bool use_v, uint64_t seed,
                     bool in_place = false) {
   const size_t w = npg_dtype_size(dtype);
-  std::vector<uint8_t> recv(l.total * w, kUntouched);
+  std::vector<uint8_t> recv(l.recv_elems * w, kUntouched);
   std::vector<uint8_t> send(l.counts[rank] * w + 1);
   uint8_t* src = in_place ? recv.data() + l.displs[rank] * w : send.data();
   fill(src, l.counts[rank] * w, seed, rank);
   if (use_v) {
-    EXPECT_RC(npg_all_gather_v(comm, src, l.counts[rank], recv.data(), l.counts.data(), l.displs.data(), dtype),
-              NPG_SUCCESS);
+    CHECK_RC(npg_all_gather_v(comm, src, l.counts[rank], recv.data(), l.counts.data(), l.displs.data(), dtype),
+             NPG_SUCCESS);
   } else {
-    EXPECT_RC(npg_all_gather(comm, src, recv.data(), l.counts[rank], dtype), NPG_SUCCESS);
+    CHECK_RC(npg_all_gather(comm, src, recv.data(), l.counts[rank], dtype), NPG_SUCCESS);
   }
-  std::vector<uint8_t> expected(l.total * w, kUntouched);
+  std::vector<uint8_t> expected(l.recv_elems * w, kUntouched);
   for (int r = 0; r < n; ++r) fill(expected.data() + l.displs[r] * w, l.counts[r] * w, seed, r);
   for (size_t i = 0; i < recv.size(); ++i) {
     if (recv[i] != expected[i]) {
-      throw Failure("rank " + std::to_string(rank) + ": byte " + std::to_string(i) + " is " + std::to_string(recv[i]) +
-                    ", expected " + std::to_string(expected[i]));
+      throw TestFailure("rank " + std::to_string(rank) + ": byte " + std::to_string(i) + " is " +
+                        std::to_string(recv[i]) + ", expected " + std::to_string(expected[i]));
     }
   }
 }
@@ -178,7 +121,7 @@ Layout ragged_blocks_of_total(int n, uint64_t total, uint64_t seed) {
     l.displs[r] = at;
     at += l.counts[r];
   }
-  l.total = at + 2;
+  l.recv_elems = at + 2;
   return l;
 }
 
@@ -187,10 +130,10 @@ template <typename Fn>
 Fn fake_symbol(const char* lib, const char* name) {
   std::string path = std::string(getenv("NPUGATHER_CANN_LIB_DIR")) + "/" + lib;
   void* h = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
-  if (h == nullptr) throw Failure(path + " is not loaded");
+  if (h == nullptr) throw TestFailure(path + " is not loaded");
   Fn fn = reinterpret_cast<Fn>(dlsym(h, name));
   dlclose(h);
-  if (fn == nullptr) throw Failure(std::string(name) + " not found");
+  if (fn == nullptr) throw TestFailure(std::string(name) + " not found");
   return fn;
 }
 
@@ -225,12 +168,12 @@ void expect_nothing_leaked() {
   int comms = fake_symbol<int (*)()>("libascendcl.so", "npgFakeCannLiveComms")();
   long long bytes = fake_symbol<long long (*)()>("libascendcl.so", "npgFakeCannLiveDeviceBytes")();
   if (allocations != 0 || bytes != 0 || streams != 0 || comms != 0) {
-    throw Failure("leaked: " + std::to_string(allocations) + " device allocations (" + std::to_string(bytes) +
-                  " bytes), " + std::to_string(streams) + " streams, " + std::to_string(comms) +
-                  " vendor communicators");
+    throw TestFailure("leaked: " + std::to_string(allocations) + " device allocations (" + std::to_string(bytes) +
+                      " bytes), " + std::to_string(streams) + " streams, " + std::to_string(comms) +
+                      " vendor communicators");
   }
   auto left = shm_leftovers();
-  if (!left.empty()) throw Failure("shared memory left behind: /dev/shm/" + left[0]);
+  if (!left.empty()) throw TestFailure("shared memory left behind: /dev/shm/" + left[0]);
 }
 
 // How often this process reset a device (aclrtResetDevice / aclrtResetDeviceForce).
@@ -271,57 +214,35 @@ void expect_gathers_beyond_device_memory(int n, const std::function<npg_comm_t(i
                                          uint64_t seed) {
   ScopedEnv memory("NPUGATHER_FAKE_CANN_DEVICE_MEMORY", std::to_string(kSimulatedDeviceMemory));
   fake_symbol<void (*)()>("libascendcl.so", "npgFakeCannResetPeakDeviceBytes")();
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     npg_comm_t comm = join(r);
     uint64_t k = 0;
     for (uint64_t times : {4, 16}) {
       const uint64_t total = times * kSimulatedDeviceMemory;
       for (bool ragged : {false, true}) {
-        Layout l = ragged ? ragged_blocks_of_total(n, total, seed + k) : equal_blocks(n, total / n + 333);
+        Layout l = ragged ? ragged_blocks_of_total(n, total, seed + k) : equal_layout(n, total / n + 333);
         gather_checked(comm, r, n, l, NPG_UINT8, ragged, seed + 100 + k++);
         uint64_t used = 0;
-        EXPECT_RC(npg_comm_device_bytes(comm, &used), NPG_SUCCESS);
+        CHECK_RC(npg_comm_device_bytes(comm, &used), NPG_SUCCESS);
         if (used == 0 || used > budget) {
-          throw Failure("a gather of " + std::to_string(times) + "x the device memory held " + std::to_string(used) +
-                        " device bytes, the budget is " + std::to_string(budget));
+          throw TestFailure("a gather of " + std::to_string(times) + "x the device memory held " +
+                            std::to_string(used) + " device bytes, the budget is " + std::to_string(budget));
         }
       }
     }
     const long long peak = fake_symbol<long long (*)(int)>("libascendcl.so", "npgFakeCannPeakDeviceBytes")(r);
     if (peak <= 0 || static_cast<uint64_t>(peak) > budget) {
-      throw Failure("device " + std::to_string(r) + " held " + std::to_string(peak) + " bytes at once, the budget is " +
-                    std::to_string(budget));
+      throw TestFailure("device " + std::to_string(r) + " held " + std::to_string(peak) +
+                        " bytes at once, the budget is " + std::to_string(budget));
     }
-    EXPECT_RC(npg_comm_destroy(comm), NPG_SUCCESS);
+    CHECK_RC(npg_comm_destroy(comm), NPG_SUCCESS);
   });
   expect_nothing_leaked();
 }
 
-// Runs fn(rank) in n forked processes (each checks for leaks after fn); fails when one does.
+// Runs fn(rank) in n forked processes, each checking for leaks after fn; fails when one does.
 void on_processes(int n, const std::function<void(int)>& fn) {
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        fn(r);
-        expect_nothing_leaked();
-      } catch (const std::exception& e) {
-        fprintf(stderr, "process rank %d: %s\n", r, e.what());
-        code = 1;
-      }
-      fflush(stderr);
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  bool ok = true;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ok = waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
-  }
-  EXPECT(ok);
+  run_processes(n, fn, 60000, [](int) { expect_nothing_leaked(); });
 }
 
 // With collectives hanging (NPUGATHER_FAKE_CANN_HANG), every rank blocks in a gather; an abort of
@@ -333,54 +254,31 @@ void expect_abort_ends_blocked_gathers(npg_comm_t* comms, int n) {
     for (int r = 0; r < n; ++r) npg_comm_abort(comms[r]);
   });
   auto t0 = Clock::now();
-  on_threads(n, [&](int r) {
+  run_ranks(n, [&](int r) {
     std::vector<uint8_t> send(64), recv(64 * n);
-    EXPECT(npg_all_gather(comms[r], send.data(), recv.data(), 64, NPG_UINT8) == NPG_ABORTED);
+    CHECK(npg_all_gather(comms[r], send.data(), recv.data(), 64, NPG_UINT8) == NPG_ABORTED);
     expect_text(npg_last_error(), {"aborted"});
-    EXPECT(npg_all_gather(comms[r], send.data(), recv.data(), 64, NPG_UINT8) == NPG_ABORTED);
+    CHECK(npg_all_gather(comms[r], send.data(), recv.data(), 64, NPG_UINT8) == NPG_ABORTED);
   });
   aborter.join();
-  EXPECT(ms_since(t0) < 1500);
-  for (int r = 0; r < n; ++r) EXPECT_RC(npg_comm_destroy(comms[r]), NPG_SUCCESS);
+  CHECK(ms_since(t0) < 1500);
+  for (int r = 0; r < n; ++r) CHECK_RC(npg_comm_destroy(comms[r]), NPG_SUCCESS);
   expect_nothing_leaked();
 }
 
-struct Test {
-  const char* name;
-  void (*fn)();
-  const char* suites;  // the suites it runs in
-};
-
-// Runs the tests of suite argv[1] (whose name contains argv[2] when given); the last line of
-// output is "N passed, N failed".
+// Runs the tests of the suite named by the first argument over the libraries of
+// NPUGATHER_CANN_LIB_DIR (see run_tests for the other arguments).
 template <size_t N>
-int run_tests(int argc, char** argv, const Test (&tests)[N], const char* usage) {
-  signal(SIGPIPE, SIG_IGN);
-  if (argc < 2 || getenv("NPUGATHER_CANN_LIB_DIR") == nullptr) {
-    fprintf(stderr, "usage: NPUGATHER_CANN_LIB_DIR=DIR %s %s [FILTER]\n", argv[0], usage);
+int run_simulated_cann_tests(int argc, char** argv, const TestCase (&tests)[N], const char* suites) {
+  if (getenv("NPUGATHER_CANN_LIB_DIR") == nullptr) {
+    fprintf(stderr, "usage: NPUGATHER_CANN_LIB_DIR=DIR %s %s [FILTER]\n", argv[0], suites);
     return 2;
   }
-  g_suite = argv[1];
   // Bounds the simulated rendezvous, so one failed test cannot stall the next ones for 120 s.
   setenv("NPUGATHER_FAKE_CANN_CONNECT_TIMEOUT_MS", "10000", 0);
-  int passed = 0;
-  int failed = 0;
-  for (const Test& t : tests) {
-    if (!has(std::string(" ") + t.suites + " ", " " + g_suite + " ")) continue;
-    if (argc > 2 && !has(t.name, argv[2])) continue;
-    auto t0 = Clock::now();
-    try {
-      t.fn();
-      ++passed;
-      printf("PASS %s [%s, simulated CANN] (%.0f ms)\n", t.name, g_suite.c_str(), ms_since(t0));
-    } catch (const std::exception& e) {
-      ++failed;
-      printf("FAIL %s [%s, simulated CANN] (%.0f ms): %s\n", t.name, g_suite.c_str(), ms_since(t0), e.what());
-    }
-    fflush(stdout);
-  }
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  RunOptions options;
+  options.suites = suites;
+  return run_tests(argc, argv, tests, options);
 }
 
 }  // namespace

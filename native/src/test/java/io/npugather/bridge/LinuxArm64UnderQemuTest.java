@@ -3,23 +3,28 @@ package io.npugather.bridge;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
 /**
  * The linux-arm64 build ({@link LinuxArm64}): the JNI library sits beside the linux-x86_64 one, and
- * the C++ core's test programs and the hccl / lccl backends over the simulated CANN runtime (built
- * for arm64 too) pass under qemu-aarch64.
+ * the host backend's collective test programs and the hccl / lccl backends over the simulated CANN
+ * runtime (built for arm64 too) pass under qemu-aarch64.
  */
 class LinuxArm64UnderQemuTest {
   private static final Path MODULE = SimulatedCann.MODULE;
   private static final int EM_X86_64 = 62;
   private static final int EM_AARCH64 = 183;
+
+  /** What one test program may take under the emulator, compiled at -O2. */
+  private static final long PROGRAM_LIMIT_SECONDS = 120;
 
   /**
    * What qemu-user does not emulate: madvise(MADV_HUGEPAGE) is accepted and ignored, and
@@ -47,17 +52,38 @@ class LinuxArm64UnderQemuTest {
     assertEquals(EM_AARCH64, elfMachine(arm64));
   }
 
+  /**
+   * The host backend's collective tests, one program a topic ({@code host_collective_*_test.cc}),
+   * each bounded by {@link #PROGRAM_LIMIT_SECONDS} under the emulator.
+   */
   @Test
-  void cppCoreTestsPassUnderQemu() throws Exception {
+  void hostCollectiveTestsPassUnderQemu() throws Exception {
     String qemu = LinuxArm64.needEmulation();
-    Path binary = MODULE.resolve("target/native-linux-arm64/host_collective_test");
-    NativeCoreCppTest.run(
-        LinuxArm64.compileCommand(
-            MODULE.resolve("src/test/cpp/host_collective_test.cc"), binary, "-O2", true),
-        300);
-    List<String> command = new ArrayList<>(List.of(qemu, binary.toString()));
-    command.addAll(NOT_EMULATED);
-    NativeCoreCppTest.assertAllPassed(NativeCoreCppTest.run(command, 300));
+    List<Path> sources = hostCollectiveSources();
+    assertTrue(sources.size() >= 5, "missing host collective test programs: " + sources);
+    List<List<String>> compilations = new ArrayList<>();
+    List<Path> binaries = new ArrayList<>();
+    for (Path source : sources) {
+      String name = source.getFileName().toString().replace(".cc", "");
+      Path binary = MODULE.resolve("target/native-linux-arm64/" + name);
+      binaries.add(binary);
+      compilations.add(LinuxArm64.compileCommand(source, binary, "-O2", true));
+    }
+    NativeCoreCppTest.runSideBySide(compilations, 300);
+    for (Path binary : binaries) {
+      List<String> command = new ArrayList<>(List.of(qemu, binary.toString()));
+      command.addAll(NOT_EMULATED);
+      NativeCoreCppTest.assertAllPassed(NativeCoreCppTest.run(command, PROGRAM_LIMIT_SECONDS));
+    }
+  }
+
+  private static List<Path> hostCollectiveSources() throws IOException {
+    try (Stream<Path> files = Files.list(MODULE.resolve("src/test/cpp"))) {
+      return files
+          .filter(p -> p.getFileName().toString().matches("host_collective_.*_test\\.cc"))
+          .sorted()
+          .toList();
+    }
   }
 
   @Test

@@ -9,14 +9,18 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
 /**
- * Builds and runs the C++ core's own test programs (native/src/test/cpp) against the core archive
- * the build produced, and the tests of the bin/ commands. Each program ends with "N passed, N
- * failed".
+ * Builds and runs the C++ core's own test programs (native/src/test/cpp, all on the harness of
+ * support/test_harness.h) against the core archive the build produced, and the tests of the bin/
+ * commands. Each program ends with "N passed, N failed".
  */
 class NativeCoreCppTest {
   private static final Path MODULE = Path.of(System.getProperty("user.dir"));
@@ -58,29 +62,59 @@ class NativeCoreCppTest {
     }
   }
 
+  /**
+   * Runs the commands side by side, as many at once as there are CPUs (compilations: the programs
+   * then run one at a time); fails with the first that failed or overran timeoutSeconds.
+   */
+  static void runSideBySide(List<List<String>> commands, long timeoutSeconds) throws Exception {
+    ExecutorService pool = Executors.newFixedThreadPool(Runtime.getRuntime().availableProcessors());
+    try {
+      List<Future<String>> runs = new ArrayList<>();
+      for (List<String> command : commands) {
+        runs.add(pool.submit(() -> run(command, timeoutSeconds)));
+      }
+      for (Future<String> done : runs) {
+        try {
+          done.get();
+        } catch (ExecutionException e) {
+          if (e.getCause() instanceof Error error) {
+            throw error;
+          }
+          throw e;
+        }
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
   @Test
   void cppCoreTestsPass() throws Exception {
     assertTrue(Files.isRegularFile(CORE_ARCHIVE), "missing " + CORE_ARCHIVE);
+    List<List<String>> compilations = new ArrayList<>();
+    List<Path> binaries = new ArrayList<>();
     for (Path source : testSources()) {
       String name = source.getFileName().toString().replace(".cc", "");
       Path binary = MODULE.resolve("target/native/" + name);
-      List<String> compile =
-          new ArrayList<>(
-              List.of(
-                  "g++",
-                  "-std=c++17",
-                  "-O2",
-                  "-pthread",
-                  "-Wall",
-                  "-Wextra",
-                  "-Werror",
-                  "-Isrc/main/cpp/include",
-                  "-Isrc/main/cpp",
-                  source.toString(),
-                  CORE_ARCHIVE.toString(),
-                  "-o",
-                  binary.toString()));
-      run(compile, 300);
+      binaries.add(binary);
+      compilations.add(
+          List.of(
+              "g++",
+              "-std=c++17",
+              "-O2",
+              "-pthread",
+              "-Wall",
+              "-Wextra",
+              "-Werror",
+              "-Isrc/main/cpp/include",
+              "-Isrc/main/cpp",
+              source.toString(),
+              CORE_ARCHIVE.toString(),
+              "-o",
+              binary.toString()));
+    }
+    runSideBySide(compilations, 300);
+    for (Path binary : binaries) {
       assertAllPassed(run(List.of(binary.toString()), 300));
     }
   }
