@@ -16,7 +16,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
 class ClusterCheckTest {
-
   @RegisterExtension
   static final LocalSpark SPARK = LocalSpark.cores(2).onStart(s -> sc = s.sparkContext());
 

@@ -19,7 +19,6 @@ import org.junit.jupiter.params.provider.ValueSource;
  * local[4]): as many ranks as task slots works, one more fails before any task runs.
  */
 class LocalMastersTest {
-
   @ParameterizedTest(name = "local[{0}]")
   @ValueSource(ints = {1, 2})
   void asManyRanksAsSlotsGatherAndOneMoreIsRefused(int slots) {

@@ -21,16 +21,8 @@ import org.junit.jupiter.api.extension.RegisterExtension;
  * when set, and a misspelled key refused naming it as written and the nearest key.
  */
 class NpuGatherConfTest {
-
   @RegisterExtension
-  static final LocalSpark SPARK =
-      LocalSpark.cores(2)
-          .onStart(
-              s -> {
-                spark = s;
-                NpuGather.allGatherOnNpu(
-                    s.range(0, 2, 1, 2).toDF()); // the first call registers them
-              });
+  static final LocalSpark SPARK = LocalSpark.cores(2).withFirstCall().onStart(s -> spark = s);
 
   private static SparkSession spark;
 

@@ -26,16 +26,15 @@ import org.junit.jupiter.api.function.Executable;
  * what is allowed in the operator's words: no task ever starts to fail on it.
  */
 class RefusedBeforeAnyJobTest {
-
   private static final JobCounter JOBS = new JobCounter();
 
   @RegisterExtension
   static final LocalSpark SPARK =
       LocalSpark.cores(2)
+          .withFirstCall()
           .onStart(
               s -> {
                 spark = s;
-                NpuGather.allGatherOnNpu(s.range(0, 2, 1, 2).toDF()); // registers the settings
                 s.sparkContext().addSparkListener(JOBS);
               });
 

@@ -1,5 +1,6 @@
 package io.npugather.spark.testing;
 
+import io.npugather.spark.NpuGather;
 import io.npugather.spark.NpuGatherExtensions;
 import io.npugather.spark.NpuGatherPlugin;
 import java.util.ArrayList;
@@ -82,6 +83,14 @@ public final class LocalSpark implements BeforeAllCallback, AfterAllCallback {
   /** The connector's Spark plugin: the settings and the JVM warm-up when the context starts. */
   public LocalSpark withPlugin() {
     return conf("spark.plugins", NpuGatherPlugin.class.getName());
+  }
+
+  /**
+   * A first gather call just after the start, before any test: it registers the spark.npugather.*
+   * settings with the session, as a user's first call does.
+   */
+  public LocalSpark withFirstCall() {
+    return onStart(s -> NpuGather.allGatherOnNpu(s.range(0, 2, 1, 2).toDF()));
   }
 
   /** Runs {@code action} on the session just after it starts (listeners, first calls). */
