@@ -83,19 +83,9 @@ class HcclDeviceBindingOnClusterTest {
   private static SparkCluster startCluster(String appName, Path discovery, Path trace) {
     return SparkCluster.builder(appName)
         .executors(2)
-        .workerConf(
-            i ->
-                Map.of(
-                    "spark.worker.resource.npu.amount",
-                    "1",
-                    "spark.worker.resource.npu.discoveryScript",
-                    discovery.toString()))
+        .oneNpuPerWorker(i -> discovery)
         .conf(
             Map.of(
-                "spark.executor.resource.npu.amount",
-                "1",
-                "spark.task.resource.npu.amount",
-                "1",
                 "spark.executorEnv.ASCEND_HOME_PATH",
                 cannHome.toString(),
                 "spark.executorEnv.NPUGATHER_FAKE_CANN_TRACE",
