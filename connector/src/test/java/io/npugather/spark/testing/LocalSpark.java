@@ -48,11 +48,6 @@ public final class LocalSpark implements BeforeAllCallback, AfterAllCallback {
     return new LocalSpark("local[" + cores + "]");
   }
 
-  /** Any local master, such as {@code local[4]} or {@code local-cluster[2,1,1024]}. */
-  public static LocalSpark master(String master) {
-    return new LocalSpark(master);
-  }
-
   /** Sets one Spark setting of the session. */
   public LocalSpark conf(String key, String value) {
     conf.put(key, value);
