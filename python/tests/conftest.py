@@ -7,9 +7,8 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from _support import start_session
 from pyspark.sql import SparkSession
-
-import npugather
 
 MASTERS = ("local[2]", "local[4]")
 # Python workers (mapInArrow) run this interpreter, which has pyarrow and numpy.
@@ -20,14 +19,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     """One session at a time (one SparkContext per process); tests that need a single master
     say so with ``@pytest.mark.parametrize("spark", ["local[2]"], indirect=True)``."""
-    builder = (
-        SparkSession.builder.master(request.param)
-        .appName("npugather-python-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
-    )
-    session = npugather.configure(builder).getOrCreate()
+    session = start_session(SparkSession.builder.master(request.param), "npugather-python-tests")
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

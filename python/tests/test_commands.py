@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -12,10 +11,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from _support import ROOT, code_blocks
 
 import npugather
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "python" / "feature_sharding.py"
 # Small enough for CI; the same pipeline as the defaults.
 SMALL = ["--items", "3000", "--dim", "16", "--queries", "60", "--top-k", "5", "--check", "6"]
@@ -202,15 +201,8 @@ def test_the_examples_help_lists_the_java_jobs_options(tmp_path: Path) -> None:
         assert flag in result.stdout, flag
 
 
-def _python_blocks(document: Path, section: str) -> list[str]:
-    text = document.read_text()
-    part = text[text.index(section + "\n") :]
-    end = part.find("\n## ", 1)
-    return re.findall(r"```python\n(.*?)```", part if end < 0 else part[:end], re.DOTALL)
-
-
 def test_the_pyspark_sections_python_runs_as_written(tmp_path: Path) -> None:
-    blocks = _python_blocks(ROOT / "docs" / "operations.md", "## PySpark")
+    blocks = code_blocks(ROOT / "docs" / "operations.md", "python", "## PySpark")
     assert len(blocks) == 1, blocks
     script = tmp_path / "notebook.py"
     script.write_text(

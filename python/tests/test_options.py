@@ -8,6 +8,7 @@ import inspect
 from typing import Any
 
 import pytest
+from _support import assert_a_misspelled_session_setting_is_refused
 from pyspark.sql import SparkSession
 
 import npugather
@@ -308,16 +309,7 @@ def test_a_bad_session_default_is_a_value_error_naming_the_conf_key(spark: Spark
         match="spark.npugather.timeout = 'soon' is invalid; allowed: a duration",
     ):
         spark.conf.set("spark.npugather.timeout", "soon")
-    spark.conf.set("spark.npugather.timout", "60s")
-    try:
-        with pytest.raises(
-            npugather.InvalidOptionError,
-            match="spark.npugather.timout is not a setting of NpuGather; did you"
-            " mean spark.npugather.timeout\\?",
-        ):
-            spark.range(0, 4, 1, 2).allGatherOnNpu()
-    finally:
-        spark.conf.unset("spark.npugather.timout")
+    assert_a_misspelled_session_setting_is_refused(spark)
 
 
 def test_help_shows_every_keyword_with_its_default(spark: SparkSession) -> None:

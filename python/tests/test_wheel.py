@@ -15,11 +15,11 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from _support import ROOT, code_blocks
 
 import npugather
 from npugather import _version
 
-ROOT = Path(__file__).resolve().parents[2]
 WHEEL_DIR = os.environ.get("NPUGATHER_WHEEL_DIR")
 needs_wheel = pytest.mark.skipif(
     not WHEEL_DIR,
@@ -166,8 +166,7 @@ def _run(installed: dict[str, object], command: list[object]) -> subprocess.Comp
 
 def _readme_python_snippet() -> str:
     """The README's PySpark snippet, as written."""
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    blocks = code_blocks(ROOT / "README.md", "python")
     snippet = [b for b in blocks if "npugather.configure" in b and "allGatherOnNpu" in b]
     assert len(snippet) == 1, "the README's Python snippet"
     return snippet[0]
@@ -240,10 +239,7 @@ def test_spark_submit_runs_a_python_job_with_the_wheels_jar(installed: dict[str,
 
 def _operations_connect_snippet() -> str:
     """The Python snippet of docs/operations.md's Spark Connect section, as written."""
-    text = (ROOT / "docs" / "operations.md").read_text()
-    section = text[text.index("## Spark Connect\n") :]
-    section = section[: section.index("\n## ", 1)]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    blocks = code_blocks(ROOT / "docs" / "operations.md", "python", "## Spark Connect")
     assert len(blocks) == 1, "the Spark Connect section's Python snippet"
     return blocks[0]
 

@@ -8,10 +8,9 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from _support import start_session
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
-
-import npugather
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # PySpark's local Connect server then binds an ephemeral port, so parallel builds do not clash.
@@ -21,14 +20,9 @@ RANKS = 2
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    builder = (
-        SparkSession.builder.remote(f"local[{RANKS}]")
-        .appName("npugather-connect-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
+    session = start_session(
+        SparkSession.builder.remote(f"local[{RANKS}]"), "npugather-connect-tests"
     )
-    session = npugather.configure(builder).getOrCreate()
     yield session
     session.stop()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from _support import assert_a_misspelled_session_setting_is_refused
 from conftest import RANKS, by_rank
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
@@ -135,16 +136,7 @@ def test_rank_root_must_be_below_the_ranks_of_the_partitions(spark: SparkSession
 
 
 def test_a_typo_in_a_session_setting_is_refused_as_by_the_classic_api(spark: SparkSession) -> None:
-    spark.conf.set("spark.npugather.timout", "60s")
-    try:
-        with pytest.raises(
-            npugather.InvalidOptionError,
-            match="spark.npugather.timout is not a setting of NpuGather; did you"
-            " mean spark.npugather.timeout\\?",
-        ):
-            spark.range(0, 4, 1, 2).allGatherOnNpu()
-    finally:
-        spark.conf.unset("spark.npugather.timout")
+    assert_a_misspelled_session_setting_is_refused(spark)
 
 
 def test_a_failed_rank_fails_the_action_as_with_the_classic_api(spark: SparkSession) -> None:

@@ -5,17 +5,14 @@ API. Every gathered row is checked, on every rank (``spark_partition_id()`` is t
 from __future__ import annotations
 
 import random
-import re
-from pathlib import Path
 
 import pytest
+from _support import ROOT, code_blocks
 from conftest import RANKS, by_rank
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import npugather
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def items(spark: SparkSession, seed: int) -> DataFrame:
@@ -128,10 +125,7 @@ def test_a_refused_option_fails_the_query_with_the_jvm_apis_message(
 
 def _operations_sql_snippet() -> str:
     """The SQL snippet of docs/operations.md's Spark Connect section, as written."""
-    text = (ROOT / "docs" / "operations.md").read_text()
-    section = text[text.index("## Spark Connect\n") :]
-    section = section[: section.index("\n## ", 1)]
-    blocks = re.findall(r"```sql\n(.*?)```", section, re.DOTALL)
+    blocks = code_blocks(ROOT / "docs" / "operations.md", "sql", "## Spark Connect")
     assert len(blocks) == 1, "the Spark Connect section's SQL snippet"
     return blocks[0]
 

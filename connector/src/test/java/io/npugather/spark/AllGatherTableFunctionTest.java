@@ -5,6 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.spark.testing.GatherLeaks;
+import io.npugather.spark.testing.LocalSpark;
+import io.npugather.spark.testing.RankMajor;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -14,10 +17,9 @@ import java.util.stream.IntStream;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -29,31 +31,18 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 class AllGatherTableFunctionTest {
   private static final Duration BOUND = Duration.ofMinutes(3);
+
+  @RegisterExtension
+  static final LocalSpark SPARK =
+      LocalSpark.cores(4).shufflePartitions(3).utc().withExtensions().onStart(s -> spark = s);
+
   private static SparkSession spark;
-
-  @BeforeAll
-  static void startSpark() {
-    spark =
-        SparkSession.builder()
-            .master("local[4]")
-            .appName("AllGatherTableFunctionTest")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "3")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.extensions", NpuGatherExtensions.class.getName())
-            .getOrCreate();
-  }
-
-  @AfterAll
-  static void stopSpark() {
-    spark.stop();
-  }
 
   @AfterEach
   void nothingLeftInArrow() {
     spark.conf().unset("spark.sql.adaptive.enabled");
     spark.catalog().dropTempView("items");
-    NpuGatherTest.awaitArrowReleased();
+    GatherLeaks.awaitArrowReleased();
   }
 
   /** Random items of several column types (nulls included) over 3 partitions, as the view items. */
@@ -103,7 +92,7 @@ class AllGatherTableFunctionTest {
     assertTimeoutPreemptively(
         BOUND,
         () -> {
-          NpuGatherTest.assertRankMajorOnEveryPartition(df, gathered);
+          RankMajor.assertOnEveryPartition(df, gathered);
           assertEquals(partitions(NpuGather.allGatherOnNpu(df)), partitions(gathered));
         });
   }
@@ -191,7 +180,7 @@ class AllGatherTableFunctionTest {
           () -> {
             df.count();
             Dataset<Row> gathered = sql("SELECT * FROM all_gather_on_npu(TABLE(items))");
-            NpuGatherTest.assertRankMajorOnEveryPartition(df, gathered);
+            RankMajor.assertOnEveryPartition(df, gathered);
             assertEquals("cached batches", NpuGather.lastMetrics().input());
             assertEquals(partitions(NpuGather.allGatherOnNpu(df)), partitions(gathered));
           });

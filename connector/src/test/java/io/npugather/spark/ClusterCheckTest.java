@@ -7,33 +7,19 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.Backend;
+import io.npugather.spark.testing.LocalSpark;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 class ClusterCheckTest {
+  @RegisterExtension
+  static final LocalSpark SPARK = LocalSpark.cores(2).onStart(s -> sc = s.sparkContext());
+
   private static SparkContext sc;
-
-  @BeforeAll
-  static void startSpark() {
-    sc =
-        new SparkContext(
-            new SparkConf()
-                .setMaster("local[2]")
-                .setAppName("ClusterCheckTest")
-                .set("spark.ui.enabled", "false"));
-  }
-
-  @AfterAll
-  static void stopSpark() {
-    if (sc != null) {
-      sc.stop();
-    }
-  }
 
   @Test
   void localTwoRunsTwoRanks() {

@@ -1,7 +1,7 @@
 package io.npugather.spark;
 
-import static io.npugather.spark.NpuGatherTest.assertRankMajorOnEveryPartition;
-import static io.npugather.spark.NpuGatherTest.rootMessage;
+import static io.npugather.spark.testing.Causes.messages;
+import static io.npugather.spark.testing.RankMajor.assertOnEveryPartition;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -9,10 +9,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.npugather.DType;
 import io.npugather.Tensor;
 import io.npugather.cann.SimulatedCann;
+import io.npugather.spark.testing.GatherLeaks;
+import io.npugather.spark.testing.LocalSpark;
+import io.npugather.spark.testing.RankMajor;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -59,15 +61,11 @@ class DeviceBindingOverSimulatedCannTest {
       int slots, String discoveryScript, Map<String, String> conf) {
     Path script = SCRIPTS.resolve(discoveryScript);
     assertTrue(script.toFile().setExecutable(true), "cannot make " + script + " executable");
-    SparkSession.Builder builder =
-        SparkSession.builder()
-            .master("local[" + slots + "]")
-            .appName("DeviceBindingOverSimulatedCannTest")
-            .config("spark.ui.enabled", "false")
-            .config("spark.driver.resource.npu.amount", "2")
-            .config("spark.driver.resource.npu.discoveryScript", script.toString());
-    conf.forEach(builder::config);
-    return builder.getOrCreate();
+    return LocalSpark.cores(slots)
+        .conf("spark.driver.resource.npu.amount", "2")
+        .conf("spark.driver.resource.npu.discoveryScript", script.toString())
+        .conf(conf)
+        .start("DeviceBindingOverSimulatedCannTest");
   }
 
   private static Dataset<Row> randomRows(SparkSession spark, int partitions) {
@@ -97,7 +95,7 @@ class DeviceBindingOverSimulatedCannTest {
       SparkSession spark, String backend) throws IOException {
     Files.deleteIfExists(trace);
     Dataset<Row> df = randomRows(spark, 2);
-    assertRankMajorOnEveryPartition(
+    assertOnEveryPartition(
         df, NpuGather.allGatherOnNpu(df, AllGatherOptions.defaults().withBackend(backend)));
     assertEquals(2 * 6_000L, NpuGather.lastMetrics().rowsGathered());
     assertEquals(
@@ -122,7 +120,7 @@ class DeviceBindingOverSimulatedCannTest {
   private static String refusal(SparkSession spark, int ranks) {
     Dataset<Row> df = spark.range(0, 10L * ranks, 1, ranks).toDF();
     Exception e = assertThrows(Exception.class, () -> NpuGather.allGatherOnNpu(df, hccl()).count());
-    return rootMessage(e);
+    return messages(e);
   }
 
   private static float[] values(int rank, Tensor gathered) {
@@ -167,23 +165,10 @@ class DeviceBindingOverSimulatedCannTest {
               hccl(),
               DType.FLOAT32,
               DeviceBindingOverSimulatedCannTest::values);
-      List<Float> expected = new ArrayList<>();
-      for (List<Row> partition : floats.javaRDD().glom().collect()) {
-        for (Row row : partition) {
-          expected.add(row.getFloat(0));
-          expected.add(row.getFloat(1));
-        }
-      }
+      float[] expected = RankMajor.floats(floats, List.of("a", "b"));
       assertEquals(2, seen.size());
       for (int rank = 0; rank < 2; rank++) {
-        float[] got = seen.get(rank);
-        assertEquals(expected.size(), got.length, "rank " + rank);
-        for (int i = 0; i < got.length; i++) {
-          assertEquals(
-              Float.floatToRawIntBits(expected.get(i)),
-              Float.floatToRawIntBits(got[i]),
-              "rank " + rank + ", value " + i);
-        }
+        RankMajor.assertSameFloats(rank, expected, seen.get(rank));
       }
       assertEquals(Map.of(0, Set.of(0), 1, Set.of(1)), devicesByRank(), "onRanks devices");
       floats.unpersist(true);
@@ -193,7 +178,7 @@ class DeviceBindingOverSimulatedCannTest {
       assertTrue(m.contains("runs 3 ranks") && m.contains("discovered 2 addresses [0, 1]"), m);
       assertTrue(m.contains("spark.driver.resource.npu.amount"), m);
       df.unpersist(true);
-      NpuGatherTest.awaitArrowReleased();
+      GatherLeaks.awaitArrowReleased();
     } finally {
       spark.stop();
     }

@@ -10,16 +10,17 @@ import io.npugather.NpuGatherException;
 import io.npugather.ResultCode;
 import io.npugather.spark.output.GatheredOutputs;
 import io.npugather.spark.rendezvous.RendezvousException;
+import io.npugather.spark.testing.GatherLeaks;
+import io.npugather.spark.testing.LocalSpark;
 import java.util.Map;
 import org.apache.spark.SparkException;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -30,28 +31,16 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 class FirstRankFailureFailsTheJobTest {
   private static final int RUNS = 20;
+
+  @RegisterExtension
+  static final LocalSpark SPARK = LocalSpark.cores(4).shufflePartitions(4).onStart(s -> spark = s);
+
   private static SparkSession spark;
-
-  @BeforeAll
-  static void startSpark() {
-    spark =
-        SparkSession.builder()
-            .master("local[4]")
-            .appName("FirstRankFailureFailsTheJobTest")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "4")
-            .getOrCreate();
-  }
-
-  @AfterAll
-  static void stopSpark() {
-    spark.stop();
-  }
 
   @AfterEach
   void nothingLeftInArrowMemory() {
     spark.conf().unset(GatheredOutputs.ONE_PER_EXECUTOR);
-    NpuGatherTest.awaitArrowReleased();
+    GatherLeaks.awaitArrowReleased();
   }
 
   /**

@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.spark.testing.GatherLeaks;
+import io.npugather.spark.testing.LocalSpark;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -25,10 +27,9 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.functions;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.io.TempDir;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -75,26 +76,19 @@ class GatherInSparkUiTest {
     }
   }
 
-  @BeforeAll
-  static void startSpark() {
-    spark =
-        SparkSession.builder()
-            .master("local[4]")
-            .appName("GatherInSparkUiTest")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "4")
-            .getOrCreate();
-    spark.sparkContext().addSparkListener(NAMES);
-  }
-
-  @AfterAll
-  static void stopSpark() {
-    spark.stop();
-  }
+  @RegisterExtension
+  static final LocalSpark SPARK =
+      LocalSpark.cores(4)
+          .shufflePartitions(4)
+          .onStart(
+              s -> {
+                spark = s;
+                s.sparkContext().addSparkListener(NAMES);
+              });
 
   @AfterEach
   void arrowReleased() {
-    NpuGatherTest.awaitArrowReleased();
+    GatherLeaks.awaitArrowReleased();
   }
 
   private static Dataset<Row> input() {

@@ -9,6 +9,11 @@ import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.spark.output.GatheredOutputs;
+import io.npugather.spark.testing.Causes;
+import io.npugather.spark.testing.GatherLeaks;
+import io.npugather.spark.testing.JobCounter;
+import io.npugather.spark.testing.LocalSpark;
+import io.npugather.spark.testing.RankMajor;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -18,18 +23,14 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Stream;
 import org.apache.spark.api.java.JavaRDD;
-import org.apache.spark.scheduler.SparkListener;
-import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.storage.StorageLevel;
 import org.apache.spark.util.LongAccumulator;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.DynamicTest;
@@ -45,35 +46,22 @@ import scala.jdk.javaapi.CollectionConverters;
  * (rank-major, after the source rank), not only that nothing threw.
  */
 abstract class GatheredDataFrameContract {
+  private static final JobCounter JOBS = new JobCounter();
   private static SparkSession spark;
-  private static final AtomicInteger JOBS = new AtomicInteger();
 
   @TempDir Path tmp;
 
   /** Starts the class's session on {@code master}, unless it runs. */
-  static void start(String master) {
-    spark =
-        SparkSession.builder()
-            .master(master)
-            .appName("GatheredDataFrameContract " + master)
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "3")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate();
-    spark
-        .sparkContext()
-        .addSparkListener(
-            new SparkListener() {
-              @Override
-              public void onJobStart(SparkListenerJobStart event) {
-                JOBS.incrementAndGet();
-              }
+  /** The session of a subclass, on {@code cores} cores: it registers it as its extension. */
+  static LocalSpark localSpark(int cores) {
+    return LocalSpark.cores(cores)
+        .shufflePartitions(3)
+        .utc()
+        .onStart(
+            s -> {
+              spark = s;
+              s.sparkContext().addSparkListener(JOBS);
             });
-  }
-
-  @AfterAll
-  static void stopSpark() {
-    spark.stop();
   }
 
   @BeforeEach
@@ -83,16 +71,12 @@ abstract class GatheredDataFrameContract {
 
   @AfterEach
   void everyOutputReleasedAndNoArrowByteLeft() {
-    NpuGatherTest.awaitArrowReleased();
+    GatherLeaks.awaitArrowReleased();
   }
 
   /** 1000 ids in 2 partitions with a string beside them. */
   private static Dataset<Row> input() {
     return spark.range(0, 1000, 1, 2).selectExpr("id", "concat('v', id) AS name");
-  }
-
-  private static List<Row> rankMajor(Dataset<Row> in) {
-    return NpuGatherTest.rankMajor(in);
   }
 
   /** {@code copies} times {@code rows}, one after another. */
@@ -113,7 +97,7 @@ abstract class GatheredDataFrameContract {
 
   @Test
   void showTakeHeadFirstLimitTailAndIsEmptyAnswerFromTheGatheredRows() {
-    List<Row> all = rankMajor(input());
+    List<Row> all = RankMajor.rows(input());
     Dataset<Row> g = NpuGather.allGatherOnNpu(input());
     g.show(); // must not throw
     String shown = ((org.apache.spark.sql.classic.Dataset<Row>) g).showString(3, 20, false);
@@ -140,7 +124,7 @@ abstract class GatheredDataFrameContract {
   void sqlOverATempViewWithLimitOrderByAndSubqueries() {
     Dataset<Row> g = NpuGather.allGatherOnNpu(input());
     g.createOrReplaceTempView("gathered");
-    List<Row> all = rankMajor(input());
+    List<Row> all = RankMajor.rows(input());
     assertEquals(all.subList(0, 4), spark.sql("SELECT * FROM gathered LIMIT 4").collectAsList());
     assertEquals(
         List.of(RowFactory.create(999L), RowFactory.create(999L), RowFactory.create(998L)),
@@ -165,7 +149,7 @@ abstract class GatheredDataFrameContract {
 
   @Test
   void aSecondActionAReusedRddAndTwoConcurrentActionsGiveTheSameRows() throws Exception {
-    List<Row> expected = repeated(rankMajor(input()), 2);
+    List<Row> expected = repeated(RankMajor.rows(input()), 2);
     Dataset<Row> g = NpuGather.allGatherOnNpu(input());
     assertEquals(expected, g.collectAsList());
     // Released when its job ended (spark.npugather.output.releaseDelay 0): gathered again.
@@ -184,7 +168,7 @@ abstract class GatheredDataFrameContract {
   void aKeptOutputServesTheNextActionsWithoutGatheringAgain() throws Exception {
     spark.conf().set(GatheredOutputs.RELEASE_DELAY, "3s");
     try {
-      List<Row> expected = repeated(rankMajor(input()), 2);
+      List<Row> expected = repeated(RankMajor.rows(input()), 2);
       Dataset<Row> g = NpuGather.allGatherOnNpu(input());
       assertEquals(expected, g.collectAsList());
       GatherMetrics metrics = NpuGather.lastMetrics();
@@ -192,7 +176,7 @@ abstract class GatheredDataFrameContract {
       assertEquals(expected, g.collectAsList());
       assertEquals(expected, g.javaRDD().collect());
       assertEquals(gatheredOnce, metrics.rowsGathered(), "the later actions read the same gather");
-      NpuGatherTest.awaitArrowReleased(); // after the delay
+      GatherLeaks.awaitArrowReleased(); // after the delay
       assertEquals(expected, g.collectAsList());
       assertTrue(metrics.rowsGathered() > gatheredOnce, "gathered again after the release");
     } finally {
@@ -202,7 +186,7 @@ abstract class GatheredDataFrameContract {
 
   @Test
   void globalSortCoalesceRepartitionUnionsAndJoinsOnBothSides() {
-    List<Row> all = rankMajor(input());
+    List<Row> all = RankMajor.rows(input());
     Dataset<Row> g = NpuGather.allGatherOnNpu(input());
     assertEquals(
         sortedById(repeated(all, 2)), g.orderBy(col("id"), col("source_rank")).collectAsList());
@@ -257,7 +241,7 @@ abstract class GatheredDataFrameContract {
     spark.conf().set("spark.sql.adaptive.enabled", Boolean.toString(adaptive));
     Dataset<Row> in = input.in(spark);
     try {
-      List<Row> all = rankMajor(in);
+      List<Row> all = RankMajor.rows(in);
       int ranks = in.javaRDD().getNumPartitions();
       List<List<Object>> expected = GatheredQueryFamily.sorted(query.expected().apply(all, ranks));
       List<List<Object>> actual =
@@ -279,7 +263,7 @@ abstract class GatheredDataFrameContract {
   @Test
   void adaptiveExecutionOffGivesTheSameAnswers() {
     spark.conf().set("spark.sql.adaptive.enabled", "false");
-    List<Row> all = rankMajor(input());
+    List<Row> all = RankMajor.rows(input());
     Dataset<Row> g = NpuGather.allGatherOnNpu(input());
     assertEquals(all.subList(0, 3), List.of((Row[]) g.take(3)));
     assertEquals(
@@ -290,7 +274,7 @@ abstract class GatheredDataFrameContract {
 
   @Test
   void cachePersistCheckpointsAndParquetWritesKeepTheRows() {
-    List<Row> expected = repeated(rankMajor(input()), 2);
+    List<Row> expected = repeated(RankMajor.rows(input()), 2);
     Dataset<Row> cached = NpuGather.allGatherOnNpu(input()).cache();
     assertEquals(expected.size(), cached.count());
     assertEquals(expected, cached.collectAsList());
@@ -345,7 +329,7 @@ abstract class GatheredDataFrameContract {
     assertTrue(allEmpty.isEmpty());
     assertEquals(List.of(), List.of((Row[]) allEmpty.take(1)));
     Dataset<Row> one = spark.range(0, 10, 1, 1).toDF();
-    assertEquals(rankMajor(one), NpuGather.allGatherOnNpu(one).collectAsList());
+    assertEquals(RankMajor.rows(one), NpuGather.allGatherOnNpu(one).collectAsList());
     Dataset<Row> many = spark.range(0, 100, 1, 8).toDF();
     Dataset<Row> two = NpuGather.allGatherOnNpu(many, Map.of("npugather.rankSize", "2"));
     assertEquals(2, two.javaRDD().getNumPartitions());
@@ -386,7 +370,7 @@ abstract class GatheredDataFrameContract {
     AllGatherOptions failing = AllGatherOptions.defaults().withInjectFailure("1");
     Exception e =
         assertThrows(Exception.class, () -> NpuGather.allGatherOnNpu(df, failing).collectAsList());
-    String messages = messages(e);
+    String messages = Causes.messages(e);
     assertTrue(
         messages.contains("npugather.retryable is false")
             && messages.contains("failure injected")
@@ -395,14 +379,6 @@ abstract class GatheredDataFrameContract {
     AllGatherOptions onceFailing =
         AllGatherOptions.defaults().withRetryable(true).withInjectFailure("1:0");
     assertEquals(
-        repeated(rankMajor(df), 2), NpuGather.allGatherOnNpu(df, onceFailing).collectAsList());
-  }
-
-  private static String messages(Throwable e) {
-    StringBuilder all = new StringBuilder();
-    for (Throwable t = e; t != null; t = t.getCause()) {
-      all.append(t.getMessage()).append(" | ");
-    }
-    return all.toString();
+        repeated(RankMajor.rows(df), 2), NpuGather.allGatherOnNpu(df, onceFailing).collectAsList());
   }
 }

@@ -1,11 +1,9 @@
 package io.npugather.spark;
 
-import org.junit.jupiter.api.BeforeAll;
+import io.npugather.spark.testing.LocalSpark;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /** {@link GatheredDataFrameContract} on {@code local[4]}: two ranks among four slots. */
 class GatheredDataFrameOnFourCoresTest extends GatheredDataFrameContract {
-  @BeforeAll
-  static void startSpark() {
-    start("local[4]");
-  }
+  @RegisterExtension static final LocalSpark SPARK = localSpark(4);
 }

@@ -1,11 +1,9 @@
 package io.npugather.spark;
 
-import org.junit.jupiter.api.BeforeAll;
+import io.npugather.spark.testing.LocalSpark;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /** {@link GatheredDataFrameContract} on {@code local[2]}: two ranks, as many as the slots. */
 class GatheredDataFrameOnTwoCoresTest extends GatheredDataFrameContract {
-  @BeforeAll
-  static void startSpark() {
-    start("local[2]");
-  }
+  @RegisterExtension static final LocalSpark SPARK = localSpark(2);
 }

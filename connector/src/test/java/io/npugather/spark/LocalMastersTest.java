@@ -1,11 +1,13 @@
 package io.npugather.spark;
 
-import static io.npugather.spark.NpuGatherTest.assertRankMajorOnEveryPartition;
-import static io.npugather.spark.NpuGatherTest.rootMessage;
+import static io.npugather.spark.testing.Causes.messages;
+import static io.npugather.spark.testing.RankMajor.assertOnEveryPartition;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.spark.testing.GatherLeaks;
+import io.npugather.spark.testing.LocalSpark;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -17,16 +19,10 @@ import org.junit.jupiter.params.provider.ValueSource;
  * local[4]): as many ranks as task slots works, one more fails before any task runs.
  */
 class LocalMastersTest {
-
   @ParameterizedTest(name = "local[{0}]")
   @ValueSource(ints = {1, 2})
   void asManyRanksAsSlotsGatherAndOneMoreIsRefused(int slots) {
-    SparkSession spark =
-        SparkSession.builder()
-            .master("local[" + slots + "]")
-            .appName("LocalMastersTest")
-            .config("spark.ui.enabled", "false")
-            .getOrCreate();
+    SparkSession spark = LocalSpark.cores(slots).start("LocalMastersTest");
     try {
       Dataset<Row> df =
           spark
@@ -38,15 +34,15 @@ class LocalMastersTest {
                   "uuid(13) as tag",
                   "array(rand(14), rand(15)) as pair");
       df.cache().count();
-      assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+      assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
       assertEquals(slots * 10_000L, NpuGather.lastMetrics().rowsGathered());
       df.unpersist(true);
 
       Dataset<Row> tooMany = spark.range(0, 100, 1, slots + 1).toDF();
       Exception e = assertThrows(Exception.class, () -> NpuGather.allGatherOnNpu(tooMany).count());
-      String message = rootMessage(e);
+      String message = messages(e);
       assertTrue(message.contains(String.valueOf(slots + 1)) && message.contains("slot"), message);
-      NpuGatherTest.awaitArrowReleased();
+      GatherLeaks.awaitArrowReleased();
     } finally {
       spark.stop();
     }

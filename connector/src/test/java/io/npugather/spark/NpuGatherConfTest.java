@@ -6,38 +6,25 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.spark.memory.GatherMemory;
+import io.npugather.spark.testing.LocalSpark;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * The spark.npugather.* settings as Spark's own: listed by SET -v with default and doc, checked
  * when set, and a misspelled key refused naming it as written and the nearest key.
  */
 class NpuGatherConfTest {
+  @RegisterExtension
+  static final LocalSpark SPARK = LocalSpark.cores(2).withFirstCall().onStart(s -> spark = s);
+
   private static SparkSession spark;
-
-  @BeforeAll
-  static void startSpark() {
-    spark =
-        SparkSession.builder()
-            .master("local[2]")
-            .appName("NpuGatherConfTest")
-            .config("spark.ui.enabled", "false")
-            .getOrCreate();
-    NpuGather.allGatherOnNpu(spark.range(0, 2, 1, 2).toDF()); // the first call registers them
-  }
-
-  @AfterAll
-  static void stopSpark() {
-    spark.stop();
-  }
 
   @Test
   void setVListsEverySettingWithItsDefaultAndDoc() {

@@ -4,10 +4,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.spark.testing.GatherLeaks;
+import io.npugather.spark.testing.LocalSpark;
 import java.util.List;
 import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.core.Logger;
-import org.apache.spark.SparkConf;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.SparkStrategy;
@@ -24,21 +25,17 @@ class NpuGatherExtensionsTest {
     if (spark != null) {
       spark.stop();
     }
-    NpuGatherTest.awaitArrowReleased();
+    GatherLeaks.awaitArrowReleased();
   }
 
   /** A fresh session from the entries a spark-defaults.conf would hold. */
   private static SparkSession fromDefaults(String... entries) {
-    SparkConf conf =
-        new SparkConf(false)
-            .setMaster("local[2]")
-            .setAppName("NpuGatherExtensionsTest")
-            .set("spark.ui.enabled", "false");
+    LocalSpark local = LocalSpark.cores(2);
     for (String entry : entries) {
       String[] keyValue = entry.split("=", 2);
-      conf.set(keyValue[0], keyValue[1]);
+      local.conf(keyValue[0], keyValue[1]);
     }
-    return SparkSession.builder().config(conf).getOrCreate();
+    return local.start("NpuGatherExtensionsTest");
   }
 
   private static List<SparkStrategy> planningStrategies(SparkSession session) {

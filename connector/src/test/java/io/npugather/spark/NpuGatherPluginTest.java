@@ -4,9 +4,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.spark.memory.GatherMemory;
+import io.npugather.spark.testing.GatherLeaks;
+import io.npugather.spark.testing.LocalSpark;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import org.apache.spark.SparkConf;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.junit.jupiter.api.Test;
@@ -19,15 +20,7 @@ class NpuGatherPluginTest {
   void theExecutorPluginWarmsTheJvmUpAndLeavesNoMemoryBehind() throws Exception {
     JvmWarmUp.run(); // on this thread too: it may run more than once
     assertEquals(0, GatherMemory.allocatedBytes());
-    SparkSession spark =
-        SparkSession.builder()
-            .config(
-                new SparkConf(false)
-                    .setMaster("local[2]")
-                    .setAppName("NpuGatherPluginTest")
-                    .set("spark.ui.enabled", "false")
-                    .set("spark.plugins", NpuGatherPlugin.class.getName()))
-            .getOrCreate();
+    SparkSession spark = LocalSpark.cores(2).withPlugin().start("NpuGatherPluginTest");
     try {
       assertTrue(JvmWarmUp.awaitDone(TimeUnit.MINUTES.toMillis(2)), "the warm-up ended");
       List<Row> rows = NpuGather.allGatherOnNpu(spark.range(0, 10, 1, 2).toDF()).collectAsList();
@@ -36,7 +29,7 @@ class NpuGatherPluginTest {
       assertEquals(2 * 45, sum);
     } finally {
       spark.stop();
-      NpuGatherTest.awaitArrowReleased();
+      GatherLeaks.awaitArrowReleased();
     }
   }
 }

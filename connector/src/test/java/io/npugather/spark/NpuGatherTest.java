@@ -5,6 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.spark.memory.GatherMemory;
+import io.npugather.spark.testing.Causes;
+import io.npugather.spark.testing.GatherLeaks;
+import io.npugather.spark.testing.LocalSpark;
+import io.npugather.spark.testing.RankMajor;
+import io.npugather.spark.testing.ReaderMemory;
 import java.math.BigDecimal;
 import java.sql.Date;
 import java.sql.Timestamp;
@@ -28,96 +33,29 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import scala.jdk.javaapi.CollectionConverters;
 
 /** allGatherOnNpu end to end in Spark local[4], backend host. */
 class NpuGatherTest {
+  @RegisterExtension
+  static final LocalSpark SPARK =
+      LocalSpark.cores(4).shufflePartitions(4).utc().onStart(NpuGatherTest::started);
+
   private static SparkSession spark;
   private static JavaSparkContext jsc;
 
-  @BeforeAll
-  static void startSpark() {
-    spark =
-        SparkSession.builder()
-            .master("local[4]")
-            .appName("NpuGatherTest")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate();
-    jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
-  }
-
-  @AfterAll
-  static void stopSpark() {
-    spark.stop();
-  }
-
-  /**
-   * Waits up to 30 s until the tasks' Arrow memory is all released: a gather's output is released
-   * just after the last job that read it ends, and tasks killed by a failed stage release theirs
-   * when they end, shortly after the job.
-   */
-  static void awaitArrowReleased() {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (GatherMemory.allocatedBytes() != 0 && System.nanoTime() < deadline) {
-      try {
-        Thread.sleep(20);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        break;
-      }
-    }
-    assertEquals(0, GatherMemory.allocatedBytes(), "Arrow bytes outstanding");
+  private static void started(SparkSession session) {
+    spark = session;
+    jsc = SPARK.jsc();
   }
 
   @AfterEach
-  void nothingLeftInArrowOrSharedMemory() throws Exception {
-    awaitArrowReleased();
-    try (var files = java.nio.file.Files.list(java.nio.file.Path.of("/dev/shm"))) {
-      assertEquals(
-          List.of(),
-          files
-              .map(p -> p.getFileName().toString())
-              .filter(n -> n.startsWith("npugather.") && n.contains(".npg-"))
-              .toList());
-    }
-  }
-
-  /** Every output partition must be: for r in ranks, "r" + each row of input partition r. */
-  static void assertRankMajorOnEveryPartition(Dataset<Row> input, Dataset<Row> output) {
-    List<List<Row>> in = input.javaRDD().glom().collect();
-    List<List<Row>> out = output.javaRDD().glom().collect();
-    assertEquals(in.size(), out.size(), "one output partition per rank");
-    List<Row> expected = rankMajor(input);
-    for (int p = 0; p < out.size(); p++) {
-      List<Row> got = out.get(p);
-      assertEquals(expected.size(), got.size(), "rows on output partition " + p);
-      for (int i = 0; i < expected.size(); i++) {
-        assertEquals(expected.get(i), got.get(i), "output partition " + p + ", row " + i);
-      }
-    }
-  }
-
-  /** What every output partition holds: r + each row of input partition r, for r in ranks. */
-  static List<Row> rankMajor(Dataset<Row> input) {
-    List<List<Row>> in = input.javaRDD().glom().collect();
-    List<Row> rows = new ArrayList<>();
-    for (int r = 0; r < in.size(); r++) {
-      for (Row row : in.get(r)) {
-        Object[] values = new Object[row.size() + 1];
-        values[0] = r;
-        for (int i = 0; i < row.size(); i++) {
-          values[i + 1] = row.get(i);
-        }
-        rows.add(RowFactory.create(values));
-      }
-    }
-    return rows;
+  void nothingLeftInArrowOrSharedMemory() {
+    GatherLeaks.awaitArrowReleased();
+    assertEquals(List.of(), GatherLeaks.sharedMemoryObjects(".npg-"));
   }
 
   @Test
@@ -199,7 +137,7 @@ class NpuGatherTest {
               maybe(random, scalaMap(Map.of("k" + n, n)))));
     }
     Dataset<Row> df = spark.createDataFrame(jsc.parallelize(rows, 3), schema);
-    assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+    RankMajor.assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
     // Written from the rows, not from the batches of a RowToColumnar Spark puts in between.
     assertEquals("rows", NpuGather.lastMetrics().input());
   }
@@ -219,13 +157,13 @@ class NpuGatherTest {
                 .union(jsc.parallelize(rows, 1))
                 .union(jsc.parallelize(new ArrayList<Row>(), 1)),
             schema);
-    assertRankMajorOnEveryPartition(skewed, NpuGather.allGatherOnNpu(skewed));
+    RankMajor.assertOnEveryPartition(skewed, NpuGather.allGatherOnNpu(skewed));
   }
 
   @Test
   void onePartitionGathersItself() {
     Dataset<Row> df = spark.range(0, 100, 1, 1).toDF();
-    assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+    RankMajor.assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
   }
 
   @Test
@@ -235,7 +173,7 @@ class NpuGatherTest {
     df.cache().count();
     try {
       Dataset<Row> out = NpuGather.allGatherOnNpu(df);
-      assertRankMajorOnEveryPartition(df, out);
+      RankMajor.assertOnEveryPartition(df, out);
       GatherMetrics metrics = NpuGather.lastMetrics();
       assertEquals(4L * 40_000, metrics.rowsGathered());
       // The 4 ranks share one executor: they gather one output there, receiving nothing.
@@ -265,11 +203,11 @@ class NpuGatherTest {
                 "case when id % 11 = 0 then null else cast(id as double) * 1.5 end as d");
     df.cache().count();
     try {
-      assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+      RankMajor.assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
       assertEquals("cached batches", NpuGather.lastMetrics().input());
       // A subset of the cached columns, in another order.
       Dataset<Row> some = df.select("f", "id", "dict");
-      assertRankMajorOnEveryPartition(some, NpuGather.allGatherOnNpu(some));
+      RankMajor.assertOnEveryPartition(some, NpuGather.allGatherOnNpu(some));
       assertEquals("cached batches", NpuGather.lastMetrics().input());
     } finally {
       df.unpersist(true);
@@ -295,10 +233,10 @@ class NpuGatherTest {
     df.cache().count();
     spark.conf().unset("spark.sql.inMemoryColumnarStorage.batchSize");
     try {
-      assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+      RankMajor.assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
       assertEquals("cached batches", NpuGather.lastMetrics().input());
       Dataset<Row> vectors = df.select("v");
-      assertRankMajorOnEveryPartition(vectors, NpuGather.allGatherOnNpu(vectors));
+      RankMajor.assertOnEveryPartition(vectors, NpuGather.allGatherOnNpu(vectors));
       assertEquals("cached batches", NpuGather.lastMetrics().input());
     } finally {
       df.unpersist(true);
@@ -319,7 +257,7 @@ class NpuGatherTest {
     // Fixed-width columns and arrays of them: no ColumnarToRow, the gather itself writes rows.
     String plan = out.queryExecution().executedPlan().toString();
     assertTrue(plan.startsWith("NpuAllGather"), plan);
-    assertRankMajorOnEveryPartition(df, out);
+    RankMajor.assertOnEveryPartition(df, out);
     // A row operator downstream (a generated filter and projection) reads those rows.
     Dataset<Row> picked = out.where("id % 2 = 1").selectExpr("source_rank", "id * 2 as twice", "v");
     List<Row> rows = picked.collectAsList();
@@ -339,7 +277,7 @@ class NpuGatherTest {
     assertTrue(
         textOut.queryExecution().executedPlan().toString().contains("ColumnarToRow"),
         textOut.queryExecution().executedPlan().toString());
-    assertRankMajorOnEveryPartition(withText, textOut);
+    RankMajor.assertOnEveryPartition(withText, textOut);
   }
 
   /** Per output partition: its row count and the sum of its rows' hashes. */
@@ -374,7 +312,7 @@ class NpuGatherTest {
       first.count();
       second.count();
       NpuGather.allGatherOnNpu(first).foreach(row -> {});
-      awaitArrowReleased(); // the first gather's output goes back to the cache
+      GatherLeaks.awaitArrowReleased(); // the first gather's output goes back to the cache
       long reusedBefore = GatherMemory.cache().stats().reused();
       Dataset<Row> out = NpuGather.allGatherOnNpu(second);
 
@@ -409,7 +347,7 @@ class NpuGatherTest {
       spark.conf().set("spark.sql.files.openCostInBytes", String.valueOf(1L << 30));
       Dataset<Row> df = spark.read().parquet(dir.toString());
       assertEquals(2, df.javaRDD().getNumPartitions());
-      assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+      RankMajor.assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
       assertEquals("columnar batches", NpuGather.lastMetrics().input());
     } finally {
       spark.conf().unset("spark.sql.files.openCostInBytes");
@@ -516,19 +454,7 @@ class NpuGatherTest {
   private static long offHeapWhileReading(Dataset<Row> df, boolean onePerExecutor) {
     spark.conf().set("spark.npugather.output.onePerExecutor", Boolean.toString(onePerExecutor));
     try {
-      return NpuGather.allGatherOnNpu(df)
-          .javaRDD()
-          .mapPartitions(
-              rows -> {
-                long count = 0;
-                while (rows.hasNext()) {
-                  rows.next();
-                  count++;
-                }
-                return List.of(count == 0 ? 0 : GatherMemory.allocatedBytes()).iterator();
-              })
-          .collect()
-          .stream()
+      return ReaderMemory.byProcess(NpuGather.allGatherOnNpu(df)).values().stream()
           .mapToLong(Long::longValue)
           .max()
           .orElseThrow();
@@ -542,7 +468,8 @@ class NpuGatherTest {
     Dataset<Row> df = spark.range(0, 100, 1, 6).toDF();
     long start = System.nanoTime();
     Exception e = assertThrows(Exception.class, () -> NpuGather.allGatherOnNpu(df).count());
-    assertTrue(rootMessage(e).contains("6") && rootMessage(e).contains("4"), rootMessage(e));
+    assertTrue(
+        Causes.messages(e).contains("6") && Causes.messages(e).contains("4"), Causes.messages(e));
     assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(30), "not at once");
   }
 
@@ -581,8 +508,8 @@ class NpuGatherTest {
         assertThrows(
             SparkException.class, () -> NpuGather.allGatherOnNpu(df, options).collectAsList());
     // The injected failure itself, not its peer's report of it.
-    assertTrue(rootMessage(e).contains("rank 1/2 (stage "), rootMessage(e));
-    assertTrue(rootMessage(e).contains("failure injected"), rootMessage(e));
+    assertTrue(Causes.messages(e).contains("rank 1/2 (stage "), Causes.messages(e));
+    assertTrue(Causes.messages(e).contains("failure injected"), Causes.messages(e));
     assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(60), "did not fail fast");
   }
 
@@ -591,7 +518,7 @@ class NpuGatherTest {
     Dataset<Row> df = spark.range(0, 5000, 1, 2).selectExpr("id", "id * 2 as twice");
     AllGatherOptions options =
         AllGatherOptions.defaults().withRetryable(true).withInjectFailure("1:0");
-    assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df, options));
+    RankMajor.assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df, options));
   }
 
   @Test
@@ -626,7 +553,7 @@ class NpuGatherTest {
     long start = System.nanoTime();
     spark.sparkContext().cancelJobGroup("cancel-me");
     Exception e = assertThrows(Exception.class, () -> job.get(60, TimeUnit.SECONDS));
-    assertTrue(rootMessage(e).toLowerCase().contains("cancel"), rootMessage(e));
+    assertTrue(Causes.messages(e).toLowerCase().contains("cancel"), Causes.messages(e));
     assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(20), "cancel took too long");
     spark.sparkContext().clearJobGroup();
   }
@@ -642,13 +569,5 @@ class NpuGatherTest {
 
   private static <K, V> scala.collection.Map<K, V> scalaMap(Map<K, V> map) {
     return CollectionConverters.asScala(map);
-  }
-
-  static String rootMessage(Throwable e) {
-    StringBuilder all = new StringBuilder();
-    for (Throwable t = e; t != null; t = t.getCause()) {
-      all.append(t.getMessage()).append(" | ");
-    }
-    return all.toString();
   }
 }

@@ -10,7 +10,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.npugather.DType;
 import io.npugather.HalfFloats;
 import io.npugather.Tensor;
-import io.npugather.spark.memory.GatherMemory;
+import io.npugather.spark.testing.Causes;
+import io.npugather.spark.testing.GatherLeaks;
+import io.npugather.spark.testing.LocalSpark;
+import io.npugather.spark.testing.RankMajor;
 import java.io.IOException;
 import java.io.Serializable;
 import java.util.ArrayList;
@@ -32,31 +35,27 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.ArrowUtils;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /** {@link NpuGather#onRanks} end to end in Spark local[4], backend host. */
 class OnRanksTest {
   private static final int RANKS = 4;
 
-  private static SparkSession spark;
-  private static JavaSparkContext jsc;
   private static final List<SparkListenerTaskEnd> TASK_ENDS =
       Collections.synchronizedList(new ArrayList<>());
 
-  @BeforeAll
-  static void startSpark() {
-    spark =
-        SparkSession.builder()
-            .master("local[" + RANKS + "]")
-            .appName("OnRanksTest")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", String.valueOf(RANKS))
-            .config("spark.sql.session.timeZone", "UTC")
-            .getOrCreate();
-    jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
+  @RegisterExtension
+  static final LocalSpark SPARK =
+      LocalSpark.cores(RANKS).shufflePartitions(RANKS).utc().onStart(OnRanksTest::started);
+
+  private static SparkSession spark;
+  private static JavaSparkContext jsc;
+
+  private static void started(SparkSession session) {
+    spark = session;
+    jsc = SPARK.jsc();
     spark
         .sparkContext()
         .addSparkListener(
@@ -68,20 +67,19 @@ class OnRanksTest {
             });
   }
 
-  @AfterAll
-  static void stopSpark() {
-    spark.stop();
+  @AfterEach
+  void noArrowMemoryOutstanding() {
+    GatherLeaks.awaitArrowReleased();
   }
 
-  @AfterEach
-  void noArrowMemoryOutstanding() throws Exception {
-    // Tasks killed by a failed stage release their memory when they end, shortly after the job.
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (GatherMemory.allocatedBytes() != 0 && System.nanoTime() < deadline) {
-      Thread.sleep(50);
-    }
-    assertEquals(0, GatherMemory.allocatedBytes(), "Arrow bytes outstanding");
-  }
+  /** Returns its rank on every rank but rank 3, which fails as a model shard might. */
+  private static final RankFunction<Integer> SHARD_3_FAILS =
+      (rank, gathered) -> {
+        if (rank == 3) {
+          throw new IOException("model shard 3 failed");
+        }
+        return rank;
+      };
 
   /** What a rank saw: its rank, the gathered tensor's dtype, shape and every element. */
   record Seen(int rank, DType dtype, long[] shape, float[] values, short[] bits, float[] widened)
@@ -113,31 +111,6 @@ class OnRanksTest {
     return new Seen(rank, gathered.dtype(), gathered.shape(), null, bits, widened);
   }
 
-  /** The input's partitions (= ranks) as float rows of the given columns, rank-major. */
-  private static float[] expectedFloats(Dataset<Row> df, List<String> columns) {
-    List<List<Row>> partitions = df.javaRDD().glom().collect();
-    List<Float> values = new ArrayList<>();
-    for (List<Row> partition : partitions) {
-      for (Row row : partition) {
-        for (String column : columns) {
-          Object value = row.get(row.fieldIndex(column));
-          if (value instanceof List<?> list) {
-            list.forEach(v -> values.add((Float) v));
-          } else if (value instanceof scala.collection.Seq<?> seq) {
-            scala.jdk.javaapi.CollectionConverters.asJava(seq).forEach(v -> values.add((Float) v));
-          } else {
-            values.add(((Number) value).floatValue());
-          }
-        }
-      }
-    }
-    float[] out = new float[values.size()];
-    for (int i = 0; i < out.length; i++) {
-      out[i] = values.get(i);
-    }
-    return out;
-  }
-
   private static void assertEveryRankSaw(
       List<Seen> seen, DType dtype, long rows, long features, float[] expected) {
     assertEquals(RANKS, seen.size(), "one result per rank");
@@ -147,20 +120,7 @@ class OnRanksTest {
       assertEquals(dtype, s.dtype());
       assertArrayEquals(new long[] {RANKS, rows, features}, s.shape(), "shape on rank " + r);
       if (dtype == DType.FLOAT32) {
-        assertEquals(expected.length, s.values().length);
-        for (int i = 0; i < expected.length; i++) {
-          assertEquals(
-              Float.floatToRawIntBits(expected[i]),
-              Float.floatToRawIntBits(s.values()[i]),
-              "rank "
-                  + r
-                  + ", element "
-                  + i
-                  + ": expected "
-                  + expected[i]
-                  + ", got "
-                  + s.values()[i]);
-        }
+        RankMajor.assertSameFloats(r, expected, s.values());
       } else {
         assertEquals(expected.length, s.bits().length);
         for (int i = 0; i < expected.length; i++) {
@@ -177,14 +137,6 @@ class OnRanksTest {
         }
       }
     }
-  }
-
-  private static String messages(Throwable t) {
-    StringBuilder text = new StringBuilder();
-    for (Throwable c = t; c != null; c = c.getCause()) {
-      text.append(c).append('\n');
-    }
-    return text.toString();
   }
 
   /** {@code rows} rows of an id, a label and float columns f0, f1, ..., in RANKS partitions. */
@@ -213,7 +165,7 @@ class OnRanksTest {
     Dataset<Row> df = floatColumns(250 * RANKS, 5, 1);
     List<String> columns = List.of("f0", "f1", "f2", "f3", "f4");
     List<Seen> seen = NpuGather.onRanks(df, columns, OnRanksTest::see);
-    assertEveryRankSaw(seen, DType.FLOAT32, 250, 5, expectedFloats(df, columns));
+    assertEveryRankSaw(seen, DType.FLOAT32, 250, 5, RankMajor.floats(df, columns));
   }
 
   @Test
@@ -243,7 +195,7 @@ class OnRanksTest {
     Dataset<Row> df = spark.createDataFrame(jsc.parallelize(rows, RANKS), schema);
     List<String> columns = List.of("f", "b", "s", "l", "i", "d");
     List<Seen> seen = NpuGather.onRanks(df, columns, OnRanksTest::see);
-    assertEveryRankSaw(seen, DType.FLOAT32, 40, 6, expectedFloats(df, columns));
+    assertEveryRankSaw(seen, DType.FLOAT32, 40, 6, RankMajor.floats(df, columns));
   }
 
   private static Dataset<Row> arrayColumn(int rowsPerRank, int length, long seed) {
@@ -267,7 +219,7 @@ class OnRanksTest {
   void anArrayColumnGivesOneFeaturePerElement() {
     Dataset<Row> df = arrayColumn(64, 16, 3);
     List<Seen> seen = NpuGather.onRanks(df, List.of("features"), OnRanksTest::see);
-    assertEveryRankSaw(seen, DType.FLOAT32, 64, 16, expectedFloats(df, List.of("features")));
+    assertEveryRankSaw(seen, DType.FLOAT32, 64, 16, RankMajor.floats(df, List.of("features")));
   }
 
   /** Values whose float16 and bfloat16 roundings are known. */
@@ -321,7 +273,7 @@ class OnRanksTest {
     Dataset<Row> df = trickyRows();
     List<Seen> seen =
         NpuGather.onRanks(df, trickyColumns(), AllGatherOptions.defaults(), wire, OnRanksTest::see);
-    assertEveryRankSaw(seen, wire, 3, TRICKY.length, expectedFloats(df, trickyColumns()));
+    assertEveryRankSaw(seen, wire, 3, TRICKY.length, RankMajor.floats(df, trickyColumns()));
     for (Seen s : seen) {
       for (int i = 0; i < s.bits().length; i++) {
         int row = i / TRICKY.length; // = the input row: partition r holds rows 3r .. 3r + 2
@@ -348,7 +300,7 @@ class OnRanksTest {
   @Test
   void randomDataThroughBfloat16AndFloat16() {
     Dataset<Row> df = arrayColumn(32, 8, 4);
-    float[] expected = expectedFloats(df, List.of("features"));
+    float[] expected = RankMajor.floats(df, List.of("features"));
     for (DType wire : List.of(DType.FLOAT16, DType.BFLOAT16)) {
       List<Seen> seen =
           NpuGather.onRanks(
@@ -379,7 +331,7 @@ class OnRanksTest {
               }
             });
     double expected = 0;
-    for (float value : expectedFloats(df, List.of("f0", "f1", "f2"))) {
+    for (float value : RankMajor.floats(df, List.of("f0", "f1", "f2"))) {
       expected += HalfFloats.bfloat16BitsToFloat(HalfFloats.floatToBFloat16Bits(value));
     }
     assertEquals(List.of(expected, expected, expected, expected), sums);
@@ -395,7 +347,7 @@ class OnRanksTest {
             SparkException.class,
             () ->
                 NpuGather.onRanks(uneven, List.of("f0", "f1"), (rank, gathered) -> "unreachable"));
-    String text = messages(e);
+    String text = Causes.messages(e);
     assertTrue(
         text.contains(
             "ranks passed different inputs (rank 0: float32[9, 2], rank 1:"
@@ -462,7 +414,7 @@ class OnRanksTest {
         assertThrows(
             SparkException.class,
             () -> NpuGather.onRanks(df, List.of("features"), (rank, gathered) -> rank));
-    String text = messages(e);
+    String text = Causes.messages(e);
     assertTrue(text.contains("onRanks rank 2/4"), text);
     assertTrue(
         text.contains(
@@ -511,9 +463,10 @@ class OnRanksTest {
         assertThrows(
             SparkException.class,
             () -> NpuGather.onRanks(df, List.of("x"), (rank, gathered) -> rank));
-    assertTrue(messages(nulls).contains("onRanks rank 1/4 (stage"), messages(nulls));
+    assertTrue(Causes.messages(nulls).contains("onRanks rank 1/4 (stage"), Causes.messages(nulls));
     assertTrue(
-        messages(nulls).contains("column 'x' is null in row 2 of this partition"), messages(nulls));
+        Causes.messages(nulls).contains("column 'x' is null in row 2 of this partition"),
+        Causes.messages(nulls));
   }
 
   @Test
@@ -529,18 +482,8 @@ class OnRanksTest {
     assertNull(results.get(1));
     SparkException e =
         assertThrows(
-            SparkException.class,
-            () ->
-                NpuGather.onRanks(
-                    df,
-                    List.of("f0"),
-                    (rank, gathered) -> {
-                      if (rank == 3) {
-                        throw new IOException("model shard 3 failed");
-                      }
-                      return rank;
-                    }));
-    assertTrue(messages(e).contains("model shard 3 failed"), messages(e));
+            SparkException.class, () -> NpuGather.onRanks(df, List.of("f0"), SHARD_3_FAILS));
+    assertTrue(Causes.messages(e).contains("model shard 3 failed"), Causes.messages(e));
   }
 
   @Test
@@ -548,24 +491,14 @@ class OnRanksTest {
     Dataset<Row> df = floatColumns(3 * RANKS, 1, 7);
     RankFailedException function =
         assertThrows(
-            RankFailedException.class,
-            () ->
-                NpuGather.onRanks(
-                    df,
-                    List.of("f0"),
-                    (rank, gathered) -> {
-                      if (rank == 3) {
-                        throw new IOException("model shard 3 failed");
-                      }
-                      return rank;
-                    }));
+            RankFailedException.class, () -> NpuGather.onRanks(df, List.of("f0"), SHARD_3_FAILS));
     assertEquals("NPUGATHER_RANK_FUNCTION_FAILED", function.getCondition());
     assertEquals("39000", function.getSqlState());
     assertEquals(3, function.rank());
     assertEquals(
         Map.of("operation", "onRanks", "rank", "3", "message", function.getCause().getMessage()),
         function.getMessageParameters());
-    assertTrue(function.getCause() instanceof RankFunctionException, messages(function));
+    assertTrue(function.getCause() instanceof RankFunctionException, Causes.messages(function));
     assertEquals("model shard 3 failed", function.getCause().getCause().getMessage());
     assertTrue(
         function.getMessage().startsWith("[NPUGATHER_RANK_FUNCTION_FAILED] onRanks: rank 3 failed:")
@@ -589,7 +522,8 @@ class OnRanksTest {
     assertEquals("NPUGATHER_RANK_FAILED", injected.getCondition());
     assertEquals("58000", injected.getSqlState());
     assertEquals(2, injected.rank());
-    assertTrue(injected.getCause().getMessage().contains("failure injected"), messages(injected));
+    assertTrue(
+        injected.getCause().getMessage().contains("failure injected"), Causes.messages(injected));
 
     RankFailedException uneven =
         assertThrows(
@@ -598,6 +532,7 @@ class OnRanksTest {
     assertEquals("NPUGATHER_RANK_INPUT_INVALID", uneven.getCondition());
     assertEquals("22000", uneven.getSqlState());
     assertTrue(
-        uneven.getCause().getMessage().contains("ranks passed different inputs"), messages(uneven));
+        uneven.getCause().getMessage().contains("ranks passed different inputs"),
+        Causes.messages(uneven));
   }
 }

@@ -6,20 +6,18 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.AllGatherParam;
 import io.npugather.DType;
+import io.npugather.spark.testing.JobCounter;
+import io.npugather.spark.testing.LocalSpark;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.spark.api.java.JavaSparkContext;
-import org.apache.spark.scheduler.SparkListener;
-import org.apache.spark.scheduler.SparkListenerJobStart;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.function.Executable;
 
 /**
@@ -28,33 +26,19 @@ import org.junit.jupiter.api.function.Executable;
  * what is allowed in the operator's words: no task ever starts to fail on it.
  */
 class RefusedBeforeAnyJobTest {
+  private static final JobCounter JOBS = new JobCounter();
+
+  @RegisterExtension
+  static final LocalSpark SPARK =
+      LocalSpark.cores(2)
+          .withFirstCall()
+          .onStart(
+              s -> {
+                spark = s;
+                s.sparkContext().addSparkListener(JOBS);
+              });
+
   private static SparkSession spark;
-  private static final AtomicInteger JOBS = new AtomicInteger();
-
-  @BeforeAll
-  static void startSpark() {
-    spark =
-        SparkSession.builder()
-            .master("local[2]")
-            .appName("RefusedBeforeAnyJobTest")
-            .config("spark.ui.enabled", "false")
-            .getOrCreate();
-    NpuGather.allGatherOnNpu(spark.range(0, 2, 1, 2).toDF()); // registers the settings
-    spark
-        .sparkContext()
-        .addSparkListener(
-            new SparkListener() {
-              @Override
-              public void onJobStart(SparkListenerJobStart event) {
-                JOBS.incrementAndGet();
-              }
-            });
-  }
-
-  @AfterAll
-  static void stopSpark() {
-    spark.stop();
-  }
 
   @Test
   void aRankSizeAboveTheOperatorsLimitIsRefusedAtTheCallInTheOperatorsWords() throws Exception {

@@ -5,6 +5,7 @@ import org.junit.jupiter.api.{AfterAll, BeforeAll, Test}
 import org.junit.jupiter.api.Assertions.assertEquals
 
 import io.npugather.spark.implicits._
+import io.npugather.spark.testing.LocalSpark
 
 /** An element type of a typed Dataset. */
 case class Item(id: Long, name: String, embedding: Array[Float])
@@ -14,12 +15,7 @@ object ImplicitsTest {
 
   @BeforeAll
   def startSpark(): Unit = {
-    spark = SparkSession
-      .builder()
-      .master("local[2]")
-      .appName("ImplicitsTest")
-      .config("spark.ui.enabled", "false")
-      .getOrCreate()
+    spark = LocalSpark.cores(2).start("ImplicitsTest")
   }
 
   @AfterAll

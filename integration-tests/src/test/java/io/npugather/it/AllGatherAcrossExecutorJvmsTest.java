@@ -7,6 +7,7 @@ import io.npugather.CommunicatorOptions.HostTransport;
 import io.npugather.spark.AllGatherOptions;
 import io.npugather.spark.NpuGather;
 import io.npugather.spark.memory.GatherMemory;
+import io.npugather.spark.testing.RankMajor;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -131,12 +132,12 @@ class AllGatherAcrossExecutorJvmsTest {
         () -> {
           SparkSession spark = cluster.spark();
           Dataset<Row> input = GatherChecks.mixedInput(spark, 4_000, 21, 2);
-          List<List<Row>> in = GatherChecks.partitions(input);
-          List<Row> rankMajor = GatherChecks.rankMajor(in);
+          List<List<Row>> in = RankMajor.partitions(input);
+          List<Row> rankMajor = RankMajor.rows(in);
           Dataset<Row> g = NpuGather.allGatherOnNpu(input);
           // Re-execution: the same DataFrame and its RDD, several jobs, one after another.
-          GatherChecks.assertRankMajorOnEveryPartition(in, GatherChecks.partitions(g));
-          GatherChecks.assertRankMajorOnEveryPartition(in, GatherChecks.partitions(g));
+          RankMajor.assertOnEveryPartition(in, RankMajor.partitions(g));
+          RankMajor.assertOnEveryPartition(in, RankMajor.partitions(g));
           assertEquals(2L * rankMajor.size(), g.javaRDD().count());
           assertEquals(rankMajor.subList(0, 3), List.of((Row[]) g.take(3)));
           // coalesce(1): one task reads both partitions, wherever it runs.

@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.fail;
 
 import io.npugather.spark.AllGatherOptions;
 import io.npugather.spark.NpuGather;
+import io.npugather.spark.testing.Causes;
+import io.npugather.spark.testing.RankMajor;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
@@ -83,17 +85,17 @@ class ExecutorKilledDuringGatherTest {
     cluster.explainFailure(
         () -> {
           Dataset<Row> input = input();
-          List<List<Row>> expected = GatherChecks.partitions(input);
+          List<List<Row>> expected = RankMajor.partitions(input);
           AllGatherOptions options =
               AllGatherOptions.defaults().withRetryable(true).withTimeout(GATHER_TIMEOUT);
           Dataset<Row> gathered = NpuGather.allGatherOnNpu(blockRankOne(input), options);
 
           CompletableFuture<List<List<Row>>> job =
-              CompletableFuture.supplyAsync(() -> GatherChecks.partitions(gathered));
+              CompletableFuture.supplyAsync(() -> RankMajor.partitions(gathered));
           long killed = killRankZerosExecutorWhileItWaits(job);
 
           List<List<Row>> out = job.get(240, TimeUnit.SECONDS);
-          GatherChecks.assertRankMajorOnEveryPartition(expected, out);
+          RankMajor.assertOnEveryPartition(expected, out);
           assertFalse(ProcessHandle.of(killed).map(ProcessHandle::isAlive).orElse(false));
           // The gather ran again, in a new stage attempt, on the replacement executor.
           assertTrue(
@@ -112,7 +114,7 @@ class ExecutorKilledDuringGatherTest {
           Dataset<Row> gathered = NpuGather.allGatherOnNpu(blockRankOne(input()), options);
 
           CompletableFuture<List<List<Row>>> job =
-              CompletableFuture.supplyAsync(() -> GatherChecks.partitions(gathered));
+              CompletableFuture.supplyAsync(() -> RankMajor.partitions(gathered));
           killRankZerosExecutorWhileItWaits(job);
           long killedAt = System.nanoTime();
 
@@ -124,7 +126,7 @@ class ExecutorKilledDuringGatherTest {
                     + " partitions");
           } catch (ExecutionException e) {
             long seconds = TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - killedAt);
-            String messages = GatherChecks.messages(e);
+            String messages = Causes.messages(e);
             // Allowance over the timeout for a busy machine; the failure is normally immediate.
             assertTrue(
                 seconds <= GATHER_TIMEOUT.toSeconds() + 15,

@@ -3,9 +3,8 @@ package io.npugather.it;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.npugather.spark.NpuGather;
-import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.file.Files;
+import io.npugather.spark.testing.GatherLeaks;
+import io.npugather.spark.testing.RankMajor;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -18,7 +17,6 @@ import java.util.Random;
 import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import java.util.stream.Stream;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -46,38 +44,6 @@ final class GatherChecks {
   private GatherChecks() {}
 
   /**
-   * Every output partition must be: for r in ranks, r + each row of input partition r, in order.
-   * {@code in} is the input's partitions (collected with glom).
-   */
-  static void assertRankMajorOnEveryPartition(List<List<Row>> in, List<List<Row>> out) {
-    assertEquals(in.size(), out.size(), "one output partition per rank");
-    List<Row> expected = rankMajor(in);
-    for (int p = 0; p < out.size(); p++) {
-      List<Row> got = out.get(p);
-      assertEquals(expected.size(), got.size(), "rows on output partition " + p);
-      for (int i = 0; i < expected.size(); i++) {
-        assertEquals(expected.get(i), got.get(i), "output partition " + p + ", row " + i);
-      }
-    }
-  }
-
-  /** What every output partition holds: r + each row of input partition r, for r in ranks. */
-  static List<Row> rankMajor(List<List<Row>> in) {
-    List<Row> rows = new ArrayList<>();
-    for (int r = 0; r < in.size(); r++) {
-      for (Row row : in.get(r)) {
-        Object[] values = new Object[row.size() + 1];
-        values[0] = r;
-        for (int i = 0; i < row.size(); i++) {
-          values[i + 1] = row.get(i);
-        }
-        rows.add(RowFactory.create(values));
-      }
-    }
-    return rows;
-  }
-
-  /**
    * allGatherOnNpu of random mixed rows in {@code rankSize} partitions on the cluster: every output
    * partition checked row by row; each rank gathered once, in its own executor JVM, over {@code
    * transport}. Returns the ranks' gathers in rank order.
@@ -90,13 +56,13 @@ final class GatherChecks {
       String transport) {
     SparkSession spark = cluster.spark();
     Dataset<Row> df = mixedInput(spark, 6_000 * rankSize, seed, rankSize);
-    List<List<Row>> in = partitions(df);
+    List<List<Row>> in = RankMajor.partitions(df);
     assertEquals(rankSize, in.size());
     Map<Path, Integer> offsets = logOffsets(cluster);
 
-    List<List<Row>> out = partitions(NpuGather.allGatherOnNpu(df, options));
+    List<List<Row>> out = RankMajor.partitions(NpuGather.allGatherOnNpu(df, options));
 
-    assertRankMajorOnEveryPartition(in, out);
+    RankMajor.assertOnEveryPartition(in, out);
     List<Gather> gathers = gathersSince(cluster, offsets);
     assertEquals(rankSize, gathers.size(), "one gather per rank: " + gathers);
     for (int r = 0; r < rankSize; r++) {
@@ -114,10 +80,6 @@ final class GatherChecks {
   static Dataset<Row> mixedInput(SparkSession spark, int count, long seed, int partitions) {
     JavaSparkContext jsc = JavaSparkContext.fromSparkContext(spark.sparkContext());
     return spark.createDataFrame(jsc.parallelize(mixedRows(count, seed), partitions), MIXED);
-  }
-
-  static List<List<Row>> partitions(Dataset<Row> df) {
-    return df.javaRDD().glom().collect();
   }
 
   /** Strings (with multi-byte characters), nested arrays with null elements, maps, nulls. */
@@ -240,10 +202,12 @@ final class GatherChecks {
    * complete, which may trail the job's end by a moment.
    */
   static void assertNoSharedMemoryObjects(SparkCluster cluster) {
-    SparkCluster.waitUntil(Duration.ofSeconds(10), () -> sharedMemoryObjects(cluster).isEmpty());
+    SparkCluster.waitUntil(
+        Duration.ofSeconds(10),
+        () -> GatherLeaks.sharedMemoryObjects(cluster.sharedMemorySuffix()).isEmpty());
     assertEquals(
         List.of(),
-        sharedMemoryObjects(cluster),
+        GatherLeaks.sharedMemoryObjects(cluster.sharedMemorySuffix()),
         "/dev/shm objects with suffix " + cluster.sharedMemorySuffix());
   }
 
@@ -254,27 +218,6 @@ final class GatherChecks {
   static void assertNothingLeftBehind(SparkCluster cluster) {
     assertNoSharedMemoryObjects(cluster);
     ExecutorLeakProbe.assertNothingHeld(cluster, cluster.executorCount());
-  }
-
-  /** The /dev/shm objects of this project that carry the cluster's name suffix. */
-  static List<String> sharedMemoryObjects(SparkCluster cluster) {
-    try (Stream<Path> files = Files.list(Path.of("/dev/shm"))) {
-      return files
-          .map(p -> p.getFileName().toString())
-          .filter(n -> n.startsWith("npugather.") && n.contains(cluster.sharedMemorySuffix()))
-          .sorted()
-          .toList();
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
-  }
-
-  static String messages(Throwable e) {
-    StringBuilder all = new StringBuilder();
-    for (Throwable t = e; t != null; t = t.getCause()) {
-      all.append(t.getClass().getName()).append(": ").append(t.getMessage()).append(" | ");
-    }
-    return all.toString();
   }
 
   private static Object maybe(Random random, Object value) {

@@ -52,22 +52,9 @@ class HcclAcrossExecutorJvmsTest {
     cluster =
         SparkCluster.builder("HcclAcrossExecutorJvmsTest")
             .executors(2)
-            .workerConf(
-                i ->
-                    Map.of(
-                        "spark.worker.resource.npu.amount",
-                        "1",
-                        "spark.worker.resource.npu.discoveryScript",
-                        scripts.get(i).toString()))
+            .oneNpuPerWorker(scripts::get)
             .workerEnv(Map.of("NPUGATHER_CANN_LIB_DIR", cann.resolve("lib64").toString()))
-            .conf(
-                Map.of(
-                    "spark.executor.resource.npu.amount",
-                    "1",
-                    "spark.task.resource.npu.amount",
-                    "1",
-                    "spark.npugather.backend",
-                    "hccl"))
+            .conf(Map.of("spark.npugather.backend", "hccl"))
             .start();
     executorPids.addAll(cluster.executorPids());
   }

@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.spark.AllGatherOptions;
 import io.npugather.spark.NpuGather;
+import io.npugather.spark.testing.Causes;
+import io.npugather.spark.testing.RankMajor;
 import java.io.IOException;
 import java.io.Serializable;
 import java.nio.file.Files;
@@ -81,19 +83,9 @@ class HcclDeviceBindingOnClusterTest {
   private static SparkCluster startCluster(String appName, Path discovery, Path trace) {
     return SparkCluster.builder(appName)
         .executors(2)
-        .workerConf(
-            i ->
-                Map.of(
-                    "spark.worker.resource.npu.amount",
-                    "1",
-                    "spark.worker.resource.npu.discoveryScript",
-                    discovery.toString()))
+        .oneNpuPerWorker(i -> discovery)
         .conf(
             Map.of(
-                "spark.executor.resource.npu.amount",
-                "1",
-                "spark.task.resource.npu.amount",
-                "1",
                 "spark.executorEnv.ASCEND_HOME_PATH",
                 cannHome.toString(),
                 "spark.executorEnv.NPUGATHER_FAKE_CANN_TRACE",
@@ -136,10 +128,10 @@ class HcclDeviceBindingOnClusterTest {
             Dataset<Row> df =
                 spark.createDataFrame(
                     jsc.parallelize(GatherChecks.mixedRows(8_000, 31), 2), GatherChecks.MIXED);
-            List<List<Row>> in = GatherChecks.partitions(df);
+            List<List<Row>> in = RankMajor.partitions(df);
             Files.deleteIfExists(trace);
-            GatherChecks.assertRankMajorOnEveryPartition(
-                in, GatherChecks.partitions(NpuGather.allGatherOnNpu(df, hccl())));
+            RankMajor.assertOnEveryPartition(
+                in, RankMajor.partitions(NpuGather.allGatherOnNpu(df, hccl())));
 
             // Every call of every rank ran on the device Spark gave that rank's executor.
             Map<Integer, Long> pidOfRank = new TreeMap<>();
@@ -176,8 +168,8 @@ class HcclDeviceBindingOnClusterTest {
             Exception e =
                 assertThrows(
                     Exception.class,
-                    () -> GatherChecks.partitions(NpuGather.allGatherOnNpu(df, hccl())));
-            String m = GatherChecks.messages(e);
+                    () -> RankMajor.partitions(NpuGather.allGatherOnNpu(df, hccl())));
+            String m = Causes.messages(e);
             assertTrue(m.contains("ranks 0 and 1 were both given device 0 of host"), m);
             assertTrue(m.contains("spark.task.resource.npu.amount=1"), m);
             // Every rank reached the same verdict from the same table, and logged it.

@@ -5,11 +5,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.spark.GatherMetrics;
 import io.npugather.spark.NpuGather;
-import io.npugather.spark.memory.GatherMemory;
-import java.util.ArrayList;
+import io.npugather.spark.testing.RankMajor;
+import io.npugather.spark.testing.ReaderMemory;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -45,12 +44,12 @@ class RanksSharingExecutorJvmsTest {
         () -> {
           SparkSession spark = cluster.spark();
           Dataset<Row> input = GatherChecks.mixedInput(spark, 12_000, 31, 4);
-          List<List<Row>> in = GatherChecks.partitions(input);
+          List<List<Row>> in = RankMajor.partitions(input);
           Dataset<Row> g = NpuGather.allGatherOnNpu(input);
-          GatherChecks.assertRankMajorOnEveryPartition(in, GatherChecks.partitions(g));
+          RankMajor.assertOnEveryPartition(in, RankMajor.partitions(g));
           // Every rank's rows crossed between the executors' leaders over shared memory.
           assertEquals(Map.of("cma", 4L), NpuGather.lastMetrics().transports());
-          GatherChecks.assertRankMajorOnEveryPartition(in, GatherChecks.partitions(g));
+          RankMajor.assertOnEveryPartition(in, RankMajor.partitions(g));
         });
   }
 
@@ -132,27 +131,7 @@ class RanksSharingExecutorJvmsTest {
     SparkSession spark = cluster.spark();
     spark.conf().set("spark.npugather.output.onePerExecutor", Boolean.toString(onePerExecutor));
     try {
-      List<long[]> seen =
-          NpuGather.allGatherOnNpu(input)
-              .javaRDD()
-              .mapPartitions(
-                  rows -> {
-                    long count = 0;
-                    while (rows.hasNext()) {
-                      rows.next();
-                      count++;
-                    }
-                    long pid = ProcessHandle.current().pid();
-                    List<long[]> one = new ArrayList<>();
-                    one.add(new long[] {pid, count == 0 ? 0 : GatherMemory.allocatedBytes()});
-                    return one.iterator();
-                  })
-              .collect();
-      Map<Long, Long> byPid = new TreeMap<>();
-      for (long[] s : seen) {
-        byPid.merge(s[0], s[1], Math::max);
-      }
-      return byPid;
+      return ReaderMemory.byProcess(NpuGather.allGatherOnNpu(input));
     } finally {
       spark.conf().unset("spark.npugather.output.onePerExecutor");
     }

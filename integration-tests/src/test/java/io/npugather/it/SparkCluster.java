@@ -83,7 +83,7 @@ public final class SparkCluster implements AutoCloseable {
     private final String appName;
     private int executors = 2;
     private int coresPerExecutor = 1;
-    private Map<String, String> conf = Map.of();
+    private final Map<String, String> conf = new LinkedHashMap<>();
     private Network network = Network.LOOPBACK;
     private IntFunction<Map<String, String>> workerConf = i -> Map.of();
     private Map<String, String> workerEnv = Map.of();
@@ -106,9 +106,9 @@ public final class SparkCluster implements AutoCloseable {
       return this;
     }
 
-    /** Extra Spark conf entries of the driver's application, applied last. */
+    /** Extra Spark conf entries of the driver's application, applied last; adds to earlier ones. */
     public Builder conf(Map<String, String> conf) {
-      this.conf = Map.copyOf(conf);
+      this.conf.putAll(conf);
       return this;
     }
 
@@ -124,6 +124,22 @@ public final class SparkCluster implements AutoCloseable {
     public Builder workerConf(IntFunction<Map<String, String>> workerConf) {
       this.workerConf = workerConf;
       return this;
+    }
+
+    /**
+     * One {@code npu} device per Worker, which the script {@code discovery.apply(i)} reports to
+     * Worker i, and one for every executor and task: the resource settings of one-device hosts.
+     */
+    public Builder oneNpuPerWorker(IntFunction<Path> discovery) {
+      workerConf(
+          i ->
+              Map.of(
+                  "spark.worker.resource.npu.amount",
+                  "1",
+                  "spark.worker.resource.npu.discoveryScript",
+                  discovery.apply(i).toString()));
+      return conf(
+          Map.of("spark.executor.resource.npu.amount", "1", "spark.task.resource.npu.amount", "1"));
     }
 
     /** Environment of every Worker, which its executors inherit. */

@@ -7,8 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.spark.NpuGather;
-import io.npugather.spark.NpuGatherExtensions;
 import io.npugather.spark.implicits;
+import io.npugather.spark.testing.LocalSpark;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -23,6 +23,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import scala.Option;
 
 /**
@@ -36,17 +37,17 @@ class ScalaConnectClientTest {
   private static SparkSession server;
   private static org.apache.spark.sql.connect.SparkSession client;
 
+  /** The Connect server's session; its service binds an ephemeral port. */
+  @RegisterExtension
+  static final LocalSpark SERVER =
+      LocalSpark.cores(2)
+          .conf("spark.connect.grpc.binding.port", "0")
+          .conf("spark.connect.extensions.relation.classes", NpuGatherRelationPlugin.CLASS_NAME)
+          .withExtensions();
+
   @BeforeAll
   static void startServerAndClient() {
-    server =
-        SparkSession.builder()
-            .master("local[2]")
-            .appName("ScalaConnectClientTest")
-            .config("spark.ui.enabled", "false")
-            .config("spark.connect.grpc.binding.port", "0")
-            .config("spark.connect.extensions.relation.classes", NpuGatherRelationPlugin.CLASS_NAME)
-            .config("spark.sql.extensions", NpuGatherExtensions.class.getName())
-            .getOrCreate();
+    server = SERVER.session();
     SparkConnectService.start(server.sparkContext());
     int port = SparkConnectService$.MODULE$.bindingAddress().getPort();
     client =
@@ -61,9 +62,8 @@ class ScalaConnectClientTest {
       if (client != null) {
         client.close();
       }
-      SparkConnectService.stop(Option.empty(), Option.empty());
     } finally {
-      server.stop();
+      SparkConnectService.stop(Option.empty(), Option.empty());
     }
   }
 

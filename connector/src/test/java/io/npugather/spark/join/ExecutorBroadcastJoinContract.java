@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.spark.NpuGather;
+import io.npugather.spark.testing.LocalSpark;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -22,7 +23,6 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.ExplainMode;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestFactory;
@@ -39,20 +39,9 @@ import org.junit.jupiter.api.function.ThrowingSupplier;
 abstract class ExecutorBroadcastJoinContract {
   private static SparkSession spark;
 
-  static void start(String master) {
-    spark =
-        SparkSession.builder()
-            .master(master)
-            .appName("ExecutorBroadcastJoinContract " + master)
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "3")
-            .config("spark.sql.extensions", "io.npugather.spark.NpuGatherExtensions")
-            .getOrCreate();
-  }
-
-  @AfterAll
-  static void stopSpark() {
-    spark.stop();
+  /** The session of a subclass, on {@code cores} cores: it registers it as its extension. */
+  static LocalSpark localSpark(int cores) {
+    return LocalSpark.cores(cores).shufflePartitions(3).withExtensions().onStart(s -> spark = s);
   }
 
   /** 3000 stream rows: keys 0..199 with duplicates and nulls, a string key, a value. */

@@ -1,13 +1,11 @@
 package io.npugather.spark.join;
 
-import org.junit.jupiter.api.BeforeAll;
+import io.npugather.spark.testing.LocalSpark;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * {@link ExecutorBroadcastJoinContract} on {@code local[4]}: the build side gathered by 4 ranks.
  */
 class ExecutorBroadcastJoinOnFourCoresTest extends ExecutorBroadcastJoinContract {
-  @BeforeAll
-  static void startSpark() {
-    start("local[4]");
-  }
+  @RegisterExtension static final LocalSpark SPARK = localSpark(4);
 }

@@ -1,11 +1,9 @@
 package io.npugather.spark.join;
 
-import org.junit.jupiter.api.BeforeAll;
+import io.npugather.spark.testing.LocalSpark;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /** {@link ExecutorBroadcastJoinContract} on {@code local[2]}. */
 class ExecutorBroadcastJoinOnTwoCoresTest extends ExecutorBroadcastJoinContract {
-  @BeforeAll
-  static void startSpark() {
-    start("local[2]");
-  }
+  @RegisterExtension static final LocalSpark SPARK = localSpark(2);
 }

@@ -6,44 +6,29 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.spark.testing.LocalSpark;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
-import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.rdd.RDD;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import scala.reflect.ClassTag$;
 
 /** The service's life cycle tied to a real SparkContext (local[2], one per class). */
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class RendezvousSparkTest {
   private static final Duration BOUND = Duration.ofSeconds(30);
+
+  @RegisterExtension
+  static final LocalSpark SPARK = LocalSpark.cores(2).onStart(s -> sc = s.sparkContext());
+
   private static SparkContext sc;
-
-  @BeforeAll
-  static void startSpark() {
-    sc =
-        new SparkContext(
-            new SparkConf()
-                .setMaster("local[2]")
-                .setAppName("RendezvousSparkTest")
-                .set("spark.ui.enabled", "false")
-                .set("spark.ui.showConsoleProgress", "false"));
-  }
-
-  @AfterAll
-  static void stopSpark() {
-    if (sc != null) {
-      sc.stop();
-    }
-  }
 
   @Test
   @Order(1)
