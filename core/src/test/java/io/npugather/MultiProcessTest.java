@@ -214,8 +214,7 @@ class MultiProcessTest {
       assertTrue(out.contains("FAILED REMOTE_ERROR"), out);
       assertTrue(out.contains("rank 1 closed its communicator"), out);
       // At once: on the leaver's word, not at the timeout (bound loose for a loaded machine).
-      assertTrue(
-          ms < timeoutMs / 2, "the peer failed " + ms + " ms after rank 1 closed: " + out);
+      assertTrue(ms < timeoutMs / 2, "the peer failed " + ms + " ms after rank 1 closed: " + out);
       assertTrue(leaver.process.isAlive(), "the leaving rank lives on: " + leaver.output());
       assertEquals(List.of(), shmObjectsOf(domain));
     } finally {
