@@ -40,9 +40,9 @@ public final class ClusterCheck {
    * @throws IllegalArgumentException naming the key, the value and what is allowed
    */
   static void checkExecutorWait(String value) {
-    Duration wait = AllGatherOptions.parseDuration(EXECUTOR_WAIT_CONF, value);
+    Duration wait = Setting.DURATION.parse(EXECUTOR_WAIT_CONF, value);
     if (wait.isNegative()) {
-      throw AllGatherOptions.invalid(
+      throw Setting.invalid(
           EXECUTOR_WAIT_CONF, "'" + value + "'", "a duration >= 0 such as 10s or 500ms");
     }
   }
