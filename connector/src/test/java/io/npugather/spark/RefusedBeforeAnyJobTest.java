@@ -94,8 +94,11 @@ class RefusedBeforeAnyJobTest {
         "npugather.rankRoot = 2 is invalid; allowed: 0 <= rankRoot < rankSize (2)",
         () ->
             NpuGather.onRanks(
-                df, List.of("id"), AllGatherOptions.defaults().withRankRoot(2),
-                io.npugather.DType.FLOAT32, (rank, gathered) -> rank));
+                df,
+                List.of("id"),
+                AllGatherOptions.defaults().withRankRoot(2),
+                io.npugather.DType.FLOAT32,
+                (rank, gathered) -> rank));
   }
 
   @Test
