@@ -72,12 +72,14 @@ class Option:
             return "true" if value else "false"
         if self.kind == "integer":
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise wrong_type(self.name, value, python_words(self.allowed))
+                raise wrong_type(self.name, value, _keyword_names(self.allowed))
             return str(int(value))
         if self.kind == "duration":
-            return _duration_text(self.name, value, f"{python_words(self.allowed)}: {_DURATION_FORMS}")
+            return _duration_text(
+                self.name, value, f"{_keyword_names(self.allowed)}: {_DURATION_FORMS}"
+            )
         if not isinstance(value, str):
-            raise wrong_type(self.name, value, python_words(self.allowed))
+            raise wrong_type(self.name, value, _keyword_names(self.allowed))
         return value
 
 
@@ -197,7 +199,7 @@ def docstring_args(indent: str) -> str:
     """The ``Args:`` entries of the keywords, from the JVM's docs of the options."""
     entries = []
     for option in OPTIONS:
-        doc = python_words(re.sub(r"`([^`]+)`", r"``\1``", option.doc))
+        doc = _keyword_names(re.sub(r"`([^`]+)`", r"``\1``", option.doc))
         text = f"{option.name}: {doc}. Default ``{option.python_default()}``."
         entries.append(
             textwrap.fill(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import inspect
 import os
+import re
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from pyspark.sql import DataFrame
@@ -58,7 +59,7 @@ def all_gather_on_npu(
     Args:
         df: the input, a classic or a Spark Connect DataFrame; its partitions are the ranks'
             contributions.
-{keywords}
+        {keywords}
 
     Returns:
         The gathered DataFrame: ``source_rank int`` then the columns of ``df``.
@@ -151,8 +152,12 @@ def _method(self: DataFrame, **options: Any) -> DataFrame:
     return all_gather_on_npu(self, **options)
 
 
-all_gather_on_npu.__doc__ = (all_gather_on_npu.__doc__ or "").replace(
-    "{keywords}", _options.docstring_args(" " * 8)
+# The keywords' entries, indented as the line they replace (Python 3.13 dedents docstrings).
+all_gather_on_npu.__doc__ = re.sub(
+    r"^( *)\{keywords\}$",
+    lambda line: _options.docstring_args(line.group(1)),
+    all_gather_on_npu.__doc__ or "",
+    flags=re.MULTILINE,
 )
 _method.__name__ = METHOD_NAME
 _method.__qualname__ = f"DataFrame.{METHOD_NAME}"
