@@ -313,7 +313,8 @@ public final class AllGatherOptions implements Serializable {
     return new AllGatherOptions(changed);
   }
 
-  private <T> T get(Setting<T> option) {
+  /** The value of {@code option}, one of {@link #OPTIONS}. */
+  <T> T get(Setting<T> option) {
     @SuppressWarnings("unchecked")
     T value = (T) values[OPTIONS.indexOf(option)];
     return value;
