@@ -30,6 +30,16 @@ public final class ClusterCheck {
   public static final String EXECUTOR_WAIT_CONF = "spark.npugather.clusterCheck.executorWait";
 
   static final String DEFAULT_EXECUTOR_WAIT = "10s";
+
+  /** The setting {@link #EXECUTOR_WAIT_CONF}, as {@code SET -v} and the docs list it. */
+  public static final Setting<String> EXECUTOR_WAIT_SETTING =
+      Setting.application(EXECUTOR_WAIT_CONF, Setting.STRING)
+          .doc(
+              "on a cluster master, how long the driver waits for executors to"
+                  + " register before deciding that the cluster has too few task slots")
+          .check((key, value, written) -> checkExecutorWait(value))
+          .createWithDefault(DEFAULT_EXECUTOR_WAIT);
+
   private static final long POLL_MS = 100;
 
   private ClusterCheck() {}
