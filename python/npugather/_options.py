@@ -1,9 +1,10 @@
 """The options of ``allGatherOnNpu`` as Python keywords, made from the JVM's settings.
 
 ``options.json`` lists every option of the JVM's ``AllGatherOptions``: its keyword (the key's name
-in snake case), its ``npugather.*`` key, its kind, default, what is allowed and its doc. The
-connector's build writes the file from its settings (``NpuGatherConf.SETTINGS``, whose test
-``SettingsTablesTest`` fails when the file differs), so nothing here restates an option.
+in snake case), its ``npugather.*`` key, its kind, default, what is allowed and its doc. The file
+is made from the connector's settings (``NpuGatherConf.SETTINGS``; the connector's test
+``SettingsTablesTest`` writes it on request and fails while it differs), so nothing here
+restates an option.
 
 Python turns a keyword's value into the JVM's text and refuses a value of the wrong type; the JVM
 checks the values, once, when the gather is called. A keyword left at ``None`` is not sent: the
