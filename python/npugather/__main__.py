@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "zip":
         package = Path(__file__).resolve().parent
         with zipfile.ZipFile(argv[1], "w", zipfile.ZIP_DEFLATED) as archive:
-            for source in sorted(package.rglob("*.py")):
+            for source in sorted([*package.rglob("*.py"), package / "options.json"]):
                 archive.write(source, Path("npugather") / source.relative_to(package))
         print(argv[1])
         return 0

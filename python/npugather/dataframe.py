@@ -2,8 +2,8 @@
 
 The JVM does the work (``io.npugather.spark.NpuGather.allGatherOnNpu``, reached through py4j
 from the DataFrame's session, or on a Spark Connect server through its relation plugin,
-:mod:`npugather._connect`); this module checks the options in Python first and adds
-``DataFrame.allGatherOnNpu``.
+:mod:`npugather._connect`), which checks the options when it is called; this module turns the
+keywords into the JVM's options and adds ``DataFrame.allGatherOnNpu``.
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from __future__ import annotations
 import datetime
 import inspect
 import os
+import re
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from pyspark.sql import DataFrame
 
 from npugather import _options
 from npugather._jars import connector_loaded
-from npugather.errors import ConnectorNotFoundError, from_java
+from npugather.errors import ConnectorNotFoundError, InvalidOptionError, from_java
 
 if TYPE_CHECKING:
     from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
@@ -53,51 +54,40 @@ def all_gather_on_npu(
 
     Every keyword left at None takes the session's ``spark.npugather.*`` entry, else the
     default shown. Bad values raise before any job runs, naming the keyword, the value and
-    what is allowed.
+    what is allowed; ``rank_root`` is checked against the ranks of ``df``.
 
     Args:
         df: the input, a classic or a Spark Connect DataFrame; its partitions are the ranks'
             contributions.
-        backend: ``"host"`` (the CPU collective), ``"hccl"`` or ``"lccl"`` (Ascend NPUs).
-            Default ``"host"``.
-        rank_size: None or 0: one rank per input partition; N: the input is repartitioned
-            (round-robin) to N partitions first. At most 65536 ranks either way.
-        rank_root: the rank that creates the communicator's root info, ``0 <= rank_root <
-            rank_size``. Default 0.
-        comm_domain: the communication domain's name, at most 96 UTF-8 bytes and no NUL
-            character (a unique suffix is added for every run). Default ``""``.
-        timeout: bounds every wait (rendezvous, communicator set-up, the collective): a Spark
-            time string (``"500ms"``, ``"60s"``, ``"5m"``), a ``datetime.timedelta`` or a number
-            of seconds (``60``, ``0.5``); positive, at most 30 days. Default ``"120s"``.
-        source_rank_column: the name of the source-rank column; must not be an input column's.
-            Default ``"source_rank"``.
-        resource_name: the Spark resource whose address is a rank's device id.
-            Default ``"npu"``.
-        retryable: pass the output through an identity shuffle, so that Spark retries a
-            failed gather as a whole. Default False.
-        host_transport: backend host: ``"auto"`` (shared memory on one host, TCP across
-            hosts), ``"tcp"`` or ``"staging"``. Default ``"auto"``.
-        inject_failure: testing aid: ``"RANK"`` or ``"RANK:ATTEMPT"`` makes that rank fail in
-            that stage attempt. Default ``""``.
+        {keywords}
 
     Returns:
         The gathered DataFrame: ``source_rank int`` then the columns of ``df``.
 
     Raises:
         TypeError: an option of the wrong type, or an unknown keyword.
-        ValueError: an option out of range (:class:`npugather.errors.InvalidOptionError` when
-            the JVM refuses a session default).
+        npugather.InvalidOptionError: a ``ValueError``: an option out of range, or a session
+            default the JVM refuses.
         npugather.NpuGatherError: raised by the action that runs the gather when a rank, the
             rendezvous or a cluster check fails (``result_code``, ``rank``, vendor fields).
     """
     options = {name: value for name, value in locals().items() if name in _options.NAMES}
     if not isinstance(df, DataFrame):
         raise _options.wrong_type("df", df, "a pyspark.sql.DataFrame")
-    entries = _options.to_jvm(options, df.columns)
-    if is_connect(df):
-        from npugather import _connect
+    entries = _options.to_jvm(options)
+    try:
+        if is_connect(df):
+            from npugather import _connect
 
-        return _connect.all_gather_on_npu(df, entries)
+            return _connect.all_gather_on_npu(df, entries)
+        return _all_gather_classic(df, entries)
+    except InvalidOptionError as e:  # the JVM's checks, in the keywords' words
+        e.message = _options.refusal_of_keywords(e.message, options)
+        e.args = (e.message,)
+        raise
+
+
+def _all_gather_classic(df: DataFrame, entries: dict[str, str]) -> DataFrame:
     jdf, session, jvm = _classic(df, "all_gather_on_npu")
     jvm_options = jvm.java.util.LinkedHashMap()
     for key, value in entries.items():
@@ -106,9 +96,8 @@ def all_gather_on_npu(
     # Records the ranks' exceptions, which a failed barrier stage does not pass to its job.
     getattr(jvm, "io.npugather.spark.TaskFailures").installOn(session.sparkContext._jsc.sc())
     try:
-        _check_rank_root(jvm, session, jdf, jvm_options)
         gathered = entry.allGatherOnNpu(jdf, jvm_options)
-    except Exception as e:  # the JVM's own checks, e.g. of spark.npugather.* defaults
+    except Exception as e:  # the JVM's checks: the options, the spark.npugather.* defaults
         converted = from_java(getattr(e, "java_exception", None) or getattr(e, "_origin", None))
         if converted is None:
             raise
@@ -158,25 +147,18 @@ def _classic(df: DataFrame, function: str) -> tuple[Any, Any, Any]:
     return jdf, session, jvm
 
 
-def _check_rank_root(jvm: Any, session: Any, jdf: Any, jvm_options: Any) -> None:
-    """rank_root < rank_size, with the session's defaults applied: the JVM checks it only when
-    the job starts."""
-    conf = jvm.scala.jdk.javaapi.CollectionConverters.asJava(session._jsparkSession.conf().getAll())
-    defaults = jvm.io.npugather.spark.AllGatherOptions.fromConf(conf)
-    effective = getattr(defaults, "with")(jvm_options)  # `with` is a Python keyword
-    root = effective.rankRoot()
-    if root == 0:
-        return
-    size = effective.rankSize() or jdf.rdd().getNumPartitions()
-    if root >= size:
-        raise _options.invalid("rank_root", root, f"0 <= rank_root < rank_size ({size})")
-
-
 def _method(self: DataFrame, **options: Any) -> DataFrame:
     _options.check_names(METHOD_NAME, options)
     return all_gather_on_npu(self, **options)
 
 
+# The keywords' entries, indented as the line they replace (Python 3.13 dedents docstrings).
+all_gather_on_npu.__doc__ = re.sub(
+    r"^( *)\{keywords\}$",
+    lambda line: _options.docstring_args(line.group(1)),
+    all_gather_on_npu.__doc__ or "",
+    flags=re.MULTILINE,
+)
 _method.__name__ = METHOD_NAME
 _method.__qualname__ = f"DataFrame.{METHOD_NAME}"
 _method.__doc__ = (

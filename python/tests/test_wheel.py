@@ -73,6 +73,7 @@ def test_the_wheel_carries_the_connector_jar_and_complete_metadata() -> None:
         jar_name = f"npugather/jars/npugather-spark_2.13-{_version.CONNECTOR_VERSION}-all.jar"
         assert jar_name in names
         assert "npugather/py.typed" in names
+        assert "npugather/options.json" in names  # the keywords, made from the JVM's settings
         with wheel.open(jar_name) as jar_file, zipfile.ZipFile(jar_file) as jar:
             entries = set(jar.namelist())
         metadata = Parser().parsestr(

@@ -105,11 +105,11 @@ def test_the_session_defaults_apply(spark: SparkSession) -> None:
 @pytest.mark.parametrize(
     "options, kind, message",
     [
-        (dict(timeout="soon"), ValueError, "timeout = 'soon' is invalid; allowed: a positive"),
+        (dict(timeout="soon"), ValueError, "timeout = 'soon' is invalid; allowed: a duration"),
         (dict(rank_size=65537), ValueError, "rank_size = 65537 is invalid"),
         (dict(backend="nccl"), ValueError, "backend = 'nccl' is invalid; allowed: one of"),
         (dict(retryable="yes"), TypeError, "retryable = 'yes' (str) is invalid"),
-        (dict(source_rank_column="ID"), ValueError, "collides with 'id'"),
+        (dict(source_rank_column="ID"), ValueError, "collides with input column 'id'"),
     ],
 )
 def test_bad_option_values_raise_the_classic_apis_errors(

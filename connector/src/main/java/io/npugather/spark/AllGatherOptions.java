@@ -9,10 +9,8 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
-import org.apache.spark.network.util.JavaUtils;
 
 /**
  * Options of {@code allGatherOnNpu}. Immutable; every {@code with...} returns a copy.
@@ -40,20 +38,6 @@ public final class AllGatherOptions implements Serializable {
    */
   public static final String INJECT_FAILURE = "npugather.test.injectFailure";
 
-  /** Every key, in the order the docs list them. */
-  public static final List<String> KEYS =
-      List.of(
-          BACKEND,
-          RANK_SIZE,
-          RANK_ROOT,
-          COMM_DOMAIN,
-          TIMEOUT,
-          SOURCE_RANK_COLUMN,
-          RESOURCE_NAME,
-          RETRYABLE,
-          HOST_TRANSPORT,
-          INJECT_FAILURE);
-
   /** Prefix of the Spark conf entries that set defaults. */
   public static final String CONF_PREFIX = "spark.";
 
@@ -78,38 +62,172 @@ public final class AllGatherOptions implements Serializable {
   static final String TIMEOUT_ALLOWED =
       CommunicatorOptions.TIMEOUT_ALLOWED + ", such as 120s, 5m or 500ms";
 
-  private final Backend backend;
-  private final int rankSize;
-  private final int rankRoot;
-  private final String commDomain;
-  private final Duration timeout;
-  private final String sourceRankColumn;
-  private final String resourceName;
-  private final boolean retryable;
-  private final HostTransport hostTransport;
-  private final String injectFailure;
+  static final Setting<Backend> BACKEND_OPTION =
+      Setting.option(BACKEND, Setting.BACKEND)
+          .doc(
+              "`host` (CPU collective), `hccl` or `lccl` (Ascend NPUs). The default is `host`, not"
+                  + " the operator's `hccl`, so that a call without options runs on any cluster: a"
+                  + " device backend is refused before the job starts where the tasks have no NPU")
+          .allowed(Backend.allowed())
+          .check((key, backend, written) -> Objects.requireNonNull(backend, key))
+          .createWithDefault(Backend.SPARK_DEFAULT);
 
-  private AllGatherOptions(
-      Backend backend,
-      int rankSize,
-      int rankRoot,
-      String commDomain,
-      Duration timeout,
-      String sourceRankColumn,
-      String resourceName,
-      boolean retryable,
-      HostTransport hostTransport,
-      String injectFailure) {
-    this.backend = backend;
-    this.rankSize = rankSize;
-    this.rankRoot = rankRoot;
-    this.commDomain = commDomain;
-    this.timeout = timeout;
-    this.sourceRankColumn = sourceRankColumn;
-    this.resourceName = resourceName;
-    this.retryable = retryable;
-    this.hostTransport = hostTransport;
-    this.injectFailure = injectFailure;
+  static final Setting<Integer> RANK_SIZE_OPTION =
+      Setting.option(RANK_SIZE, Setting.INTEGER)
+          .doc(
+              "0: one rank per input partition; N: repartition the input to N partitions first."
+                  + " The operator's range, `1 <= rankSize <= 65536`, holds for both: more is"
+                  + " refused at the call (N) or when the gather is planned (partitions), before"
+                  + " the cluster check and any job")
+          .allowed(RANK_SIZE_ALLOWED)
+          .check(
+              (key, rankSize, written) -> {
+                if (rankSize < 0 || rankSize > AllGatherParam.MAX_RANK_SIZE) {
+                  throw invalid(key, rankSize, RANK_SIZE_ALLOWED);
+                }
+              })
+          .createWithDefault(0);
+
+  static final Setting<Integer> RANK_ROOT_OPTION =
+      Setting.option(RANK_ROOT, Setting.INTEGER)
+          .doc("the rank that creates the communicator's root info: `0 <= rankRoot < rankSize`")
+          .allowed(RANK_ROOT_ALLOWED)
+          .check(
+              (key, rankRoot, written) -> {
+                if (rankRoot < 0 || rankRoot >= AllGatherParam.MAX_RANK_SIZE) {
+                  throw invalid(key, rankRoot, RANK_ROOT_ALLOWED);
+                }
+              })
+          .createWithDefault(0);
+
+  static final Setting<String> COMM_DOMAIN_OPTION =
+      Setting.option(COMM_DOMAIN, Setting.STRING)
+          .doc(
+              "communication domain name, at most 96 UTF-8 bytes and no NUL character (the"
+                  + " operator's 128 bytes less the run suffix); a unique suffix is added for every"
+                  + " run so concurrent jobs never collide")
+          .allowed(COMM_DOMAIN_ALLOWED)
+          .check(
+              (key, commDomain, written) -> {
+                Objects.requireNonNull(commDomain, key);
+                int bytes = commDomain.getBytes(StandardCharsets.UTF_8).length;
+                if (bytes > AllGatherParam.MAX_COMM_DOMAIN_LENGTH - 32) {
+                  throw invalid(key, "of " + bytes + " UTF-8 bytes", COMM_DOMAIN_ALLOWED);
+                }
+                AllGatherParam.requireNoNul(key, commDomain);
+              })
+          .shownAs(commDomain -> "'" + commDomain + "'")
+          .createWithDefault("");
+
+  static final Setting<Duration> TIMEOUT_OPTION =
+      Setting.option(TIMEOUT, Setting.DURATION)
+          .doc(
+              "bounds every wait: rendezvous, communicator set-up, the collective (`500ms`, `30s`,"
+                  + " `5m`, ...); positive and at most `30d` (the operator's"
+                  + " `CommunicatorOptions.MAX_TIMEOUT`; HCCL bounds its own waits further, see"
+                  + " npu.md)")
+          .allowed(TIMEOUT_ALLOWED)
+          .check(
+              (key, timeout, written) -> {
+                Objects.requireNonNull(timeout, key);
+                if (!CommunicatorOptions.timeoutAllowed(timeout)) {
+                  throw invalid(
+                      key,
+                      written != null ? "'" + written + "'" : SettingValues.durationText(timeout),
+                      TIMEOUT_ALLOWED);
+                }
+              })
+          .createWithDefaultString("120s");
+
+  static final Setting<String> SOURCE_RANK_COLUMN_OPTION =
+      Setting.option(SOURCE_RANK_COLUMN, Setting.STRING)
+          .doc("name of the source-rank column; must not collide with an input column")
+          .allowed("a non-blank column name")
+          .check(
+              (key, column, written) -> {
+                if (column == null || column.isBlank()) {
+                  throw invalid(key, "'" + column + "'", "a non-blank column name");
+                }
+              })
+          .createWithDefault("source_rank");
+
+  static final Setting<String> RESOURCE_NAME_OPTION =
+      Setting.option(RESOURCE_NAME, Setting.STRING)
+          .doc(
+              "the Spark resource that holds the devices: the first address of the task's resource"
+                  + " on a cluster, the driver's address r for rank r on a local master (see"
+                  + " Cluster requirements)")
+          .allowed("a Spark resource name")
+          .check(
+              (key, name, written) -> {
+                if (name == null || name.isBlank()) {
+                  throw invalid(key, "'" + name + "'", "a Spark resource name");
+                }
+              })
+          .createWithDefault("npu");
+
+  static final Setting<Boolean> RETRYABLE_OPTION =
+      Setting.option(RETRYABLE, Setting.BOOLEAN)
+          .doc(
+              "let Spark run a failed gather again (see below); `false` fails the job at the first"
+                  + " failed attempt")
+          .allowed("true or false")
+          .createWithDefault(false);
+
+  static final Setting<HostTransport> HOST_TRANSPORT_OPTION =
+      Setting.option(HOST_TRANSPORT, Setting.HOST_TRANSPORT)
+          .doc(
+              "host backend: `auto` (shared memory on one host; across hosts `tcp-hier` when every"
+                  + " host runs the same number, 2 or more, of ranks, else the flat TCP transport),"
+                  + " `tcp` (the flat TCP transport everywhere), `staging`")
+          .allowed("auto, tcp or staging")
+          .check((key, transport, written) -> Objects.requireNonNull(transport, key))
+          .shownAs(HostTransport::name)
+          .createWithDefault(HostTransport.AUTO);
+
+  private static final String INJECT_FAILURE_ALLOWED =
+      "\"\", \"RANK\" or \"RANK:ATTEMPT\" (each at most 9 digits)";
+
+  static final Setting<String> INJECT_FAILURE_OPTION =
+      Setting.option(INJECT_FAILURE, Setting.STRING)
+          .doc(
+              "testing aid: `RANK` or `RANK:ATTEMPT` (each at most 9 digits) makes that rank fail"
+                  + " in that stage attempt")
+          .allowed(INJECT_FAILURE_ALLOWED)
+          .check(
+              (key, spec, written) -> {
+                Objects.requireNonNull(spec, key);
+                if (!spec.isEmpty() && !spec.matches("\\d{1,9}(:\\d{1,9})?")) {
+                  throw invalid(key, "'" + spec + "'", INJECT_FAILURE_ALLOWED);
+                }
+              })
+          .createWithDefault("");
+
+  /** Every option, in the order the docs list them. */
+  static final List<Setting<?>> OPTIONS =
+      List.of(
+          BACKEND_OPTION,
+          RANK_SIZE_OPTION,
+          RANK_ROOT_OPTION,
+          COMM_DOMAIN_OPTION,
+          TIMEOUT_OPTION,
+          SOURCE_RANK_COLUMN_OPTION,
+          RESOURCE_NAME_OPTION,
+          RETRYABLE_OPTION,
+          HOST_TRANSPORT_OPTION,
+          INJECT_FAILURE_OPTION);
+
+  /** Every key, in the order the docs list them. */
+  public static final List<String> KEYS = OPTIONS.stream().map(Setting::key).toList();
+
+  private static final AllGatherOptions DEFAULTS =
+      new AllGatherOptions(OPTIONS.stream().map(Setting::defaultValue).toArray());
+
+  /** The value of every option, in the order of {@link #OPTIONS}. */
+  private final Object[] values;
+
+  private AllGatherOptions(Object[] values) {
+    this.values = values;
   }
 
   /**
@@ -118,17 +236,7 @@ public final class AllGatherOptions implements Serializable {
    * npu}, not retryable, transport chosen automatically.
    */
   public static AllGatherOptions defaults() {
-    return new AllGatherOptions(
-        Backend.SPARK_DEFAULT,
-        0,
-        0,
-        "",
-        Duration.ofSeconds(120),
-        "source_rank",
-        "npu",
-        false,
-        HostTransport.AUTO,
-        "");
+    return DEFAULTS;
   }
 
   /**
@@ -140,10 +248,10 @@ public final class AllGatherOptions implements Serializable {
   public static AllGatherOptions fromConf(Map<String, String> conf) {
     NpuGatherConf.requireKnownKeys(conf);
     Map<String, String> options = new LinkedHashMap<>();
-    for (String key : KEYS) {
-      String value = conf.get(CONF_PREFIX + key);
+    for (Setting<?> option : OPTIONS) {
+      String value = conf.get(option.confKey());
       if (value != null) {
-        options.put(CONF_PREFIX + key, value);
+        options.put(option.confKey(), value);
       }
     }
     return defaults().with(options);
@@ -157,11 +265,16 @@ public final class AllGatherOptions implements Serializable {
    *     one), or a value that is not allowed
    */
   public AllGatherOptions with(Map<String, String> options) {
-    AllGatherOptions result = this;
+    Object[] changed = values.clone();
     for (Map.Entry<String, String> entry : options.entrySet()) {
-      result = result.with(entry.getKey(), entry.getValue());
+      String written = Objects.requireNonNull(entry.getKey(), "option key");
+      int index = KEYS.indexOf(optionKey(written));
+      if (index < 0) {
+        throw unknownKey(written);
+      }
+      changed[index] = OPTIONS.get(index).read(written, entry.getValue());
     }
-    return result;
+    return new AllGatherOptions(changed);
   }
 
   /**
@@ -174,28 +287,6 @@ public final class AllGatherOptions implements Serializable {
             ? written.substring(CONF_PREFIX.length())
             : written.startsWith(KEY_PREFIX) ? written : KEY_PREFIX + written;
     return KEYS.contains(key) ? key : null;
-  }
-
-  private AllGatherOptions with(String written, String value) {
-    Objects.requireNonNull(written, "option key");
-    String key = optionKey(written);
-    if (key == null) {
-      throw unknownKey(written);
-    }
-    Objects.requireNonNull(value, written);
-    return switch (key) {
-      case BACKEND -> withBackend(value.trim().toLowerCase(Locale.ROOT), written);
-      case RANK_SIZE -> withRankSize(parseInt(written, value), written);
-      case RANK_ROOT -> withRankRoot(parseInt(written, value), written);
-      case COMM_DOMAIN -> withCommDomain(value, written);
-      case TIMEOUT -> withTimeout(parseDuration(written, value), written, "'" + value + "'");
-      case SOURCE_RANK_COLUMN -> withSourceRankColumn(value, written);
-      case RESOURCE_NAME -> withResourceName(value, written);
-      case RETRYABLE -> withRetryable(parseBoolean(written, value));
-      case HOST_TRANSPORT -> withHostTransport(parseTransport(written, value));
-      case INJECT_FAILURE -> withInjectFailure(value, written);
-      default -> throw new IllegalStateException("no setter for " + key);
-    };
   }
 
   /** An unknown key, answered with the nearest known one in the form it was written in. */
@@ -215,29 +306,28 @@ public final class AllGatherOptions implements Serializable {
             + String.join(", ", allowed));
   }
 
-  /** The backend named {@code backend}: "host", "hccl" or "lccl". */
-  public AllGatherOptions withBackend(String backend) {
-    return withBackend(backend, BACKEND);
+  /** A copy with {@code option} set to {@code value}, once checked. */
+  private <T> AllGatherOptions with(Setting<T> option, T value) {
+    Object[] changed = values.clone();
+    changed[OPTIONS.indexOf(option)] = option.checked(value);
+    return new AllGatherOptions(changed);
   }
 
-  private AllGatherOptions withBackend(String backend, String key) {
-    return withBackend(
-        Backend.forName(backend).orElseThrow(() -> invalid(key, backend, Backend.allowed())));
+  /** The value of {@code option}, one of {@link #OPTIONS}. */
+  <T> T get(Setting<T> option) {
+    @SuppressWarnings("unchecked")
+    T value = (T) values[OPTIONS.indexOf(option)];
+    return value;
+  }
+
+  /** The backend named {@code backend}: "host", "hccl" or "lccl". */
+  public AllGatherOptions withBackend(String backend) {
+    Objects.requireNonNull(backend, BACKEND);
+    return with(BACKEND_OPTION, BACKEND_OPTION.type().parse(BACKEND, backend));
   }
 
   public AllGatherOptions withBackend(Backend backend) {
-    Objects.requireNonNull(backend, BACKEND);
-    return new AllGatherOptions(
-        backend,
-        rankSize,
-        rankRoot,
-        commDomain,
-        timeout,
-        sourceRankColumn,
-        resourceName,
-        retryable,
-        hostTransport,
-        injectFailure);
+    return with(BACKEND_OPTION, backend);
   }
 
   /**
@@ -245,45 +335,11 @@ public final class AllGatherOptions implements Serializable {
    * {@link AllGatherParam#MAX_RANK_SIZE}, as the operator allows.
    */
   public AllGatherOptions withRankSize(int rankSize) {
-    return withRankSize(rankSize, RANK_SIZE);
-  }
-
-  private AllGatherOptions withRankSize(int rankSize, String key) {
-    if (rankSize < 0 || rankSize > AllGatherParam.MAX_RANK_SIZE) {
-      throw invalid(key, rankSize, RANK_SIZE_ALLOWED);
-    }
-    return new AllGatherOptions(
-        backend,
-        rankSize,
-        rankRoot,
-        commDomain,
-        timeout,
-        sourceRankColumn,
-        resourceName,
-        retryable,
-        hostTransport,
-        injectFailure);
+    return with(RANK_SIZE_OPTION, rankSize);
   }
 
   public AllGatherOptions withRankRoot(int rankRoot) {
-    return withRankRoot(rankRoot, RANK_ROOT);
-  }
-
-  private AllGatherOptions withRankRoot(int rankRoot, String key) {
-    if (rankRoot < 0 || rankRoot >= AllGatherParam.MAX_RANK_SIZE) {
-      throw invalid(key, rankRoot, RANK_ROOT_ALLOWED);
-    }
-    return new AllGatherOptions(
-        backend,
-        rankSize,
-        rankRoot,
-        commDomain,
-        timeout,
-        sourceRankColumn,
-        resourceName,
-        retryable,
-        hostTransport,
-        injectFailure);
+    return with(RANK_ROOT_OPTION, rankRoot);
   }
 
   /**
@@ -292,27 +348,7 @@ public final class AllGatherOptions implements Serializable {
    * bytes, no NUL character.
    */
   public AllGatherOptions withCommDomain(String commDomain) {
-    return withCommDomain(commDomain, COMM_DOMAIN);
-  }
-
-  private AllGatherOptions withCommDomain(String commDomain, String key) {
-    Objects.requireNonNull(commDomain, key);
-    int bytes = commDomain.getBytes(StandardCharsets.UTF_8).length;
-    if (bytes > AllGatherParam.MAX_COMM_DOMAIN_LENGTH - 32) {
-      throw invalid(key, "of " + bytes + " UTF-8 bytes", COMM_DOMAIN_ALLOWED);
-    }
-    AllGatherParam.requireNoNul(key, commDomain);
-    return new AllGatherOptions(
-        backend,
-        rankSize,
-        rankRoot,
-        commDomain,
-        timeout,
-        sourceRankColumn,
-        resourceName,
-        retryable,
-        hostTransport,
-        injectFailure);
+    return with(COMM_DOMAIN_OPTION, commDomain);
   }
 
   /**
@@ -320,70 +356,16 @@ public final class AllGatherOptions implements Serializable {
    * {@link CommunicatorOptions#MAX_TIMEOUT} (30 days).
    */
   public AllGatherOptions withTimeout(Duration timeout) {
-    return withTimeout(
-        timeout, TIMEOUT, timeout == null ? null : SettingValues.durationText(timeout));
-  }
-
-  /** {@code written}: the value as the caller wrote it, for the error. */
-  private AllGatherOptions withTimeout(Duration timeout, String key, Object written) {
-    Objects.requireNonNull(timeout, key);
-    if (!CommunicatorOptions.timeoutAllowed(timeout)) {
-      throw invalid(key, written, TIMEOUT_ALLOWED);
-    }
-    return new AllGatherOptions(
-        backend,
-        rankSize,
-        rankRoot,
-        commDomain,
-        timeout,
-        sourceRankColumn,
-        resourceName,
-        retryable,
-        hostTransport,
-        injectFailure);
+    return with(TIMEOUT_OPTION, timeout);
   }
 
   public AllGatherOptions withSourceRankColumn(String sourceRankColumn) {
-    return withSourceRankColumn(sourceRankColumn, SOURCE_RANK_COLUMN);
-  }
-
-  private AllGatherOptions withSourceRankColumn(String sourceRankColumn, String key) {
-    if (sourceRankColumn == null || sourceRankColumn.isBlank()) {
-      throw invalid(key, "'" + sourceRankColumn + "'", "a non-blank column name");
-    }
-    return new AllGatherOptions(
-        backend,
-        rankSize,
-        rankRoot,
-        commDomain,
-        timeout,
-        sourceRankColumn,
-        resourceName,
-        retryable,
-        hostTransport,
-        injectFailure);
+    return with(SOURCE_RANK_COLUMN_OPTION, sourceRankColumn);
   }
 
   /** The Spark resource (e.g. {@code npu}) whose address is the rank's device id. */
   public AllGatherOptions withResourceName(String resourceName) {
-    return withResourceName(resourceName, RESOURCE_NAME);
-  }
-
-  private AllGatherOptions withResourceName(String resourceName, String key) {
-    if (resourceName == null || resourceName.isBlank()) {
-      throw invalid(key, "'" + resourceName + "'", "a Spark resource name");
-    }
-    return new AllGatherOptions(
-        backend,
-        rankSize,
-        rankRoot,
-        commDomain,
-        timeout,
-        sourceRankColumn,
-        resourceName,
-        retryable,
-        hostTransport,
-        injectFailure);
+    return with(RESOURCE_NAME_OPTION, resourceName);
   }
 
   /**
@@ -391,101 +373,62 @@ public final class AllGatherOptions implements Serializable {
    * shuffle-map stage that Spark retries whole when a rank fails. Costs one copy of the output.
    */
   public AllGatherOptions withRetryable(boolean retryable) {
-    return new AllGatherOptions(
-        backend,
-        rankSize,
-        rankRoot,
-        commDomain,
-        timeout,
-        sourceRankColumn,
-        resourceName,
-        retryable,
-        hostTransport,
-        injectFailure);
+    return with(RETRYABLE_OPTION, retryable);
   }
 
   public AllGatherOptions withHostTransport(HostTransport hostTransport) {
-    Objects.requireNonNull(hostTransport, HOST_TRANSPORT);
-    return new AllGatherOptions(
-        backend,
-        rankSize,
-        rankRoot,
-        commDomain,
-        timeout,
-        sourceRankColumn,
-        resourceName,
-        retryable,
-        hostTransport,
-        injectFailure);
+    return with(HOST_TRANSPORT_OPTION, hostTransport);
   }
 
   /** Testing aid, see {@link #INJECT_FAILURE}. */
   public AllGatherOptions withInjectFailure(String spec) {
-    return withInjectFailure(spec, INJECT_FAILURE);
-  }
-
-  private AllGatherOptions withInjectFailure(String spec, String key) {
-    Objects.requireNonNull(spec, key);
-    if (!spec.isEmpty() && !spec.matches("\\d{1,9}(:\\d{1,9})?")) {
-      throw invalid(
-          key, "'" + spec + "'", "\"\", \"RANK\" or \"RANK:ATTEMPT\" (each at most 9 digits)");
-    }
-    return new AllGatherOptions(
-        backend,
-        rankSize,
-        rankRoot,
-        commDomain,
-        timeout,
-        sourceRankColumn,
-        resourceName,
-        retryable,
-        hostTransport,
-        spec);
+    return with(INJECT_FAILURE_OPTION, spec);
   }
 
   /** The backend's name ({@link Backend#wireName()}). */
   public String backend() {
-    return backend.wireName();
+    return get(BACKEND_OPTION).wireName();
   }
 
   public Backend backendType() {
-    return backend;
+    return get(BACKEND_OPTION);
   }
 
   public int rankSize() {
-    return rankSize;
+    return get(RANK_SIZE_OPTION);
   }
 
   public int rankRoot() {
-    return rankRoot;
+    return get(RANK_ROOT_OPTION);
   }
 
   public String commDomain() {
-    return commDomain;
+    return get(COMM_DOMAIN_OPTION);
   }
 
   public Duration timeout() {
-    return timeout;
+    return get(TIMEOUT_OPTION);
   }
 
   public String sourceRankColumn() {
-    return sourceRankColumn;
+    return get(SOURCE_RANK_COLUMN_OPTION);
   }
 
   public String resourceName() {
-    return resourceName;
+    return get(RESOURCE_NAME_OPTION);
   }
 
   public boolean retryable() {
-    return retryable;
+    return get(RETRYABLE_OPTION);
   }
 
   public HostTransport hostTransport() {
-    return hostTransport;
+    return get(HOST_TRANSPORT_OPTION);
   }
 
   /** True when the options ask this rank to fail in this stage attempt. */
   boolean failureInjectedFor(int rank, int stageAttempt) {
+    String injectFailure = get(INJECT_FAILURE_OPTION);
     if (injectFailure.isEmpty()) {
       return false;
     }
@@ -494,40 +437,20 @@ public final class AllGatherOptions implements Serializable {
     return Integer.parseInt(parts[0]) == rank && attempt == stageAttempt;
   }
 
-  private static int parseInt(String key, String value) {
-    try {
-      return Integer.parseInt(value.trim());
-    } catch (NumberFormatException e) {
-      throw invalid(key, "'" + value + "'", "an integer");
-    }
-  }
-
-  private static boolean parseBoolean(String key, String value) {
-    return switch (value.trim().toLowerCase(Locale.ROOT)) {
-      case "true" -> true;
-      case "false" -> false;
-      default -> throw invalid(key, "'" + value + "'", "true or false");
-    };
-  }
-
-  static Duration parseDuration(String key, String value) {
-    try {
-      return Duration.ofMillis(JavaUtils.timeStringAsMs(value.trim()));
-    } catch (NumberFormatException e) {
-      throw invalid(key, "'" + value + "'", "a duration such as 120s, 5m or 500ms");
-    }
-  }
-
-  private static HostTransport parseTransport(String key, String value) {
-    try {
-      return HostTransport.valueOf(value.trim().toUpperCase(Locale.ROOT));
-    } catch (IllegalArgumentException e) {
-      throw invalid(key, "'" + value + "'", "auto, tcp or staging");
+  /**
+   * Checks {@link #rankRoot()} against the ranks of a run: its {@code rankSize}, or the input's
+   * number of partitions when {@code rankSize} is 0.
+   *
+   * @throws IllegalArgumentException naming rankRoot, its value and the run's rankSize
+   */
+  void requireRootAmong(int rankSize) {
+    if (rankRoot() >= rankSize) {
+      throw invalid(RANK_ROOT, rankRoot(), "0 <= rankRoot < rankSize (" + rankSize + ")");
     }
   }
 
   static IllegalArgumentException invalid(String key, Object value, String allowed) {
-    return new IllegalArgumentException(key + " = " + value + " is invalid; allowed: " + allowed);
+    return Setting.invalid(key, value, allowed);
   }
 
   /**
@@ -536,28 +459,18 @@ public final class AllGatherOptions implements Serializable {
    */
   @Override
   public String toString() {
-    AllGatherOptions d = defaults();
-    StringBuilder text = new StringBuilder("AllGatherOptions{backend=").append(backend);
-    appendIfChanged(text, "rankSize", rankSize, d.rankSize);
-    appendIfChanged(text, "rankRoot", rankRoot, d.rankRoot);
-    appendIfChanged(text, "commDomain", "'" + commDomain + "'", "'" + d.commDomain + "'");
-    appendIfChanged(
-        text,
-        "timeout",
-        SettingValues.durationText(timeout),
-        SettingValues.durationText(d.timeout));
-    appendIfChanged(text, "sourceRankColumn", sourceRankColumn, d.sourceRankColumn);
-    appendIfChanged(text, "resourceName", resourceName, d.resourceName);
-    appendIfChanged(text, "retryable", retryable, d.retryable);
-    appendIfChanged(text, "hostTransport", hostTransport, d.hostTransport);
-    appendIfChanged(text, "injectFailure", injectFailure, d.injectFailure);
+    StringBuilder text = new StringBuilder("AllGatherOptions{backend=").append(backendType());
+    for (Setting<?> option : OPTIONS.subList(1, OPTIONS.size())) {
+      appendIfChanged(text, option);
+    }
     return text.append('}').toString();
   }
 
-  private static void appendIfChanged(
-      StringBuilder text, String name, Object value, Object defaultValue) {
-    if (!value.equals(defaultValue)) {
-      text.append(", ").append(name).append('=').append(value);
+  private <T> void appendIfChanged(StringBuilder text, Setting<T> option) {
+    T value = get(option);
+    if (!value.equals(option.defaultValue())) {
+      String name = option.key().substring(option.key().lastIndexOf('.') + 1);
+      text.append(", ").append(name).append('=').append(option.shown(value));
     }
   }
 }

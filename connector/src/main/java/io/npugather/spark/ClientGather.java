@@ -19,9 +19,8 @@ public final class ClientGather {
 
   /**
    * The gather of {@code input} with {@code options} ({@code npugather.*} keys, with or without
-   * their prefix) over the session's {@code spark.npugather.*} defaults. {@code rankRoot} is
-   * checked against the number of ranks here, where the classic API checks it when its job starts:
-   * a client learns the number of partitions only from the server.
+   * their prefix) over the session's {@code spark.npugather.*} defaults, checked as the classic API
+   * checks them: when the gather is called.
    *
    * @throws IllegalArgumentException naming the option, its value and what is allowed
    */
@@ -34,24 +33,6 @@ public final class ClientGather {
     AllGatherOptions resolved =
         AllGatherOptions.fromConf(CollectionConverters.asJava(session.conf().getAll()))
             .with(options);
-    requireRootAmongRanks(resolved, df);
     return ((Dataset<Row>) NpuGather.allGatherOnNpu(df, resolved)).logicalPlan();
-  }
-
-  private static void requireRootAmongRanks(AllGatherOptions options, Dataset<Row> df) {
-    int root = options.rankRoot();
-    if (root == 0) {
-      return;
-    }
-    int size = options.rankSize() > 0 ? options.rankSize() : df.rdd().getNumPartitions();
-    if (root >= size) {
-      throw new IllegalArgumentException(
-          AllGatherOptions.RANK_ROOT
-              + " = "
-              + root
-              + " is invalid; allowed: 0 <= rankRoot < rankSize ("
-              + size
-              + ")");
-    }
   }
 }

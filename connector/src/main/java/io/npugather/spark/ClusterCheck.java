@@ -30,6 +30,16 @@ public final class ClusterCheck {
   public static final String EXECUTOR_WAIT_CONF = "spark.npugather.clusterCheck.executorWait";
 
   static final String DEFAULT_EXECUTOR_WAIT = "10s";
+
+  /** The setting {@link #EXECUTOR_WAIT_CONF}, as {@code SET -v} and the docs list it. */
+  public static final Setting<String> EXECUTOR_WAIT_SETTING =
+      Setting.application(EXECUTOR_WAIT_CONF, Setting.STRING)
+          .doc(
+              "on a cluster master, how long the driver waits for executors to"
+                  + " register before deciding that the cluster has too few task slots")
+          .check((key, value, written) -> checkExecutorWait(value))
+          .createWithDefault(DEFAULT_EXECUTOR_WAIT);
+
   private static final long POLL_MS = 100;
 
   private ClusterCheck() {}
@@ -40,9 +50,9 @@ public final class ClusterCheck {
    * @throws IllegalArgumentException naming the key, the value and what is allowed
    */
   static void checkExecutorWait(String value) {
-    Duration wait = AllGatherOptions.parseDuration(EXECUTOR_WAIT_CONF, value);
+    Duration wait = Setting.DURATION.parse(EXECUTOR_WAIT_CONF, value);
     if (wait.isNegative()) {
-      throw AllGatherOptions.invalid(
+      throw Setting.invalid(
           EXECUTOR_WAIT_CONF, "'" + value + "'", "a duration >= 0 such as 10s or 500ms");
     }
   }

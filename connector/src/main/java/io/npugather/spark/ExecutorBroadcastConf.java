@@ -16,11 +16,34 @@ public final class ExecutorBroadcastConf {
 
   public static final String DEFAULT_AUTO = "false";
 
+  /** The setting {@link #AUTO}, as {@code SET -v} and the docs list it. */
+  public static final Setting<String> AUTO_SETTING =
+      Setting.session(AUTO, Setting.STRING)
+          .doc(
+              "session setting, with the SQL extension: `true` plans an equi-join"
+                  + " without hints whose build side is larger than Spark would broadcast"
+                  + " and at most `spark.npugather.join.maxBuildBytes` as if it carried"
+                  + " the `ALLGATHER` hint (\"Joins against a table every executor"
+                  + " holds\")")
+          .check((key, value, written) -> auto(value))
+          .createWithDefault(DEFAULT_AUTO);
+
   /** The largest build side a join gathers, in Spark's measure of its size. */
   public static final String MAX_BUILD_BYTES = "spark.npugather.join.maxBuildBytes";
 
   /** Spark's own hard limit of a broadcast table. */
   public static final String DEFAULT_MAX_BUILD_BYTES = "8g";
+
+  /** The setting {@link #MAX_BUILD_BYTES}, as {@code SET -v} and the docs list it. */
+  public static final Setting<String> MAX_BUILD_BYTES_SETTING =
+      Setting.session(MAX_BUILD_BYTES, Setting.STRING)
+          .doc(
+              "session setting: the largest build side a join with the `ALLGATHER`"
+                  + " hint gathers, in Spark's measure (the bytes of its rows, measured"
+                  + " before the gather); a larger one fails before the gather starts."
+                  + " Also the upper bound of the automatic mode")
+          .check((key, value, written) -> maxBuildBytes(value))
+          .createWithDefault(DEFAULT_MAX_BUILD_BYTES);
 
   private ExecutorBroadcastConf() {}
 

@@ -84,6 +84,7 @@ public final class NpuGather {
     // Fails early, naming the column, when the source-rank column collides with an input column.
     GatheredPartitions.outputSchema(df.schema(), options.sourceRankColumn());
     GatherMemory.checkConf(df.sparkSession().sparkContext().getConf());
+    requireRootAmongRanks(options, df);
     Dataset<Row> input = df;
     if (options.rankSize() > 0 && options.rankSize() != df.rdd().getNumPartitions()) {
       input = df.repartition(options.rankSize());
@@ -169,6 +170,7 @@ public final class NpuGather {
     }
     Dataset<Row> input = df.select(selected);
     OnRanksTask.checkInput(input.schema());
+    requireRootAmongRanks(options, input);
     if (options.rankSize() > 0 && options.rankSize() != input.rdd().getNumPartitions()) {
       input = input.repartition(options.rankSize());
     }
@@ -177,6 +179,14 @@ public final class NpuGather {
             (org.apache.spark.sql.classic.Dataset<Row>) input, wireDtype,
             (RankFunction<Object>) (RankFunction<?>) fn, options);
     return (List<T>) results;
+  }
+
+  /** rankRoot against the ranks of the run, at the call: {@code rankSize}, else the partitions. */
+  private static void requireRootAmongRanks(AllGatherOptions options, Dataset<Row> input) {
+    if (options.rankRoot() > 0) {
+      options.requireRootAmong(
+          options.rankSize() > 0 ? options.rankSize() : input.rdd().getNumPartitions());
+    }
   }
 
   /**

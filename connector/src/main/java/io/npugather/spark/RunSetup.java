@@ -85,15 +85,7 @@ final class RunSetup implements AutoCloseable {
     }
     // The thin connector jar alone: one line naming the jars to add, before any task.
     NativeLibrary.requireClasses(RunSetup.class.getClassLoader());
-    if (options.rankRoot() >= rankSize) {
-      throw new IllegalArgumentException(
-          AllGatherOptions.RANK_ROOT
-              + " = "
-              + options.rankRoot()
-              + " is invalid; allowed: 0 <= rankRoot < rankSize ("
-              + rankSize
-              + ")");
-    }
+    options.requireRootAmong(rankSize); // the calls check it; a join's gather is no call
     ClusterCheck.requireBarrierSlots(sc, rankSize);
     DeviceBinding devices = ClusterCheck.requireDevices(sc, options, rankSize);
     RendezvousService service = RendezvousService.getOrStart(sc);

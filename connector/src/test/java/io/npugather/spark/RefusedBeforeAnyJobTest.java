@@ -66,6 +66,26 @@ class RefusedBeforeAnyJobTest {
   }
 
   @Test
+  void aRootRankBeyondTheRanksOfTheInputIsRefusedAtTheCall() throws Exception {
+    Dataset<Row> df = spark.range(0, 4, 1, 2).toDF();
+    assertRefusedBeforeAnyJob(
+        "npugather.rankRoot = 2 is invalid; allowed: 0 <= rankRoot < rankSize (2)",
+        () -> NpuGather.allGatherOnNpu(df, Map.of("rankRoot", "2")));
+    assertRefusedBeforeAnyJob(
+        "npugather.rankRoot = 3 is invalid; allowed: 0 <= rankRoot < rankSize (3)",
+        () -> NpuGather.allGatherOnNpu(df, Map.of("rankSize", "3", "npugather.rankRoot", "3")));
+    assertRefusedBeforeAnyJob(
+        "npugather.rankRoot = 2 is invalid; allowed: 0 <= rankRoot < rankSize (2)",
+        () ->
+            NpuGather.onRanks(
+                df,
+                List.of("id"),
+                AllGatherOptions.defaults().withRankRoot(2),
+                io.npugather.DType.FLOAT32,
+                (rank, gathered) -> rank));
+  }
+
+  @Test
   void anInputOfMoreRanksThanTheOperatorAllowsIsRefusedBeforeTheSlotCheck() throws Exception {
     Dataset<Row> wide = spark.range(0, 65537, 1, 65537).toDF();
     String expected =

@@ -1,6 +1,7 @@
 package io.npugather.spark.memory;
 
 import io.netty.util.internal.PlatformDependent;
+import io.npugather.spark.Setting;
 import io.npugather.spark.SettingValues;
 import java.lang.management.ManagementFactory;
 import java.time.Duration;
@@ -36,8 +37,40 @@ public final class GatherMemory {
   /** The most bytes one task may receive in a gather; default: derived from the JVM's limits. */
   public static final String MAX_GATHER_BYTES = "spark.npugather.memory.maxGatherBytes";
 
+  /** The setting {@link #MAX_GATHER_BYTES}, as {@code SET -v} and the docs list it. */
+  public static final Setting<String> MAX_GATHER_BYTES_SETTING =
+      Setting.application(MAX_GATHER_BYTES, Setting.STRING)
+          .doc(
+              "the most bytes one task may receive in a gather (the other ranks'"
+                  + " blocks), checked on every rank against every rank's limit before"
+                  + " any buffer is allocated, so all fail together naming the rank, the"
+                  + " bytes it needs and the setting to raise. Default: the JVM's direct"
+                  + " memory limit (`-XX:MaxDirectMemorySize`, by default the heap size)"
+                  + " and, on an executor, no more than its off-heap budget"
+                  + " (`spark.executor.memoryOverhead`, by default max(384m, 0.1 ×"
+                  + " `spark.executor.memory`), plus `spark.memory.offHeap.size` when"
+                  + " enabled)")
+          .check((key, value, written) -> checkSetting(MAX_GATHER_BYTES, value))
+          .createOptional();
+
   /** {@link #CACHE_BYTES}'s default. */
   public static final String DEFAULT_CACHE_BYTES = "auto";
+
+  /** The setting {@link #CACHE_BYTES}, as {@code SET -v} and the docs list it. */
+  public static final Setting<String> CACHE_BYTES_SETTING =
+      Setting.application(CACHE_BYTES, Setting.STRING)
+          .doc(
+              "the most memory of large buffers (4 MiB and more: partitions' Arrow"
+                  + " vectors, receive buffers) an executor keeps idle for the next"
+                  + " gathers, so they write into memory already mapped. `auto`: as much"
+                  + " as the largest gather so far held at once, so the next gather of"
+                  + " that size finds all of it mapped, and the executor never holds more"
+                  + " than that peak (or than what it uses now) in lent and idle buffers"
+                  + " together; a size such as `512m` caps it; `0` keeps none. The peak"
+                  + " is memory the executor's off-heap overhead"
+                  + " (`spark.executor.memoryOverhead`) must hold anyway")
+          .check((key, value, written) -> checkSetting(CACHE_BYTES, value))
+          .createWithDefault(DEFAULT_CACHE_BYTES);
 
   /** {@link #CACHE_BYTES}'s value that keeps what the largest gather so far needed. */
   public static final String CACHE_BYTES_AUTO = "auto";
@@ -49,6 +82,13 @@ public final class GatherMemory {
 
   /** {@link #CACHE_IDLE_TIMEOUT}'s default. */
   public static final String DEFAULT_CACHE_IDLE_TIMEOUT = "60s";
+
+  /** The setting {@link #CACHE_IDLE_TIMEOUT}, as {@code SET -v} and the docs list it. */
+  public static final Setting<String> CACHE_IDLE_TIMEOUT_SETTING =
+      Setting.application(CACHE_IDLE_TIMEOUT, Setting.STRING)
+          .doc("how long such memory is kept once no task uses it")
+          .check((key, value, written) -> checkSetting(CACHE_IDLE_TIMEOUT, value))
+          .createWithDefault(DEFAULT_CACHE_IDLE_TIMEOUT);
 
   private GatherMemory() {}
 

@@ -1,6 +1,7 @@
 package io.npugather.spark.output;
 
 import io.npugather.spark.RankFailedException;
+import io.npugather.spark.Setting;
 import io.npugather.spark.SettingValues;
 import io.npugather.spark.TaskFailures;
 import java.lang.ref.Cleaner;
@@ -57,6 +58,15 @@ public final class GatheredOutputs {
 
   public static final String DEFAULT_RELEASE_DELAY = "0s";
 
+  /** The setting {@link #RELEASE_DELAY}, as {@code SET -v} and the docs list it. */
+  public static final Setting<String> RELEASE_DELAY_SETTING =
+      Setting.session(RELEASE_DELAY, Setting.STRING)
+          .doc(
+              "session setting: how long a gather's output is kept after the last"
+                  + " job that read it ended")
+          .check((key, value, written) -> releaseDelayMs(value))
+          .createWithDefault(DEFAULT_RELEASE_DELAY);
+
   /**
    * Whether the ranks that share an executor gather one output together (session conf; backend
    * host): the executor then holds every row once instead of once per rank.
@@ -64,6 +74,16 @@ public final class GatheredOutputs {
   public static final String ONE_PER_EXECUTOR = "spark.npugather.output.onePerExecutor";
 
   public static final String DEFAULT_ONE_PER_EXECUTOR = "true";
+
+  /** The setting {@link #ONE_PER_EXECUTOR}, as {@code SET -v} and the docs list it. */
+  public static final Setting<String> ONE_PER_EXECUTOR_SETTING =
+      Setting.session(ONE_PER_EXECUTOR, Setting.STRING)
+          .doc(
+              "session setting, backend `host`: `true`, the ranks that share an"
+                  + " executor gather one output together, so the executor holds every"
+                  + " row once; `false`, every rank gathers a copy of its own")
+          .check((key, value, written) -> onePerExecutor(value))
+          .createWithDefault(DEFAULT_ONE_PER_EXECUTOR);
 
   /**
    * {@code value} of {@link #ONE_PER_EXECUTOR}.

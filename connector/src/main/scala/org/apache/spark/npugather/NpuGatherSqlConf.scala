@@ -2,7 +2,7 @@ package org.apache.spark.npugather
 
 import scala.jdk.CollectionConverters._
 
-import io.npugather.spark.NpuGatherConf
+import io.npugather.spark.{NpuGatherConf, Setting}
 import org.apache.spark.SparkEnv
 import org.apache.spark.internal.config.ConfigEntry
 import org.apache.spark.sql.internal.SQLConf
@@ -18,20 +18,21 @@ object NpuGatherSqlConf {
   /** Registered once per class loader; a key another copy of the connector registered stays. */
   private lazy val entries: Seq[ConfigEntry[_]] = NpuGatherConf.SETTINGS.asScala.toSeq.flatMap {
     setting =>
+      val key = setting.confKey
       val builder = setting.scope match {
-        case NpuGatherConf.Scope.SESSION     => SQLConf.buildConf(setting.key)
-        case NpuGatherConf.Scope.APPLICATION => SQLConf.buildStaticConf(setting.key)
+        case Setting.Scope.APPLICATION => SQLConf.buildStaticConf(key)
+        case _                         => SQLConf.buildConf(key)
       }
-      val typed = builder.doc(setting.doc).version(Version).stringConf.transform { value =>
-        if (!isApplicationValue(setting.key, value)) {
-          setting.check.accept(value)
+      val typed = builder.doc(setting.confDoc).version(Version).stringConf.transform { value =>
+        if (!isApplicationValue(key, value)) {
+          setting.read(key, value)
         }
         value
       }
       try {
         Some(
-          if (setting.defaultValue == null) typed.createOptional
-          else typed.createWithDefault(setting.defaultValue)
+          if (setting.defaultText == null) typed.createOptional
+          else typed.createWithDefault(setting.defaultText)
         )
       } catch {
         case e: IllegalArgumentException if e.getMessage.contains("Duplicate") => None
