@@ -1,16 +1,12 @@
 package io.npugather.spark;
 
 import io.npugather.DType;
-import io.npugather.spark.arrow.read.GatheredPartitions;
 import io.npugather.spark.connect.ConnectDataFrames;
 import io.npugather.spark.connect.ConnectGather;
-import io.npugather.spark.memory.GatherMemory;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.atomic.AtomicReference;
 import org.apache.spark.api.java.JavaRDD;
-import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -32,10 +28,13 @@ import scala.jdk.javaapi.CollectionConverters;
  * turns its partition into a tensor, the ranks all-gather it with {@link
  * io.npugather.AllGatherOperation}, and a {@link RankFunction} runs on each rank with the gathered
  * tensor; the driver gets the functions' results in rank order.
+ *
+ * <p>A gather's figures (rows, bytes, times, transports) are its plan node's: {@link
+ * GatherMetrics#of} reads them from the gathered DataFrame. This class only delegates and keeps
+ * nothing between calls: the plans ({@link GatherPlans}, {@link OnRanksStage}) and the driver's
+ * part of a run ({@link RunSetup}) do the work.
  */
 public final class NpuGather {
-  private static final AtomicReference<GatherMetrics> LAST_RUN = new AtomicReference<>();
-
   private NpuGather() {}
 
   /**
@@ -76,23 +75,7 @@ public final class NpuGather {
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df, AllGatherOptions options) {
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(options, "options");
-    if (ConnectDataFrames.isConnect(df)) {
-      throw new IllegalArgumentException(
-          "on a Spark Connect DataFrame, allGatherOnNpu takes its options as a map of npugather.*"
-              + " keys, over the server session's defaults; got AllGatherOptions");
-    }
-    // Fails early, naming the column, when the source-rank column collides with an input column.
-    GatheredPartitions.outputSchema(df.schema(), options.sourceRankColumn());
-    GatherMemory.checkConf(df.sparkSession().sparkContext().getConf());
-    Dataset<Row> input = df;
-    if (options.rankSize() > 0 && options.rankSize() != df.rdd().getNumPartitions()) {
-      input = df.repartition(options.rankSize());
-    }
-    org.apache.spark.sql.classic.Dataset<Row> classic =
-        (org.apache.spark.sql.classic.Dataset<Row>) input;
-    NpuGatherPlanning.install(classic.sparkSession());
-    return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(
-        classic.sparkSession(), NpuGatherPlanning.node(classic.logicalPlan(), options));
+    return GatherPlans.allGatherOnNpu(df, options);
   }
 
   /**
@@ -156,27 +139,9 @@ public final class NpuGather {
     Objects.requireNonNull(options, "options");
     Objects.requireNonNull(wireDtype, "wireDtype");
     Objects.requireNonNull(fn, "fn");
-    if (columns.isEmpty()) {
-      throw new IllegalArgumentException(
-          "onRanks: columns is empty; allowed: numeric columns"
-              + " (float, double, int, bigint, smallint, tinyint) or one array<float> column");
-    }
-    OnRanksTask.checkWireDtype(wireDtype);
-    GatherMemory.checkConf(df.sparkSession().sparkContext().getConf());
-    Column[] selected = new Column[columns.size()];
-    for (int i = 0; i < selected.length; i++) {
-      selected[i] = df.col(Objects.requireNonNull(columns.get(i), "columns[" + i + "]"));
-    }
-    Dataset<Row> input = df.select(selected);
-    OnRanksTask.checkInput(input.schema());
-    if (options.rankSize() > 0 && options.rankSize() != input.rdd().getNumPartitions()) {
-      input = input.repartition(options.rankSize());
-    }
-    List<Object> results =
+    return (List<T>)
         OnRanksStage.collect(
-            (org.apache.spark.sql.classic.Dataset<Row>) input, wireDtype,
-            (RankFunction<Object>) (RankFunction<?>) fn, options);
-    return (List<T>) results;
+            df, columns, options, wireDtype, (RankFunction<Object>) (RankFunction<?>) fn);
   }
 
   /**
@@ -190,11 +155,7 @@ public final class NpuGather {
    */
   public static Dataset<Row> broadcastOnExecutors(Dataset<Row> df) {
     Objects.requireNonNull(df, "df");
-    org.apache.spark.sql.classic.Dataset<Row> classic =
-        (org.apache.spark.sql.classic.Dataset<Row>) df;
-    NpuGatherPlanning.install(classic.sparkSession());
-    return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(
-        classic.sparkSession(), new AllGatherJoinHint(classic.logicalPlan(), false));
+    return GatherPlans.broadcastOnExecutors(df);
   }
 
   /**
@@ -213,21 +174,6 @@ public final class NpuGather {
    */
   public static JavaRDD<ColumnarBatch> gatheredBatches(Dataset<Row> gathered) {
     Objects.requireNonNull(gathered, "gathered");
-    if (!(gathered.queryExecution().optimizedPlan() instanceof NpuAllGather)) {
-      throw new IllegalArgumentException(
-          "gathered must be the result of allGatherOnNpu itself, with no operation after it; its"
-              + " plan is "
-              + gathered.queryExecution().optimizedPlan().nodeName());
-    }
-    return gathered.queryExecution().executedPlan().executeColumnar().toJavaRDD();
-  }
-
-  /** The figures of the most recent run planned in this driver, or null before the first. */
-  public static GatherMetrics lastMetrics() {
-    return LAST_RUN.get();
-  }
-
-  static void recordRun(GatherMetrics metrics) {
-    LAST_RUN.set(metrics);
+    return GatherPlans.gatheredBatches(gathered);
   }
 }

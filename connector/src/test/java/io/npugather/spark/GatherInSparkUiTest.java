@@ -140,7 +140,7 @@ class GatherInSparkUiTest {
     }
     assertEquals(4, metrics.get("ranksOver_executor").value());
     assertEquals("ranks over executor", metrics.get("ranksOver_executor").name().get());
-    assertEquals(Map.of("executor", 4L), NpuGather.lastMetrics().transports());
+    assertEquals(Map.of("executor", 4L), GatherMetrics.of(gathered).transports());
 
     // Each rank a copy of its own: the ranks of local[4], threads of one JVM, exchange directly.
     spark.conf().set("spark.npugather.output.onePerExecutor", "false");
@@ -151,7 +151,7 @@ class GatherInSparkUiTest {
           CollectionConverters.asJava(gatherNode(copies.queryExecution().executedPlan()).metrics());
       assertEquals(3 * inputBytes, perRank.get("bytesSent").value());
       assertEquals(4, perRank.get("ranksOver_threads").value());
-      assertEquals(Map.of("threads", 4L), NpuGather.lastMetrics().transports());
+      assertEquals(Map.of("threads", 4L), GatherMetrics.of(copies).transports());
     } finally {
       spark.conf().unset("spark.npugather.output.onePerExecutor");
     }
@@ -219,7 +219,7 @@ class GatherInSparkUiTest {
     assertTrue(lines[2].startsWith("+- *(1) Project [id#"), lines[2]);
     assertFalse(String.join("\n", lines).contains("RowToColumnar"), String.join("\n", lines));
     assertEquals(4 * 1000, gathered.collectAsList().size());
-    assertEquals("rows", NpuGather.lastMetrics().input());
+    assertEquals("rows", GatherMetrics.of(gathered).input());
   }
 
   @Test
@@ -233,6 +233,6 @@ class GatherInSparkUiTest {
     assertTrue(plan.contains("\n+- FileScan parquet"), plan);
     assertFalse(plan.contains("ColumnarToRow") || plan.contains("RowToColumnar"), plan);
     assertEquals(ranks * 1000, gathered.collectAsList().size());
-    assertEquals("columnar batches", NpuGather.lastMetrics().input());
+    assertEquals("columnar batches", GatherMetrics.of(gathered).input());
   }
 }

@@ -187,7 +187,7 @@ abstract class GatheredDataFrameContract {
       List<Row> expected = repeated(rankMajor(input()), 2);
       Dataset<Row> g = NpuGather.allGatherOnNpu(input());
       assertEquals(expected, g.collectAsList());
-      GatherMetrics metrics = NpuGather.lastMetrics();
+      GatherMetrics metrics = GatherMetrics.of(g);
       long gatheredOnce = metrics.rowsGathered();
       assertEquals(expected, g.collectAsList());
       assertEquals(expected, g.javaRDD().collect());

@@ -38,8 +38,9 @@ class LocalMastersTest {
                   "uuid(13) as tag",
                   "array(rand(14), rand(15)) as pair");
       df.cache().count();
-      assertRankMajorOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
-      assertEquals(slots * 10_000L, NpuGather.lastMetrics().rowsGathered());
+      Dataset<Row> gathered = NpuGather.allGatherOnNpu(df);
+      assertRankMajorOnEveryPartition(df, gathered);
+      assertEquals(slots * 10_000L, GatherMetrics.of(gathered).rowsGathered());
       df.unpersist(true);
 
       Dataset<Row> tooMany = spark.range(0, 100, 1, slots + 1).toDF();
