@@ -31,8 +31,8 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>A gather's figures (rows, bytes, times, transports) are its plan node's: {@link
  * GatherMetrics#of} reads them from the gathered DataFrame. This class only delegates and keeps
- * nothing between calls: the plans ({@link GatherPlans}, {@link OnRanksStage}) and the driver's
- * part of a run ({@link RunSetup}) do the work.
+ * nothing between calls: the plans ({@code GatherPlans}, {@code OnRanksStage}) and the driver's
+ * part of a run ({@code RunSetup}) do the work.
  */
 public final class NpuGather {
   private NpuGather() {}
@@ -112,11 +112,12 @@ public final class NpuGather {
    * and {@code gathered} is then in that dtype ({@link io.npugather.HalfFloats#toFloat32} widens it
    * back). float32 sends x unchanged.
    *
-   * <p>Memory: each task allocates from one child allocator ({@link GatherMemory}) and releases all
-   * of it, {@code gathered} included, before it ends. When {@code options.rankSize()} is set and
-   * differs from the number of partitions, the input is repartitioned (round-robin) first. A rank
-   * that fails fails the job with a {@link RankFailedException} (a {@code SparkException} with an
-   * error class and SQLSTATE) whose cause is the rank's exception.
+   * <p>Memory: each task allocates from one child allocator ({@link
+   * io.npugather.spark.memory.GatherMemory}) and releases all of it, {@code gathered} included,
+   * before it ends. When {@code options.rankSize()} is set and differs from the number of
+   * partitions, the input is repartitioned (round-robin) first. A rank that fails fails the job
+   * with a {@link RankFailedException} (a {@code SparkException} with an error class and SQLSTATE)
+   * whose cause is the rank's exception.
    *
    * @param columns the columns forming x, at least one
    * @param options backend, timeout, root rank, ... ({@code sourceRankColumn} and {@code retryable}
