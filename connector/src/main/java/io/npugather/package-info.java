@@ -10,8 +10,8 @@
  *       and {@link io.npugather.HalfFloats} (float32 to and from the 16-bit floats).
  *   <li><b>The ranks' group</b>: {@link io.npugather.Communicator} (one rank's membership; every
  *       blocking call bounded and abortable), {@link io.npugather.RootInfo} (what the root creates
- *       and every rank joins with), {@link io.npugather.CommunicatorOptions} (timeout, device,
- *       host transport), {@link io.npugather.Backend} and {@link io.npugather.CommMode}.
+ *       and every rank joins with), {@link io.npugather.CommunicatorOptions} (timeout, device, host
+ *       transport), {@link io.npugather.Backend} and {@link io.npugather.CommMode}.
  *   <li><b>Failures</b>: {@link io.npugather.NpuGatherException} (whose fault, as {@link
  *       io.npugather.ResultCode}, the operation and the rank) and {@link
  *       io.npugather.VendorException} (a vendor library's error code besides).
@@ -19,7 +19,7 @@
  *       with one line naming what to add when it is missing).
  * </ul>
  *
- * <p>{@link io.npugather.block} holds one rank's Arrow block on the wire; {@code io.npugather.spark}
- * builds Spark's gather on both.
+ * <p>{@link io.npugather.block} holds one rank's Arrow block on the wire; {@code
+ * io.npugather.spark} builds Spark's gather on both.
  */
 package io.npugather;

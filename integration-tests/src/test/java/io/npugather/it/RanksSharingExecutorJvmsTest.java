@@ -129,8 +129,7 @@ class RanksSharingExecutorJvmsTest {
   }
 
   /** The most Arrow memory each executor (by pid) held while its tasks read the gather. */
-  private static Map<Long, Long> offHeapPerExecutor(
-      Dataset<Row> gathered, boolean onePerExecutor) {
+  private static Map<Long, Long> offHeapPerExecutor(Dataset<Row> gathered, boolean onePerExecutor) {
     SparkSession spark = cluster.spark();
     spark.conf().set("spark.npugather.output.onePerExecutor", Boolean.toString(onePerExecutor));
     try {
