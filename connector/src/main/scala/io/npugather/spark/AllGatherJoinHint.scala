@@ -44,17 +44,11 @@ object AllGatherJoinHint {
     * that side as well). A hinted side is gathered where it lies when it has one partition per
     * slot.
     */
-  def over(plan: LogicalPlan, sc: SparkContext, automatic: Boolean = false): AllGatherJoinHint =
-    if (automatic) {
-      AllGatherJoinHint(
-        Repartition(math.max(1, sc.defaultParallelism), shuffle = true, plan),
-        true
-      )(
-        new GatherMetrics(sc)
-      )
-    } else {
-      AllGatherJoinHint(plan)(new GatherMetrics(sc))
-    }
+  def over(plan: LogicalPlan, sc: SparkContext, automatic: Boolean = false): AllGatherJoinHint = {
+    val side =
+      if (automatic) Repartition(math.max(1, sc.defaultParallelism), shuffle = true, plan) else plan
+    AllGatherJoinHint(side, automatic)(new GatherMetrics(sc))
+  }
 
   /** Why a mark was not used, for the plan's `explain()`. */
   val NotUsedReason: TreeNodeTag[String] = TreeNodeTag[String]("npugather.allGatherNotUsed")

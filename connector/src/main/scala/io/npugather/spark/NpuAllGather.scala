@@ -148,13 +148,16 @@ case class NpuAllGatherExec(
   override def vectorTypes: Option[Seq[String]] =
     Some(GatheredPartitions.columnClassNames(child.schema).toSeq)
 
-  /** Timings with their spread over the ranks in Spark's UI. */
+  /** What Spark's UI shows (of the transports, this backend's), timings with their spread over the
+    * ranks.
+    */
   override lazy val metrics: Map[String, SQLMetric] = ListMap(
     gatherMetrics.byKey(options.backend).asScala.toSeq: _*
   )
 
-  /** The figures add up over every run of the node's RDD, which later actions reuse (reading the
-    * kept output, or gathering again once it is released); Spark's UI shows each action's own.
+  /** The figures add up over every run of the gather: of this node's RDD, which later actions reuse
+    * (reading the kept output, or gathering again once it is released), and of every other plan
+    * made from the same logical gather; Spark's UI shows each action's own.
     */
   override def resetMetrics(): Unit = children.foreach(_.resetMetrics())
 
