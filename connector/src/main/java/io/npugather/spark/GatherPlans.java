@@ -85,8 +85,7 @@ final class GatherPlans {
     throw new IllegalArgumentException(
         operation
             + " needs a DataFrame of a classic Spark session; got a "
-            + df.getClass().getName()
-            + " (on Spark Connect's client, allGatherOnNpu takes its options as a map)");
+            + df.getClass().getName());
   }
 
   private static Dataset<Row> ofRows(SparkSession session, LogicalPlan plan) {

@@ -45,10 +45,10 @@ private[spark] object OnRanksStage extends Logging {
       } else {
         selected
       }
-    run(input, schema, wireDtype, fn, options)
+    runStage(input, schema, wireDtype, fn, options)
   }
 
-  private def run(
+  private def runStage(
       input: ClassicDataset[Row],
       schema: StructType,
       wireDtype: DType,
@@ -69,7 +69,7 @@ private[spark] object OnRanksStage extends Logging {
       RankTask.Operation.ON_RANKS,
       rankSize,
       options,
-      new GatherMetrics(sc)
+      new GatherMetrics(sc) // what the ranks count; onRanks gives back the results alone
     )
     try {
       val task = new OnRanksTask(schema, wireDtype, fn, run.ranks())
