@@ -285,7 +285,7 @@ def run(spark: SparkSession, args: argparse.Namespace, output: Path) -> bool:
     job_seconds = time.monotonic() - job_started
     written = spark.read.parquet(recommendations_path)
     rows = written.count()
-    metrics = connector(spark).NpuGather.lastMetrics()
+    metrics = npugather.gather_metrics(recommendations)  # of the gather that ran in its plan
 
     mismatches: list[str] = []
     checked = min(args.check, len(local_queries))
@@ -303,16 +303,15 @@ def run(spark: SparkSession, args: argparse.Namespace, output: Path) -> bool:
 
     print("\nsummary")
     print(f"  ranks               {ranks}")
-    if metrics is not None:
-        print(
-            f"  gathered            {metrics.rowsGathered()} rows on all ranks"
-            f" ({item_count} items x {ranks} ranks), {metrics.bytesReceived()} bytes received"
-        )
-        print(
-            f"  gather time         rendezvous {metrics.rendezvousNanos() / 1e6:.1f} ms,"
-            f" conversion {metrics.conversionNanos() / 1e6:.1f} ms, collective"
-            f" {metrics.collectiveNanos() / 1e6:.1f} ms (summed over ranks)"
-        )
+    print(
+        f"  gathered            {metrics.rows_gathered} rows on all ranks"
+        f" ({item_count} items x {ranks} ranks), {metrics.bytes_received} bytes received"
+    )
+    print(
+        f"  gather time         rendezvous {metrics.rendezvous_nanos / 1e6:.1f} ms,"
+        f" conversion {metrics.conversion_nanos / 1e6:.1f} ms, collective"
+        f" {metrics.collective_nanos / 1e6:.1f} ms (summed over ranks)"
+    )
     print(f"  gather+score+write  {job_seconds * 1e3:.1f} ms (the Spark job)")
     expected_rows = len(local_queries) * k
     print(

@@ -18,6 +18,8 @@
 - :func:`configure` / :func:`jars`: the connector's jars for a session being built.
 - :func:`gathered_tensor` / :func:`gathered_matrix`: a gathered partition as one NumPy array
   inside ``mapInArrow``.
+- :func:`gather_metrics`: a gather's figures (rows, bytes, times, transports), read from the
+  gathered DataFrame.
 - :class:`NpuGatherError`: what a failed gather raises.
 """
 
@@ -32,10 +34,12 @@ from npugather.dataframe import (
 )
 from npugather.errors import ConnectorNotFoundError, InvalidOptionError, NpuGatherError
 from npugather.errors import install as _install_error_conversion
+from npugather.metrics import GatherMetrics, gather_metrics
 from npugather.tensors import gathered_matrix, gathered_tensor
 
 __all__ = [
     "ConnectorNotFoundError",
+    "GatherMetrics",
     "InvalidOptionError",
     "NpuGatherError",
     "__version__",
@@ -43,6 +47,7 @@ __all__ = [
     "all_gather_on_npu",
     "broadcast_on_executors",
     "configure",
+    "gather_metrics",
     "gathered_matrix",
     "gathered_tensor",
     "jars",

@@ -71,6 +71,8 @@ def test_the_examples_sql_scoring_writes_the_recommendations_of_its_arrays(tmp_p
         tmp_path,
     )
     assert first.returncode == 0, first.stdout + first.stderr
+    gathered = "gathered            6000 rows on all ranks (3000 items x 2 ranks)"
+    assert gathered in first.stdout, first.stdout
     second = _run(
         [
             sys.executable,
@@ -95,6 +97,7 @@ def test_the_examples_sql_scoring_writes_the_recommendations_of_its_arrays(tmp_p
     assert second.returncode == 0, second.stdout + second.stderr
     assert "with SQL (the ALLGATHER join hint)" in second.stdout
     assert "check: 6/6 queries match plain Spark" in second.stdout
+    assert gathered in second.stdout, second.stdout  # the figures of the hinted join's gather
     import pyarrow.parquet as pq
 
     def rows(path: Path) -> list:

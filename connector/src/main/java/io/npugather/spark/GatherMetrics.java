@@ -4,16 +4,19 @@ import io.npugather.Backend;
 import java.io.Serializable;
 import java.util.Collections;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import org.apache.spark.SparkContext;
+import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.execution.metric.SQLMetrics;
 
 /**
- * Per-run figures as Spark SQL metrics, summed over the ranks: the gather's plan node shows them in
- * the SQL tab of the Spark UI (timings with their min, median and max over the ranks), and {@link
- * NpuGather#lastMetrics} gives them to the caller. Which transport the ranks used is a count of
- * ranks per transport.
+ * A gather's figures as Spark SQL metrics, summed over the ranks of its runs: the gather's plan
+ * node holds them and shows them in the SQL tab of the Spark UI (timings with their min, median and
+ * max over the ranks), and {@link #of} gives them to the caller. Which transport the ranks used is
+ * a count of ranks per transport.
  */
 public final class GatherMetrics implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -33,8 +36,26 @@ public final class GatherMetrics implements Serializable {
   private final SQLMetric collectiveNanos;
   private volatile String input = "";
 
-  /** The metrics of a run on {@code backend} ({@link AllGatherOptions#backend()}'s name). */
-  GatherMetrics(SparkContext sc, String backend) {
+  /**
+   * The figures of the gather in {@code gathered}: what {@link NpuGather#allGatherOnNpu} returned,
+   * or a DataFrame made from it (a projection, a join, the SQL function {@code all_gather_on_npu}'s
+   * query). They add up over every run of the gather, by the actions on {@code gathered} and on the
+   * DataFrames made from it: an action that reads the kept output adds nothing, one that gathers
+   * again adds a run. Read them after the action; they are zero before the first run.
+   *
+   * @throws IllegalArgumentException when {@code gathered} holds no gather or several, or is a
+   *     DataFrame of Spark Connect's client (whose gathers run, and count, on the server)
+   */
+  public static GatherMetrics of(Dataset<?> gathered) {
+    Objects.requireNonNull(gathered, "gathered");
+    return GatherPlans.metricsOf(gathered);
+  }
+
+  /**
+   * A gather's metrics, registered with {@code sc}: a count of ranks for every transport of every
+   * backend, since a plan may hold the gather before its backend is known.
+   */
+  GatherMetrics(SparkContext sc) {
     inputRows = add("numInputRows", SQLMetrics.createMetric(sc, "number of input rows"));
     outputRows = add("numOutputRows", SQLMetrics.createMetric(sc, "number of output rows"));
     inputBytes = add("inputBytes", SQLMetrics.createSizeMetric(sc, "input size", -1L));
@@ -59,8 +80,12 @@ public final class GatherMetrics implements Serializable {
             SQLMetrics.createNanoTimingMetric(sc, "wait for the slowest rank", -1L));
     collectiveNanos =
         add("collectiveTime", SQLMetrics.createNanoTimingMetric(sc, "time in collective", -1L));
-    for (String transport : Backend.parse("backend", backend).transports()) {
-      add(transportKey(transport), SQLMetrics.createMetric(sc, "ranks over " + transport));
+    for (Backend backend : Backend.values()) {
+      for (String transport : backend.transports()) {
+        if (!metrics.containsKey(transportKey(transport))) {
+          add(transportKey(transport), SQLMetrics.createMetric(sc, "ranks over " + transport));
+        }
+      }
     }
   }
 
@@ -73,9 +98,21 @@ public final class GatherMetrics implements Serializable {
     return "ranksOver_" + transport;
   }
 
-  /** Every metric by its key, in the order the plan node shows them. */
-  Map<String, SQLMetric> byKey() {
-    return Collections.unmodifiableMap(metrics);
+  /**
+   * The metrics a plan node gathering on {@code backend} ({@link AllGatherOptions#backend()}'s
+   * name) shows, by key, in its order: every one but the counts of other backends' transports.
+   */
+  Map<String, SQLMetric> byKey(String backend) {
+    List<String> transports = Backend.parse("backend", backend).transports();
+    Map<String, SQLMetric> shown = new LinkedHashMap<>();
+    metrics.forEach(
+        (key, metric) -> {
+          if (!key.startsWith(transportKey(""))
+              || transports.contains(key.substring(transportKey("").length()))) {
+            shown.put(key, metric);
+          }
+        });
+    return Collections.unmodifiableMap(shown);
   }
 
   void recordInput(String input) {

@@ -1,16 +1,12 @@
 package io.npugather.spark;
 
 import io.npugather.DType;
-import io.npugather.spark.arrow.read.GatheredPartitions;
 import io.npugather.spark.connect.ConnectDataFrames;
 import io.npugather.spark.connect.ConnectGather;
-import io.npugather.spark.memory.GatherMemory;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.concurrent.atomic.AtomicReference;
 import org.apache.spark.api.java.JavaRDD;
-import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -32,10 +28,13 @@ import scala.jdk.javaapi.CollectionConverters;
  * turns its partition into a tensor, the ranks all-gather it with {@link
  * io.npugather.AllGatherOperation}, and a {@link RankFunction} runs on each rank with the gathered
  * tensor; the driver gets the functions' results in rank order.
+ *
+ * <p>A gather's figures (rows, bytes, times, transports) are its plan node's: {@link
+ * GatherMetrics#of} reads them from the gathered DataFrame. This class only delegates and keeps
+ * nothing between calls: the plans ({@code GatherPlans}, {@code OnRanksStage}) and the driver's
+ * part of a run ({@code RunSetup}) do the work.
  */
 public final class NpuGather {
-  private static final AtomicReference<GatherMetrics> LAST_RUN = new AtomicReference<>();
-
   private NpuGather() {}
 
   /**
@@ -76,24 +75,7 @@ public final class NpuGather {
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df, AllGatherOptions options) {
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(options, "options");
-    if (ConnectDataFrames.isConnect(df)) {
-      throw new IllegalArgumentException(
-          "on a Spark Connect DataFrame, allGatherOnNpu takes its options as a map of npugather.*"
-              + " keys, over the server session's defaults; got AllGatherOptions");
-    }
-    // Fails early, naming the column, when the source-rank column collides with an input column.
-    GatheredPartitions.outputSchema(df.schema(), options.sourceRankColumn());
-    GatherMemory.checkConf(df.sparkSession().sparkContext().getConf());
-    requireRootAmongRanks(options, df);
-    Dataset<Row> input = df;
-    if (options.rankSize() > 0 && options.rankSize() != df.rdd().getNumPartitions()) {
-      input = df.repartition(options.rankSize());
-    }
-    org.apache.spark.sql.classic.Dataset<Row> classic =
-        (org.apache.spark.sql.classic.Dataset<Row>) input;
-    NpuGatherPlanning.install(classic.sparkSession());
-    return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(
-        classic.sparkSession(), NpuGatherPlanning.node(classic.logicalPlan(), options));
+    return GatherPlans.allGatherOnNpu(df, options);
   }
 
   /**
@@ -130,11 +112,12 @@ public final class NpuGather {
    * and {@code gathered} is then in that dtype ({@link io.npugather.HalfFloats#toFloat32} widens it
    * back). float32 sends x unchanged.
    *
-   * <p>Memory: each task allocates from one child allocator ({@link GatherMemory}) and releases all
-   * of it, {@code gathered} included, before it ends. When {@code options.rankSize()} is set and
-   * differs from the number of partitions, the input is repartitioned (round-robin) first. A rank
-   * that fails fails the job with a {@link RankFailedException} (a {@code SparkException} with an
-   * error class and SQLSTATE) whose cause is the rank's exception.
+   * <p>Memory: each task allocates from one child allocator ({@link
+   * io.npugather.spark.memory.GatherMemory}) and releases all of it, {@code gathered} included,
+   * before it ends. When {@code options.rankSize()} is set and differs from the number of
+   * partitions, the input is repartitioned (round-robin) first. A rank that fails fails the job
+   * with a {@link RankFailedException} (a {@code SparkException} with an error class and SQLSTATE)
+   * whose cause is the rank's exception.
    *
    * @param columns the columns forming x, at least one
    * @param options backend, timeout, root rank, ... ({@code sourceRankColumn} and {@code retryable}
@@ -157,36 +140,9 @@ public final class NpuGather {
     Objects.requireNonNull(options, "options");
     Objects.requireNonNull(wireDtype, "wireDtype");
     Objects.requireNonNull(fn, "fn");
-    if (columns.isEmpty()) {
-      throw new IllegalArgumentException(
-          "onRanks: columns is empty; allowed: numeric columns"
-              + " (float, double, int, bigint, smallint, tinyint) or one array<float> column");
-    }
-    OnRanksTask.checkWireDtype(wireDtype);
-    GatherMemory.checkConf(df.sparkSession().sparkContext().getConf());
-    Column[] selected = new Column[columns.size()];
-    for (int i = 0; i < selected.length; i++) {
-      selected[i] = df.col(Objects.requireNonNull(columns.get(i), "columns[" + i + "]"));
-    }
-    Dataset<Row> input = df.select(selected);
-    OnRanksTask.checkInput(input.schema());
-    requireRootAmongRanks(options, input);
-    if (options.rankSize() > 0 && options.rankSize() != input.rdd().getNumPartitions()) {
-      input = input.repartition(options.rankSize());
-    }
-    List<Object> results =
+    return (List<T>)
         OnRanksStage.collect(
-            (org.apache.spark.sql.classic.Dataset<Row>) input, wireDtype,
-            (RankFunction<Object>) (RankFunction<?>) fn, options);
-    return (List<T>) results;
-  }
-
-  /** rankRoot against the ranks of the run, at the call: {@code rankSize}, else the partitions. */
-  private static void requireRootAmongRanks(AllGatherOptions options, Dataset<Row> input) {
-    if (options.rankRoot() > 0) {
-      options.requireRootAmong(
-          options.rankSize() > 0 ? options.rankSize() : input.rdd().getNumPartitions());
-    }
+            df, columns, options, wireDtype, (RankFunction<Object>) (RankFunction<?>) fn);
   }
 
   /**
@@ -200,11 +156,7 @@ public final class NpuGather {
    */
   public static Dataset<Row> broadcastOnExecutors(Dataset<Row> df) {
     Objects.requireNonNull(df, "df");
-    org.apache.spark.sql.classic.Dataset<Row> classic =
-        (org.apache.spark.sql.classic.Dataset<Row>) df;
-    NpuGatherPlanning.install(classic.sparkSession());
-    return org.apache.spark.sql.classic.Dataset$.MODULE$.ofRows(
-        classic.sparkSession(), new AllGatherJoinHint(classic.logicalPlan(), false));
+    return GatherPlans.broadcastOnExecutors(df);
   }
 
   /**
@@ -223,21 +175,6 @@ public final class NpuGather {
    */
   public static JavaRDD<ColumnarBatch> gatheredBatches(Dataset<Row> gathered) {
     Objects.requireNonNull(gathered, "gathered");
-    if (!(gathered.queryExecution().optimizedPlan() instanceof NpuAllGather)) {
-      throw new IllegalArgumentException(
-          "gathered must be the result of allGatherOnNpu itself, with no operation after it; its"
-              + " plan is "
-              + gathered.queryExecution().optimizedPlan().nodeName());
-    }
-    return gathered.queryExecution().executedPlan().executeColumnar().toJavaRDD();
-  }
-
-  /** The figures of the most recent run planned in this driver, or null before the first. */
-  public static GatherMetrics lastMetrics() {
-    return LAST_RUN.get();
-  }
-
-  static void recordRun(GatherMetrics metrics) {
-    LAST_RUN.set(metrics);
+    return GatherPlans.gatheredBatches(gathered);
   }
 }

@@ -45,9 +45,10 @@ final class OnRanksTask<T> implements Serializable {
   private final RankFunction<T> fn;
   private final RankTask ranks;
 
+  /** {@code schema} and {@code wireDtype} as the call checked them ({@link OnRanksStage}). */
   OnRanksTask(StructType schema, DType wireDtype, RankFunction<T> fn, RankTask ranks) {
-    this.schema = checkInput(schema);
-    this.wireDtype = checkWireDtype(wireDtype);
+    this.schema = schema;
+    this.wireDtype = wireDtype;
     this.fn = fn;
     this.ranks = ranks;
   }
@@ -62,15 +63,15 @@ final class OnRanksTask<T> implements Serializable {
   }
 
   /**
-   * Checks the selected columns: numeric columns (float, double, int, long, short, byte), or one
-   * {@code array<float>} column.
+   * Checks the selected columns: numeric columns (float, double, int, bigint, smallint, tinyint),
+   * or one {@code array<float>} column.
    */
   static StructType checkInput(StructType schema) {
     StructField[] fields = schema.fields();
     if (fields.length == 0) {
       throw new IllegalArgumentException(
-          "onRanks: no columns selected; allowed: numeric columns"
-              + " (float, double, int, long, short, byte) or one array<float> column");
+          "onRanks: columns is empty; allowed: numeric columns"
+              + " (float, double, int, bigint, smallint, tinyint) or one array<float> column");
     }
     for (StructField field : fields) {
       DataType type = field.dataType();

@@ -60,8 +60,8 @@ final class RunSetup implements AutoCloseable {
   /**
    * Checks a run of rankSize ranks before anything is launched (rankSize and rankRoot in range,
    * enough barrier slots, no dynamic allocation, a device for every rank where the backend needs
-   * one), registers it with the driver's rendezvous service and makes it the last run's {@code
-   * metrics} ({@link NpuGather#lastMetrics}).
+   * one) and registers it with the driver's rendezvous service; its ranks add their figures to
+   * {@code metrics}.
    */
   static RunSetup prepare(
       SparkContext sc,
@@ -90,7 +90,6 @@ final class RunSetup implements AutoCloseable {
     DeviceBinding devices = ClusterCheck.requireDevices(sc, options, rankSize);
     RendezvousService service = RendezvousService.getOrStart(sc);
     RendezvousTicket ticket = service.register(rankSize, options.timeout());
-    NpuGather.recordRun(metrics);
     String domain =
         (options.commDomain().isEmpty() ? "npg" : options.commDomain())
             + "-"

@@ -19,13 +19,18 @@ import org.apache.spark.sql.catalyst.trees.TreeNodeTag
   * broadcast ([[org.apache.spark.sql.execution.joins.npugather.AllGatherJoinStrategy]]): `child`,
   * gathered by one rank per task slot of the cluster, so that every executor runs a rank and holds
   * the gathered table. Where no join can build it, it is planned as `child` alone. `automatic`: put
-  * there by the planner's own choice (`spark.npugather.join.auto`), not by a user.
+  * there by the planner's own choice (`spark.npugather.join.auto`), not by a user. `metrics`: the
+  * figures of the gathers planned from the mark ([[NpuAllGather.metrics]] says how they add up).
   */
-case class AllGatherJoinHint(child: LogicalPlan, automatic: Boolean = false) extends UnaryNode {
+case class AllGatherJoinHint(child: LogicalPlan, automatic: Boolean = false)(
+    val metrics: GatherMetrics
+) extends UnaryNode {
   override def output: Seq[Attribute] = child.output
 
+  override protected def otherCopyArgs: Seq[AnyRef] = metrics :: Nil
+
   override protected def withNewChildInternal(newChild: LogicalPlan): AllGatherJoinHint =
-    copy(child = newChild)
+    copy(child = newChild)(metrics)
 }
 
 object AllGatherJoinHint {
@@ -39,12 +44,11 @@ object AllGatherJoinHint {
     * that side as well). A hinted side is gathered where it lies when it has one partition per
     * slot.
     */
-  def over(plan: LogicalPlan, sc: SparkContext, automatic: Boolean): AllGatherJoinHint =
-    if (automatic) {
-      AllGatherJoinHint(Repartition(math.max(1, sc.defaultParallelism), shuffle = true, plan), true)
-    } else {
-      AllGatherJoinHint(plan)
-    }
+  def over(plan: LogicalPlan, sc: SparkContext, automatic: Boolean = false): AllGatherJoinHint = {
+    val side =
+      if (automatic) Repartition(math.max(1, sc.defaultParallelism), shuffle = true, plan) else plan
+    AllGatherJoinHint(side, automatic)(new GatherMetrics(sc))
+  }
 
   /** Why a mark was not used, for the plan's `explain()`. */
   val NotUsedReason: TreeNodeTag[String] = TreeNodeTag[String]("npugather.allGatherNotUsed")
@@ -52,13 +56,13 @@ object AllGatherJoinHint {
 
 /** Resolves the `ALLGATHER` hint (in the analyzer's hint batch, with the SQL extension): without
   * parameters it marks the hinted plan; with names, the relations and aliases of those names under
-  * it, as Spark resolves its own join hints.
+  * it, as Spark resolves its own join hints. Each mark's figures register with `sc`.
   */
-object ResolveAllGatherHint extends Rule[LogicalPlan] {
+case class ResolveAllGatherHint(sc: SparkContext) extends Rule[LogicalPlan] {
   override def apply(plan: LogicalPlan): LogicalPlan = plan.resolveOperatorsUp {
     case h: UnresolvedHint if h.name.toUpperCase(Locale.ROOT) == AllGatherJoinHint.NAME =>
       if (h.parameters.isEmpty) {
-        AllGatherJoinHint(h.child)
+        AllGatherJoinHint.over(h.child, sc)
       } else {
         val names = h.parameters.map {
           case u: UnresolvedAttribute => u.nameParts.last.toLowerCase(Locale.ROOT)
@@ -72,9 +76,9 @@ object ResolveAllGatherHint extends Rule[LogicalPlan] {
     case _: AllGatherJoinHint => plan
     case r: UnresolvedRelation
         if names.contains(r.multipartIdentifier.last.toLowerCase(Locale.ROOT)) =>
-      AllGatherJoinHint(r)
+      AllGatherJoinHint.over(r, sc)
     case s: SubqueryAlias if names.contains(s.alias.toLowerCase(Locale.ROOT)) =>
-      AllGatherJoinHint(s)
+      AllGatherJoinHint.over(s, sc)
     case other => other.withNewChildren(other.children.map(mark(_, names)))
   }
 }

@@ -10,7 +10,13 @@ import org.apache.spark.{Partitioner, ShuffleDependency}
 import org.apache.spark.npugather.CallSites
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Attribute, AttributeSet, UnsafeProjection}
+import org.apache.spark.sql.catalyst.expressions.{
+  Alias,
+  Attribute,
+  AttributeSet,
+  Literal,
+  UnsafeProjection
+}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
 import org.apache.spark.sql.catalyst.plans.physical.{Partitioning, UnknownPartitioning}
 import org.apache.spark.sql.columnar.CachedBatch
@@ -37,20 +43,58 @@ import org.apache.spark.sql.vectorized.ColumnarBatch
   * this logical tree, as adaptive execution requires of the plans it replaces with query stages (a
   * node planned from a projection made up at planning time links to no node of the tree, and
   * adaptive execution re-plans its stage without end).
+  *
+  * `metrics`: the figures of this gather, which every physical plan made from it adds to (the
+  * gathered DataFrame's own actions and those of the DataFrames over it); [[GatherMetrics.of]]
+  * reads them. Not part of the node's identity, and kept by every copy of it.
   */
-case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child: LogicalPlan)
-    extends UnaryNode {
+case class NpuAllGather(sourceRank: Attribute, options: AllGatherOptions, child: LogicalPlan)(
+    val metrics: GatherMetrics
+) extends UnaryNode {
   override def output: Seq[Attribute] =
     NpuAllGather.output(sourceRank, NpuAllGather.withoutPlaceholder(sourceRank, child.output))
 
+  override protected def otherCopyArgs: Seq[AnyRef] = metrics :: Nil
+
   override protected def withNewChildInternal(newChild: LogicalPlan): NpuAllGather =
-    copy(child = newChild)
+    copy(child = newChild)(metrics)
 }
 
 object NpuAllGather {
 
-  /** The gather's output, in the logical and the physical plan: the source rank, then the rows. */
+  /** The gather's output, in the logical and the physical plan: the source rank, then the rows. The
+    * one statement of the gathered schema; the batches the gather reads out follow it
+    * ([[GatheredPartitions.batch]]: the source rank, then the rows' columns).
+    */
   def output(sourceRank: Attribute, rows: Seq[Attribute]): Seq[Attribute] = sourceRank +: rows
+
+  /** The source-rank column, `int` and never null: an alias of a constant that the gather fills. */
+  def sourceRankPlaceholder(name: String): Alias = Alias(Literal(0), name)()
+
+  /** @throws IllegalArgumentException
+    *   when the source-rank column `name` is one of `rows`' (compared case-insensitively, as Spark
+    *   resolves names by default)
+    */
+  def requireFreeName(name: String, rows: Seq[Attribute]): Unit =
+    rows.find(_.name.equalsIgnoreCase(name)).foreach { column =>
+      throw new IllegalArgumentException(
+        s"sourceRankColumn '$name' collides with input column '${column.name}'; choose another" +
+          " name for the source-rank column"
+      )
+    }
+
+  /** The figures of the gathers in `plan`, allGatherOnNpu's and the build sides marked for the
+    * executors, each once (a self-join holds one gather twice).
+    */
+  def metricsIn(plan: LogicalPlan): Seq[GatherMetrics] = {
+    val found = plan.collectWithSubqueries {
+      case g: NpuAllGather      => g.metrics
+      case h: AllGatherJoinHint => h.metrics
+    }
+    found.foldLeft(Seq.empty[GatherMetrics]) { (kept, m) =>
+      if (kept.exists(_ eq m)) kept else kept :+ m
+    }
+  }
 
   /** `attributes` without the source-rank placeholder. */
   def withoutPlaceholder(sourceRank: Attribute, attributes: Seq[Attribute]): Seq[Attribute] =
@@ -60,8 +104,9 @@ object NpuAllGather {
 /** Plans [[NpuAllGather]]; installed into the session by [[NpuGatherPlanning]]. */
 object NpuAllGatherStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
-    case g: NpuAllGather => NpuAllGatherExec(g.sourceRank, g.options, planLater(g.child)) :: Nil
-    case _               => Nil
+    case g: NpuAllGather =>
+      NpuAllGatherExec(g.sourceRank, g.options, planLater(g.child))(g.metrics) :: Nil
+    case _ => Nil
   }
 }
 
@@ -77,13 +122,17 @@ object NpuAllGatherStrategy extends SparkStrategy {
   * so that every executor holds the gathered table); an input with another number of partitions
   * moves to them through a shuffle ([[RunSetup.shuffleToRanks]]), an input with that many is read
   * where it lies. None: one rank per input partition.
+  *
+  * `gatherMetrics`: the figures the ranks add to, summed over the ranks of every run; the logical
+  * gather's ([[NpuAllGather.metrics]]) when planned from one.
   */
 case class NpuAllGatherExec(
     sourceRank: Attribute,
     options: AllGatherOptions,
     child: SparkPlan,
     spreadOver: Option[Int] = None
-) extends UnaryExecNode {
+)(val gatherMetrics: GatherMetrics)
+    extends UnaryExecNode {
   override def output: Seq[Attribute] = NpuAllGather.output(sourceRank, child.output)
 
   override def producedAttributes: AttributeSet = AttributeSet(sourceRank)
@@ -99,13 +148,16 @@ case class NpuAllGatherExec(
   override def vectorTypes: Option[Seq[String]] =
     Some(GatheredPartitions.columnClassNames(child.schema).toSeq)
 
-  /** Summed over the ranks of the run; timings with their spread over the ranks. */
-  @transient private lazy val gatherMetrics = new GatherMetrics(sparkContext, options.backend)
+  /** What Spark's UI shows (of the transports, this backend's), timings with their spread over the
+    * ranks.
+    */
+  override lazy val metrics: Map[String, SQLMetric] = ListMap(
+    gatherMetrics.byKey(options.backend).asScala.toSeq: _*
+  )
 
-  override lazy val metrics: Map[String, SQLMetric] = ListMap(gatherMetrics.byKey.asScala.toSeq: _*)
-
-  /** The figures add up over every run of the node's RDD, which later actions reuse (reading the
-    * kept output, or gathering again once it is released); Spark's UI shows each action's own.
+  /** The figures add up over every run of the gather: of this node's RDD, which later actions reuse
+    * (reading the kept output, or gathering again once it is released), and of every other plan
+    * made from the same logical gather; Spark's UI shows each action's own.
     */
   override def resetMetrics(): Unit = children.foreach(_.resetMetrics())
 
@@ -222,10 +274,12 @@ case class NpuAllGatherExec(
     * shows what runs. The planned child of [[NpuAllGather]] arrives here with the source-rank
     * placeholder, which is dropped ([[NpuAllGatherExec.withoutPlaceholder]]).
     */
+  override protected def otherCopyArgs: Seq[AnyRef] = gatherMetrics :: Nil
+
   override protected def withNewChildInternal(newChild: SparkPlan): NpuAllGatherExec =
     copy(child =
       NpuAllGatherExec.columnarSource(NpuAllGatherExec.withoutPlaceholder(sourceRank, newChild))
-    )
+    )(gatherMetrics)
 }
 
 /** A gather's outputs: the barrier stage's map side (`dependency`; running it keeps every rank's
@@ -264,6 +318,22 @@ private[spark] case class RowInput(rdd: RDD[InternalRow]) extends GatherInput {
 }
 
 object NpuAllGatherExec {
+
+  /** A gather of `child` by `ranks` ranks, planned without a logical gather (a join's build side,
+    * whose mark holds its `metrics`): its source-rank column is left out of what reads it.
+    */
+  def spreadOver(
+      ranks: Int,
+      options: AllGatherOptions,
+      child: SparkPlan,
+      metrics: GatherMetrics
+  ): NpuAllGatherExec =
+    NpuAllGatherExec(
+      NpuAllGather.sourceRankPlaceholder(options.sourceRankColumn).toAttribute,
+      options,
+      child,
+      Some(ranks)
+    )(metrics)
 
   /** `plan` without the source-rank placeholder: the projection under it when it only appends the
     * placeholder (and so the scan that reads just the gathered columns, or the cached relation),

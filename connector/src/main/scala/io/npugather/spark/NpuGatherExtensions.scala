@@ -23,7 +23,7 @@ class NpuGatherExtensions extends (SparkSessionExtensions => Unit) {
       NpuGatherPlanning.installDriverSide(session)
       NpuAllGatherStrategy
     }
-    extensions.injectHintResolutionRule(_ => ResolveAllGatherHint)
+    extensions.injectHintResolutionRule(session => ResolveAllGatherHint(session.sparkContext))
     extensions.injectOptimizerRule(_ => PullUpAllGatherJoinHint)
     extensions.injectOptimizerRule(_ => ChooseAllGatherJoins)
     extensions.injectPlannerStrategy(_ => AllGatherJoinStrategy)

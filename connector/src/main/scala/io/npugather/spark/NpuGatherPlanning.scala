@@ -2,10 +2,10 @@ package io.npugather.spark
 
 import scala.jdk.CollectionConverters._
 
+import org.apache.spark.SparkContext
 import org.apache.spark.internal.Logging
 import org.apache.spark.npugather.NpuGatherSqlConf
 import org.apache.spark.sql.classic.SparkSession
-import org.apache.spark.sql.catalyst.expressions.{Alias, Literal}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project}
 import org.apache.spark.sql.execution.joins.npugather.{
   AllGatherJoinStrategy,
@@ -16,14 +16,16 @@ import org.apache.spark.sql.execution.joins.npugather.{
 /** Builds the allGatherOnNpu logical plan and teaches the session to plan it. */
 object NpuGatherPlanning extends Logging {
 
-  /** The gather over `input`, which must already have one partition per rank. The source-rank
-    * column enters the plan as a placeholder alias in a projection under the gather (the gather
-    * fills it), so Spark's analyzer renews it like any alias when a plan holds the same gather
-    * twice (a self-join).
+  /** The gather over `input`, which must already have one partition per rank, with figures of its
+    * own. The source-rank column enters the plan as a placeholder alias in a projection under the
+    * gather (the gather fills it), so Spark's analyzer renews it like any alias when a plan holds
+    * the same gather twice (a self-join).
     */
-  def node(input: LogicalPlan, options: AllGatherOptions): LogicalPlan = {
-    val placeholder = Alias(Literal(0), options.sourceRankColumn)()
-    NpuAllGather(placeholder.toAttribute, options, Project(input.output :+ placeholder, input))
+  def node(input: LogicalPlan, options: AllGatherOptions, sc: SparkContext): LogicalPlan = {
+    val placeholder = NpuAllGather.sourceRankPlaceholder(options.sourceRankColumn)
+    NpuAllGather(placeholder.toAttribute, options, Project(input.output :+ placeholder, input))(
+      new GatherMetrics(sc)
+    )
   }
 
   /** What [[NpuGatherExtensions]] installs, for a session started without it: the planner strategy

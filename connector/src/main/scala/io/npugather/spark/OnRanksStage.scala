@@ -1,18 +1,22 @@
 package io.npugather.spark
 
+import java.util.Objects
+
 import scala.jdk.CollectionConverters._
 
 import io.npugather.DType
+import io.npugather.spark.memory.GatherMemory
 import org.apache.spark.SparkException
 import org.apache.spark.internal.Logging
 import org.apache.spark.npugather.CallSites
-import org.apache.spark.sql.Row
+import org.apache.spark.sql.{Dataset, Row}
 import org.apache.spark.sql.classic.{Dataset => ClassicDataset}
+import org.apache.spark.sql.types.StructType
 
-/** The driver side of [[NpuGather.onRanks]]: one barrier stage over the selected columns (one task
-  * per partition, rank = partition id), each task running an [[OnRanksTask]]; the ranks' results
-  * are collected in rank order. A rank's failure fails it with a [[RankFailedException]] whose
-  * cause is the rank's exception.
+/** The driver side of [[NpuGather.onRanks]]: the call's checks, once, then one barrier stage over
+  * the selected columns (one task per partition, rank = partition id), each task running an
+  * [[OnRanksTask]]; the ranks' results are collected in rank order. A rank's failure fails it with
+  * a [[RankFailedException]] whose cause is the rank's exception.
   */
 private[spark] object OnRanksStage extends Logging {
 
@@ -20,14 +24,38 @@ private[spark] object OnRanksStage extends Logging {
     */
   private val FailureEventWaitMs = 2000L
 
+  /** What [[NpuGather.onRanks]] describes: `fn`'s results by rank, over `columns` of `df`. */
   def collect(
+      df: Dataset[Row],
+      columns: java.util.List[String],
+      options: AllGatherOptions,
+      wireDtype: DType,
+      fn: RankFunction[AnyRef]
+  ): java.util.List[AnyRef] = {
+    OnRanksTask.checkWireDtype(wireDtype)
+    val classic = GatherPlans.classic(df, "onRanks")
+    GatherMemory.checkConf(classic.sparkSession.sparkContext.getConf)
+    val selected = classic.select(columns.asScala.toSeq.zipWithIndex.map { case (column, i) =>
+      classic.col(Objects.requireNonNull(column, s"columns[$i]"))
+    }: _*)
+    val schema = OnRanksTask.checkInput(selected.schema)
+    GatherPlans.requireRootAmongRanks(options, selected)
+    val input =
+      if (options.rankSize > 0 && options.rankSize != selected.rdd.getNumPartitions) {
+        selected.repartition(options.rankSize)
+      } else {
+        selected
+      }
+    runStage(input, schema, wireDtype, fn, options)
+  }
+
+  private def runStage(
       input: ClassicDataset[Row],
+      schema: StructType,
       wireDtype: DType,
       fn: RankFunction[AnyRef],
       options: AllGatherOptions
   ): java.util.List[AnyRef] = {
-    val schema = OnRanksTask.checkInput(input.schema)
-    OnRanksTask.checkWireDtype(wireDtype)
     val sc = input.sparkSession.sparkContext
     val rows = RunSetup.barrierReady(input.queryExecution.toRdd, schema.length)
     val rankSize = rows.getNumPartitions
@@ -42,7 +70,7 @@ private[spark] object OnRanksStage extends Logging {
       RankTask.Operation.ON_RANKS,
       rankSize,
       options,
-      new GatherMetrics(sc, options.backend)
+      new GatherMetrics(sc) // what the ranks count; onRanks gives back the results alone
     )
     try {
       val task = new OnRanksTask(schema, wireDtype, fn, run.ranks())

@@ -181,7 +181,7 @@ class AllGatherTableFunctionTest {
             df.count();
             Dataset<Row> gathered = sql("SELECT * FROM all_gather_on_npu(TABLE(items))");
             RankMajor.assertOnEveryPartition(df, gathered);
-            assertEquals("cached batches", NpuGather.lastMetrics().input());
+            assertEquals("cached batches", GatherMetrics.of(gathered).input());
             assertEquals(partitions(NpuGather.allGatherOnNpu(df)), partitions(gathered));
           });
     } finally {

@@ -95,9 +95,10 @@ class DeviceBindingOverSimulatedCannTest {
       SparkSession spark, String backend) throws IOException {
     Files.deleteIfExists(trace);
     Dataset<Row> df = randomRows(spark, 2);
-    assertOnEveryPartition(
-        df, NpuGather.allGatherOnNpu(df, AllGatherOptions.defaults().withBackend(backend)));
-    assertEquals(2 * 6_000L, NpuGather.lastMetrics().rowsGathered());
+    Dataset<Row> gathered =
+        NpuGather.allGatherOnNpu(df, AllGatherOptions.defaults().withBackend(backend));
+    assertOnEveryPartition(df, gathered);
+    assertEquals(2 * 6_000L, GatherMetrics.of(gathered).rowsGathered());
     assertEquals(
         Map.of(0, Set.of(0), 1, Set.of(1)),
         devicesByRank(),

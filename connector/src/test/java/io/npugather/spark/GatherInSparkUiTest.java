@@ -3,11 +3,15 @@ package io.npugather.spark;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.npugather.spark.testing.GatherLeaks;
 import io.npugather.spark.testing.LocalSpark;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -91,6 +95,8 @@ class GatherInSparkUiTest {
     GatherLeaks.awaitArrowReleased();
   }
 
+  private static final Duration BOUND = Duration.ofSeconds(120);
+
   private static Dataset<Row> input() {
     return spark.range(0, 1000, 1, 4).toDF("id").withColumn("x", functions.col("id").multiply(0.5));
   }
@@ -134,7 +140,8 @@ class GatherInSparkUiTest {
     }
     assertEquals(4, metrics.get("ranksOver_executor").value());
     assertEquals("ranks over executor", metrics.get("ranksOver_executor").name().get());
-    assertEquals(Map.of("executor", 4L), NpuGather.lastMetrics().transports());
+    assertFalse(metrics.containsKey("ranksOver_hccl"), "another backend's transport: " + metrics);
+    assertEquals(Map.of("executor", 4L), GatherMetrics.of(gathered).transports());
 
     // Each rank a copy of its own: the ranks of local[4], threads of one JVM, exchange directly.
     spark.conf().set("spark.npugather.output.onePerExecutor", "false");
@@ -145,10 +152,50 @@ class GatherInSparkUiTest {
           CollectionConverters.asJava(gatherNode(copies.queryExecution().executedPlan()).metrics());
       assertEquals(3 * inputBytes, perRank.get("bytesSent").value());
       assertEquals(4, perRank.get("ranksOver_threads").value());
-      assertEquals(Map.of("threads", 4L), NpuGather.lastMetrics().transports());
+      assertEquals(Map.of("threads", 4L), GatherMetrics.of(copies).transports());
     } finally {
       spark.conf().unset("spark.npugather.output.onePerExecutor");
     }
+  }
+
+  /**
+   * A gather's figures are its plan node's: every DataFrame made from it adds its runs to them, and
+   * another gather, before or after, changes nothing in them.
+   */
+  @Test
+  void eachGatherKeepsItsOwnFiguresWhichTheDataFramesMadeFromItAddTo() {
+    Dataset<Row> first = NpuGather.allGatherOnNpu(input());
+    Dataset<Row> perRank = first.groupBy("source_rank").count();
+    GatherMetrics figures = GatherMetrics.of(first);
+    assertSame(figures, GatherMetrics.of(perRank));
+    assertEquals(0, figures.rowsGathered(), "before any action");
+    assertTimeoutPreemptively(BOUND, () -> assertEquals(4, perRank.collectAsList().size()));
+    assertEquals(4 * 1000, figures.rowsGathered());
+    assertEquals(Map.of("executor", 4L), figures.transports());
+
+    Dataset<Row> second = NpuGather.allGatherOnNpu(spark.range(0, 100, 1, 2).toDF());
+    assertTimeoutPreemptively(BOUND, () -> assertEquals(2 * 100, second.collectAsList().size()));
+    assertEquals(2 * 100, GatherMetrics.of(second).rowsGathered());
+    assertEquals(4 * 1000, figures.rowsGathered(), "the first gather's, unchanged");
+
+    // An action that gathers again adds its run.
+    assertTimeoutPreemptively(BOUND, () -> assertEquals(4 * 1000, first.count()));
+    assertEquals(2 * 4 * 1000, figures.rowsGathered());
+  }
+
+  @Test
+  void figuresAreAskedOfADataFrameWithExactlyOneGather() {
+    IllegalArgumentException none =
+        assertThrows(IllegalArgumentException.class, () -> GatherMetrics.of(input()));
+    assertTrue(none.getMessage().startsWith("gathered holds no gather"), none.getMessage());
+    Dataset<Row> two =
+        NpuGather.allGatherOnNpu(input())
+            .crossJoin(NpuGather.allGatherOnNpu(input()).withColumnRenamed("id", "other"));
+    IllegalArgumentException several =
+        assertThrows(IllegalArgumentException.class, () -> GatherMetrics.of(two));
+    assertEquals("gathered holds 2 gathers; pass the DataFrame of each", several.getMessage());
+    Dataset<Row> gathered = NpuGather.allGatherOnNpu(input());
+    assertSame(GatherMetrics.of(gathered), GatherMetrics.of(gathered.join(gathered, "id")));
   }
 
   @Test
@@ -213,7 +260,7 @@ class GatherInSparkUiTest {
     assertTrue(lines[2].startsWith("+- *(1) Project [id#"), lines[2]);
     assertFalse(String.join("\n", lines).contains("RowToColumnar"), String.join("\n", lines));
     assertEquals(4 * 1000, gathered.collectAsList().size());
-    assertEquals("rows", NpuGather.lastMetrics().input());
+    assertEquals("rows", GatherMetrics.of(gathered).input());
   }
 
   @Test
@@ -227,6 +274,6 @@ class GatherInSparkUiTest {
     assertTrue(plan.contains("\n+- FileScan parquet"), plan);
     assertFalse(plan.contains("ColumnarToRow") || plan.contains("RowToColumnar"), plan);
     assertEquals(ranks * 1000, gathered.collectAsList().size());
-    assertEquals("columnar batches", NpuGather.lastMetrics().input());
+    assertEquals("columnar batches", GatherMetrics.of(gathered).input());
   }
 }

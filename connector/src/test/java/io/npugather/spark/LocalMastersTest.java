@@ -34,8 +34,9 @@ class LocalMastersTest {
                   "uuid(13) as tag",
                   "array(rand(14), rand(15)) as pair");
       df.cache().count();
-      assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
-      assertEquals(slots * 10_000L, NpuGather.lastMetrics().rowsGathered());
+      Dataset<Row> gathered = NpuGather.allGatherOnNpu(df);
+      assertOnEveryPartition(df, gathered);
+      assertEquals(slots * 10_000L, GatherMetrics.of(gathered).rowsGathered());
       df.unpersist(true);
 
       Dataset<Row> tooMany = spark.range(0, 100, 1, slots + 1).toDF();

@@ -137,9 +137,10 @@ class NpuGatherTest {
               maybe(random, scalaMap(Map.of("k" + n, n)))));
     }
     Dataset<Row> df = spark.createDataFrame(jsc.parallelize(rows, 3), schema);
-    RankMajor.assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
+    Dataset<Row> gathered = NpuGather.allGatherOnNpu(df);
+    RankMajor.assertOnEveryPartition(df, gathered);
     // Written from the rows, not from the batches of a RowToColumnar Spark puts in between.
-    assertEquals("rows", NpuGather.lastMetrics().input());
+    assertEquals("rows", GatherMetrics.of(gathered).input());
   }
 
   @Test
@@ -174,7 +175,7 @@ class NpuGatherTest {
     try {
       Dataset<Row> out = NpuGather.allGatherOnNpu(df);
       RankMajor.assertOnEveryPartition(df, out);
-      GatherMetrics metrics = NpuGather.lastMetrics();
+      GatherMetrics metrics = GatherMetrics.of(out);
       assertEquals(4L * 40_000, metrics.rowsGathered());
       // The 4 ranks share one executor: they gather one output there, receiving nothing.
       assertEquals(0L, metrics.bytesReceived(), metrics.toString());
@@ -203,12 +204,14 @@ class NpuGatherTest {
                 "case when id % 11 = 0 then null else cast(id as double) * 1.5 end as d");
     df.cache().count();
     try {
-      RankMajor.assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
-      assertEquals("cached batches", NpuGather.lastMetrics().input());
+      Dataset<Row> gathered = NpuGather.allGatherOnNpu(df);
+      RankMajor.assertOnEveryPartition(df, gathered);
+      assertEquals("cached batches", GatherMetrics.of(gathered).input());
       // A subset of the cached columns, in another order.
       Dataset<Row> some = df.select("f", "id", "dict");
-      RankMajor.assertOnEveryPartition(some, NpuGather.allGatherOnNpu(some));
-      assertEquals("cached batches", NpuGather.lastMetrics().input());
+      Dataset<Row> someGathered = NpuGather.allGatherOnNpu(some);
+      RankMajor.assertOnEveryPartition(some, someGathered);
+      assertEquals("cached batches", GatherMetrics.of(someGathered).input());
     } finally {
       df.unpersist(true);
     }
@@ -233,11 +236,13 @@ class NpuGatherTest {
     df.cache().count();
     spark.conf().unset("spark.sql.inMemoryColumnarStorage.batchSize");
     try {
-      RankMajor.assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
-      assertEquals("cached batches", NpuGather.lastMetrics().input());
+      Dataset<Row> gathered = NpuGather.allGatherOnNpu(df);
+      RankMajor.assertOnEveryPartition(df, gathered);
+      assertEquals("cached batches", GatherMetrics.of(gathered).input());
       Dataset<Row> vectors = df.select("v");
-      RankMajor.assertOnEveryPartition(vectors, NpuGather.allGatherOnNpu(vectors));
-      assertEquals("cached batches", NpuGather.lastMetrics().input());
+      Dataset<Row> vectorsGathered = NpuGather.allGatherOnNpu(vectors);
+      RankMajor.assertOnEveryPartition(vectors, vectorsGathered);
+      assertEquals("cached batches", GatherMetrics.of(vectorsGathered).input());
     } finally {
       df.unpersist(true);
     }
@@ -347,8 +352,9 @@ class NpuGatherTest {
       spark.conf().set("spark.sql.files.openCostInBytes", String.valueOf(1L << 30));
       Dataset<Row> df = spark.read().parquet(dir.toString());
       assertEquals(2, df.javaRDD().getNumPartitions());
-      RankMajor.assertOnEveryPartition(df, NpuGather.allGatherOnNpu(df));
-      assertEquals("columnar batches", NpuGather.lastMetrics().input());
+      Dataset<Row> gathered = NpuGather.allGatherOnNpu(df);
+      RankMajor.assertOnEveryPartition(df, gathered);
+      assertEquals("columnar batches", GatherMetrics.of(gathered).input());
     } finally {
       spark.conf().unset("spark.sql.files.openCostInBytes");
       try (var files = java.nio.file.Files.walk(dir)) {
@@ -363,8 +369,9 @@ class NpuGatherTest {
         spark
             .range(0, 400_000, 1, 4)
             .selectExpr("id", "cast(id as double) as d", "cast(id as string) as s");
-    NpuGather.allGatherOnNpu(df).foreach(row -> {});
-    GatherMetrics m = NpuGather.lastMetrics();
+    Dataset<Row> gathered = NpuGather.allGatherOnNpu(df);
+    gathered.foreach(row -> {});
+    GatherMetrics m = GatherMetrics.of(gathered);
     // Per rank: its Arrow partition, the receive buffer of the peers' blocks, and the transient
     // growth of Arrow's vectors while the rows are written (at most one extra partition).
     long bound = 2 * m.ownPartitionBytes() + m.bytesReceived();
@@ -436,25 +443,26 @@ class NpuGatherTest {
   void theRanksOfOneExecutorHoldTheGatheredTableOnce() {
     Dataset<Row> df =
         spark.range(0, 400_000, 1, 4).selectExpr("id", "cast(id as double) as d", "id * 3 as x");
-    long onePerExecutor = offHeapWhileReading(df, true);
-    GatherMetrics m = NpuGather.lastMetrics();
+    Dataset<Row> gathered = NpuGather.allGatherOnNpu(df);
+    long onePerExecutor = offHeapWhileReading(gathered, true);
+    GatherMetrics m = GatherMetrics.of(gathered);
     long table = m.inputBytes(); // the blocks' bytes; the partitions' vectors hold some spare room
     long partitions = m.ownPartitionBytes();
     assertEquals(0, m.bytesReceived(), m.toString());
     assertTrue(
         onePerExecutor >= table && onePerExecutor <= partitions + partitions / 10,
         "one per executor: " + onePerExecutor + " bytes for a table of " + table + "; " + m);
-    long onePerRank = offHeapWhileReading(df, false);
+    long onePerRank = offHeapWhileReading(NpuGather.allGatherOnNpu(df), false);
     assertTrue(
         onePerRank >= 4 * table - table / 10,
         "one per rank: " + onePerRank + " bytes for a table of " + table);
   }
 
-  /** The most Arrow memory of {@link GatherMemory} any reader of the gather of {@code df} saw. */
-  private static long offHeapWhileReading(Dataset<Row> df, boolean onePerExecutor) {
+  /** The most Arrow memory of {@link GatherMemory} any reader of {@code gathered} saw. */
+  private static long offHeapWhileReading(Dataset<Row> gathered, boolean onePerExecutor) {
     spark.conf().set("spark.npugather.output.onePerExecutor", Boolean.toString(onePerExecutor));
     try {
-      return ReaderMemory.byProcess(NpuGather.allGatherOnNpu(df)).values().stream()
+      return ReaderMemory.byProcess(gathered).values().stream()
           .mapToLong(Long::longValue)
           .max()
           .orElseThrow();

@@ -170,6 +170,28 @@ class RefusedBeforeAnyJobTest {
   }
 
   @Test
+  void aSourceRankColumnNamedLikeAnInputColumnIsRefusedAtTheCall() throws Exception {
+    Dataset<Row> df = spark.range(0, 4, 1, 2).toDF();
+    assertRefusedBeforeAnyJob(
+        "sourceRankColumn 'ID' collides with input column 'id'; choose another name for the"
+            + " source-rank column",
+        () -> NpuGather.allGatherOnNpu(df, Map.of("npugather.sourceRankColumn", "ID")));
+  }
+
+  @Test
+  void onRanksWithoutColumnsOrWithOneOfAnotherTypeIsRefusedAtTheCall() throws Exception {
+    Dataset<Row> df = spark.range(0, 4, 1, 2).selectExpr("cast(id as float) as x", "'a' as s");
+    assertRefusedBeforeAnyJob(
+        "onRanks: columns is empty; allowed: numeric columns (float, double, int, bigint,"
+            + " smallint, tinyint) or one array<float> column",
+        () -> NpuGather.onRanks(df, List.of(), (rank, gathered) -> rank));
+    assertRefusedBeforeAnyJob(
+        "onRanks: column 's' is string; allowed: float, double, int, bigint, smallint, tinyint, or"
+            + " a single array<float> column",
+        () -> NpuGather.onRanks(df, List.of("x", "s"), (rank, gathered) -> rank));
+  }
+
+  @Test
   void anInjectedFailureOfANumberBeyondAnIntIsRefusedAtTheCall() throws Exception {
     Dataset<Row> df = spark.range(0, 4, 1, 2).toDF();
     assertRefusedBeforeAnyJob(

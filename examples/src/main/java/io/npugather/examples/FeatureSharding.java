@@ -324,11 +324,11 @@ public final class FeatureSharding {
         k, o.sqlScoring ? " with SQL (the ALLGATHER join hint)" : "", recommendationsPath);
     long start = System.nanoTime();
     List<long[]> perRank = new ArrayList<>();
+    GatherMetrics metrics; // the figures of the gather that ran: the plan's node holds them
     if (o.sqlScoring) {
-      SqlScoring.recommendations(spark, itemShards, queryShards, k)
-          .write()
-          .mode(SaveMode.Overwrite)
-          .parquet(recommendationsPath.toString());
+      Dataset<Row> recommendations = SqlScoring.recommendations(spark, itemShards, queryShards, k);
+      recommendations.write().mode(SaveMode.Overwrite).parquet(recommendationsPath.toString());
+      metrics = GatherMetrics.of(recommendations);
     } else {
       StructType gatheredSchema = gathered.schema();
       Scorer scorer =
@@ -352,9 +352,9 @@ public final class FeatureSharding {
           .parquet(recommendationsPath.toString());
       perRank.addAll(scorer.stats.value());
       perRank.sort((a, b) -> Long.compare(a[0], b[0]));
+      metrics = GatherMetrics.of(gathered);
     }
     long jobNanos = System.nanoTime() - start;
-    GatherMetrics metrics = NpuGather.lastMetrics();
 
     Dataset<Row> written = spark.read().parquet(recommendationsPath.toString());
     long rows = written.count();

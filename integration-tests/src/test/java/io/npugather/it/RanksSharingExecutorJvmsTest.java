@@ -48,7 +48,7 @@ class RanksSharingExecutorJvmsTest {
           Dataset<Row> g = NpuGather.allGatherOnNpu(input);
           RankMajor.assertOnEveryPartition(in, RankMajor.partitions(g));
           // Every rank's rows crossed between the executors' leaders over shared memory.
-          assertEquals(Map.of("cma", 4L), NpuGather.lastMetrics().transports());
+          assertEquals(Map.of("cma", 4L), GatherMetrics.of(g).transports());
           RankMajor.assertOnEveryPartition(in, RankMajor.partitions(g));
         });
   }
@@ -63,8 +63,9 @@ class RanksSharingExecutorJvmsTest {
                   .spark()
                   .range(0, 1_200_000, 1, 4)
                   .selectExpr("id", "xxhash64(id) as h", "cast(id as double) as d");
-          Map<Long, Long> shared = offHeapPerExecutor(input, true);
-          GatherMetrics m = NpuGather.lastMetrics();
+          Dataset<Row> gathered = NpuGather.allGatherOnNpu(input);
+          Map<Long, Long> shared = offHeapPerExecutor(gathered, true);
+          GatherMetrics m = GatherMetrics.of(gathered);
           long table = m.inputBytes();
           long partitions = m.ownPartitionBytes(); // as allocated: vectors keep spare room
           assertEquals(2, shared.size(), "both executors read: " + shared);
@@ -73,7 +74,7 @@ class RanksSharingExecutorJvmsTest {
                 bytes >= table && bytes <= partitions + partitions / 10,
                 "one per executor: " + shared + " for a table of " + table + "; " + m);
           }
-          Map<Long, Long> perRank = offHeapPerExecutor(input, false);
+          Map<Long, Long> perRank = offHeapPerExecutor(NpuGather.allGatherOnNpu(input), false);
           for (long bytes : perRank.values()) {
             assertTrue(
                 bytes >= 2 * table - table / 10,
@@ -127,11 +128,11 @@ class RanksSharingExecutorJvmsTest {
   }
 
   /** The most Arrow memory each executor (by pid) held while its tasks read the gather. */
-  private static Map<Long, Long> offHeapPerExecutor(Dataset<Row> input, boolean onePerExecutor) {
+  private static Map<Long, Long> offHeapPerExecutor(Dataset<Row> gathered, boolean onePerExecutor) {
     SparkSession spark = cluster.spark();
     spark.conf().set("spark.npugather.output.onePerExecutor", Boolean.toString(onePerExecutor));
     try {
-      return ReaderMemory.byProcess(NpuGather.allGatherOnNpu(input));
+      return ReaderMemory.byProcess(gathered);
     } finally {
       spark.conf().unset("spark.npugather.output.onePerExecutor");
     }

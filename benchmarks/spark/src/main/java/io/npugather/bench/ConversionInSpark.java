@@ -3,6 +3,7 @@ package io.npugather.bench;
 import static org.apache.spark.sql.functions.array;
 import static org.apache.spark.sql.functions.col;
 
+import io.npugather.spark.GatherMetrics;
 import io.npugather.spark.NpuAllGatherExec;
 import io.npugather.spark.NpuGather;
 import java.util.ArrayList;
@@ -70,12 +71,13 @@ public final class ConversionInSpark {
     List<Double> gatherRead = new ArrayList<>();
     for (int it = 0; it <= iterations; it++) {
       long t0 = System.nanoTime();
-      gatherNode(NpuGather.allGatherOnNpu(df).queryExecution().executedPlan())
+      Dataset<Row> gathered = NpuGather.allGatherOnNpu(df);
+      gatherNode(gathered.queryExecution().executedPlan())
           .executeColumnar()
           .toJavaRDD()
           .foreachPartition(batches -> batches.forEachRemaining(b -> {}));
       long t1 = System.nanoTime();
-      double conversionMs = NpuGather.lastMetrics().conversionNanos() / 1e6 / ranks;
+      double conversionMs = GatherMetrics.of(gathered).conversionNanos() / 1e6 / ranks;
       double[] sums =
           NpuGather.allGatherOnNpu(df)
               .queryExecution()

@@ -95,12 +95,12 @@ final class RendezvousServer {
    */
   RendezvousServer(
       DriverAddress address,
-      RendezvousService.Settings settings,
+      RendezvousSettings settings,
       ScheduledExecutorService timer,
       String threadName) {
-    this.handshakeTimeoutMs = settings.handshakeTimeoutMs;
-    this.maxHandshakes = Math.max(1, settings.maxHandshakes);
-    this.maxHandshakesPerAddress = Math.max(1, settings.maxHandshakesPerAddress);
+    this.handshakeTimeoutMs = settings.handshakeTimeoutMs();
+    this.maxHandshakes = Math.max(1, settings.maxHandshakes());
+    this.maxHandshakesPerAddress = Math.max(1, settings.maxHandshakesPerAddress());
     this.rounds = new Rounds<>(timer, this::answer);
     try {
       this.selector = Selector.open();

@@ -57,36 +57,6 @@ public final class RendezvousService implements AutoCloseable {
   private static final Cleaner CLEANER =
       Cleaner.create(daemonThreads("npugather-rendezvous-cleaner-"));
 
-  /** Tunables (package-private: tests shorten the handshake timeout and lower the limits). */
-  static final class Settings {
-    /** A connection must complete its whole request within this time, else it is dropped. */
-    long handshakeTimeoutMs = 10_000;
-
-    /**
-     * Most requests in progress at once; a new connection beyond it evicts one, the oldest that has
-     * sent nothing useful first.
-     */
-    int maxHandshakes = 1024;
-
-    /**
-     * Most requests in progress from one address; beyond it one of the address's is evicted, the
-     * oldest that has sent nothing useful first. Ranks may share their address with a flood, so a
-     * rank has as long to answer its greeting as the service takes to accept this many more.
-     */
-    int maxHandshakesPerAddress = 512;
-
-    Settings handshakeTimeoutMs(long ms) {
-      this.handshakeTimeoutMs = ms;
-      return this;
-    }
-
-    Settings maxHandshakes(int total, int perAddress) {
-      this.maxHandshakes = total;
-      this.maxHandshakesPerAddress = perAddress;
-      return this;
-    }
-  }
-
   private final String advertisedHost;
   private final int port;
   private final ScheduledThreadPoolExecutor timer;
@@ -129,7 +99,8 @@ public final class RendezvousService implements AutoCloseable {
       }
       service = BY_CONTEXT.get(sc);
       if (service == null) {
-        service = new RendezvousService(DriverAddress.of(sc.getConf()), sc, new Settings());
+        service =
+            new RendezvousService(DriverAddress.of(sc.getConf()), sc, RendezvousSettings.DEFAULTS);
         BY_CONTEXT.put(sc, service);
       }
     }
@@ -149,11 +120,11 @@ public final class RendezvousService implements AutoCloseable {
   }
 
   /** A service without a SparkContext, bound to {@code bindAddress} (tests, benchmarks). */
-  static RendezvousService startStandalone(InetAddress bindAddress, Settings settings) {
+  static RendezvousService startStandalone(InetAddress bindAddress, RendezvousSettings settings) {
     return new RendezvousService(DriverAddress.standalone(bindAddress), null, settings);
   }
 
-  private RendezvousService(DriverAddress address, SparkContext sc, Settings settings) {
+  private RendezvousService(DriverAddress address, SparkContext sc, RendezvousSettings settings) {
     int id = SERVICE_COUNTER.incrementAndGet();
     this.advertisedHost = address.advertisedHost();
     this.timer =

@@ -23,10 +23,11 @@
  *
  * <p>Parts: {@code Protocol} (the wire format, every frame encoded and decoded there), {@code
  * Rounds} (registrations and their rounds: arrivals, deadlines, failures, verdicts; no sockets, no
- * Spark), {@code RendezvousServer} (the selector thread, handshakes and their limits), {@code
- * JobWatches} (registrations that end with a Spark job, fed by a SparkListener), {@code
- * DriverAddress} (where the service listens and what tasks are told), and the service that puts
- * them together for one SparkContext. Only the service, the job watches and the driver address know
- * Spark: the rounds, the server, the protocol and the client would serve another engine.
+ * Spark), {@code RendezvousServer} (the selector thread, handshakes and their limits, which {@code
+ * RendezvousSettings} sets), {@code JobWatches} (registrations that end with a Spark job, fed by a
+ * SparkListener), {@code DriverAddress} (where the service listens and what tasks are told), and
+ * the service that puts them together for one SparkContext. Only the service, the job watches and
+ * the driver address know Spark: the rounds, the server, the protocol and the client would serve
+ * another engine.
  */
 package io.npugather.spark.rendezvous;

@@ -3,10 +3,12 @@ package io.npugather.spark.join;
 import static org.apache.spark.sql.functions.col;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.npugather.spark.GatherMetrics;
 import io.npugather.spark.NpuGather;
 import io.npugather.spark.testing.LocalSpark;
 import java.time.Duration;
@@ -373,6 +375,25 @@ abstract class ExecutorBroadcastJoinContract {
       spark.conf().unset("spark.npugather.join.maxBuildBytes");
       spark.conf().unset("spark.sql.adaptive.enabled");
     }
+  }
+
+  /** A marked build side's figures are its mark's, in the DataFrame API and in SQL. */
+  @Test
+  void theFiguresOfAMarkedBuildSideAreThoseOfItsJoins() {
+    long slots = spark.sparkContext().defaultParallelism();
+    long built = build().where("rk IS NOT NULL").count(); // the join's filter moves under the mark
+    Dataset<Row> mark = NpuGather.broadcastOnExecutors(build());
+    Dataset<Row> joined = stream().join(mark, col("k").equalTo(col("rk")));
+    assertSame(GatherMetrics.of(mark), GatherMetrics.of(joined));
+    timed("marked", joined::collectAsList);
+    assertEquals(slots * built, GatherMetrics.of(joined).rowsGathered(), "every slot's rank");
+
+    stream().createOrReplaceTempView("l");
+    build().createOrReplaceTempView("r");
+    Dataset<Row> hinted =
+        spark.sql("SELECT /*+ ALLGATHER(r) */ l.k, r.w FROM l JOIN r ON l.k = r.rk");
+    timed("hinted", hinted::collectAsList);
+    assertEquals(slots * built, GatherMetrics.of(hinted).rowsGathered(), "every slot's rank");
   }
 
   @Test

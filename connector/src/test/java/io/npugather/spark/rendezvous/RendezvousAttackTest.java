@@ -47,7 +47,7 @@ class RendezvousAttackTest {
     service =
         RendezvousService.startStandalone(
             InetAddress.getLoopbackAddress(),
-            new RendezvousService.Settings().handshakeTimeoutMs(1_000).maxHandshakes(256, 32));
+            RendezvousSettings.DEFAULTS.withHandshakeTimeoutMs(1_000).withMaxHandshakes(256, 32));
     ranks = new Ranks();
   }
 

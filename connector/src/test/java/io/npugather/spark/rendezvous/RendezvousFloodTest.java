@@ -58,7 +58,7 @@ class RendezvousFloodTest {
   void start() {
     service =
         RendezvousService.startStandalone(
-            InetAddress.getLoopbackAddress(), new RendezvousService.Settings());
+            InetAddress.getLoopbackAddress(), RendezvousSettings.DEFAULTS);
     ranks = new Ranks();
   }
 

@@ -45,7 +45,7 @@ class RendezvousServiceTest {
     service =
         RendezvousService.startStandalone(
             InetAddress.getLoopbackAddress(),
-            new RendezvousService.Settings().handshakeTimeoutMs(1_000));
+            RendezvousSettings.DEFAULTS.withHandshakeTimeoutMs(1_000));
     ranks = new Ranks();
   }
 

@@ -4,7 +4,6 @@ import io.npugather.block.BlockLayout;
 import io.npugather.block.LocalBlock;
 import io.npugather.block.ReceivedBlocks;
 import java.util.List;
-import java.util.Locale;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.FieldVector;
@@ -131,35 +130,6 @@ public final class GatheredPartitions implements AutoCloseable {
               + " differ from the requested schema "
               + schema.simpleString());
     }
-  }
-
-  /**
-   * The Spark schema of {@link #batch(int)}: {@code sourceRankColumn} (int, not nullable) first,
-   * then {@code input}'s fields.
-   *
-   * @throws IllegalArgumentException if {@code sourceRankColumn} is empty or names an input column
-   *     (compared case-insensitively, as Spark resolves names by default)
-   */
-  public static StructType outputSchema(StructType input, String sourceRankColumn) {
-    if (sourceRankColumn == null || sourceRankColumn.isEmpty()) {
-      throw new IllegalArgumentException("sourceRankColumn must be a non-empty column name");
-    }
-    String lower = sourceRankColumn.toLowerCase(Locale.ROOT);
-    StructField[] in = input.fields();
-    StructField[] out = new StructField[in.length + 1];
-    out[0] = DataTypes.createStructField(sourceRankColumn, DataTypes.IntegerType, false);
-    for (int i = 0; i < in.length; i++) {
-      if (in[i].name().toLowerCase(Locale.ROOT).equals(lower)) {
-        throw new IllegalArgumentException(
-            "sourceRankColumn '"
-                + sourceRankColumn
-                + "' collides with input column '"
-                + in[i].name()
-                + "'; choose another name for the source-rank column");
-      }
-      out[i + 1] = in[i];
-    }
-    return new StructType(out);
   }
 
   /**

@@ -466,21 +466,6 @@ public class GatheredPartitionsTest extends WithRootAllocator {
   }
 
   @Test
-  void outputSchemaPutsTheSourceRankFirstAndRejectsCollisions() {
-    StructType in = struct(field("a", DataTypes.IntegerType), field("b", DataTypes.StringType));
-    StructType out = GatheredPartitions.outputSchema(in, "source_rank");
-    assertEquals("source_rank", out.fields()[0].name());
-    assertEquals(DataTypes.IntegerType, out.fields()[0].dataType());
-    assertFalse(out.fields()[0].nullable());
-    assertEquals(3, out.fields().length);
-    IllegalArgumentException e =
-        assertThrows(
-            IllegalArgumentException.class, () -> GatheredPartitions.outputSchema(in, "A"));
-    assertTrue(e.getMessage().contains("collides"), e.getMessage());
-    assertThrows(IllegalArgumentException.class, () -> GatheredPartitions.outputSchema(in, ""));
-  }
-
-  @Test
   void allocatorIsAtZeroAfterEverythingIsClosed() {
     BufferAllocator task = root.newChildAllocator("task", 0, Long.MAX_VALUE);
     LocalBlock p =

@@ -44,7 +44,7 @@ class GatheredRowsTest extends WithRootAllocator {
         parts.add(p);
         batches.add(GatheredPartitions.batch(r, p.root(), schema));
       }
-      StructType output = GatheredPartitions.outputSchema(schema, "rank");
+      StructType output = withSourceRank(schema);
       UnsafeProjection spark = UnsafeProjection.create(output);
       GatheredRows actual = new GatheredRows(batches.iterator(), schema, chunkRows, chunkBytes);
       String run =
@@ -111,8 +111,7 @@ class GatheredRowsTest extends WithRootAllocator {
     }
     try (LocalBlock p = PartitionWriter.fromRows(rows.iterator(), schema, TZ, root)) {
       ColumnarBatch b = GatheredPartitions.batch(1, p.root(), schema);
-      UnsafeProjection spark =
-          UnsafeProjection.create(GatheredPartitions.outputSchema(schema, "r"));
+      UnsafeProjection spark = UnsafeProjection.create(withSourceRank(schema));
       GatheredRows actual = new GatheredRows(List.of(b).iterator(), schema, 4096, 1024);
       for (int i = 0; i < rows.size(); i++) {
         assertEquals(spark.apply(b.getRow(i)), actual.next(), "row " + i);
@@ -131,5 +130,14 @@ class GatheredRowsTest extends WithRootAllocator {
             () -> new GatheredRows(List.<ColumnarBatch>of().iterator(), schema));
     assertTrue(e.getMessage().contains("string"), e.getMessage());
     assertTrue(GatheredRows.supports(ArrowTestSupport.directSchema()));
+  }
+
+  /** What the gather's rows are: the int source rank, never null, then the columns. */
+  private static StructType withSourceRank(StructType columns) {
+    StructType out = new StructType().add("source_rank", DataTypes.IntegerType, false);
+    for (var field : columns.fields()) {
+      out = out.add(field);
+    }
+    return out;
   }
 }

@@ -21,7 +21,6 @@ import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{
   Attribute,
-  AttributeReference,
   BindReferences,
   BoundReference,
   SortOrder,
@@ -68,7 +67,7 @@ import org.apache.spark.sql.execution.joins.{
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.vectorized.ColumnarBatch
-import org.apache.spark.sql.types.{DataType, IntegerType}
+import org.apache.spark.sql.types.DataType
 import org.apache.spark.storage.RDDBlockId
 import org.apache.spark.util.ThreadUtils
 
@@ -196,9 +195,8 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
   private def gather(marker: AllGatherJoinHint): NpuAllGatherExec = {
     val session = SparkSession.active
     val options = AllGatherOptions.fromConf(session.conf.getAll.asJava)
-    val sourceRank = AttributeReference(options.sourceRankColumn, IntegerType, nullable = false)()
     val slots = math.max(1, session.sparkContext.defaultParallelism)
-    NpuAllGatherExec(sourceRank, options, planLater(marker.child), Some(slots))
+    NpuAllGatherExec.spreadOver(slots, options, planLater(marker.child), marker.metrics)
   }
 }
 
@@ -290,9 +288,9 @@ case class ExecutorSideCondition(child: Expression) extends UnaryExpression with
   */
 object PullUpAllGatherJoinHint extends Rule[LogicalPlan] {
   override def apply(plan: LogicalPlan): LogicalPlan = plan.transformUp {
-    case Project(list, h: AllGatherJoinHint) => h.copy(child = Project(list, h.child))
+    case Project(list, h: AllGatherJoinHint) => h.copy(child = Project(list, h.child))(h.metrics)
     case Filter(condition, h: AllGatherJoinHint) if condition.deterministic =>
-      h.copy(child = Filter(condition, h.child))
+      h.copy(child = Filter(condition, h.child))(h.metrics)
   }
 }
 
