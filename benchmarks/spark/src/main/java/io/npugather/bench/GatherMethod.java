@@ -47,14 +47,15 @@ interface GatherMethod {
     }
   }
 
-  /** The digest of internal rows whose id is at {@code idOrdinal}. */
+  /** The digest of internal rows whose id is at {@code idOrdinal}, with the time reading them. */
   static long[] digest(int partition, Iterator<InternalRow> rows, Shape shape, int idOrdinal) {
+    long start = System.nanoTime();
     long count = 0;
     long checksum = 0;
     while (rows.hasNext()) {
       checksum += shape.hash(rows.next(), idOrdinal);
       count++;
     }
-    return Outcome.digest(partition, count, checksum);
+    return Outcome.digest(partition, count, checksum, System.nanoTime() - start);
   }
 }

@@ -1,5 +1,6 @@
 package io.npugather.bench;
 
+import io.npugather.spark.GatherMetrics;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -19,6 +20,19 @@ final class Measurement {
   final long bytesPerRank;
 
   final List<Long> nanos = new ArrayList<>();
+
+  /** Per run: the slowest output partition's time reading its rows, inside its task. */
+  final List<Long> readNanos = new ArrayList<>();
+
+  /** Per run, for a gather: its phases per rank (the plan node's sums over ranks / ranks). */
+  final List<Long> conversionNanos = new ArrayList<>();
+
+  final List<Long> rendezvousNanos = new ArrayList<>();
+  final List<Long> collectiveNanos = new ArrayList<>();
+
+  /** Per run, for a gather: the bytes each executor received from other executors. */
+  final List<Long> receivedPerExecutor = new ArrayList<>();
+
   long heapPeak;
   long heapAfterGcPeak;
   long offHeapPeak;
@@ -53,8 +67,25 @@ final class Measurement {
     addMemory(peaks.highest(0), peaks.highest(1), peaks.highest(2), peaks.driverHeap());
   }
 
+  /** What one measured run took and, for a gather, its phases. */
+  void addRun(long runNanos, Outcome outcome) {
+    nanos.add(runNanos);
+    readNanos.add(outcome.slowestReadNanos());
+    GatherMetrics metrics = outcome.metrics();
+    if (metrics != null) {
+      conversionNanos.add(metrics.conversionNanos() / ranks);
+      rendezvousNanos.add(metrics.rendezvousNanos() / ranks);
+      collectiveNanos.add(metrics.collectiveNanos() / ranks);
+      receivedPerExecutor.add(metrics.bytesReceived() / (ranks / ranksPerExecutor));
+    }
+  }
+
   long median() {
-    List<Long> sorted = new ArrayList<>(nanos);
+    return median(nanos);
+  }
+
+  static long median(List<Long> values) {
+    List<Long> sorted = new ArrayList<>(values);
     sorted.sort(null);
     int n = sorted.size();
     return n % 2 == 1 ? sorted.get(n / 2) : (sorted.get(n / 2 - 1) + sorted.get(n / 2)) / 2;

@@ -31,7 +31,7 @@ final class MemcpyMeasure {
     for (long[] t : timings) {
       slowest = Math.max(slowest, t[1]);
     }
-    return new Outcome(List.of(), slowest);
+    return new Outcome(List.of(), slowest, null);
   }
 
   /** {partition, nanoseconds}. */

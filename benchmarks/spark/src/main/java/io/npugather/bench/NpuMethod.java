@@ -1,6 +1,7 @@
 package io.npugather.bench;
 
 import io.npugather.spark.AllGatherOptions;
+import io.npugather.spark.GatherMetrics;
 import io.npugather.spark.NpuGather;
 import java.util.List;
 import java.util.Map;
@@ -52,6 +53,6 @@ final class NpuMethod implements GatherMethod {
                     List.of(GatherMethod.digest(partition, rows, shape, 1)).iterator(),
                 false)
             .collect();
-    return Outcome.of(digests);
+    return Outcome.of(digests, GatherMetrics.of(gathered));
   }
 }

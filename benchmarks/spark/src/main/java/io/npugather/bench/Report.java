@@ -88,6 +88,7 @@ final class Report {
     for (List<Measurement> group : groups().values()) {
       targets(md, group);
     }
+    phases(md);
     for (String note : notes) {
       md.append("\n- ").append(note);
     }
@@ -239,6 +240,72 @@ final class Report {
             ? " |\n"
             : String.format(
                 " %.2f |%n", (double) npu.median() / (floor.median() + memcpy.median())));
+  }
+
+  /**
+   * The gather's phases per rank (medians over the runs) against this run's copy rate: conversion
+   * to Arrow against one memcpy of a partition, the collective against one memcpy of the bytes an
+   * executor receives, and reading the gathered rows (the slowest output partition, inside its
+   * task) against reading {@code ranks} cached partitions as the floor reads its one.
+   */
+  private void phases(StringBuilder md) {
+    StringBuilder rows = new StringBuilder();
+    for (List<Measurement> group : groups().values()) {
+      Measurement memcpy = find(group, SparkBenchmark.MEMCPY);
+      Measurement floor = find(group, "floor");
+      for (Measurement m : group) {
+        if (m.conversionNanos.isEmpty()) {
+          continue;
+        }
+        long received = Measurement.median(m.receivedPerExecutor);
+        long collective = Measurement.median(m.collectiveNanos);
+        long read = Measurement.median(m.readNanos);
+        rows.append(
+            String.format(
+                "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%n",
+                setting(m),
+                m.ranks,
+                m.ranksPerExecutor,
+                m.shape.label(),
+                mib(m.partitionBytes),
+                m.method,
+                millis(Measurement.median(m.conversionNanos)),
+                memcpy == null
+                    ? ""
+                    : ratio(
+                        Measurement.median(m.conversionNanos), memcpyOf(memcpy, m.partitionBytes)),
+                millis(Measurement.median(m.rendezvousNanos)),
+                millis(collective),
+                mib(received),
+                memcpy == null || received == 0
+                    ? ""
+                    : ratio(collective, memcpyOf(memcpy, received)),
+                millis(read),
+                floor == null ? "" : ratio(read, m.ranks * Measurement.median(floor.readNanos))));
+      }
+    }
+    if (rows.length() == 0) {
+      return;
+    }
+    md.append(
+            "\nThe gather's phases, per rank (medians; conversion, rendezvous and collective from the"
+                + " plan node's figures, read inside the reading tasks):\n\n"
+                + "| master | ranks | ranks/executor | shape | MiB/partition | method | conversion ms |"
+                + " conversion / memcpy of a partition | rendezvous ms | collective ms | received"
+                + " MiB/executor | collective / memcpy of received | read ms | read / (ranks x floor's"
+                + " read) |\n"
+                + "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+                + " ---: | ---: |\n")
+        .append(rows);
+  }
+
+  /** The time this run's memcpy takes for {@code bytes}, at the rate it measured. */
+  private static long memcpyOf(Measurement memcpy, long bytes) {
+    return (long) ((double) memcpy.median() * bytes / memcpy.bytesPerRank);
+  }
+
+  private static String ratio(long nanos, long of) {
+    return of <= 0 ? "" : String.format("%.2f", (double) nanos / of);
   }
 
   /** local[N], or how many executor JVMs ran the ranks. */

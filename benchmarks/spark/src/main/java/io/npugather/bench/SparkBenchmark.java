@@ -222,7 +222,7 @@ public final class SparkBenchmark {
         into == null ? " (warm-up)" : "",
         problems.isEmpty() ? "" : " WRONG: " + problems);
     if (into != null) {
-      into.nanos.add(nanos);
+      into.addRun(nanos, outcome);
       into.addMemory(peaks);
       into.problems.addAll(problems);
     } else if (!problems.isEmpty()) {

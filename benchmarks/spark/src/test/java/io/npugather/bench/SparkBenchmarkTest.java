@@ -87,6 +87,9 @@ class SparkBenchmarkTest {
     }
     String markdown = Files.readString(output);
     assertTrue(markdown.contains("| master | ranks | ranks/executor | shape |"), markdown);
+    String[] parts = markdown.split("The gather's phases, per rank");
+    assertEquals(2, parts.length, markdown);
+    String results = parts[0];
     for (String method :
         List.of(
             "| npu |",
@@ -98,11 +101,23 @@ class SparkBenchmarkTest {
             "| floor + memcpy |")) {
       assertEquals(
           Shape.values().length,
-          markdown
+          results
               .lines()
               .filter(line -> line.startsWith("| local[2] |") && line.contains(method))
               .count(),
           method + " once per shape in\n" + markdown);
+    }
+    // The phases: a row per shape for each gather, its conversion against the copy rate and its
+    // read against the floor's.
+    for (String gather : List.of("| npu |", "| npu-per-rank |")) {
+      List<String> phases =
+          parts[1].lines().filter(line -> line.contains(gather)).collect(Collectors.toList());
+      assertEquals(Shape.values().length, phases.size(), gather + " in\n" + parts[1]);
+      for (String line : phases) {
+        String[] cells = line.split("\\|");
+        assertTrue(cells[8].trim().matches("\\d+\\.\\d\\d"), line); // conversion / memcpy
+        assertTrue(cells[14].trim().matches("\\d+\\.\\d\\d"), line); // read / floor's
+      }
     }
     // The CSV: its header, then a verified row per shape and method (floor + memcpy included).
     List<String> rows = Files.readAllLines(csv);
