@@ -246,7 +246,8 @@ final class Report {
    * The gather's phases per rank (medians over the runs) against this run's copy rate: conversion
    * to Arrow against one memcpy of a partition, the collective against one memcpy of the bytes an
    * executor receives, and reading the gathered rows (the slowest output partition, inside its
-   * task) against reading {@code ranks} cached partitions as the floor reads its one.
+   * task, the benchmark's checksum included) against one memcpy of the table and against reading
+   * {@code ranks} cached partitions as the floor reads its one.
    */
   private void phases(StringBuilder md) {
     StringBuilder rows = new StringBuilder();
@@ -262,7 +263,7 @@ final class Report {
         long read = Measurement.median(m.readNanos);
         rows.append(
             String.format(
-                "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%n",
+                "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%n",
                 setting(m),
                 m.ranks,
                 m.ranksPerExecutor,
@@ -281,6 +282,7 @@ final class Report {
                     ? ""
                     : ratio(collective, memcpyOf(memcpy, received)),
                 millis(read),
+                memcpy == null ? "" : ratio(read, memcpy.median()),
                 floor == null ? "" : ratio(read, m.ranks * Measurement.median(floor.readNanos))));
       }
     }

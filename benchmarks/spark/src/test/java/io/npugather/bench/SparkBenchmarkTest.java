@@ -116,7 +116,8 @@ class SparkBenchmarkTest {
       for (String line : phases) {
         String[] cells = line.split("\\|");
         assertTrue(cells[8].trim().matches("\\d+\\.\\d\\d"), line); // conversion / memcpy
-        assertTrue(cells[14].trim().matches("\\d+\\.\\d\\d"), line); // read / floor's
+        assertTrue(cells[14].trim().matches("\\d+\\.\\d\\d"), line); // read / memcpy
+        assertTrue(cells[15].trim().matches("\\d+\\.\\d\\d"), line); // read / floor's
       }
     }
     // The CSV: its header, then a verified row per shape and method (floor + memcpy included).
