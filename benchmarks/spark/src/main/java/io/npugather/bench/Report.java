@@ -294,10 +294,10 @@ final class Report {
                 + " plan node's figures, read inside the reading tasks):\n\n"
                 + "| master | ranks | ranks/executor | shape | MiB/partition | method | conversion ms |"
                 + " conversion / memcpy of a partition | rendezvous ms | collective ms | received"
-                + " MiB/executor | collective / memcpy of received | read ms | read / (ranks x floor's"
-                + " read) |\n"
+                + " MiB/executor | collective / memcpy of received | read ms | read / memcpy of the"
+                + " table | read / (ranks x floor's read) |\n"
                 + "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-                + " ---: | ---: |\n")
+                + " ---: | ---: | ---: |\n")
         .append(rows);
   }
 

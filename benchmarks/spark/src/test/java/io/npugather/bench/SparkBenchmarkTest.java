@@ -113,7 +113,10 @@ class SparkBenchmarkTest {
       List<String> phases =
           parts[1].lines().filter(line -> line.contains(gather)).collect(Collectors.toList());
       assertEquals(Shape.values().length, phases.size(), gather + " in\n" + parts[1]);
+      String header =
+          parts[1].lines().filter(line -> line.startsWith("| master |")).findFirst().orElseThrow();
       for (String line : phases) {
+        assertEquals(header.split("\\|").length, line.split("\\|").length, line);
         String[] cells = line.split("\\|");
         assertTrue(cells[8].trim().matches("\\d+\\.\\d\\d"), line); // conversion / memcpy
         assertTrue(cells[14].trim().matches("\\d+\\.\\d\\d"), line); // read / memcpy

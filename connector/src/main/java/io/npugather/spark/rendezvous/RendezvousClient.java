@@ -18,9 +18,13 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /** Task side of the rendezvous: one call per rank and round. */
 public final class RendezvousClient {
+  private static final Logger LOG = LoggerFactory.getLogger(RendezvousClient.class);
+
   /** SO_TIMEOUT of the socket: how often a blocked read checks cancellation and the deadline. */
   static final int POLL_MS = 50;
 
@@ -170,8 +174,12 @@ public final class RendezvousClient {
             hardDeadline,
             where);
       } catch (DroppedBeforeVerdict e) {
-        System.err.println(
-            +rank + " retry " + reconnections + " at " + elapsedMs(start) + " ms: " + e.getCause());
+        LOG.debug(
+            "{}: connecting again ({}) after {} ms: {}",
+            where,
+            reconnections + 1,
+            elapsedMs(start),
+            e.getCause().toString());
         try {
           poll.check(); // cancelled or past the deadline: that is the verdict
         } catch (IOException never) {
