@@ -429,6 +429,7 @@ class ExecutorRelation[T: ClassTag](
       )
     }
     var rows = 0L
+    var gatheredRows = 0L
     val projected: Iterator[InternalRow] =
       if (rankSize == 0) Iterator.empty
       else {
@@ -443,6 +444,7 @@ class ExecutorRelation[T: ClassTag](
         val project = UnsafeProjection.create(buildOutput.zipWithIndex.map { case (a, i) =>
           BoundReference(i + 1, a.dataType, a.nullable)
         })
+        gatheredRows = output.totalRows()
         val copy = mode == IdentityBroadcastMode // kept as they are; the hashed modes copy
         output.batches().asScala.flatMap(_.rowIterator().asScala).map { row =>
           rows += 1
@@ -450,7 +452,9 @@ class ExecutorRelation[T: ClassTag](
           if (copy) p.copy() else p
         }
       }
-    val relation = mode.transform(projected, None).asInstanceOf[AnyRef]
+    // Sized for every row at once, as Spark's broadcast exchange sizes its relation: no rehash
+    // and no page copies while it grows.
+    val relation = mode.transform(projected, Some(gatheredRows)).asInstanceOf[AnyRef]
     buildTime.add((System.nanoTime() - start) / 1000000L)
     executorsBuilt.add(1)
     rowsBuilt.add(rows)
