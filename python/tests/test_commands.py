@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _support import ROOT, code_blocks
+from _support import ROOT, code_blocks, purelib_of, venv_installing
 
 import npugather
 
@@ -54,6 +54,47 @@ def test_the_feature_sharding_example_matches_plain_spark(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stdout + result.stderr
     assert "check: 6/6 queries match plain Spark" in result.stdout
     assert "300 rows (60 queries x top-5)" in result.stdout
+
+
+def test_the_readmes_pip_install_then_the_example_runs_from_the_installed_package(
+    tmp_path: Path,
+) -> None:
+    # README: `pip install "./python[tensors]"`, then `python3 examples/python/feature_sharding.py`,
+    # from the project's root: here a copy of python/'s sources, installed into a fresh venv as
+    # written (its dependencies are this interpreter's), and the example run by that venv.
+    package = ROOT / "python"
+    root = tmp_path / "project"
+    (root / "python").mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(package / name, root / "python" / name)
+    shutil.copytree(
+        package / "npugather",
+        root / "python" / "npugather",
+        ignore=shutil.ignore_patterns("__pycache__", "jars"),
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
+    python = venv_installing(tmp_path, "./python[tensors]", root, env)
+    env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
+    where = subprocess.run(
+        [str(python), "-c", "import npugather; print(npugather.__file__)"],
+        cwd=root,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
+    assert where.stdout.startswith(str(purelib_of(python))), where.stdout + where.stderr
+
+    result = subprocess.run(
+        [str(python), EXAMPLE, "--master", "local[2]", "--output", tmp_path / "out", *SMALL],
+        cwd=root,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check: 6/6 queries match plain Spark" in result.stdout, result.stdout
 
 
 def test_the_examples_sql_scoring_writes_the_recommendations_of_its_arrays(tmp_path: Path) -> None:
