@@ -246,6 +246,36 @@ def test_the_spark_connect_snippet_runs_from_the_wheel(installed: dict[str, obje
     assert "|source_rank|count|" in result.stdout.replace(" ", "")
 
 
+@needs_wheel
+def test_the_packages_own_readme_python_runs_from_the_wheel(installed: dict[str, object]) -> None:
+    # python/README.md, the wheel's description: its classic snippet, then its Spark Connect one
+    # in a process of its own (a process builds one kind of session), after the same imports.
+    blocks = code_blocks(Path(__file__).parents[1] / "README.md", "python")
+    assert len(blocks) == 2, blocks
+    classic, connect = blocks
+    imports = classic[: classic.index("spark = ")]
+    scripts = {
+        "classic": classic + "assert gathered.count() == 32\nprint('classic ok')\n",
+        "connect": imports
+        + connect
+        + "assert spark.range(0, 8, 1, 4).allGatherOnNpu().count() == 32\nprint('connect ok')\n",
+    }
+    for name, script in scripts.items():
+        path = Path(str(installed["cwd"])) / f"readme_{name}.py"
+        path.write_text(script)
+        env = dict(installed["env"], SPARK_TESTING="1")  # an ephemeral port for a local server
+        result = subprocess.run(
+            [str(installed["python"]), str(path)],
+            cwd=installed["cwd"],
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=600,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"{name} ok" in result.stdout, result.stdout
+
+
 def test_the_tensors_extra_asks_for_what_pyspark_supports() -> None:
     """The lower bounds are PySpark's own minimums (pyspark.sql.pandas.utils), and pandas stays
     below the major version PySpark warns about."""
