@@ -163,3 +163,24 @@ def test_the_connector_jar_without_the_operator_api_is_one_line_naming_the_jars_
     assert "NoClassDefFoundError" not in result.stderr, result.stderr
     warnings = [line for line in result.stderr.splitlines() if message in line]
     assert len(warnings) == 1 + len(conf), result.stderr
+
+
+def test_a_retryable_gather_that_spark_gives_up_on_raises_the_ranks_error(tmp_path: Path) -> None:
+    # With one attempt allowed, Spark aborts the retryable gather's stage at its first failure,
+    # quoting the rank's exception in its message only; the action raises the rank's own error.
+    result = _run(
+        """
+        try:
+            spark.range(0, 6, 1, 2).allGatherOnNpu(retryable=True, inject_failure="1").collect()
+        except npugather.NpuGatherError as e:
+            print("error:", e.error_class, e.sqlstate, e.rank, e.java_class, repr(str(e)))
+        """,
+        {"spark.stage.maxConsecutiveAttempts": "1"},
+        tmp_path,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [
+        "error: NPUGATHER_RANK_FAILED 58000 1 java.lang.IllegalStateException"
+        " 'allGatherOnNpu rank 1/2 (stage 0.0): failure injected by inject_failure'"
+    ], result.stdout + result.stderr
