@@ -89,7 +89,9 @@ def test_a_misspelled_key_is_reported_once_per_session_not_per_query(tmp_path: P
     assert result.stderr.count(warning) == 1, result.stderr
 
 
-def test_the_thin_connector_jar_alone_is_one_line_naming_the_jars_to_add(tmp_path: Path) -> None:
+def test_the_thin_jars_without_the_native_jar_are_one_line_naming_the_jars_to_add(
+    tmp_path: Path,
+) -> None:
     # The connector's thin jar and the operator API's (npugather-core) it builds on.
     thin = [
         jar

@@ -129,11 +129,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     return dict(python=python, env=env, cwd=work, purelib=purelib_of(python))
 
 
-def _run(installed: dict[str, object], command: list[object]) -> subprocess.CompletedProcess:
+def _run(
+    installed: dict[str, object], command: list[object], **env: str
+) -> subprocess.CompletedProcess:
+    """``command`` in the venv's environment, with ``env`` added."""
     return subprocess.run(
         [str(c) for c in command],
         cwd=installed["cwd"],
-        env=installed["env"],
+        env=dict(installed["env"], **env),
         text=True,
         capture_output=True,
         timeout=600,
@@ -232,15 +235,8 @@ def test_the_spark_connect_snippet_runs_from_the_wheel(installed: dict[str, obje
         """)
     script = Path(str(installed["cwd"])) / "connect_snippet.py"
     script.write_text(_operations_connect_snippet() + check)
-    env = dict(installed["env"], SPARK_TESTING="1")  # an ephemeral port for the local server
-    result = subprocess.run(
-        [str(installed["python"]), str(script)],
-        cwd=installed["cwd"],
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=600,
-    )
+    # SPARK_TESTING: an ephemeral port for the local server.
+    result = _run(installed, [installed["python"], script], SPARK_TESTING="1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "connect ok" in result.stdout
     assert "|source_rank|count|" in result.stdout.replace(" ", "")
@@ -263,15 +259,8 @@ def test_the_packages_own_readme_python_runs_from_the_wheel(installed: dict[str,
     for name, script in scripts.items():
         path = Path(str(installed["cwd"])) / f"readme_{name}.py"
         path.write_text(script)
-        env = dict(installed["env"], SPARK_TESTING="1")  # an ephemeral port for a local server
-        result = subprocess.run(
-            [str(installed["python"]), str(path)],
-            cwd=installed["cwd"],
-            env=env,
-            text=True,
-            capture_output=True,
-            timeout=600,
-        )
+        # SPARK_TESTING: an ephemeral port for a local server.
+        result = _run(installed, [installed["python"], path], SPARK_TESTING="1")
         assert result.returncode == 0, result.stdout + result.stderr
         assert f"{name} ok" in result.stdout, result.stdout
 
