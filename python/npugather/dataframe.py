@@ -144,7 +144,22 @@ def _classic(df: DataFrame, function: str) -> tuple[Any, Any, Any]:
             " `python -m npugather jars` to --jars)",
             java_class="",
         )
+    _require_operator_api(jvm)
     return jdf, session, jvm
+
+
+def _require_operator_api(jvm: Any) -> None:
+    """Refuses a JVM that has the connector's thin jar without the operator API (npugather-core)
+    in one line naming the jars to add. Asked before anything reaches the facade, whose methods
+    name the operator API's types: py4j, looking them up, would fail on the first one missing."""
+    from py4j.java_gateway import JavaClass
+
+    check = getattr(jvm, "io.npugather.spark.CoreClasspath")
+    if not isinstance(check, JavaClass):
+        return  # a connector jar older than this package
+    missing = check.missing()
+    if missing is not None:
+        raise ConnectorNotFoundError(missing, java_class="java.lang.IllegalStateException")
 
 
 def _method(self: DataFrame, **options: Any) -> DataFrame:

@@ -5,6 +5,9 @@ expect the same refusals. Importable from both (``pythonpath`` in pyproject.toml
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -52,3 +55,54 @@ def assert_a_misspelled_session_setting_is_refused(spark: SparkSession) -> None:
             spark.range(0, 4, 1, 2).allGatherOnNpu()
     finally:
         spark.conf.unset("spark.npugather.timout")
+
+
+def venv_installing(base: Path, requirement: str, cwd: Path, env: dict[str, str]) -> Path:
+    """The python of a fresh venv under ``base`` into which ``requirement`` (a wheel, or a source
+    folder as a user names it, ``./python[tensors]``, from ``cwd``) is installed as pip installs
+    it, without its dependencies or an index: they come from this interpreter's environment,
+    which the venv sees after its own packages (a .pth file), so nothing is downloaded."""
+    venv = base / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=env, timeout=300
+    )
+    python = venv / "bin" / "python"
+    # A source folder is built with this environment's setuptools (no build isolation).
+    (purelib_of(python) / "test-interpreter-packages.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n"
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "--ignore-installed",  # even when this environment has the package too
+            "--disable-pip-version-check",
+            "-q",
+            requirement,
+        ],
+        check=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
+    return python
+
+
+def purelib_of(python: Path) -> Path:
+    """Where ``python`` installs pure-Python packages."""
+    return Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            text=True,
+            capture_output=True,
+            timeout=60,
+        ).stdout.strip()
+    )

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
-from _support import ROOT, code_blocks
+from _support import ROOT, code_blocks, purelib_of, venv_installing
 
 import npugather
 
@@ -54,6 +57,47 @@ def test_the_feature_sharding_example_matches_plain_spark(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stdout + result.stderr
     assert "check: 6/6 queries match plain Spark" in result.stdout
     assert "300 rows (60 queries x top-5)" in result.stdout
+
+
+def test_the_readmes_pip_install_then_the_example_runs_from_the_installed_package(
+    tmp_path: Path,
+) -> None:
+    # README: `pip install "./python[tensors]"`, then `python3 examples/python/feature_sharding.py`,
+    # from the project's root: here a copy of python/'s sources, installed into a fresh venv as
+    # written (its dependencies are this interpreter's), and the example run by that venv.
+    package = ROOT / "python"
+    root = tmp_path / "project"
+    (root / "python").mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(package / name, root / "python" / name)
+    shutil.copytree(
+        package / "npugather",
+        root / "python" / "npugather",
+        ignore=shutil.ignore_patterns("__pycache__", "jars"),
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
+    python = venv_installing(tmp_path, "./python[tensors]", root, env)
+    env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
+    where = subprocess.run(
+        [str(python), "-c", "import npugather; print(npugather.__file__)"],
+        cwd=root,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+    )
+    assert where.stdout.startswith(str(purelib_of(python))), where.stdout + where.stderr
+
+    result = subprocess.run(
+        [str(python), EXAMPLE, "--master", "local[2]", "--output", tmp_path / "out", *SMALL],
+        cwd=root,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "check: 6/6 queries match plain Spark" in result.stdout, result.stdout
 
 
 def test_the_examples_sql_scoring_writes_the_recommendations_of_its_arrays(tmp_path: Path) -> None:
@@ -219,3 +263,86 @@ def test_the_pyspark_sections_python_runs_as_written(tmp_path: Path) -> None:
     result = _run([sys.executable, script], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "notebook ok" in result.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_connect_server_started_as_the_docs_show_gathers_for_a_remote_client(
+    tmp_path: Path,
+) -> None:
+    # docs/operations.md, "A server of your own": its command as written, with a SPARK_HOME whose
+    # sbin/start-connect-server.sh runs the server as Spark's script does (spark-submit of
+    # SparkConnectServer), in the foreground and on a free port; then a client of sc://.
+    blocks = [
+        b
+        for b in code_blocks(ROOT / "docs" / "operations.md", "bash", "## Spark Connect")
+        if "start-connect-server.sh" in b
+    ]
+    assert len(blocks) == 1, blocks
+    port = _free_port()
+    submit = Path(sys.executable).parent / "spark-submit"
+    submit = submit if submit.exists() else Path(shutil.which("spark-submit") or "spark-submit")
+    sbin = tmp_path / "spark" / "sbin"
+    sbin.mkdir(parents=True)
+    server_script = sbin / "start-connect-server.sh"
+    server_script.write_text(
+        "#!/usr/bin/env bash\n"
+        "unset SPARK_HOME  # this folder is no Spark distribution: spark-submit finds its own\n"
+        f'exec "{submit}" --class org.apache.spark.sql.connect.service.SparkConnectServer'
+        f' --master "local[2]" --conf spark.ui.enabled=false'
+        f' --conf spark.connect.grpc.binding.port={port} "$@"\n'
+    )
+    server_script.chmod(0o755)
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(tmp_path / "spark"),
+        PYSPARK_PYTHON=sys.executable,
+        # `python3` of the command: this interpreter, whose package lists the jars.
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    log = (tmp_path / "server.log").open("w")
+    server = subprocess.Popen(
+        ["bash", "-c", blocks[0]],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()
+            with socket.socket() as probe:
+                if probe.connect_ex(("localhost", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+            time.sleep(1)
+        client = tmp_path / "client.py"
+        client.write_text(
+            textwrap.dedent(f"""\
+            import npugather
+            from pyspark.sql import SparkSession
+            spark = SparkSession.builder.remote("sc://localhost:{port}").getOrCreate()
+            rows = spark.range(0, 4, 1, 2).allGatherOnNpu(timeout="60s").collect()
+            assert sorted((r.source_rank, r.id) for r in rows) == sorted(
+                [(i // 2, i) for i in range(4)] * 2), rows
+            print("remote ok", len(rows))
+            """)
+        )
+        result = _run([sys.executable, client], tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "remote ok 8" in result.stdout
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait(timeout=60)
+        log.close()

@@ -8,14 +8,13 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import textwrap
 import zipfile
 from email.parser import Parser
 from pathlib import Path
 
 import pytest
-from _support import ROOT, code_blocks
+from _support import ROOT, code_blocks, purelib_of, venv_installing
 
 import npugather
 from npugather import _version
@@ -95,6 +94,14 @@ def test_the_wheel_carries_the_connector_jar_and_complete_metadata() -> None:
     tensors = {r.split(";")[0].strip() for r in requires if 'extra == "tensors"' in r}
     assert tensors == {"numpy>=1.22", "pyarrow>=18.0.0", "pandas<3,>=2.2.0"}
     assert any('extra == "connect"' in r and r.startswith("pyspark[connect]") for r in requires)
+    # The project's home, as the root pom.xml names it, and the operations guide among its docs.
+    home = _pom_property("url")
+    urls = dict(u.split(", ", 1) for u in metadata.get_all("Project-URL") or [])
+    assert urls == {
+        "Homepage": home,
+        "Documentation": f"{home}/blob/main/docs/operations.md",
+        "Source": home,
+    }, urls
 
 
 @pytest.fixture(scope="module")
@@ -110,39 +117,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         for k, v in os.environ.items()
         if k not in ("NPUGATHER_JARS", "PYTHONPATH", "SPARK_HOME")
     }
-    venv = base / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, env=env, timeout=300
-    )
-    python = venv / "bin" / "python"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--no-deps",
-            "--no-index",
-            "--disable-pip-version-check",
-            "-q",
-            str(_wheel()),
-        ],
-        check=True,
-        env=env,
-        timeout=300,
-    )
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        text=True,
-        capture_output=True,
-        timeout=60,
-    ).stdout.strip()
-    Path(purelib, "test-interpreter-packages.pth").write_text(
-        sysconfig.get_paths()["purelib"] + "\n"
-    )
+    python = venv_installing(base, str(_wheel()), base, env)
     env.update(
         HOME=str(empty),
         MAVEN_REPOSITORY=str(empty / ".m2" / "repository"),
@@ -151,14 +126,17 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     )
     work = base / "work"
     work.mkdir()
-    return dict(python=python, env=env, cwd=work, purelib=Path(purelib))
+    return dict(python=python, env=env, cwd=work, purelib=purelib_of(python))
 
 
-def _run(installed: dict[str, object], command: list[object]) -> subprocess.CompletedProcess:
+def _run(
+    installed: dict[str, object], command: list[object], **env: str
+) -> subprocess.CompletedProcess:
+    """``command`` in the venv's environment, with ``env`` added."""
     return subprocess.run(
         [str(c) for c in command],
         cwd=installed["cwd"],
-        env=installed["env"],
+        env=dict(installed["env"], **env),
         text=True,
         capture_output=True,
         timeout=600,
@@ -257,18 +235,34 @@ def test_the_spark_connect_snippet_runs_from_the_wheel(installed: dict[str, obje
         """)
     script = Path(str(installed["cwd"])) / "connect_snippet.py"
     script.write_text(_operations_connect_snippet() + check)
-    env = dict(installed["env"], SPARK_TESTING="1")  # an ephemeral port for the local server
-    result = subprocess.run(
-        [str(installed["python"]), str(script)],
-        cwd=installed["cwd"],
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=600,
-    )
+    # SPARK_TESTING: an ephemeral port for the local server.
+    result = _run(installed, [installed["python"], script], SPARK_TESTING="1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "connect ok" in result.stdout
     assert "|source_rank|count|" in result.stdout.replace(" ", "")
+
+
+@needs_wheel
+def test_the_packages_own_readme_python_runs_from_the_wheel(installed: dict[str, object]) -> None:
+    # python/README.md, the wheel's description: its classic snippet, then its Spark Connect one
+    # in a process of its own (a process builds one kind of session), after the same imports.
+    blocks = code_blocks(Path(__file__).parents[1] / "README.md", "python")
+    assert len(blocks) == 2, blocks
+    classic, connect = blocks
+    imports = classic[: classic.index("spark = ")]
+    scripts = {
+        "classic": classic + "assert gathered.count() == 32\nprint('classic ok')\n",
+        "connect": imports
+        + connect
+        + "assert spark.range(0, 8, 1, 4).allGatherOnNpu().count() == 32\nprint('connect ok')\n",
+    }
+    for name, script in scripts.items():
+        path = Path(str(installed["cwd"])) / f"readme_{name}.py"
+        path.write_text(script)
+        # SPARK_TESTING: an ephemeral port for a local server.
+        result = _run(installed, [installed["python"], path], SPARK_TESTING="1")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"{name} ok" in result.stdout, result.stdout
 
 
 def test_the_tensors_extra_asks_for_what_pyspark_supports() -> None:

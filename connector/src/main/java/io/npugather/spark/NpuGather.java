@@ -32,7 +32,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>A gather's figures (rows, bytes, times, transports) are its plan node's: {@link
  * GatherMetrics#of} reads them from the gathered DataFrame. This class only delegates and keeps
  * nothing between calls: the plans ({@code GatherPlans}, {@code OnRanksStage}) and the driver's
- * part of a run ({@code RunSetup}) do the work.
+ * part of a run ({@code RunSetup}) do the work. Each method first checks that the operator API
+ * ({@code npugather-core}) is on the classpath ({@link CoreClasspath}), so that a thin connector
+ * jar alone fails with one line naming the jars to add.
  */
 public final class NpuGather {
   private NpuGather() {}
@@ -42,6 +44,7 @@ public final class NpuGather {
    * Connect's client is gathered by the server ({@link ConnectGather}).
    */
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df) {
+    CoreClasspath.require();
     Objects.requireNonNull(df, "df");
     if (ConnectDataFrames.isConnect(df)) {
       return ConnectGather.allGatherOnNpu(df, Map.of());
@@ -56,6 +59,7 @@ public final class NpuGather {
    * Spark Connect's client as well ({@link ConnectGather}).
    */
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df, Map<String, String> options) {
+    CoreClasspath.require();
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(options, "options");
     if (ConnectDataFrames.isConnect(df)) {
@@ -73,6 +77,7 @@ public final class NpuGather {
    * within a source rank is then the repartitioned order.
    */
   public static Dataset<Row> allGatherOnNpu(Dataset<Row> df, AllGatherOptions options) {
+    CoreClasspath.require();
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(options, "options");
     return GatherPlans.allGatherOnNpu(df, options);
@@ -83,6 +88,7 @@ public final class NpuGather {
    * defaults ({@code spark.npugather.*} conf entries) and float32 on the wire.
    */
   public static <T> List<T> onRanks(Dataset<Row> df, List<String> columns, RankFunction<T> fn) {
+    CoreClasspath.require();
     Objects.requireNonNull(df, "df");
     return onRanks(
         df,
@@ -135,6 +141,7 @@ public final class NpuGather {
       AllGatherOptions options,
       DType wireDtype,
       RankFunction<T> fn) {
+    CoreClasspath.require();
     Objects.requireNonNull(df, "df");
     Objects.requireNonNull(columns, "columns");
     Objects.requireNonNull(options, "options");
@@ -155,6 +162,7 @@ public final class NpuGather {
    * right, right outer joins with {@code df} on the left. Elsewhere the mark changes nothing.
    */
   public static Dataset<Row> broadcastOnExecutors(Dataset<Row> df) {
+    CoreClasspath.require();
     Objects.requireNonNull(df, "df");
     return GatherPlans.broadcastOnExecutors(df);
   }
@@ -174,6 +182,7 @@ public final class NpuGather {
    * @throws IllegalArgumentException if {@code gathered} is not such a result
    */
   public static JavaRDD<ColumnarBatch> gatheredBatches(Dataset<Row> gathered) {
+    CoreClasspath.require();
     Objects.requireNonNull(gathered, "gathered");
     return GatherPlans.gatheredBatches(gathered);
   }

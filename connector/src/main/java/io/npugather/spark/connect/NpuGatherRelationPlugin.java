@@ -1,6 +1,7 @@
 package io.npugather.spark.connect;
 
 import io.npugather.spark.ClientGather;
+import io.npugather.spark.CoreClasspath;
 import io.npugather.spark.NpuGather;
 import java.io.IOException;
 import java.util.Optional;
@@ -34,6 +35,7 @@ public final class NpuGatherRelationPlugin implements RelationPlugin {
     if (gather.isEmpty()) {
       return Optional.empty();
     }
+    CoreClasspath.require();
     SparkSession session = planner.session();
     Relation input;
     try {
