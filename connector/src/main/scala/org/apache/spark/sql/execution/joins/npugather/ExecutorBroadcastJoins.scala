@@ -452,8 +452,7 @@ class ExecutorRelation[T: ClassTag](
           if (copy) p.copy() else p
         }
       }
-    // Sized for every row at once, as Spark's broadcast exchange sizes its relation: no rehash
-    // and no page copies while it grows.
+    // Sized for every row at once, as Spark's broadcast exchange sizes its relation.
     val relation = mode.transform(projected, Some(gatheredRows)).asInstanceOf[AnyRef]
     buildTime.add((System.nanoTime() - start) / 1000000L)
     executorsBuilt.add(1)
