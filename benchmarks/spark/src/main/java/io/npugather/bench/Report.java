@@ -192,26 +192,21 @@ final class Report {
         !m.method.equals(SparkBenchmark.MEMCPY)
             && !m.method.equals(SparkBenchmark.FLOOR_PLUS_MEMCPY);
     boolean ratio = npu != null && !m.method.equals(SparkBenchmark.MEMCPY);
-    md.append(
-        String.format(
-            "| %s | %d | %d | %s | %s | %s | %s | %s | %.3f | %s | %s | %s | %s | %s | %s |"
-                + " %s |%n",
-            setting(m),
-            m.ranks,
-            m.ranksPerExecutor,
-            m.shape.label(),
-            mib(m.partitionBytes),
-            m.method,
-            millis(medianNanos),
-            range,
-            m.bytesPerRank / (medianNanos / 1e9) / 1e9,
-            ratio ? String.format("%.2f", (double) medianNanos / npu.median()) : "",
-            timed ? mib(m.heapPeak) : "",
-            timed ? mib(m.heapAfterGcPeak) : "",
-            timed ? mib(m.offHeapPeak) : "",
-            OFF_HEAP_METHODS.contains(m.method) ? String.format("%.2f", offHeapToTable(m)) : "",
-            timed ? mib(m.driverHeapPeak) : "",
-            timed ? (m.verified() ? "yes" : "NO: " + String.join("; ", m.problems)) : "n/a"));
+    md.append(configuration(m))
+        .append(
+            String.format(
+                " %s | %s | %s | %.3f | %s | %s | %s | %s | %s | %s | %s |%n",
+                m.method,
+                millis(medianNanos),
+                range,
+                m.bytesPerRank / (medianNanos / 1e9) / 1e9,
+                ratio ? String.format("%.2f", (double) medianNanos / npu.median()) : "",
+                timed ? mib(m.heapPeak) : "",
+                timed ? mib(m.heapAfterGcPeak) : "",
+                timed ? mib(m.offHeapPeak) : "",
+                OFF_HEAP_METHODS.contains(m.method) ? String.format("%.2f", offHeapToTable(m)) : "",
+                timed ? mib(m.driverHeapPeak) : "",
+                timed ? (m.verified() ? "yes" : "NO: " + String.join("; ", m.problems)) : "n/a"));
   }
 
   /** Per configuration: how many times npu's median each alternative takes, and the target. */
@@ -221,14 +216,7 @@ final class Report {
       return;
     }
     Measurement first = group.get(0);
-    md.append(
-        String.format(
-            "| %s | %d | %d | %s | %s |",
-            setting(first),
-            first.ranks,
-            first.ranksPerExecutor,
-            first.shape.label(),
-            mib(first.partitionBytes)));
+    md.append(configuration(first));
     for (String other : List.of("broadcast", "barrier-strings", "shuffle")) {
       Measurement m = find(group, other);
       md.append(m == null ? " |" : String.format(" %.2f |", (double) m.median() / npu.median()));
@@ -261,29 +249,28 @@ final class Report {
         long received = Measurement.median(m.receivedPerExecutor);
         long collective = Measurement.median(m.collectiveNanos);
         long read = Measurement.median(m.readNanos);
-        rows.append(
-            String.format(
-                "| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%n",
-                setting(m),
-                m.ranks,
-                m.ranksPerExecutor,
-                m.shape.label(),
-                mib(m.partitionBytes),
-                m.method,
-                millis(Measurement.median(m.conversionNanos)),
-                memcpy == null
-                    ? ""
-                    : ratio(
-                        Measurement.median(m.conversionNanos), memcpyOf(memcpy, m.partitionBytes)),
-                millis(Measurement.median(m.rendezvousNanos)),
-                millis(collective),
-                mib(received),
-                memcpy == null || received == 0
-                    ? ""
-                    : ratio(collective, memcpyOf(memcpy, received)),
-                millis(read),
-                memcpy == null ? "" : ratio(read, memcpy.median()),
-                floor == null ? "" : ratio(read, m.ranks * Measurement.median(floor.readNanos))));
+        rows.append(configuration(m))
+            .append(
+                String.format(
+                    " %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%n",
+                    m.method,
+                    millis(Measurement.median(m.conversionNanos)),
+                    memcpy == null
+                        ? ""
+                        : ratio(
+                            Measurement.median(m.conversionNanos),
+                            memcpyOf(memcpy, m.partitionBytes)),
+                    millis(Measurement.median(m.rendezvousNanos)),
+                    millis(collective),
+                    mib(received),
+                    memcpy == null || received == 0
+                        ? ""
+                        : ratio(collective, memcpyOf(memcpy, received)),
+                    millis(read),
+                    memcpy == null ? "" : ratio(read, memcpy.median()),
+                    floor == null
+                        ? ""
+                        : ratio(read, m.ranks * Measurement.median(floor.readNanos))));
       }
     }
     if (rows.length() == 0) {
@@ -308,6 +295,13 @@ final class Report {
 
   private static String ratio(long nanos, long of) {
     return of <= 0 ? "" : String.format("%.2f", (double) nanos / of);
+  }
+
+  /** A row's first cells: master, ranks, ranks per executor, shape and MiB per partition. */
+  private static String configuration(Measurement m) {
+    return String.format(
+        "| %s | %d | %d | %s | %s |",
+        setting(m), m.ranks, m.ranksPerExecutor, m.shape.label(), mib(m.partitionBytes));
   }
 
   /** local[N], or how many executor JVMs ran the ranks. */
