@@ -9,6 +9,7 @@ import io.npugather.spark.testing.RankMajor;
 import io.npugather.spark.testing.ReaderMemory;
 import java.util.List;
 import java.util.Map;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -92,24 +93,29 @@ class RanksSharingExecutorJvmsTest {
           Dataset<Row> stream =
               spark
                   .range(0, 20_000, 1, 4)
-                  .selectExpr("IF(id % 19 = 0, NULL, CAST(id % 997 AS INT)) AS k", "id AS v");
+                  .selectExpr(
+                      "IF(id % 19 = 0, NULL, CAST(id % 997 AS INT)) AS k",
+                      "id AS v", "(id % 997 - 498) * 9007199254740881L AS lk");
           Dataset<Row> build =
               spark
                   .range(0, 3_000, 1, 3)
-                  .selectExpr("IF(id % 23 = 0, NULL, CAST(id % 1200 AS INT)) AS rk", "id * 2 AS w");
-          for (String type : List.of("inner", "left_outer", "left_anti")) {
-            Dataset<Row> joined =
-                stream.join(
-                    NpuGather.broadcastOnExecutors(build),
-                    stream.col("k").equalTo(build.col("rk")),
-                    type);
+                  .selectExpr(
+                      "IF(id % 23 = 0, NULL, CAST(id % 1200 AS INT)) AS rk",
+                      "id * 2 AS w", "(id % 1200 - 498) * 9007199254740881L AS rlk");
+          // Keys close together (an index over their range) and far apart (a hash table).
+          for (String type : List.of("inner", "left_outer", "left_anti", "far apart")) {
+            Column on =
+                type.equals("far apart")
+                    ? stream.col("lk").equalTo(build.col("rlk"))
+                    : stream.col("k").equalTo(build.col("rk"));
+            String how = type.equals("far apart") ? "inner" : type;
+            Dataset<Row> joined = stream.join(NpuGather.broadcastOnExecutors(build), on, how);
             String plan =
                 joined
                     .queryExecution()
                     .explainString(org.apache.spark.sql.execution.ExplainMode.fromString("simple"));
             assertTrue(plan.contains("ExecutorBuild"), plan);
-            Dataset<Row> spark_ =
-                stream.join(build, stream.col("k").equalTo(build.col("rk")), type);
+            Dataset<Row> spark_ = stream.join(build, on, how);
             assertEquals(digest(spark_), digest(joined), type);
           }
         });

@@ -12,7 +12,9 @@ import io.npugather.spark.GatherMetrics;
 import io.npugather.spark.NpuGather;
 import io.npugather.spark.testing.LocalSpark;
 import java.time.Duration;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BiFunction;
@@ -25,10 +27,17 @@ import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.execution.ExplainMode;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec;
+import org.apache.spark.sql.execution.adaptive.QueryStageExec;
+import org.apache.spark.sql.execution.joins.npugather.ExecutorBuildExec;
+import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestFactory;
 import org.junit.jupiter.api.function.ThrowingSupplier;
+import scala.collection.immutable.Map;
+import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Joins whose build side is all-gathered onto the executors ({@link
@@ -46,22 +55,43 @@ abstract class ExecutorBroadcastJoinContract {
     return LocalSpark.cores(cores).shufflePartitions(3).withExtensions().onStart(s -> spark = s);
   }
 
-  /** 3000 stream rows: keys 0..199 with duplicates and nulls, a string key, a value. */
+  /**
+   * 3000 stream rows: keys 0..199 with duplicates and nulls, a string key, a value, and a long key
+   * far apart over the whole range of longs, its ends included.
+   */
   private static Dataset<Row> stream() {
     return spark
         .range(0, 3000, 1, 3)
         .selectExpr(
             "IF(id % 17 = 0, NULL, CAST((id * 7) % 200 AS INT)) AS k",
-            "CONCAT('s', CAST(id % 7 AS STRING)) AS k2", "CAST(id AS DOUBLE) / 3 AS v");
+            "CONCAT('s', CAST(id % 7 AS STRING)) AS k2",
+            "CAST(id AS DOUBLE) / 3 AS v",
+            wideKey("id * 7", 200, 23, 101, 83) + " AS lk");
   }
 
-  /** 400 build rows: keys 0..249 with duplicates and nulls, the same string key, a value. */
+  /** 400 build rows: keys as the stream side's, 0..249, the same string key, a value. */
   private static Dataset<Row> build() {
     return spark
         .range(0, 400, 1, 2)
         .selectExpr(
             "IF(id % 13 = 0, NULL, CAST((id * 11) % 250 AS INT)) AS rk",
-            "CONCAT('s', CAST(id % 5 AS STRING)) AS rk2", "id * 3 AS w");
+            "CONCAT('s', CAST(id % 5 AS STRING)) AS rk2",
+            "id * 3 AS w",
+            wideKey("id * 11", 250, 13, 97, 89) + " AS rlk");
+  }
+
+  /**
+   * A long key spread over the whole range of longs: {@code (step % values - values / 2)} times a
+   * large odd number, null every {@code nullEvery}-th row, the least and the greatest long every
+   * {@code minEvery}-th and {@code maxEvery}-th.
+   */
+  private static String wideKey(
+      String step, int values, int nullEvery, int minEvery, int maxEvery) {
+    return String.format(
+        "CASE WHEN id %% %d = 0 THEN NULL WHEN id %% %d = 0 THEN -9223372036854775808L"
+            + " WHEN id %% %d = 0 THEN 9223372036854775807L"
+            + " ELSE ((%s) %% %d - %d) * 36028797018963913L END",
+        nullEvery, minEvery, maxEvery, step, values, values / 2);
   }
 
   /**
@@ -99,6 +129,27 @@ abstract class ExecutorBroadcastJoinContract {
             false,
             (l, r) -> l.join(r, col("k").equalTo(col("rk")).and(col("k2").equalTo(col("rk2"))))),
         new Query("null-safe key", false, (l, r) -> l.join(r, col("k").eqNullSafe(col("rk")))),
+        new Query("long key far apart", false, (l, r) -> l.join(r, col("lk").equalTo(col("rlk")))),
+        new Query(
+            "long key far apart, left outer",
+            false,
+            (l, r) -> l.join(r, col("lk").equalTo(col("rlk")), "left_outer")),
+        new Query(
+            "long key far apart, right outer, build left",
+            true,
+            (b, s) -> b.join(s, col("rlk").equalTo(col("lk")), "right_outer")),
+        new Query(
+            "long key far apart, left semi",
+            false,
+            (l, r) -> l.join(r, col("lk").equalTo(col("rlk")), "left_semi")),
+        new Query(
+            "long key far apart, left anti",
+            false,
+            (l, r) -> l.join(r, col("lk").equalTo(col("rlk")), "left_anti")),
+        new Query(
+            "long key far apart, null-safe",
+            false,
+            (l, r) -> l.join(r, col("lk").eqNullSafe(col("rlk")))),
         new Query(
             "equi-join with another condition",
             false,
@@ -394,6 +445,42 @@ abstract class ExecutorBroadcastJoinContract {
         spark.sql("SELECT /*+ ALLGATHER(r) */ l.k, r.w FROM l JOIN r ON l.k = r.rk");
     timed("hinted", hinted::collectAsList);
     assertEquals(slots * built, GatherMetrics.of(hinted).rowsGathered(), "every slot's rank");
+  }
+
+  @Test
+  void aBuildSideOnOneLongKeyIsIndexedWhereItLiesAndOtherKeysAreCopied() {
+    Dataset<Row> mark = NpuGather.broadcastOnExecutors(build());
+    Dataset<Row> onLong = stream().join(mark, col("lk").equalTo(col("rlk")));
+    timed("long key", onLong::collectAsList);
+    Map<String, SQLMetric> figures = buildNode(onLong).metrics();
+    assertTrue(figures.apply("rowsBuilt").value() > 0, explained(onLong));
+    assertEquals(0, figures.apply("rowsCopied").value(), "rows copied on a long key");
+
+    Dataset<Row> onString = stream().join(mark, col("k2").equalTo(col("rk2")));
+    timed("string key", onString::collectAsList);
+    figures = buildNode(onString).metrics();
+    assertTrue(figures.apply("rowsBuilt").value() > 0, explained(onString));
+    assertEquals(
+        figures.apply("rowsBuilt").value(),
+        figures.apply("rowsCopied").value(),
+        "rows copied on a string key");
+  }
+
+  /** The build side's node in {@code df}'s executed plan. */
+  private static ExecutorBuildExec buildNode(Dataset<Row> df) {
+    Deque<SparkPlan> plans = new ArrayDeque<>(List.of(df.queryExecution().executedPlan()));
+    while (!plans.isEmpty()) {
+      SparkPlan plan = plans.pop();
+      if (plan instanceof ExecutorBuildExec build) {
+        return build;
+      } else if (plan instanceof AdaptiveSparkPlanExec adaptive) {
+        plans.push(adaptive.executedPlan());
+      } else if (plan instanceof QueryStageExec stage) {
+        plans.push(stage.plan());
+      }
+      plans.addAll(CollectionConverters.asJava(plan.children()));
+    }
+    throw new AssertionError("no ExecutorBuild in " + explained(df));
   }
 
   @Test

@@ -14,7 +14,7 @@ import io.npugather.spark.{
   GatheredOutputsHandle,
   NpuAllGatherExec
 }
-import io.npugather.spark.output.GatheredOutputReader
+import io.npugather.spark.output.{GatheredOutput, GatheredOutputReader}
 import org.apache.spark.{SparkEnv, TaskContext}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
@@ -318,7 +318,11 @@ case class ExecutorBuildExec(
   override lazy val metrics: Map[String, SQLMetric] = Map(
     "buildTime" -> SQLMetrics.createTimingMetric(sparkContext, "time to build (all executors)"),
     "executorsBuilt" -> SQLMetrics.createMetric(sparkContext, "executors that built"),
-    "rowsBuilt" -> SQLMetrics.createMetric(sparkContext, "rows built (all executors)")
+    "rowsBuilt" -> SQLMetrics.createMetric(sparkContext, "rows built (all executors)"),
+    "rowsCopied" -> SQLMetrics.createMetric(
+      sparkContext,
+      "rows copied into relations (all executors)"
+    )
   )
 
   @transient private lazy val relation: ExecutorRelation[AnyRef] = {
@@ -337,7 +341,8 @@ case class ExecutorBuildExec(
       output,
       metrics("buildTime"),
       metrics("executorsBuilt"),
-      metrics("rowsBuilt")
+      metrics("rowsBuilt"),
+      metrics("rowsCopied")
     )
   }
 
@@ -400,7 +405,9 @@ object ExecutorBuildExec {
 
 /** The value of an executor-side broadcast: on the driver only the gather's whereabouts (and a
   * reference that keeps its outputs); in an executor, the relation that `mode` makes of the
-  * executor's gathered rows, built by the first task that asks and shared by the others.
+  * executor's gathered rows, built by the first task that asks and shared by the others. On one
+  * long key that is a [[GatheredLongRelation]], an index over the gathered rows where they lie;
+  * otherwise Spark's own relation, which copies them.
   */
 class ExecutorRelation[T: ClassTag](
     id: Long,
@@ -409,54 +416,77 @@ class ExecutorRelation[T: ClassTag](
     buildOutput: Seq[Attribute],
     buildTime: SQLMetric,
     executorsBuilt: SQLMetric,
-    rowsBuilt: SQLMetric
+    rowsBuilt: SQLMetric,
+    rowsCopied: SQLMetric
 ) extends Broadcast[T](id) {
   private val barrierRddId = handle.map(_.barrierRddId).getOrElse(-1)
   private val shuffleId = handle.map(_.shuffleId).getOrElse(-1)
   private val rankSize = handle.map(_.rankSize).getOrElse(0)
 
-  override protected def getValue(): T =
-    ExecutorRelation
-      .getOrBuild((barrierRddId, shuffleId, mode.canonicalized), build())
-      .asInstanceOf[T]
-
-  private def build(): AnyRef = {
-    val start = System.nanoTime()
+  /** This executor's relation, read through the gathered output this task holds (read-locked until
+    * the task ends, so never released under it).
+    */
+  override protected def getValue(): T = {
     val context = TaskContext.get()
     if (context == null) {
       throw new IllegalStateException(
         "the value of an ALLGATHER build side is built in an executor's task, not on the driver"
       )
     }
-    var rows = 0L
-    var gatheredRows = 0L
-    val projected: Iterator[InternalRow] =
-      if (rankSize == 0) Iterator.empty
-      else {
-        val output = GatheredOutputReader.openAnyLocal(barrierRddId, rankSize, context)
-        if (output == null) {
-          throw new IllegalStateException(
-            s"executor ${SparkEnv.get.executorId} holds no rank of the ALLGATHER build side " +
-              s"($rankSize ranks): every executor must run one, which needs one free task " +
-              "slot per rank on every executor while the gather runs"
-          )
-        }
-        val project = UnsafeProjection.create(buildOutput.zipWithIndex.map { case (a, i) =>
-          BoundReference(i + 1, a.dataType, a.nullable)
-        })
-        gatheredRows = output.totalRows()
-        val copy = mode == IdentityBroadcastMode // kept as they are; the hashed modes copy
-        output.batches().asScala.flatMap(_.rowIterator().asScala).map { row =>
-          rows += 1
-          val p = project(row)
-          if (copy) p.copy() else p
-        }
-      }
-    // Sized for every row at once, as Spark's broadcast exchange sizes its relation.
-    val relation = mode.transform(projected, Some(gatheredRows)).asInstanceOf[AnyRef]
+    val output = if (rankSize == 0) null else openOutput(context)
+    val source = if (output == null) null else output.shared()
+    ExecutorRelation.getOrBuild(
+      (barrierRddId, shuffleId, mode.canonicalized),
+      source,
+      build(output)
+    ) match {
+      case gathered: GatheredLongRelation => gathered.over(output).asInstanceOf[T]
+      case relation                       => relation.asInstanceOf[T]
+    }
+  }
+
+  private def openOutput(context: TaskContext): GatheredOutput = {
+    val output = GatheredOutputReader.openAnyLocal(barrierRddId, rankSize, context)
+    if (output == null) {
+      throw new IllegalStateException(
+        s"executor ${SparkEnv.get.executorId} holds no rank of the ALLGATHER build side " +
+          s"($rankSize ranks): every executor must run one, which needs one free task " +
+          "slot per rank on every executor while the gather runs"
+      )
+    }
+    output
+  }
+
+  /** The relation `mode` makes of `output`'s rows (none: the build side has no partitions). */
+  private def build(output: GatheredOutput): AnyRef = {
+    val start = System.nanoTime()
+    val gatheredRows = if (output == null) 0L else output.totalRows()
+    val relation = mode match {
+      case hashed: HashedRelationBroadcastMode
+          if gatheredRows > 0 && GatheredLongRelation.handles(hashed) =>
+        GatheredLongRelation.build(output, hashed.key.head, buildOutput)
+      case _ =>
+        val projected: Iterator[InternalRow] =
+          if (output == null) Iterator.empty
+          else {
+            val project = UnsafeProjection.create(buildOutput.zipWithIndex.map { case (a, i) =>
+              BoundReference(i + 1, a.dataType, a.nullable)
+            })
+            val copy = mode == IdentityBroadcastMode // kept as they are; the hashed modes copy
+            output.batches().asScala.flatMap(_.rowIterator().asScala).map { row =>
+              val p = project(row)
+              if (copy) p.copy() else p
+            }
+          }
+        // Sized for every row at once, as Spark's broadcast exchange sizes its relation.
+        mode.transform(projected, Some(gatheredRows)).asInstanceOf[AnyRef]
+    }
     buildTime.add((System.nanoTime() - start) / 1000000L)
     executorsBuilt.add(1)
-    rowsBuilt.add(rows)
+    rowsBuilt.add(gatheredRows)
+    if (!relation.isInstanceOf[GatheredLongRelation]) {
+      rowsCopied.add(gatheredRows)
+    }
     relation
   }
 
@@ -473,17 +503,29 @@ object ExecutorRelation {
   /** Ids of their own, far from Spark's broadcasts'. */
   def nextId(): Long = ids.incrementAndGet()
 
-  private final class Slot { var value: AnyRef = _ }
+  private final class Slot {
+    var value: AnyRef = _
+    var source: AnyRef = _ // the executor output it was built of
+  }
 
   /** This executor's relations, by the gather they are built of; dropped once its output is. */
   private val slots = new ConcurrentHashMap[(Int, Int, BroadcastMode), Slot]()
 
-  private def getOrBuild(key: (Int, Int, BroadcastMode), build: => AnyRef): AnyRef = {
+  /** The relation of `key` built of `source`: built now when there is none, or when the one there
+    * was built of another output (the gather ran again since).
+    */
+  private def getOrBuild(
+      key: (Int, Int, BroadcastMode),
+      source: AnyRef,
+      build: => AnyRef
+  ): AnyRef = {
     forgetReleased()
     val slot = slots.computeIfAbsent(key, _ => new Slot)
     slot.synchronized {
-      if (slot.value == null) {
+      if (slot.value == null || (slot.source ne source)) {
+        slot.value = null
         slot.value = build
+        slot.source = source
       }
       slot.value
     }

@@ -1,0 +1,233 @@
+package io.npugather.spark.output;
+
+import java.util.Arrays;
+import java.util.BitSet;
+import java.util.NoSuchElementException;
+import java.util.PrimitiveIterator;
+
+/**
+ * The rows of a gathered output by a long key. Rows are numbered across the output's batches in
+ * rank order; each key leads to its rows in that order, a chain from the first. Dense (an array
+ * over the key range) when the keys lie close together, as Spark's own relation turns dense;
+ * otherwise an open-addressing table at most half full. Immutable once built: tasks in several
+ * threads read one index.
+ */
+public final class LongRowIndex {
+  /** Rows are numbered in ints, and a table of at most 2^30 slots holds half as many keys. */
+  public static final int MAX_ROWS = 1 << 29;
+
+  private static final int NONE = -1;
+
+  private final int[] batchStarts; // the first row of every batch, then the number of rows
+  private final int[] firsts; // by slot: the first row of its key, or NONE
+  private final long[] slotKeys; // by slot: its key; null when dense (the slot is key - minKey)
+  private final long minKey;
+  private final int mask;
+  private final int[] next; // by row: the next row of its key, or NONE
+  private final int keyCount;
+  private final int keyedRows;
+
+  private LongRowIndex(Builder b) {
+    batchStarts = b.batchStarts;
+    next = new int[b.rows];
+    long range = b.maxKey - b.minKey; // negative when it overflows
+    boolean dense =
+        b.keyedRows > 0
+            && range >= 0
+            && range < Math.max(4L * b.keyedRows, 1024)
+            && range < 1 << 30;
+    minKey = b.minKey;
+    if (dense) {
+      firsts = new int[(int) range + 1];
+      slotKeys = null;
+      mask = 0;
+    } else {
+      int capacity = Integer.highestOneBit(Math.max(2 * b.keyedRows, 16) - 1) << 1;
+      firsts = new int[capacity];
+      slotKeys = new long[capacity];
+      mask = capacity - 1;
+    }
+    Arrays.fill(firsts, NONE);
+    int keys = 0;
+    // Backwards, so that every chain runs forwards.
+    for (int row = b.rows - 1; row >= 0; row--) {
+      if (b.nulls.get(row)) {
+        next[row] = NONE;
+        continue;
+      }
+      long key = b.keys[row];
+      int slot = dense ? (int) (key - minKey) : insertSlot(key);
+      if (firsts[slot] == NONE) {
+        keys++;
+      }
+      next[row] = firsts[slot];
+      firsts[slot] = row;
+    }
+    keyCount = keys;
+    keyedRows = b.keyedRows;
+  }
+
+  /** An index of {@code rows} rows, given batch by batch. */
+  public static Builder builder(long rows) {
+    if (rows < 0 || rows > MAX_ROWS) {
+      throw new IllegalArgumentException(
+          "a gathered build side of "
+              + rows
+              + " rows cannot be indexed: at most "
+              + MAX_ROWS
+              + " rows, as Spark's own relation allows");
+    }
+    return new Builder((int) rows);
+  }
+
+  /** The first row of {@code key}, or -1 when no row has it. */
+  public int first(long key) {
+    if (slotKeys == null) {
+      long slot = key - minKey; // as unsigned: below firsts.length only when key is in range
+      return Long.compareUnsigned(slot, firsts.length) < 0 ? firsts[(int) slot] : NONE;
+    }
+    for (int slot = hash(key) & mask; ; slot = (slot + 1) & mask) {
+      int row = firsts[slot];
+      if (row == NONE || slotKeys[slot] == key) {
+        return row;
+      }
+    }
+  }
+
+  /** The row after {@code row} with the same key, or -1. */
+  public int next(int row) {
+    return next[row];
+  }
+
+  /** The batch that holds {@code row}. */
+  public int batchOf(int row) {
+    int lo = 0;
+    int hi = batchStarts.length - 2; // the last batch
+    while (lo < hi) { // the last batch starting at or before row: empty batches are skipped
+      int mid = (lo + hi + 1) >>> 1;
+      if (batchStarts[mid] <= row) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return lo;
+  }
+
+  /** The number of the first row of {@code batch}. */
+  public int batchStart(int batch) {
+    return batchStarts[batch];
+  }
+
+  /** Whether no two rows have the same key (rows with a null key left out). */
+  public boolean keyIsUnique() {
+    return keyCount == keyedRows;
+  }
+
+  /** Every key once, in no particular order. */
+  public PrimitiveIterator.OfLong keys() {
+    return new PrimitiveIterator.OfLong() {
+      private int slot = advance(0);
+
+      private int advance(int from) {
+        while (from < firsts.length && firsts[from] == NONE) {
+          from++;
+        }
+        return from;
+      }
+
+      @Override
+      public boolean hasNext() {
+        return slot < firsts.length;
+      }
+
+      @Override
+      public long nextLong() {
+        if (!hasNext()) {
+          throw new NoSuchElementException();
+        }
+        long key = slotKeys == null ? minKey + slot : slotKeys[slot];
+        slot = advance(slot + 1);
+        return key;
+      }
+    };
+  }
+
+  /** The bytes of its arrays. */
+  public long bytes() {
+    return 4L * (batchStarts.length + firsts.length + next.length)
+        + (slotKeys == null ? 0 : 8L * slotKeys.length);
+  }
+
+  /** Where an absent key would go, or the slot of a present one. */
+  private int insertSlot(long key) {
+    int slot = hash(key) & mask;
+    while (firsts[slot] != NONE && slotKeys[slot] != key) {
+      slot = (slot + 1) & mask;
+    }
+    slotKeys[slot] = key;
+    return slot;
+  }
+
+  private static int hash(long key) {
+    long h = key * 0x9E3779B97F4A7C15L;
+    return (int) (h ^ (h >>> 32));
+  }
+
+  @Override
+  public String toString() {
+    return (slotKeys == null ? "dense" : "hashed")
+        + ", "
+        + keyedRows
+        + " rows with a key, "
+        + keyCount
+        + " keys, "
+        + (batchStarts.length - 1)
+        + " batches";
+  }
+
+  /** The keys of the rows, batch after batch. */
+  public static final class Builder {
+    private final long[] keys;
+    private final BitSet nulls = new BitSet();
+    private int[] batchStarts = {0};
+    private int rows;
+    private int keyedRows;
+    private long minKey = Long.MAX_VALUE;
+    private long maxKey = Long.MIN_VALUE;
+
+    private Builder(int rows) {
+      this.keys = new long[rows];
+    }
+
+    /** The next row's key. */
+    public void add(long key) {
+      keys[rows++] = key;
+      keyedRows++;
+      minKey = Math.min(minKey, key);
+      maxKey = Math.max(maxKey, key);
+    }
+
+    /** The next row, whose key is null: no key leads to it. */
+    public void addNull() {
+      nulls.set(rows++);
+    }
+
+    /** The current batch ends (after its last row, if any). */
+    public void endBatch() {
+      batchStarts = Arrays.copyOf(batchStarts, batchStarts.length + 1);
+      batchStarts[batchStarts.length - 1] = rows;
+    }
+
+    /** The index; every row announced to {@link #builder} given. */
+    public LongRowIndex build() {
+      if (rows != keys.length) {
+        throw new IllegalStateException(rows + " of " + keys.length + " rows given");
+      }
+      if (batchStarts.length < 2) {
+        throw new IllegalStateException("no batch given");
+      }
+      return new LongRowIndex(this);
+    }
+  }
+}
