@@ -1,6 +1,8 @@
 package io.npugather.spark.join;
 
 import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.lit;
+import static org.apache.spark.sql.functions.pmod;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
@@ -129,6 +131,15 @@ abstract class ExecutorBroadcastJoinContract {
             false,
             (l, r) -> l.join(r, col("k").equalTo(col("rk")).and(col("k2").equalTo(col("rk2"))))),
         new Query("null-safe key", false, (l, r) -> l.join(r, col("k").eqNullSafe(col("rk")))),
+        new Query(
+            "two int keys, one long to Spark",
+            false,
+            (l, r) ->
+                l.join(
+                    r,
+                    col("k")
+                        .equalTo(col("rk"))
+                        .and(pmod(col("k"), lit(7)).equalTo(col("w").mod(7).cast("int"))))),
         new Query("long key far apart", false, (l, r) -> l.join(r, col("lk").equalTo(col("rlk")))),
         new Query(
             "long key far apart, left outer",
