@@ -95,20 +95,26 @@ class RanksSharingExecutorJvmsTest {
                   .range(0, 20_000, 1, 4)
                   .selectExpr(
                       "IF(id % 19 = 0, NULL, CAST(id % 997 AS INT)) AS k",
-                      "id AS v", "(id % 997 - 498) * 9007199254740881L AS lk");
+                      "id AS v",
+                      "(id % 997 - 498) * 9007199254740881L AS lk",
+                      "CONCAT('key ', CAST(id % 997 AS STRING)) AS sk");
           Dataset<Row> build =
               spark
                   .range(0, 3_000, 1, 3)
                   .selectExpr(
                       "IF(id % 23 = 0, NULL, CAST(id % 1200 AS INT)) AS rk",
-                      "id * 2 AS w", "(id % 1200 - 498) * 9007199254740881L AS rlk");
-          // Keys close together (an index over their range) and far apart (a hash table).
-          for (String type : List.of("inner", "left_outer", "left_anti", "far apart")) {
+                      "id * 2 AS w",
+                      "(id % 1200 - 498) * 9007199254740881L AS rlk",
+                      "IF(id % 23 = 0, NULL, CONCAT('key ', CAST(id % 1200 AS STRING))) AS rsk");
+          // Keys close together (an index over their range), far apart (a hash table) and strings.
+          for (String type : List.of("inner", "left_outer", "left_anti", "far apart", "string")) {
             Column on =
-                type.equals("far apart")
-                    ? stream.col("lk").equalTo(build.col("rlk"))
-                    : stream.col("k").equalTo(build.col("rk"));
-            String how = type.equals("far apart") ? "inner" : type;
+                switch (type) {
+                  case "far apart" -> stream.col("lk").equalTo(build.col("rlk"));
+                  case "string" -> stream.col("sk").equalTo(build.col("rsk"));
+                  default -> stream.col("k").equalTo(build.col("rk"));
+                };
+            String how = type.equals("far apart") || type.equals("string") ? "inner" : type;
             Dataset<Row> joined = stream.join(NpuGather.broadcastOnExecutors(build), on, how);
             String plan =
                 joined

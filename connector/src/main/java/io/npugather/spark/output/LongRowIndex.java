@@ -13,12 +13,9 @@ import java.util.PrimitiveIterator;
  * threads read one index.
  */
 public final class LongRowIndex {
-  /** Rows are numbered in ints, and a table of at most 2^30 slots holds half as many keys. */
-  public static final int MAX_ROWS = 1 << 29;
-
   private static final int NONE = -1;
 
-  private final int[] batchStarts; // the first row of every batch, then the number of rows
+  private final RowNumbering numbering;
   private final int[] firsts; // by slot: the first row of its key, or NONE
   private final long[] slotKeys; // by slot: its key; null when dense (the slot is key - minKey)
   private final long minKey;
@@ -28,7 +25,7 @@ public final class LongRowIndex {
   private final int keyedRows;
 
   private LongRowIndex(Builder b) {
-    batchStarts = b.batchStarts;
+    numbering = b.batches.build(b.rows);
     next = new int[b.rows];
     long range = b.maxKey - b.minKey; // negative when it overflows
     boolean dense =
@@ -69,15 +66,7 @@ public final class LongRowIndex {
 
   /** An index of {@code rows} rows, given batch by batch. */
   public static Builder builder(long rows) {
-    if (rows < 0 || rows > MAX_ROWS) {
-      throw new IllegalArgumentException(
-          "a gathered build side of "
-              + rows
-              + " rows cannot be indexed: at most "
-              + MAX_ROWS
-              + " rows, as Spark's own relation allows");
-    }
-    return new Builder((int) rows);
+    return new Builder(RowNumbering.checkedRows(rows));
   }
 
   /** The first row of {@code key}, or -1 when no row has it. */
@@ -99,24 +88,9 @@ public final class LongRowIndex {
     return next[row];
   }
 
-  /** The batch that holds {@code row}. */
-  public int batchOf(int row) {
-    int lo = 0;
-    int hi = batchStarts.length - 2; // the last batch
-    while (lo < hi) { // the last batch starting at or before row: empty batches are skipped
-      int mid = (lo + hi + 1) >>> 1;
-      if (batchStarts[mid] <= row) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    return lo;
-  }
-
-  /** The number of the first row of {@code batch}. */
-  public int batchStart(int batch) {
-    return batchStarts[batch];
+  /** Where its rows are. */
+  public RowNumbering numbering() {
+    return numbering;
   }
 
   /** Whether no two rows have the same key (rows with a null key left out). */
@@ -155,7 +129,8 @@ public final class LongRowIndex {
 
   /** The bytes of its arrays. */
   public long bytes() {
-    return 4L * (batchStarts.length + firsts.length + next.length)
+    return numbering.bytes()
+        + 4L * (firsts.length + next.length)
         + (slotKeys == null ? 0 : 8L * slotKeys.length);
   }
 
@@ -182,7 +157,7 @@ public final class LongRowIndex {
         + " rows with a key, "
         + keyCount
         + " keys, "
-        + (batchStarts.length - 1)
+        + numbering.batches()
         + " batches";
   }
 
@@ -190,7 +165,7 @@ public final class LongRowIndex {
   public static final class Builder {
     private final long[] keys;
     private final BitSet nulls = new BitSet();
-    private int[] batchStarts = {0};
+    private final RowNumbering.Builder batches = new RowNumbering.Builder();
     private int rows;
     private int keyedRows;
     private long minKey = Long.MAX_VALUE;
@@ -215,17 +190,13 @@ public final class LongRowIndex {
 
     /** The current batch ends (after its last row, if any). */
     public void endBatch() {
-      batchStarts = Arrays.copyOf(batchStarts, batchStarts.length + 1);
-      batchStarts[batchStarts.length - 1] = rows;
+      batches.endBatch(rows);
     }
 
     /** The index; every row announced to {@link #builder} given. */
     public LongRowIndex build() {
       if (rows != keys.length) {
         throw new IllegalStateException(rows + " of " + keys.length + " rows given");
-      }
-      if (batchStarts.length < 2) {
-        throw new IllegalStateException("no batch given");
       }
       return new LongRowIndex(this);
     }

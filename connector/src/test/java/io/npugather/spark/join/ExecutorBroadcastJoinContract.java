@@ -25,6 +25,7 @@ import java.util.regex.Pattern;
 import java.util.stream.Stream;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -459,22 +460,27 @@ abstract class ExecutorBroadcastJoinContract {
   }
 
   @Test
-  void aBuildSideOnOneLongKeyIsIndexedWhereItLiesAndOtherKeysAreCopied() {
+  void aHashJoinsBuildSideIsIndexedWhereItLiesAndANestedLoopJoinsIsCopied() {
     Dataset<Row> mark = NpuGather.broadcastOnExecutors(build());
-    Dataset<Row> onLong = stream().join(mark, col("lk").equalTo(col("rlk")));
-    timed("long key", onLong::collectAsList);
-    Map<String, SQLMetric> figures = buildNode(onLong).metrics();
-    assertTrue(figures.apply("rowsBuilt").value() > 0, explained(onLong));
-    assertEquals(0, figures.apply("rowsCopied").value(), "rows copied on a long key");
-
-    Dataset<Row> onString = stream().join(mark, col("k2").equalTo(col("rk2")));
-    timed("string key", onString::collectAsList);
-    figures = buildNode(onString).metrics();
-    assertTrue(figures.apply("rowsBuilt").value() > 0, explained(onString));
+    for (Column on :
+        List.of(
+            col("lk").equalTo(col("rlk")),
+            col("k2").equalTo(col("rk2")),
+            col("k").equalTo(col("rk")).and(col("k2").equalTo(col("rk2"))))) {
+      Dataset<Row> joined = stream().join(mark, on);
+      timed(on.toString(), joined::collectAsList);
+      Map<String, SQLMetric> figures = buildNode(joined).metrics();
+      assertTrue(figures.apply("rowsBuilt").value() > 0, explained(joined));
+      assertEquals(0, figures.apply("rowsCopied").value(), "rows copied on " + on);
+    }
+    Dataset<Row> nestedLoop = stream().join(mark, col("k").lt(col("rk")));
+    timed("nested loop", nestedLoop::collectAsList);
+    Map<String, SQLMetric> figures = buildNode(nestedLoop).metrics();
+    assertTrue(figures.apply("rowsBuilt").value() > 0, explained(nestedLoop));
     assertEquals(
         figures.apply("rowsBuilt").value(),
         figures.apply("rowsCopied").value(),
-        "rows copied on a string key");
+        "rows copied for a nested-loop join");
   }
 
   /** The build side's node in {@code df}'s executed plan. */

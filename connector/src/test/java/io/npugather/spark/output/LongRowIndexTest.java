@@ -82,8 +82,8 @@ class LongRowIndexTest {
   void aBuilderRefusesMoreRowsThanItCanNumberAndMissingRows() {
     IllegalArgumentException tooMany =
         assertThrows(
-            IllegalArgumentException.class, () -> LongRowIndex.builder(LongRowIndex.MAX_ROWS + 1L));
-    assertTrue(tooMany.getMessage().contains(Long.toString(LongRowIndex.MAX_ROWS + 1L)));
+            IllegalArgumentException.class, () -> LongRowIndex.builder(RowNumbering.MAX_ROWS + 1L));
+    assertTrue(tooMany.getMessage().contains(Long.toString(RowNumbering.MAX_ROWS + 1L)));
     LongRowIndex.Builder short1 = LongRowIndex.builder(2);
     short1.add(3);
     short1.endBatch();
@@ -135,9 +135,9 @@ class LongRowIndexTest {
       assertEquals(e.getValue(), found, "rows of key " + e.getKey());
     }
     for (int r = 0; r < total; r++) {
-      int batch = index.batchOf(r);
+      int batch = index.numbering().batchOf(r);
       assertEquals(places.get(r)[0], batch, "batch of row " + r);
-      assertEquals(places.get(r)[1], r - index.batchStart(batch), "place of row " + r);
+      assertEquals(places.get(r)[1], r - index.numbering().batchStart(batch), "place of row " + r);
     }
     if (random != null) {
       for (int i = 0; i < 1000; i++) {

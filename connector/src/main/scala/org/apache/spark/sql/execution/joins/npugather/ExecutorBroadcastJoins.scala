@@ -405,9 +405,9 @@ object ExecutorBuildExec {
 
 /** The value of an executor-side broadcast: on the driver only the gather's whereabouts (and a
   * reference that keeps its outputs); in an executor, the relation that `mode` makes of the
-  * executor's gathered rows, built by the first task that asks and shared by the others. On one
-  * long key that is a [[GatheredLongRelation]], an index over the gathered rows where they lie;
-  * otherwise Spark's own relation, which copies them.
+  * executor's gathered rows, built by the first task that asks and shared by the others. For a hash
+  * join that is an index over the gathered rows where they lie ([[GatheredRelation]]); for a
+  * nested-loop join, Spark's own copy of the rows.
   */
 class ExecutorRelation[T: ClassTag](
     id: Long,
@@ -440,8 +440,8 @@ class ExecutorRelation[T: ClassTag](
       source,
       build(output)
     ) match {
-      case gathered: GatheredLongRelation => gathered.over(output).asInstanceOf[T]
-      case relation                       => relation.asInstanceOf[T]
+      case gathered: OverGatheredRows => gathered.over(output).asInstanceOf[T]
+      case relation                   => relation.asInstanceOf[T]
     }
   }
 
@@ -463,8 +463,8 @@ class ExecutorRelation[T: ClassTag](
     val gatheredRows = if (output == null) 0L else output.totalRows()
     val relation = mode match {
       case hashed: HashedRelationBroadcastMode
-          if gatheredRows > 0 && GatheredLongRelation.handles(hashed) =>
-        GatheredLongRelation.build(output, hashed.key.head, buildOutput)
+          if gatheredRows > 0 && GatheredRelation.handles(hashed) =>
+        GatheredRelation.build(output, hashed, buildOutput)
       case _ =>
         val projected: Iterator[InternalRow] =
           if (output == null) Iterator.empty
@@ -484,7 +484,7 @@ class ExecutorRelation[T: ClassTag](
     buildTime.add((System.nanoTime() - start) / 1000000L)
     executorsBuilt.add(1)
     rowsBuilt.add(gatheredRows)
-    if (!relation.isInstanceOf[GatheredLongRelation]) {
+    if (!relation.isInstanceOf[OverGatheredRows]) {
       rowsCopied.add(gatheredRows)
     }
     relation

@@ -1,0 +1,244 @@
+package io.npugather.spark.output;
+
+import java.util.Arrays;
+import java.util.NoSuchElementException;
+import java.util.PrimitiveIterator;
+import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.array.ByteArrayMethods;
+
+/**
+ * The rows of a gathered output by a key of any type, given as its bytes (an {@code UnsafeRow} of
+ * the key columns, which are equal exactly when the keys are, as Spark's own relation compares
+ * them) and their hash. Each distinct key is kept once, in an array of key bytes; an
+ * open-addressing table at most half full leads from it to the first of its rows, and every row to
+ * the next of its key, in the order given. Immutable once built: tasks in several threads read one
+ * index.
+ */
+public final class KeyRowIndex {
+  private static final int NONE = -1;
+  private static final int MAX_KEY_BYTES = Integer.MAX_VALUE - 16;
+
+  private final RowNumbering numbering;
+  private final int[] firsts; // by slot: the first row of its key, or NONE
+  private final int[] hashes; // by slot: its key's hash
+  private final int[] keyOffsets; // by slot: where its key's bytes start in keyBytes
+  private final int[] keyLengths; // by slot
+  private final byte[] keyBytes;
+  private final int mask;
+  private final int[] next; // by row: the next row of its key, or NONE
+  private final int keyCount;
+  private final int keyedRows;
+
+  private KeyRowIndex(Builder b) {
+    numbering = b.batches.build(b.rows);
+    firsts = b.firsts;
+    hashes = b.hashes;
+    keyOffsets = b.keyOffsets;
+    keyLengths = b.keyLengths;
+    keyBytes = b.keyBytes;
+    mask = b.mask;
+    next = b.next;
+    keyCount = b.keyCount;
+    keyedRows = b.keyedRows;
+  }
+
+  /** An index of {@code rows} rows, given batch by batch. */
+  public static Builder builder(long rows) {
+    return new Builder(RowNumbering.checkedRows(rows));
+  }
+
+  /**
+   * The first row of the key whose bytes are {@code length} bytes at {@code offset} of {@code base}
+   * (as {@link Platform} addresses them) and whose hash is {@code hash}, or -1.
+   */
+  public int first(Object base, long offset, int length, int hash) {
+    for (int slot = slotOf(hash, mask); ; slot = (slot + 1) & mask) {
+      int row = firsts[slot];
+      if (row == NONE || matches(slot, base, offset, length, hash)) {
+        return row;
+      }
+    }
+  }
+
+  /** The row after {@code row} with the same key, or -1. */
+  public int next(int row) {
+    return next[row];
+  }
+
+  /** Where its rows are. */
+  public RowNumbering numbering() {
+    return numbering;
+  }
+
+  /** Whether no two rows have the same key (rows with a null key left out). */
+  public boolean keyIsUnique() {
+    return keyCount == keyedRows;
+  }
+
+  /** The slot of every key once, in no particular order: its bytes by {@link #keyOffset}. */
+  public PrimitiveIterator.OfInt keySlots() {
+    return new PrimitiveIterator.OfInt() {
+      private int slot = advance(0);
+
+      private int advance(int from) {
+        while (from < firsts.length && firsts[from] == NONE) {
+          from++;
+        }
+        return from;
+      }
+
+      @Override
+      public boolean hasNext() {
+        return slot < firsts.length;
+      }
+
+      @Override
+      public int nextInt() {
+        if (!hasNext()) {
+          throw new NoSuchElementException();
+        }
+        int at = slot;
+        slot = advance(slot + 1);
+        return at;
+      }
+    };
+  }
+
+  /** The array that holds the keys' bytes. */
+  public Object keyBase() {
+    return keyBytes;
+  }
+
+  /** Where the bytes of the key in {@code slot} start, as {@link Platform} addresses them. */
+  public long keyOffset(int slot) {
+    return Platform.BYTE_ARRAY_OFFSET + keyOffsets[slot];
+  }
+
+  /** The number of bytes of the key in {@code slot}. */
+  public int keyLength(int slot) {
+    return keyLengths[slot];
+  }
+
+  /** The bytes of its arrays. */
+  public long bytes() {
+    return numbering.bytes() + 16L * firsts.length + 4L * next.length + keyBytes.length;
+  }
+
+  private boolean matches(int slot, Object base, long offset, int length, int hash) {
+    return hashes[slot] == hash
+        && keyLengths[slot] == length
+        && ByteArrayMethods.arrayEquals(keyBytes, keyOffset(slot), base, offset, length);
+  }
+
+  /** The first slot to look at for {@code hash}: its bits spread over the table. */
+  private static int slotOf(int hash, int mask) {
+    long h = hash * 0x9E3779B97F4A7C15L;
+    return (int) (h ^ (h >>> 32)) & mask;
+  }
+
+  @Override
+  public String toString() {
+    return keyedRows
+        + " rows with a key, "
+        + keyCount
+        + " keys of "
+        + keyBytes.length
+        + " bytes, "
+        + numbering.batches()
+        + " batches";
+  }
+
+  /** The keys of the rows, batch after batch. */
+  public static final class Builder {
+    private final RowNumbering.Builder batches = new RowNumbering.Builder();
+    private final int[] firsts;
+    private final int[] lasts; // by slot: the last row of its key so far
+    private final int[] hashes;
+    private final int[] keyOffsets;
+    private final int[] keyLengths;
+    private final int mask;
+    private final int[] next;
+    private byte[] keyBytes = new byte[1024];
+    private int keyBytesUsed;
+    private int rows;
+    private int keyCount;
+    private int keyedRows;
+
+    private Builder(int rows) {
+      int capacity = Integer.highestOneBit(Math.max(2 * rows, 16) - 1) << 1;
+      firsts = new int[capacity];
+      lasts = new int[capacity];
+      hashes = new int[capacity];
+      keyOffsets = new int[capacity];
+      keyLengths = new int[capacity];
+      mask = capacity - 1;
+      next = new int[rows];
+      Arrays.fill(firsts, NONE);
+    }
+
+    /**
+     * The next row's key: {@code length} bytes at {@code offset} of {@code base}, hashing to {@code
+     * hash}.
+     */
+    public void add(Object base, long offset, int length, int hash) {
+      int row = rows++;
+      next[row] = NONE;
+      keyedRows++;
+      int slot = slotOf(hash, mask);
+      while (firsts[slot] != NONE) {
+        if (hashes[slot] == hash
+            && keyLengths[slot] == length
+            && ByteArrayMethods.arrayEquals(
+                keyBytes, Platform.BYTE_ARRAY_OFFSET + keyOffsets[slot], base, offset, length)) {
+          next[lasts[slot]] = row;
+          lasts[slot] = row;
+          return;
+        }
+        slot = (slot + 1) & mask;
+      }
+      firsts[slot] = row;
+      lasts[slot] = row;
+      hashes[slot] = hash;
+      keyOffsets[slot] = keep(base, offset, length);
+      keyLengths[slot] = length;
+      keyCount++;
+    }
+
+    /** The next row, whose key is null: no key leads to it. */
+    public void addNull() {
+      next[rows++] = NONE;
+    }
+
+    /** The current batch ends (after its last row, if any). */
+    public void endBatch() {
+      batches.endBatch(rows);
+    }
+
+    /** The index; every row announced to {@link #builder} given. */
+    public KeyRowIndex build() {
+      if (rows != next.length) {
+        throw new IllegalStateException(rows + " of " + next.length + " rows given");
+      }
+      keyBytes = Arrays.copyOf(keyBytes, keyBytesUsed);
+      return new KeyRowIndex(this);
+    }
+
+    /** Copies a new key's bytes to the end of the key array; where they start. */
+    private int keep(Object base, long offset, int length) {
+      if (length > MAX_KEY_BYTES - keyBytesUsed) {
+        throw new IllegalArgumentException(
+            "the distinct keys of a gathered build side take more than "
+                + MAX_KEY_BYTES
+                + " bytes, the most one index holds");
+      }
+      if (keyBytesUsed + length > keyBytes.length) {
+        long grown = Math.max((long) keyBytes.length * 2, (long) keyBytesUsed + length);
+        keyBytes = Arrays.copyOf(keyBytes, (int) Math.min(grown, MAX_KEY_BYTES));
+      }
+      int at = keyBytesUsed;
+      Platform.copyMemory(base, offset, keyBytes, Platform.BYTE_ARRAY_OFFSET + at, length);
+      keyBytesUsed += length;
+      return at;
+    }
+  }
+}
