@@ -28,7 +28,7 @@ import org.apache.spark.sql.functions;
  *
  * <pre>
  * bin/npugather-bench --joins [master=local[2]] [buildMiB=16,64,256] [streamRows=2000000] [runs=3]
- *     [maxResultSize=0] [buildPartitions=slots]
+ *     [maxResultSize=0] [buildPartitions=slots] [key=long]
  * </pre>
  *
  * {@code master}: {@code local[N]} (one JVM) or {@code local-cluster[N,1,MB]} (N executor JVMs of
@@ -36,7 +36,9 @@ import org.apache.spark.sql.functions;
  * limit); a method that fails (Spark's broadcast above that limit or the driver's memory) is
  * reported as failing, with the first line of its error. {@code buildPartitions}: the cached build
  * side's partitions; with one per task slot (the default) the gather reads them where they lie,
- * with another number they move to the ranks through a shuffle first.
+ * with another number they move to the ranks through a shuffle first. {@code key}: {@code long}
+ * (the row's number) or {@code string} (the same number after {@code "key-"}), so that Spark builds
+ * its relation on one long or on key bytes.
  *
  * <p>Prints a markdown table: per build size and method the median and range of the join's wall
  * time, the ratio to the ALLGATHER median, the driver's peak heap above its level before the run
@@ -65,6 +67,10 @@ public final class JoinBenchmark {
     int runs = args.length > 3 ? Integer.parseInt(args[3]) : 3;
     String maxResultSize = args.length > 4 ? args[4] : "0";
     int buildPartitions = args.length > 5 ? Integer.parseInt(args[5]) : 0;
+    String key = args.length > 6 ? args[6] : "long";
+    if (!key.equals("long") && !key.equals("string")) {
+      throw new IllegalArgumentException("key = '" + key + "'; allowed: long or string");
+    }
 
     SparkConf conf =
         new SparkConf()
@@ -88,7 +94,14 @@ public final class JoinBenchmark {
             : ClusterLauncher.local(localSlots(master), conf);
     try (launcher) {
       return run(
-          launcher.spark(), master, buildMiB, streamRows, runs, maxResultSize, buildPartitions);
+          launcher.spark(),
+          master,
+          buildMiB,
+          streamRows,
+          runs,
+          maxResultSize,
+          buildPartitions,
+          key);
     }
   }
 
@@ -108,7 +121,8 @@ public final class JoinBenchmark {
       long streamRows,
       int runs,
       String maxResultSize,
-      int buildPartitions)
+      int buildPartitions,
+      String key)
       throws Exception {
     spark.sparkContext().setLogLevel("WARN");
     int slots = spark.sparkContext().defaultParallelism();
@@ -131,7 +145,8 @@ public final class JoinBenchmark {
     md.append(
         String.format(
             Locale.ROOT,
-            "%nJoin benchmark: %s (%d slots), build side in %d partitions, stream %d rows, %d runs"
+            "%nJoin benchmark: %s (%d slots), build side in %d partitions, %s key, stream %d rows,"
+                + " %d runs"
                 + " after a warm-up, driver heap max %d MiB, spark.driver.maxResultSize=%s%n%n"
                 + "| build MiB | build rows | method | median ms | min-max ms | x allgather |"
                 + " driver heap peak MiB | executor RSS peak MiB |%n"
@@ -139,18 +154,21 @@ public final class JoinBenchmark {
             master,
             slots,
             partitions,
+            key,
             streamRows,
             runs,
             Runtime.getRuntime().maxMemory() >> 20,
             maxResultSize));
     for (long mib : buildMiB) {
-      // 64 bytes of payload per build row: a key, a long and a 48-byte string.
+      // 64 bytes of payload per build row: a key, a long and a 48-byte string (a string key
+      // adds its bytes beyond the long's 8).
       long buildRows = mib * (1L << 20) / 64;
+      String asKey = key.equals("long") ? "%s" : "CONCAT('key-', CAST(%s AS STRING))";
       Dataset<Row> build =
           spark
               .range(0, buildRows, 1, partitions)
               .selectExpr(
-                  "id AS rk",
+                  String.format(asKey, "id") + " AS rk",
                   "id * 3 AS w",
                   "repeat(substr(md5(CAST(id AS STRING)), 1, 16), 3) AS s")
               .cache();
@@ -158,7 +176,8 @@ public final class JoinBenchmark {
       Dataset<Row> stream =
           spark
               .range(0, streamRows, 1, slots)
-              .selectExpr("(id * 7919) % " + (buildRows * 2) + " AS k", "id AS v")
+              .selectExpr(
+                  String.format(asKey, "(id * 7919) % " + (buildRows * 2)) + " AS k", "id AS v")
               .cache();
       stream.count();
       List<Object> reference = null;

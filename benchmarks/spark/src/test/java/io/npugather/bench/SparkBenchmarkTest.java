@@ -23,13 +23,15 @@ class SparkBenchmarkTest {
   /**
    * What {@code bin/npugather-bench --joins} runs, on tiny tables: the three joins agree, with the
    * build side in one partition per slot (gathered where it lies) and in another number (moved to
-   * the ranks first).
+   * the ranks first), on a long key and on a string key.
    */
   @Test
   void theJoinBenchmarkComparesTheThreeJoinsOfOneQuery() throws Exception {
     for (String partitions : List.of("0", "3")) {
+      String key = partitions.equals("0") ? "long" : "string";
       String table =
-          JoinBenchmark.run(new String[] {"local[2]", "1", "20000", "1", "0", partitions});
+          JoinBenchmark.run(new String[] {"local[2]", "1", "20000", "1", "0", partitions, key});
+      assertTrue(table.contains(key + " key"), table);
       for (String method : List.of("| allgather |", "| broadcast |", "| sort-merge |")) {
         assertTrue(table.contains(method), table);
       }
