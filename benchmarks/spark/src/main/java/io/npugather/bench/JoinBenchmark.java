@@ -5,6 +5,7 @@ import java.lang.management.ManagementFactory;
 import java.lang.management.MemoryPoolMXBean;
 import java.lang.management.MemoryType;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -39,6 +40,9 @@ import org.apache.spark.sql.functions;
  * with another number they move to the ranks through a shuffle first. {@code key}: {@code long}
  * (the row's number) or {@code string} (the same number after {@code "key-"}), so that Spark builds
  * its relation on one long or on key bytes.
+ *
+ * <p>Each method runs once to warm up, then the methods run in turn, {@code runs} rounds of all of
+ * them, so that none meets executors the others warmed up more than it did.
  *
  * <p>Prints a markdown table: per build size and method the median and range of the join's wall
  * time, the ratio to the ALLGATHER median, the driver's peak heap above its level before the run
@@ -180,37 +184,60 @@ public final class JoinBenchmark {
                   String.format(asKey, "(id * 7919) % " + (buildRows * 2)) + " AS k", "id AS v")
               .cache();
       stream.count();
+      // A warm-up of every method, then the runs in rounds of every method, so that no method
+      // meets executors the others warmed up (JIT, class loading) more than it did.
+      Map<Method, Trial> trials = new LinkedHashMap<>();
+      for (Method m : methods) {
+        Trial trial = new Trial(runs);
+        trials.put(m, trial);
+        trial.attempt(() -> digest(m.join().apply(stream, build)));
+      }
+      for (int r = 0; r < runs; r++) {
+        for (Method m : methods) {
+          Trial trial = trials.get(m);
+          trial.attempt(
+              () -> {
+                System.gc();
+                HeapSampler sampler = new HeapSampler();
+                sampler.start();
+                executorPeaks.reset();
+                long start = System.nanoTime();
+                List<Object> answer;
+                long nanos;
+                long heapPeak;
+                try {
+                  answer = digest(m.join().apply(stream, build));
+                  nanos = System.nanoTime() - start;
+                } finally {
+                  heapPeak = sampler.stopAndPeak();
+                }
+                trial.ran(nanos, heapPeak, executorJvms ? executorPeaks.awaitPeak() : 0);
+                return answer;
+              });
+        }
+      }
       List<Object> reference = null;
       double allgatherMedian = 0;
       for (Method m : methods) {
+        Trial trial = trials.get(m);
         String row;
-        try {
-          Dataset<Row> joined = m.join().apply(stream, build);
-          digest(joined); // warm-up
-          long[] times = new long[runs];
-          long heapPeak = 0;
-          long executorPeak = 0;
-          List<Object> answer = null;
-          for (int r = 0; r < runs; r++) {
-            System.gc();
-            HeapSampler sampler = new HeapSampler();
-            sampler.start();
-            executorPeaks.reset();
-            long start = System.nanoTime();
-            answer = digest(m.join().apply(stream, build));
-            times[r] = System.nanoTime() - start;
-            heapPeak = Math.max(heapPeak, sampler.stopAndPeak());
-            if (executorJvms) {
-              executorPeak = Math.max(executorPeak, executorPeaks.awaitPeak());
-            }
-          }
+        if (trial.failure != null) {
+          row =
+              String.format(
+                  Locale.ROOT,
+                  "| %d | %d | %s | fails: %s | | | | |%n",
+                  mib,
+                  buildRows,
+                  m.name(),
+                  firstLine(trial.failure));
+        } else {
           if (reference == null) {
-            reference = answer;
-          } else if (!reference.equals(answer)) {
+            reference = trial.answer;
+          } else if (!reference.equals(trial.answer)) {
             throw new IllegalStateException(
-                m.name() + " answered " + answer + ", allgather " + reference);
+                m.name() + " answered " + trial.answer + ", allgather " + reference);
           }
-          long[] sorted = times.clone();
+          long[] sorted = trial.times.clone();
           java.util.Arrays.sort(sorted);
           double median = sorted[runs / 2] / 1e6;
           if (m.name().equals("allgather")) {
@@ -227,19 +254,8 @@ public final class JoinBenchmark {
                   sorted[0] / 1e6,
                   sorted[runs - 1] / 1e6,
                   median / allgatherMedian,
-                  heapPeak >> 20,
-                  executorJvms ? String.valueOf(executorPeak >> 20) : "(driver)");
-        } catch (IllegalStateException e) {
-          throw e; // a wrong answer
-        } catch (Exception | OutOfMemoryError e) {
-          row =
-              String.format(
-                  Locale.ROOT,
-                  "| %d | %d | %s | fails: %s | | | | |%n",
-                  mib,
-                  buildRows,
-                  m.name(),
-                  firstLine(e));
+                  trial.heapPeak >> 20,
+                  executorJvms ? String.valueOf(trial.executorPeak >> 20) : "(driver)");
         }
         System.out.print(row);
         md.append(row);
@@ -301,6 +317,38 @@ public final class JoinBenchmark {
   private static List<Object> digest(Dataset<Row> df) {
     Row r = df.selectExpr("count(*)", "sum(CAST(hash(*) AS BIGINT))").first();
     return List.of(r.get(0), r.get(1) == null ? 0L : r.get(1));
+  }
+
+  /** One method's runs at one build size: their times, memory peaks and answer, or its failure. */
+  private static final class Trial {
+    final long[] times;
+    int done;
+    long heapPeak;
+    long executorPeak;
+    List<Object> answer;
+    Throwable failure; // the method fails (the broadcast above the driver's limits): no more runs
+
+    Trial(int runs) {
+      times = new long[runs];
+    }
+
+    /** Runs {@code run} unless the method failed before; keeps its answer or its failure. */
+    void attempt(java.util.concurrent.Callable<List<Object>> run) throws Exception {
+      if (failure != null) {
+        return;
+      }
+      try {
+        answer = run.call();
+      } catch (Exception | OutOfMemoryError e) {
+        failure = e;
+      }
+    }
+
+    void ran(long nanos, long heap, long executor) {
+      times[done++] = nanos;
+      heapPeak = Math.max(heapPeak, heap);
+      executorPeak = Math.max(executorPeak, executor);
+    }
   }
 
   /** The driver's peak used heap above its level at start, sampled every 20 ms. */
