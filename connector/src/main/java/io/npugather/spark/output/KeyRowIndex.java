@@ -11,18 +11,18 @@ import org.apache.spark.unsafe.array.ByteArrayMethods;
  * the key columns, which are equal exactly when the keys are, as Spark's own relation compares
  * them) and their hash. Each distinct key is kept once, in an array of key bytes; an
  * open-addressing table at most half full leads from it to the first of its rows, and every row to
- * the next of its key, in the order given. Immutable once built: tasks in several threads read one
- * index.
+ * the next of its key, in the order given. A slot is two adjacent longs (the hash and first row,
+ * then where the key's bytes are), so that a probe reads one cache line of the table. Immutable
+ * once built: tasks in several threads read one index.
  */
 public final class KeyRowIndex {
   private static final int NONE = -1;
   private static final int MAX_KEY_BYTES = Integer.MAX_VALUE - 16;
 
   private final RowNumbering numbering;
-  private final int[] firsts; // by slot: the first row of its key, or NONE
-  private final int[] hashes; // by slot: its key's hash
-  private final int[] keyOffsets; // by slot: where its key's bytes start in keyBytes
-  private final int[] keyLengths; // by slot
+  // Slot s: table[2s] = hash << 32 | (first row + 1), 0 when empty;
+  // table[2s + 1] = offset of the key's bytes in keyBytes << 32 | their length.
+  private final long[] table;
   private final byte[] keyBytes;
   private final int mask;
   private final int[] next; // by row: the next row of its key, or NONE
@@ -31,10 +31,7 @@ public final class KeyRowIndex {
 
   private KeyRowIndex(Builder b) {
     numbering = b.batches.build(b.rows);
-    firsts = b.firsts;
-    hashes = b.hashes;
-    keyOffsets = b.keyOffsets;
-    keyLengths = b.keyLengths;
+    table = b.table;
     keyBytes = b.keyBytes;
     mask = b.mask;
     next = b.next;
@@ -52,10 +49,24 @@ public final class KeyRowIndex {
    * (as {@link Platform} addresses them) and whose hash is {@code hash}, or -1.
    */
   public int first(Object base, long offset, int length, int hash) {
+    return (int) table[2 * slotOf(table, keyBytes, mask, base, offset, length, hash)] - 1;
+  }
+
+  /** The slot of a key in {@code table}, or the empty one where it would go. */
+  private static int slotOf(
+      long[] table, byte[] keyBytes, int mask, Object base, long offset, int length, int hash) {
     for (int slot = slotOf(hash, mask); ; slot = (slot + 1) & mask) {
-      int row = firsts[slot];
-      if (row == NONE || matches(slot, base, offset, length, hash)) {
-        return row;
+      long head = table[2 * slot];
+      if (head == 0) {
+        return slot;
+      }
+      if ((int) (head >>> 32) == hash) {
+        long at = table[2 * slot + 1];
+        if ((int) at == length
+            && ByteArrayMethods.arrayEquals(
+                keyBytes, Platform.BYTE_ARRAY_OFFSET + (at >>> 32), base, offset, length)) {
+          return slot;
+        }
       }
     }
   }
@@ -81,7 +92,7 @@ public final class KeyRowIndex {
       private int slot = advance(0);
 
       private int advance(int from) {
-        while (from < firsts.length && firsts[from] == NONE) {
+        while (from <= mask && table[2 * from] == 0) {
           from++;
         }
         return from;
@@ -89,7 +100,7 @@ public final class KeyRowIndex {
 
       @Override
       public boolean hasNext() {
-        return slot < firsts.length;
+        return slot <= mask;
       }
 
       @Override
@@ -111,23 +122,17 @@ public final class KeyRowIndex {
 
   /** Where the bytes of the key in {@code slot} start, as {@link Platform} addresses them. */
   public long keyOffset(int slot) {
-    return Platform.BYTE_ARRAY_OFFSET + keyOffsets[slot];
+    return Platform.BYTE_ARRAY_OFFSET + (table[2 * slot + 1] >>> 32);
   }
 
   /** The number of bytes of the key in {@code slot}. */
   public int keyLength(int slot) {
-    return keyLengths[slot];
+    return (int) table[2 * slot + 1];
   }
 
   /** The bytes of its arrays. */
   public long bytes() {
-    return numbering.bytes() + 16L * firsts.length + 4L * next.length + keyBytes.length;
-  }
-
-  private boolean matches(int slot, Object base, long offset, int length, int hash) {
-    return hashes[slot] == hash
-        && keyLengths[slot] == length
-        && ByteArrayMethods.arrayEquals(keyBytes, keyOffset(slot), base, offset, length);
+    return numbering.bytes() + 8L * table.length + 4L * next.length + keyBytes.length;
   }
 
   /** The first slot to look at for {@code hash}: its bits spread over the table. */
@@ -151,11 +156,8 @@ public final class KeyRowIndex {
   /** The keys of the rows, batch after batch. */
   public static final class Builder {
     private final RowNumbering.Builder batches = new RowNumbering.Builder();
-    private final int[] firsts;
+    private final long[] table;
     private final int[] lasts; // by slot: the last row of its key so far
-    private final int[] hashes;
-    private final int[] keyOffsets;
-    private final int[] keyLengths;
     private final int mask;
     private final int[] next;
     private byte[] keyBytes = new byte[1024];
@@ -166,14 +168,10 @@ public final class KeyRowIndex {
 
     private Builder(int rows) {
       int capacity = Integer.highestOneBit(Math.max(2 * rows, 16) - 1) << 1;
-      firsts = new int[capacity];
+      table = new long[2 * capacity];
       lasts = new int[capacity];
-      hashes = new int[capacity];
-      keyOffsets = new int[capacity];
-      keyLengths = new int[capacity];
       mask = capacity - 1;
       next = new int[rows];
-      Arrays.fill(firsts, NONE);
     }
 
     /**
@@ -184,23 +182,15 @@ public final class KeyRowIndex {
       int row = rows++;
       next[row] = NONE;
       keyedRows++;
-      int slot = slotOf(hash, mask);
-      while (firsts[slot] != NONE) {
-        if (hashes[slot] == hash
-            && keyLengths[slot] == length
-            && ByteArrayMethods.arrayEquals(
-                keyBytes, Platform.BYTE_ARRAY_OFFSET + keyOffsets[slot], base, offset, length)) {
-          next[lasts[slot]] = row;
-          lasts[slot] = row;
-          return;
-        }
-        slot = (slot + 1) & mask;
+      int slot = slotOf(table, keyBytes, mask, base, offset, length, hash);
+      if (table[2 * slot] != 0) { // a key seen before
+        next[lasts[slot]] = row;
+        lasts[slot] = row;
+        return;
       }
-      firsts[slot] = row;
+      table[2 * slot] = (long) hash << 32 | (row + 1L);
+      table[2 * slot + 1] = (long) keep(base, offset, length) << 32 | length;
       lasts[slot] = row;
-      hashes[slot] = hash;
-      keyOffsets[slot] = keep(base, offset, length);
-      keyLengths[slot] = length;
       keyCount++;
     }
 
