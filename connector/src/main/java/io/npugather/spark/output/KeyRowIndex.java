@@ -1,7 +1,6 @@
 package io.npugather.spark.output;
 
 import java.util.Arrays;
-import java.util.NoSuchElementException;
 import java.util.PrimitiveIterator;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.array.ByteArrayMethods;
@@ -15,28 +14,21 @@ import org.apache.spark.unsafe.array.ByteArrayMethods;
  * then where the key's bytes are), so that a probe reads one cache line of the table. Immutable
  * once built: tasks in several threads read one index.
  */
-public final class KeyRowIndex {
-  private static final int NONE = -1;
+public final class KeyRowIndex extends RowIndex {
   private static final int MAX_KEY_BYTES = Integer.MAX_VALUE - 16;
 
-  private final RowNumbering numbering;
   // Slot s: table[2s] = hash << 32 | (first row + 1), 0 when empty;
   // table[2s + 1] = offset of the key's bytes in keyBytes << 32 | their length.
   private final long[] table;
   private final byte[] keyBytes;
   private final int mask;
-  private final int[] next; // by row: the next row of its key, or NONE
-  private final int keyCount;
-  private final int keyedRows;
 
   private KeyRowIndex(Builder b) {
-    numbering = b.batches.build(b.rows);
+    super(b.batches.build(b.rows), b.next, b.keyedRows);
     table = b.table;
     keyBytes = b.keyBytes;
     mask = b.mask;
-    next = b.next;
     keyCount = b.keyCount;
-    keyedRows = b.keyedRows;
   }
 
   /** An index of {@code rows} rows, given batch by batch. */
@@ -71,48 +63,19 @@ public final class KeyRowIndex {
     }
   }
 
-  /** The row after {@code row} with the same key, or -1. */
-  public int next(int row) {
-    return next[row];
-  }
-
-  /** Where its rows are. */
-  public RowNumbering numbering() {
-    return numbering;
-  }
-
-  /** Whether no two rows have the same key (rows with a null key left out). */
-  public boolean keyIsUnique() {
-    return keyCount == keyedRows;
-  }
-
   /** The slot of every key once, in no particular order: its bytes by {@link #keyOffset}. */
   public PrimitiveIterator.OfInt keySlots() {
-    return new PrimitiveIterator.OfInt() {
-      private int slot = advance(0);
+    return slotsWithKeys();
+  }
 
-      private int advance(int from) {
-        while (from <= mask && table[2 * from] == 0) {
-          from++;
-        }
-        return from;
-      }
+  @Override
+  int slots() {
+    return mask + 1;
+  }
 
-      @Override
-      public boolean hasNext() {
-        return slot <= mask;
-      }
-
-      @Override
-      public int nextInt() {
-        if (!hasNext()) {
-          throw new NoSuchElementException();
-        }
-        int at = slot;
-        slot = advance(slot + 1);
-        return at;
-      }
-    };
+  @Override
+  boolean holdsKey(int slot) {
+    return table[2 * slot] != 0;
   }
 
   /** The array that holds the keys' bytes. */
@@ -130,9 +93,9 @@ public final class KeyRowIndex {
     return (int) table[2 * slot + 1];
   }
 
-  /** The bytes of its arrays. */
+  @Override
   public long bytes() {
-    return numbering.bytes() + 8L * table.length + 4L * next.length + keyBytes.length;
+    return super.bytes() + 8L * table.length + keyBytes.length;
   }
 
   /** The first slot to look at for {@code hash}: its bits spread over the table. */
@@ -143,14 +106,7 @@ public final class KeyRowIndex {
 
   @Override
   public String toString() {
-    return keyedRows
-        + " rows with a key, "
-        + keyCount
-        + " keys of "
-        + keyBytes.length
-        + " bytes, "
-        + numbering.batches()
-        + " batches";
+    return super.toString() + ", " + keyBytes.length + " bytes of keys";
   }
 
   /** The keys of the rows, batch after batch. */

@@ -2,31 +2,21 @@ package io.npugather.spark.output;
 
 import java.util.Arrays;
 import java.util.BitSet;
-import java.util.NoSuchElementException;
 import java.util.PrimitiveIterator;
 
 /**
- * The rows of a gathered output by a long key. Rows are numbered across the output's batches in
- * rank order; each key leads to its rows in that order, a chain from the first. Dense (an array
- * over the key range) when the keys lie close together, as Spark's own relation turns dense;
- * otherwise an open-addressing table at most half full. Immutable once built: tasks in several
- * threads read one index.
+ * The rows of a gathered output by a long key. Dense (an array over the key range) when the keys
+ * lie close together, as Spark's own relation turns dense; otherwise an open-addressing table at
+ * most half full.
  */
-public final class LongRowIndex {
-  private static final int NONE = -1;
-
-  private final RowNumbering numbering;
+public final class LongRowIndex extends RowIndex {
   private final int[] firsts; // by slot: the first row of its key, or NONE
   private final long[] slotKeys; // by slot: its key; null when dense (the slot is key - minKey)
   private final long minKey;
   private final int mask;
-  private final int[] next; // by row: the next row of its key, or NONE
-  private final int keyCount;
-  private final int keyedRows;
 
   private LongRowIndex(Builder b) {
-    numbering = b.batches.build(b.rows);
-    next = new int[b.rows];
+    super(b.batches.build(b.rows), new int[b.rows], b.keyedRows);
     long range = b.maxKey - b.minKey; // negative when it overflows
     boolean dense =
         b.keyedRows > 0
@@ -61,7 +51,6 @@ public final class LongRowIndex {
       firsts[slot] = row;
     }
     keyCount = keys;
-    keyedRows = b.keyedRows;
   }
 
   /** An index of {@code rows} rows, given batch by batch. */
@@ -83,55 +72,36 @@ public final class LongRowIndex {
     }
   }
 
-  /** The row after {@code row} with the same key, or -1. */
-  public int next(int row) {
-    return next[row];
-  }
-
-  /** Where its rows are. */
-  public RowNumbering numbering() {
-    return numbering;
-  }
-
-  /** Whether no two rows have the same key (rows with a null key left out). */
-  public boolean keyIsUnique() {
-    return keyCount == keyedRows;
-  }
-
   /** Every key once, in no particular order. */
   public PrimitiveIterator.OfLong keys() {
+    PrimitiveIterator.OfInt slots = slotsWithKeys();
     return new PrimitiveIterator.OfLong() {
-      private int slot = advance(0);
-
-      private int advance(int from) {
-        while (from < firsts.length && firsts[from] == NONE) {
-          from++;
-        }
-        return from;
-      }
-
       @Override
       public boolean hasNext() {
-        return slot < firsts.length;
+        return slots.hasNext();
       }
 
       @Override
       public long nextLong() {
-        if (!hasNext()) {
-          throw new NoSuchElementException();
-        }
-        long key = slotKeys == null ? minKey + slot : slotKeys[slot];
-        slot = advance(slot + 1);
-        return key;
+        int slot = slots.nextInt();
+        return slotKeys == null ? minKey + slot : slotKeys[slot];
       }
     };
   }
 
-  /** The bytes of its arrays. */
+  @Override
+  int slots() {
+    return firsts.length;
+  }
+
+  @Override
+  boolean holdsKey(int slot) {
+    return firsts[slot] != NONE;
+  }
+
+  @Override
   public long bytes() {
-    return numbering.bytes()
-        + 4L * (firsts.length + next.length)
-        + (slotKeys == null ? 0 : 8L * slotKeys.length);
+    return super.bytes() + 4L * firsts.length + (slotKeys == null ? 0 : 8L * slotKeys.length);
   }
 
   /** Where an absent key would go, or the slot of a present one. */
@@ -151,14 +121,7 @@ public final class LongRowIndex {
 
   @Override
   public String toString() {
-    return (slotKeys == null ? "dense" : "hashed")
-        + ", "
-        + keyedRows
-        + " rows with a key, "
-        + keyCount
-        + " keys, "
-        + numbering.batches()
-        + " batches";
+    return (slotKeys == null ? "dense, " : "hashed, ") + super.toString();
   }
 
   /** The keys of the rows, batch after batch. */
