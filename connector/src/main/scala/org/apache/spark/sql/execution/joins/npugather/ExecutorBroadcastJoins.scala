@@ -22,7 +22,6 @@ import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{
   Attribute,
   BindReferences,
-  BoundReference,
   SortOrder,
   UnsafeProjection
 }
@@ -469,9 +468,7 @@ class ExecutorRelation[T: ClassTag](
         val projected: Iterator[InternalRow] =
           if (output == null) Iterator.empty
           else {
-            val project = UnsafeProjection.create(buildOutput.zipWithIndex.map { case (a, i) =>
-              BoundReference(i + 1, a.dataType, a.nullable)
-            })
+            val project = UnsafeProjection.create(GatheredRelation.columnsOf(buildOutput))
             val copy = mode == IdentityBroadcastMode // kept as they are; the hashed modes copy
             output.batches().asScala.flatMap(_.rowIterator().asScala).map { row =>
               val p = project(row)

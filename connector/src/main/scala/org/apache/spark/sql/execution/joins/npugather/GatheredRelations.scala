@@ -55,14 +55,10 @@ object GatheredRelation {
       mode: HashedRelationBroadcastMode,
       buildOutput: Seq[Attribute]
   ): HashedRelation = {
-    // The batches' first column is the source rank.
     val keys = mode.key.map(_.transform { case BoundReference(i, dataType, nullable) =>
-      BoundReference(i + 1, dataType, nullable)
+      BoundReference(i + 1, dataType, nullable) // after the source rank
     })
-    val rows = new IndexedRows(
-      output,
-      buildOutput.zipWithIndex.map { case (a, i) => BoundReference(i + 1, a.dataType, a.nullable) }
-    )
+    val rows = new IndexedRows(output, columnsOf(buildOutput))
     if (keys.size == 1 && keys.head.dataType == LongType) {
       new GatheredLongRelation(longIndex(output, keys.head), rows)
     } else {
@@ -90,6 +86,10 @@ object GatheredRelation {
     }
     index.build()
   }
+
+  /** The columns `buildOutput` in a gathered batch, whose first column is the source rank. */
+  def columnsOf(buildOutput: Seq[Attribute]): Seq[BoundReference] =
+    buildOutput.zipWithIndex.map { case (a, i) => BoundReference(i + 1, a.dataType, a.nullable) }
 
   /** `f` of every row of `output`, batch after batch, `endBatch` after each. */
   private def eachRow(output: GatheredOutput, endBatch: => Unit)(f: InternalRow => Unit): Unit =
