@@ -47,7 +47,7 @@ public final class KeyRowIndex extends RowIndex {
   /** The slot of a key in {@code table}, or the empty one where it would go. */
   private static int slotOf(
       long[] table, byte[] keyBytes, int mask, Object base, long offset, int length, int hash) {
-    for (int slot = slotOf(hash, mask); ; slot = (slot + 1) & mask) {
+    for (int slot = firstSlot(hash, mask); ; slot = (slot + 1) & mask) {
       long head = table[2 * slot];
       if (head == 0) {
         return slot;
@@ -96,12 +96,6 @@ public final class KeyRowIndex extends RowIndex {
   @Override
   public long bytes() {
     return super.bytes() + 8L * table.length + keyBytes.length;
-  }
-
-  /** The first slot to look at for {@code hash}: its bits spread over the table. */
-  private static int slotOf(int hash, int mask) {
-    long h = hash * 0x9E3779B97F4A7C15L;
-    return (int) (h ^ (h >>> 32)) & mask;
   }
 
   @Override

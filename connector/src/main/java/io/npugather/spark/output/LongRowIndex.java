@@ -64,7 +64,7 @@ public final class LongRowIndex extends RowIndex {
       long slot = key - minKey; // as unsigned: below firsts.length only when key is in range
       return Long.compareUnsigned(slot, firsts.length) < 0 ? firsts[(int) slot] : NONE;
     }
-    for (int slot = hash(key) & mask; ; slot = (slot + 1) & mask) {
+    for (int slot = firstSlot(key, mask); ; slot = (slot + 1) & mask) {
       int row = firsts[slot];
       if (row == NONE || slotKeys[slot] == key) {
         return row;
@@ -106,17 +106,12 @@ public final class LongRowIndex extends RowIndex {
 
   /** Where an absent key would go, or the slot of a present one. */
   private int insertSlot(long key) {
-    int slot = hash(key) & mask;
+    int slot = firstSlot(key, mask);
     while (firsts[slot] != NONE && slotKeys[slot] != key) {
       slot = (slot + 1) & mask;
     }
     slotKeys[slot] = key;
     return slot;
-  }
-
-  private static int hash(long key) {
-    long h = key * 0x9E3779B97F4A7C15L;
-    return (int) (h ^ (h >>> 32));
   }
 
   @Override

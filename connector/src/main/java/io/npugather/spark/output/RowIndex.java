@@ -43,6 +43,15 @@ public abstract class RowIndex {
     return numbering.bytes() + 4L * next.length;
   }
 
+  /**
+   * The first slot to look at for {@code value} in a table of {@code mask + 1} slots: its bits
+   * spread over the table.
+   */
+  static int firstSlot(long value, int mask) {
+    long h = value * 0x9E3779B97F4A7C15L;
+    return (int) (h ^ (h >>> 32)) & mask;
+  }
+
   /** The number of slots. */
   abstract int slots();
 
