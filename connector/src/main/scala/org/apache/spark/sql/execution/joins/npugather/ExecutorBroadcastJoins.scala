@@ -19,12 +19,7 @@ import org.apache.spark.{SparkEnv, TaskContext}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{
-  Attribute,
-  BindReferences,
-  SortOrder,
-  UnsafeProjection
-}
+import org.apache.spark.sql.catalyst.expressions.{Attribute, BindReferences, SortOrder}
 import org.apache.spark.sql.catalyst.expressions.{Expression, Literal, UnaryExpression}
 import org.apache.spark.sql.catalyst.expressions.codegen.{CodegenContext, CodegenFallback}
 import org.apache.spark.sql.catalyst.optimizer.{
@@ -93,6 +88,7 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
       val build =
         ExecutorBuildExec(
           HashedRelationBroadcastMode(boundKeys),
+          marker.output,
           gather(marker),
           marker.automatic,
           marker.child.stats.sizeInBytes
@@ -114,6 +110,7 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
       val marker = (if (side == BuildRight) right else left).asInstanceOf[AllGatherJoinHint]
       val build = ExecutorBuildExec(
         IdentityBroadcastMode,
+        marker.output,
         gather(marker),
         marker.automatic,
         marker.child.stats.sizeInBytes
@@ -190,12 +187,15 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
     case BuildLeft  => (build, planLater(right))
   }
 
-  /** The gather of the hinted side, with the session's options, by one rank per task slot. */
+  /** The gather of the hinted side's rows ([[BuildRows]]), with the session's options, by one rank
+    * per task slot.
+    */
   private def gather(marker: AllGatherJoinHint): NpuAllGatherExec = {
     val session = SparkSession.active
     val options = AllGatherOptions.fromConf(session.conf.getAll.asJava)
     val slots = math.max(1, session.sparkContext.defaultParallelism)
-    NpuAllGatherExec.spreadOver(slots, options, planLater(marker.child), marker.metrics)
+    val rows = BuildRows.asBytes(planLater(marker.child))
+    NpuAllGatherExec.spreadOver(slots, options, rows, marker.metrics)
   }
 }
 
@@ -293,14 +293,16 @@ object PullUpAllGatherJoinHint extends Rule[LogicalPlan] {
   }
 }
 
-/** The build side of an executor-side broadcast: `child` (an [[NpuAllGatherExec]]) gathers it onto
-  * every executor; [[doExecuteBroadcast]] runs that gather alone and returns an
-  * [[ExecutorRelation]], whose value each executor builds once, from its own gathered output, when
-  * a task first asks for it. Nothing passes through the driver. A hinted build side (not
-  * `automatic`) above `spark.npugather.join.maxBuildBytes` fails before the gather starts.
+/** The build side of an executor-side broadcast, whose rows are `output`: `child` (an
+  * [[NpuAllGatherExec]]) gathers them onto every executor ([[BuildRows]]); [[doExecuteBroadcast]]
+  * runs that gather alone and returns an [[ExecutorRelation]], whose value each executor builds
+  * once, from its own gathered output, when a task first asks for it. Nothing passes through the
+  * driver. A hinted build side (not `automatic`) above `spark.npugather.join.maxBuildBytes` fails
+  * before the gather starts.
   */
 case class ExecutorBuildExec(
     mode: BroadcastMode,
+    output: Seq[Attribute],
     child: SparkPlan,
     automatic: Boolean,
     estimatedBytes: BigInt
@@ -309,8 +311,6 @@ case class ExecutorBuildExec(
   private def gatherNode: NpuAllGatherExec = child.collectFirst { case g: NpuAllGatherExec =>
     g
   }.get
-
-  override def output: Seq[Attribute] = child.output.drop(1) // the rows, without the source rank
 
   override def outputPartitioning: Partitioning = BroadcastPartitioning(mode)
 
@@ -406,7 +406,7 @@ object ExecutorBuildExec {
   * reference that keeps its outputs); in an executor, the relation that `mode` makes of the
   * executor's gathered rows, built by the first task that asks and shared by the others. For a hash
   * join that is an index over the gathered rows where they lie ([[GatheredRelation]]); for a
-  * nested-loop join, Spark's own copy of the rows.
+  * nested-loop join, the gathered rows where they lie.
   */
 class ExecutorRelation[T: ClassTag](
     id: Long,
@@ -465,23 +465,19 @@ class ExecutorRelation[T: ClassTag](
           if gatheredRows > 0 && GatheredRelation.handles(hashed) =>
         GatheredRelation.build(output, hashed, buildOutput)
       case _ =>
-        val projected: Iterator[InternalRow] =
+        val rows: Iterator[InternalRow] =
           if (output == null) Iterator.empty
           else {
-            val project = UnsafeProjection.create(GatheredRelation.columnsOf(buildOutput))
-            val copy = mode == IdentityBroadcastMode // kept as they are; the hashed modes copy
-            output.batches().asScala.flatMap(_.rowIterator().asScala).map { row =>
-              val p = project(row)
-              if (copy) p.copy() else p
-            }
+            // A nested-loop join keeps the rows; Spark's hashed relations copy them.
+            BuildRows.rowsOf(output, buildOutput.size, fresh = mode == IdentityBroadcastMode)
           }
         // Sized for every row at once, as Spark's broadcast exchange sizes its relation.
-        mode.transform(projected, Some(gatheredRows)).asInstanceOf[AnyRef]
+        mode.transform(rows, Some(gatheredRows)).asInstanceOf[AnyRef]
     }
     buildTime.add((System.nanoTime() - start) / 1000000L)
     executorsBuilt.add(1)
     rowsBuilt.add(gatheredRows)
-    if (!relation.isInstanceOf[OverGatheredRows]) {
+    if (!relation.isInstanceOf[OverGatheredRows] && mode != IdentityBroadcastMode) {
       rowsCopied.add(gatheredRows)
     }
     relation

@@ -10,7 +10,6 @@ import io.npugather.spark.output.{GatheredOutput, KeyRowIndex, LongRowIndex, Row
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{
   Attribute,
-  BoundReference,
   Expression,
   UnsafeProjection,
   UnsafeRow
@@ -24,20 +23,20 @@ import org.apache.spark.sql.execution.joins.{
   ValueRowWithKeyIndex
 }
 import org.apache.spark.sql.types.LongType
-import org.apache.spark.sql.vectorized.ColumnarBatch
 
 /** Spark's hash relations of a join's build side, over an executor's gathered output in place: an
-  * index from key to row numbers ([[LongRowIndex]] on one long key, [[KeyRowIndex]] on any other),
-  * and each matching row made an [[UnsafeRow]] when a probe asks for it. The build reads the keys
-  * of the gathered rows once; Spark's own relations copy every row into pages of their own first,
-  * which is most of their build time and a second copy of the table in the executor.
+  * index from key to row numbers ([[LongRowIndex]] on one long key, [[KeyRowIndex]] on any other)
+  * over the gathered [[UnsafeRow]] bytes ([[BuildRows]]); a match is an UnsafeRow pointed at them.
+  * The build reads the keys of the gathered rows once; Spark's own relations copy every row into
+  * pages of their own first, which is most of their build time and a second copy of the table in
+  * the executor.
   *
   * The answers are Spark's (`HashedRelation.apply` on the same rows): rows with a null key (any
   * null column of it) are left out, `get` gives every row of a key and null for a missing one,
   * `getValue` one of them. A relation reads the output's memory, so it is used only by tasks that
   * hold the output's block (read-locked, [[ExecutorRelation]]), each through its own copy
-  * ([[OverGatheredRows.over]], `asReadOnlyCopy`): batch objects and a projection of its own over
-  * the shared vectors and index.
+  * ([[OverGatheredRows.over]], `asReadOnlyCopy`): a row object of its own over the shared rows and
+  * index.
   */
 object GatheredRelation {
 
@@ -46,62 +45,43 @@ object GatheredRelation {
     */
   def handles(mode: HashedRelationBroadcastMode): Boolean = !mode.isNullAware
 
-  /** The relation of `output`'s rows, whose columns after the source rank are `buildOutput`, by
-    * `mode`'s keys (bound to `buildOutput`). `output` has at least one row: Spark's relation of
-    * none is its empty relation.
+  /** The relation of `output`'s rows (gathered as [[BuildRows]] of `buildOutput`), by `mode`'s keys
+    * (bound to `buildOutput`). `output` has at least one row: Spark's relation of none is its empty
+    * relation.
     */
   def build(
       output: GatheredOutput,
       mode: HashedRelationBroadcastMode,
       buildOutput: Seq[Attribute]
   ): HashedRelation = {
-    val keys = mode.key.map(_.transform { case BoundReference(i, dataType, nullable) =>
-      BoundReference(i + 1, dataType, nullable) // after the source rank
-    })
-    val rows = new IndexedRows(output, columnsOf(buildOutput))
-    if (keys.size == 1 && keys.head.dataType == LongType) {
-      new GatheredLongRelation(longIndex(output, keys.head), rows)
+    val rows = new IndexedRows(output, buildOutput.size)
+    if (mode.key.size == 1 && mode.key.head.dataType == LongType) {
+      new GatheredLongRelation(longIndex(rows, mode.key.head), rows)
     } else {
-      new GatheredKeyRelation(keyIndex(output, keys), keys.size, rows)
+      new GatheredKeyRelation(keyIndex(rows, mode.key), mode.key.size, rows)
     }
   }
 
-  private def longIndex(output: GatheredOutput, key: Expression): LongRowIndex = {
+  private def longIndex(rows: IndexedRows, key: Expression): LongRowIndex = {
     val keyOf = UnsafeProjection.create(Seq(key))
-    val index = LongRowIndex.builder(output.totalRows())
-    eachRow(output, index.endBatch()) { row =>
+    val index = LongRowIndex.builder(rows.output.totalRows())
+    rows.foreach(index.endBatch()) { row =>
       val k = keyOf(row)
       if (k.isNullAt(0)) index.addNull() else index.add(k.getLong(0))
     }
     index.build()
   }
 
-  private def keyIndex(output: GatheredOutput, keys: Seq[Expression]): KeyRowIndex = {
+  private def keyIndex(rows: IndexedRows, keys: Seq[Expression]): KeyRowIndex = {
     val keyOf = UnsafeProjection.create(keys)
-    val index = KeyRowIndex.builder(output.totalRows())
-    eachRow(output, index.endBatch()) { row =>
+    val index = KeyRowIndex.builder(rows.output.totalRows())
+    rows.foreach(index.endBatch()) { row =>
       val k = keyOf(row)
       if (k.anyNull()) index.addNull()
       else index.add(k.getBaseObject, k.getBaseOffset, k.getSizeInBytes, k.hashCode())
     }
     index.build()
   }
-
-  /** The columns `buildOutput` in a gathered batch, whose first column is the source rank. */
-  def columnsOf(buildOutput: Seq[Attribute]): Seq[BoundReference] =
-    buildOutput.zipWithIndex.map { case (a, i) => BoundReference(i + 1, a.dataType, a.nullable) }
-
-  /** `f` of every row of `output`, batch after batch, `endBatch` after each. */
-  private def eachRow(output: GatheredOutput, endBatch: => Unit)(f: InternalRow => Unit): Unit =
-    output.batches().asScala.foreach { batch =>
-      val rows = batch.numRows()
-      var row = 0
-      while (row < rows) {
-        f(batch.getRow(row))
-        row += 1
-      }
-      endBatch
-    }
 
   private[npugather] def notSerialized(): Nothing =
     throw new UnsupportedOperationException(
@@ -116,23 +96,21 @@ private[npugather] trait OverGatheredRows {
   def over(readable: GatheredOutput): HashedRelation
 }
 
-/** One reader of the rows an index numbers: its own batch objects over `output`'s vectors, and its
-  * own projection to Spark's rows.
+/** One reader of the rows an index numbers: the gathered rows of `fields` columns ([[BuildRows]]),
+  * and its own row object that points at one of them at a time.
   */
-private[npugather] final class IndexedRows(
-    val output: GatheredOutput,
-    val valueColumns: Seq[BoundReference]
-) {
-  private val batches: Array[ColumnarBatch] = output.batches().asScala.toArray
-  private val project = UnsafeProjection.create(valueColumns)
+private[npugather] final class IndexedRows(val output: GatheredOutput, val fields: Int) {
+  private val batches: Array[BuildRowBytes] = output.batches().asScala.map(BuildRowBytes.of).toArray
+  private val row = new UnsafeRow(fields)
 
   /** Another reader of the same rows, through `readable` (an output of the same gather). */
-  def over(readable: GatheredOutput): IndexedRows = new IndexedRows(readable, valueColumns)
+  def over(readable: GatheredOutput): IndexedRows = new IndexedRows(readable, fields)
 
-  /** Row `row` as Spark's relations give it: an UnsafeRow, reused by the next call. */
-  def apply(numbering: RowNumbering, row: Int): UnsafeRow = {
-    val batch = numbering.batchOf(row)
-    project(batches(batch).getRow(row - numbering.batchStart(batch)))
+  /** Row `n` as Spark's relations give it: an UnsafeRow over its bytes, moved by the next call. */
+  def apply(numbering: RowNumbering, n: Int): UnsafeRow = {
+    val batch = numbering.batchOf(n)
+    batches(batch).pointTo(row, n - numbering.batchStart(batch))
+    row
   }
 
   /** The rows of a key from `first` (null when there is none), each the one `after` the last. */
@@ -148,11 +126,23 @@ private[npugather] final class IndexedRows(
           row
         }
       }
+
+  /** `f` of every row, batch after batch, `endBatch` after each. */
+  def foreach(endBatch: => Unit)(f: UnsafeRow => Unit): Unit =
+    batches.foreach { batch =>
+      var i = 0
+      while (i < batch.rows) {
+        batch.pointTo(row, i)
+        f(row)
+        i += 1
+      }
+      endBatch
+    }
 }
 
 /** Spark's relation on one long key ([[LongHashedRelation]]) over gathered rows in place. */
 final class GatheredLongRelation private[npugather] (index: LongRowIndex, rows: IndexedRows)
-    extends LongHashedRelation(rows.valueColumns.size, null)
+    extends LongHashedRelation(rows.fields, null)
     with OverGatheredRows {
 
   override def over(readable: GatheredOutput): GatheredLongRelation =
@@ -195,7 +185,7 @@ final class GatheredKeyRelation private[npugather] (
     index: KeyRowIndex,
     keyFields: Int,
     rows: IndexedRows
-) extends UnsafeHashedRelation(keyFields, rows.valueColumns.size, null)
+) extends UnsafeHashedRelation(keyFields, rows.fields, null)
     with OverGatheredRows {
 
   override def over(readable: GatheredOutput): GatheredKeyRelation =
