@@ -5,7 +5,9 @@ import io.npugather.spark.arrow.FixedWidthType;
 import java.util.List;
 import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.arrow.vector.BaseFixedWidthVector;
+import org.apache.arrow.vector.BaseVariableWidthVector;
 import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.complex.ListVector;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -19,14 +21,15 @@ import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.bitset.BitSetMethods;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Writes rows into the Arrow vectors of a {@link VectorSchemaRoot}, producing the same buffers as
  * Spark's {@code ArrowWriter}. Columns of a fixed-width type (boolean, byte, short, int, long,
- * float, double, date, timestamp, timestamp_ntz) and arrays of such elements (feature vectors) are
- * written straight from an {@link UnsafeRow}'s memory into the Arrow buffers: no per-value object
- * or vector call, an array without null elements in one memory copy. Every other column goes
- * through Spark's own field writer.
+ * float, double, date, timestamp, timestamp_ntz), strings, binaries and arrays of fixed-width
+ * elements (feature vectors) are written straight from an {@link UnsafeRow}'s memory into the Arrow
+ * buffers: no per-value object or vector call, a string or an array without null elements in one
+ * memory copy. Every other column goes through Spark's own field writer.
  *
  * <p>The vectors are sized for the expected row count up front (and a list's elements for the
  * expected rows times the first array's length), so a correct estimate means no reallocation;
@@ -59,6 +62,8 @@ final class FixedWidthRowWriter {
       FixedWidthType elements = FixedWidthType.ofElements(t);
       if (fixed != null) {
         columns[c] = new FixedColumn(c, v, fixed);
+      } else if (v instanceof BaseVariableWidthVector) {
+        columns[c] = new BytesColumn(c, (BaseVariableWidthVector) v);
       } else if (elements != null) {
         columns[c] = new ListColumn(c, (ListVector) v, elements);
       } else {
@@ -432,6 +437,101 @@ final class FixedWidthRowWriter {
       child.setValueCount(elements);
       list.setLastSet(rows - 1);
       list.setValueCount(rows);
+    }
+  }
+
+  /**
+   * A string or binary column: Arrow validity, int32 offsets and the bytes. Offsets of null rows
+   * repeat the previous offset, as Arrow fills them.
+   */
+  private final class BytesColumn extends Column {
+    private final BaseVariableWidthVector bytes;
+    private final boolean utf8;
+    private boolean dataSized;
+    private long validity;
+    private long offsets;
+    private long data;
+    private long dataCapacity;
+    private long end; // bytes written
+
+    BytesColumn(int ordinal, BaseVariableWidthVector bytes) {
+      super(ordinal, bytes);
+      this.bytes = bytes;
+      this.utf8 = bytes instanceof VarCharVector;
+    }
+
+    @Override
+    void reload() {
+      validity = bytes.getValidityBufferAddress();
+      offsets = bytes.getOffsetBufferAddress();
+      data = bytes.getDataBufferAddress();
+      dataCapacity = bytes.getDataBuffer().capacity();
+    }
+
+    @Override
+    void writeNull(InternalRow row, int index) {
+      MemoryUtil.putInt(offsets + 4L * (index + 1), (int) end);
+    }
+
+    @Override
+    void writeUnsafe(InternalRow row, Object base, long rowOffset, long slot, int index) {
+      long offsetAndSize = Platform.getLong(base, slot);
+      copy(base, rowOffset + (offsetAndSize >>> 32), (int) offsetAndSize, index);
+    }
+
+    @Override
+    void write(InternalRow row, int index) {
+      if (utf8) {
+        UTF8String s = row.getUTF8String(ordinal);
+        copy(s.getBaseObject(), s.getBaseOffset(), s.numBytes(), index);
+      } else {
+        byte[] b = row.getBinary(ordinal);
+        copy(b, Platform.BYTE_ARRAY_OFFSET, b.length, index);
+      }
+    }
+
+    private void copy(Object base, long from, int size, int index) {
+      reserve(size);
+      Platform.copyMemory(base, from, null, data + end, size);
+      end += size;
+      ArrowBitmaps.setBit(validity, index);
+      MemoryUtil.putInt(offsets + 4L * (index + 1), (int) end);
+    }
+
+    /** Room for {@code size} more bytes. The first value sizes the data for all rows. */
+    private void reserve(int size) {
+      long needed = end + size;
+      if (needed <= dataCapacity) {
+        return;
+      }
+      if (needed > Integer.MAX_VALUE) {
+        throw new IllegalArgumentException(
+            "column " + ordinal + " exceeds 2^31-1 bytes, the limit of one Arrow string column");
+      }
+      if (!dataSized && end == 0) {
+        // Still empty: allocate for every expected row at this length, instead of growing.
+        dataSized = true;
+        long rows = Math.max(expectedRows < 0 ? UNKNOWN_COUNT_CAPACITY : expectedRows, 1);
+        bytes.reallocDataBuffer(Math.min(Integer.MAX_VALUE, Math.max(needed, rows * size)));
+      }
+      while (bytes.getDataBuffer().capacity() < needed) {
+        bytes.reallocDataBuffer();
+      }
+      reload();
+    }
+
+    @Override
+    void growRows(int index) {
+      while (bytes.getValueCapacity() <= index) {
+        bytes.reallocValidityAndOffsetBuffers();
+      }
+      reload();
+    }
+
+    @Override
+    void finish(int rows) {
+      bytes.setLastSet(rows - 1);
+      bytes.setValueCount(rows);
     }
   }
 

@@ -57,6 +57,26 @@ class FixedWidthRowWriterTest extends WithRootAllocator {
   }
 
   @Test
+  void stringsAndBinariesWithNullsAndEmptyValuesGiveSparksBuffers() {
+    StructType schema =
+        struct(
+            ArrowTestSupport.field("s", DataTypes.StringType),
+            notNull("s_nn", DataTypes.StringType),
+            ArrowTestSupport.field("b", DataTypes.BinaryType),
+            notNull("b_nn", DataTypes.BinaryType),
+            notNull("id", DataTypes.LongType));
+    Random rnd = new Random(10);
+    for (int n : new int[] {0, 1, 9, 1000, FixedWidthRowWriter.UNKNOWN_COUNT_CAPACITY * 2 + 3}) {
+      List<InternalRow> generic = randomRows(schema, n, rnd, 0.25);
+      List<InternalRow> rows = ArrowTestSupport.unsafe(schema, generic);
+      for (int expected : new int[] {n, -1, n / 3, 2 * n + 5}) {
+        assertSameBuffersAsSpark(schema, rows, expected);
+      }
+      assertSameBuffersAsSpark(schema, generic, n);
+    }
+  }
+
+  @Test
   void manyRowsBeyondTheUnknownCountCapacityWithoutNulls() {
     StructType schema =
         struct(
