@@ -16,6 +16,7 @@ import io.npugather.spark.testing.LocalSpark;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Deque;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -81,6 +82,24 @@ abstract class ExecutorBroadcastJoinContract {
             "CONCAT('s', CAST(id % 5 AS STRING)) AS rk2",
             "id * 3 AS w",
             wideKey("id * 11", 250, 13, 97, 89) + " AS rlk");
+  }
+
+  /**
+   * {@code build} with a column of every kind beside its own, nulls in each: fixed-width, decimal
+   * beyond a long, string, binary, array, struct and map, so that its rows carry variable-length
+   * parts, nested rows and null bits.
+   */
+  private static Dataset<Row> withEveryKindOfColumn(Dataset<Row> build) {
+    return build.selectExpr(
+        "*",
+        "IF(w % 7 = 0, NULL, CAST(w AS DOUBLE) / 3) AS d",
+        "IF(w % 5 = 0, NULL, CAST(w AS DECIMAL(38, 6)) * 1000000000000) AS dec",
+        "IF(w % 4 = 0, NULL, REPEAT(rk2, CAST(w % 9 AS INT))) AS s",
+        "IF(w % 6 = 0, NULL, CAST(REPEAT('b', CAST(w % 11 AS INT)) AS BINARY)) AS bin",
+        "IF(w % 8 = 0, NULL, ARRAY(CAST(w AS FLOAT), NULL, 1.5F)) AS arr",
+        "NAMED_STRUCT('x', w, 'y', IF(w % 3 = 0, NULL, rk2)) AS st",
+        "IF(w % 9 = 0, NULL, MAP(rk2, w)) AS m",
+        "IF(w % 10 = 0, NULL, TIMESTAMP_SECONDS(w)) AS ts");
   }
 
   /**
@@ -189,6 +208,16 @@ abstract class ExecutorBroadcastJoinContract {
             false,
             (Dataset<Row> r) -> r.groupBy("rk").count(),
             (l, r) -> l.join(r, col("k").equalTo(col("rk")))),
+        new Query(
+            "build rows of every kind of column",
+            false,
+            ExecutorBroadcastJoinContract::withEveryKindOfColumn,
+            (l, r) -> l.join(r, col("k").equalTo(col("rk")), "left_outer")),
+        new Query(
+            "build rows of every kind of column, non-equi",
+            false,
+            ExecutorBroadcastJoinContract::withEveryKindOfColumn,
+            (l, r) -> l.join(r, col("k").lt(col("rk")).and(col("rk").lt(col("k").plus(2))))),
         new Query(
             "empty build side",
             false,
@@ -521,9 +550,20 @@ abstract class ExecutorBroadcastJoinContract {
   private static List<String> sorted(Dataset<Row> df) {
     List<String> rows = new ArrayList<>();
     for (Row r : df.collectAsList()) {
-      rows.add(r.toString());
+      rows.add(rendered(r));
     }
     rows.sort(null);
     return rows;
+  }
+
+  /** {@code r}'s values as text, a binary one by its bytes (not the array's identity). */
+  private static String rendered(Row r) {
+    StringBuilder text = new StringBuilder("[");
+    for (int i = 0; i < r.length(); i++) {
+      Object v = r.get(i);
+      text.append(i == 0 ? "" : ",")
+          .append(v instanceof byte[] bytes ? Arrays.toString(bytes) : String.valueOf(v));
+    }
+    return text.append(']').toString();
   }
 }
