@@ -5,7 +5,13 @@ import scala.jdk.CollectionConverters._
 import io.npugather.spark.output.GatheredOutput
 import org.apache.arrow.vector.VarBinaryVector
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{Alias, Expression, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  Alias,
+  BoundReference,
+  Expression,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback
 import org.apache.spark.sql.execution.{ProjectExec, SparkPlan}
 import org.apache.spark.sql.types.{BinaryType, DataType}
@@ -51,11 +57,20 @@ case class RowBytes(children: Seq[Expression]) extends Expression with CodegenFa
   // Made where it is evaluated: each task's copy of the plan has its own.
   @transient private lazy val project = UnsafeProjection.create(children)
 
+  /** Whether the children are the input's columns in order: an input UnsafeRow is then the row. */
+  @transient private lazy val wholeInput = children.zipWithIndex.forall {
+    case (BoundReference(ordinal, _, _), i) => ordinal == i
+    case _                                  => false
+  }
+
   override def nullable: Boolean = false
 
   override def dataType: DataType = BinaryType
 
-  override def eval(input: InternalRow): Any = project(input).getBytes
+  override def eval(input: InternalRow): Any = input match {
+    case row: UnsafeRow if wholeInput && row.numFields == children.size => row.getBytes
+    case _                                                              => project(input).getBytes
+  }
 
   override def prettyName: String = "unsafe_row_bytes"
 
