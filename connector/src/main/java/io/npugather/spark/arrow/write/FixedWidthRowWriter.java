@@ -110,6 +110,11 @@ final class FixedWidthRowWriter {
     count++;
   }
 
+  /** The rows a column sizes its values for when its first value arrives: the expected count. */
+  private long rowsToSizeFor() {
+    return Math.max(expectedRows < 0 ? UNKNOWN_COUNT_CAPACITY : expectedRows, 1);
+  }
+
   /** Rows written. */
   int count() {
     return count;
@@ -412,9 +417,8 @@ final class FixedWidthRowWriter {
       if (!childSized && elements == 0) {
         // Still empty: allocate for every expected row at this length, instead of growing.
         childSized = true;
-        long rows = Math.max(expectedRows < 0 ? UNKNOWN_COUNT_CAPACITY : expectedRows, 1);
         child.clear();
-        child.setInitialCapacity((int) Math.min(Integer.MAX_VALUE - 8L, rows * n));
+        child.setInitialCapacity((int) Math.min(Integer.MAX_VALUE - 8L, rowsToSizeFor() * n));
         child.allocateNew();
       }
       while (child.getValueCapacity() < needed) {
@@ -511,8 +515,8 @@ final class FixedWidthRowWriter {
       if (!dataSized && end == 0) {
         // Still empty: allocate for every expected row at this length, instead of growing.
         dataSized = true;
-        long rows = Math.max(expectedRows < 0 ? UNKNOWN_COUNT_CAPACITY : expectedRows, 1);
-        bytes.reallocDataBuffer(Math.min(Integer.MAX_VALUE, Math.max(needed, rows * size)));
+        bytes.reallocDataBuffer(
+            Math.min(Integer.MAX_VALUE, Math.max(needed, rowsToSizeFor() * size)));
       }
       while (bytes.getDataBuffer().capacity() < needed) {
         bytes.reallocDataBuffer();
