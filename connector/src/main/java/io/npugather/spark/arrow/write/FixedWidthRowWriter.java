@@ -510,7 +510,10 @@ final class FixedWidthRowWriter {
       }
       if (needed > Integer.MAX_VALUE) {
         throw new IllegalArgumentException(
-            "column " + ordinal + " exceeds 2^31-1 bytes, the limit of one Arrow string column");
+            "column "
+                + bytes.getName()
+                + " holds more than 2^31-1 bytes in one partition, the limit of one Arrow"
+                + " string or binary column");
       }
       if (!dataSized && end == 0) {
         // Still empty: allocate for every expected row at this length, instead of growing.
