@@ -5,18 +5,20 @@ import scala.jdk.CollectionConverters._
 import io.npugather.spark.output.GatheredOutput
 import org.apache.arrow.vector.VarBinaryVector
 import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.expressions.{
-  Alias,
-  BoundReference,
-  Expression,
+  Attribute,
+  AttributeReference,
   UnsafeProjection,
   UnsafeRow
 }
-import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback
-import org.apache.spark.sql.execution.{ProjectExec, SparkPlan}
-import org.apache.spark.sql.types.{BinaryType, DataType}
+import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter
+import org.apache.spark.sql.catalyst.plans.physical.Partitioning
+import org.apache.spark.sql.execution.{SparkPlan, UnaryExecNode}
+import org.apache.spark.sql.types.BinaryType
 import org.apache.spark.sql.vectorized.{ArrowColumnVector, ColumnarBatch}
 import org.apache.spark.unsafe.Platform
+import org.apache.spark.unsafe.types.UTF8String
 
 /** A join's build side as the executors gather it: every row as the bytes of Spark's [[UnsafeRow]],
   * in one binary column ([[BuildRows.asBytes]]), which the relations read in place
@@ -31,8 +33,7 @@ object BuildRows {
   val Column = "build_row"
 
   /** `plan`'s rows as one binary column of their UnsafeRow bytes, in `plan.output`'s order. */
-  def asBytes(plan: SparkPlan): SparkPlan =
-    ProjectExec(Seq(Alias(RowBytes(plan.output), Column)()), plan)
+  def asBytes(plan: SparkPlan): SparkPlan = BuildRowsExec(plan)
 
   /** Every gathered row of `output` (rows of `fields` columns), batch after batch, as an UnsafeRow
     * over the gathered bytes: a new row object each (`fresh`, for callers that keep them), or one
@@ -50,32 +51,48 @@ object BuildRows {
   }
 }
 
-/** The bytes of its children's values as one [[UnsafeRow]] (a row of the plan under it, once
-  * bound). Never null: a null value is a bit of the row.
+/** `child`'s rows as one binary column, `build_row`: the bytes of each row as an [[UnsafeRow]] of
+  * `child.output`, in that order. A row that is already an UnsafeRow of those columns (what Spark's
+  * operators produce) is copied once into the output row, with no projection.
   */
-case class RowBytes(children: Seq[Expression]) extends Expression with CodegenFallback {
-  // Made where it is evaluated: each task's copy of the plan has its own.
-  @transient private lazy val project = UnsafeProjection.create(children)
+case class BuildRowsExec(child: SparkPlan) extends UnaryExecNode {
+  override val output: Seq[Attribute] =
+    Seq(AttributeReference(BuildRows.Column, BinaryType, nullable = false)())
 
-  /** Whether the children are the input's columns in order: an input UnsafeRow is then the row. */
-  @transient private lazy val wholeInput = children.zipWithIndex.forall {
-    case (BoundReference(ordinal, _, _), i) => ordinal == i
-    case _                                  => false
+  override def outputPartitioning: Partitioning = child.outputPartitioning
+
+  override protected def doExecute(): RDD[InternalRow] = {
+    val columns = child.output
+    child.execute().mapPartitionsInternal(rows => BuildRowsExec.asBytes(columns, rows))
   }
 
-  override def nullable: Boolean = false
+  override protected def withNewChildInternal(newChild: SparkPlan): BuildRowsExec =
+    copy(child = newChild)
+}
 
-  override def dataType: DataType = BinaryType
+object BuildRowsExec {
 
-  override def eval(input: InternalRow): Any = input match {
-    case row: UnsafeRow if wholeInput && row.numFields == children.size => row.getBytes
-    case _                                                              => project(input).getBytes
+  /** `rows` of `columns` as rows of one binary column, their UnsafeRow bytes; the output row is
+    * reused.
+    */
+  def asBytes(columns: Seq[Attribute], rows: Iterator[InternalRow]): Iterator[InternalRow] = {
+    val toUnsafe = UnsafeProjection.create(columns, columns)
+    val writer = new UnsafeRowWriter(1)
+    rows.map { row =>
+      val unsafe = row match {
+        case u: UnsafeRow if u.numFields == columns.size => u
+        case other                                       => toUnsafe(other)
+      }
+      writer.reset()
+      writer.zeroOutNullBytes()
+      // The row's bytes as the binary value, copied once; a UTF8String is only their address.
+      writer.write(
+        0,
+        UTF8String.fromAddress(unsafe.getBaseObject, unsafe.getBaseOffset, unsafe.getSizeInBytes)
+      )
+      writer.getRow
+    }
   }
-
-  override def prettyName: String = "unsafe_row_bytes"
-
-  override protected def withNewChildrenInternal(newChildren: IndexedSeq[Expression]): RowBytes =
-    copy(children = newChildren)
 }
 
 /** The gathered row bytes of one batch (the binary column after the source rank), read in place:
