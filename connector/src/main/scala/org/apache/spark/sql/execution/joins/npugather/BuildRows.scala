@@ -33,7 +33,8 @@ object BuildRows {
   val Column = "build_row"
 
   /** `plan`'s rows as one binary column of their UnsafeRow bytes, in `plan.output`'s order. */
-  def asBytes(plan: SparkPlan): SparkPlan = BuildRowsExec(plan)
+  def asBytes(plan: SparkPlan): SparkPlan =
+    BuildRowsExec(AttributeReference(Column, BinaryType, nullable = false)(), plan)
 
   /** Every gathered row of `output` (rows of `fields` columns), batch after batch, as an UnsafeRow
     * over the gathered bytes: a new row object each (`fresh`, for callers that keep them), or one
@@ -51,13 +52,12 @@ object BuildRows {
   }
 }
 
-/** `child`'s rows as one binary column, `build_row`: the bytes of each row as an [[UnsafeRow]] of
+/** `child`'s rows as one binary column, `row`: the bytes of each row as an [[UnsafeRow]] of
   * `child.output`, in that order. A row that is already an UnsafeRow of those columns (what Spark's
   * operators produce) is copied once into the output row, with no projection.
   */
-case class BuildRowsExec(child: SparkPlan) extends UnaryExecNode {
-  override val output: Seq[Attribute] =
-    Seq(AttributeReference(BuildRows.Column, BinaryType, nullable = false)())
+case class BuildRowsExec(row: Attribute, child: SparkPlan) extends UnaryExecNode {
+  override def output: Seq[Attribute] = Seq(row)
 
   override def outputPartitioning: Partitioning = child.outputPartitioning
 
