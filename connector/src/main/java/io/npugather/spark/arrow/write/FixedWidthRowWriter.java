@@ -7,7 +7,6 @@ import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.arrow.vector.BaseFixedWidthVector;
 import org.apache.arrow.vector.BaseVariableWidthVector;
 import org.apache.arrow.vector.FieldVector;
-import org.apache.arrow.vector.VarCharVector;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.complex.ListVector;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -17,7 +16,9 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.execution.arrow.ArrowFieldWriter;
 import org.apache.spark.sql.execution.arrow.ArrowWriter$;
+import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.bitset.BitSetMethods;
@@ -62,8 +63,8 @@ final class FixedWidthRowWriter {
       FixedWidthType elements = FixedWidthType.ofElements(t);
       if (fixed != null) {
         columns[c] = new FixedColumn(c, v, fixed);
-      } else if (v instanceof BaseVariableWidthVector) {
-        columns[c] = new BytesColumn(c, (BaseVariableWidthVector) v);
+      } else if (t instanceof StringType || t instanceof BinaryType) {
+        columns[c] = new BytesColumn(c, (BaseVariableWidthVector) v, t instanceof StringType);
       } else if (elements != null) {
         columns[c] = new ListColumn(c, (ListVector) v, elements);
       } else {
@@ -458,10 +459,10 @@ final class FixedWidthRowWriter {
     private long dataCapacity;
     private long end; // bytes written
 
-    BytesColumn(int ordinal, BaseVariableWidthVector bytes) {
+    BytesColumn(int ordinal, BaseVariableWidthVector bytes, boolean utf8) {
       super(ordinal, bytes);
       this.bytes = bytes;
-      this.utf8 = bytes instanceof VarCharVector;
+      this.utf8 = utf8;
     }
 
     @Override
