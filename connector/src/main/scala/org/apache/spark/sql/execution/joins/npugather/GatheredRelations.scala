@@ -6,7 +6,7 @@ import scala.jdk.CollectionConverters._
 
 import com.esotericsoftware.kryo.Kryo
 import com.esotericsoftware.kryo.io.{Input, Output}
-import io.npugather.spark.output.{GatheredOutput, KeyRowIndex, LongRowIndex, RowNumbering}
+import io.npugather.spark.output.{GatheredOutput, KeyRowIndex, LongRowIndex, RowIndex, RowNumbering}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{
   Attribute,
@@ -62,12 +62,24 @@ object GatheredRelation {
     }
   }
 
+  /** The index of `rows` by `key`: from the keys gathered beside the rows ([[BuildRows.keysOf]]),
+    * else evaluated on every row.
+    */
   private def longIndex(rows: IndexedRows, key: Expression): LongRowIndex = {
-    val keyOf = UnsafeProjection.create(Seq(key))
     val index = LongRowIndex.builder(rows.output.totalRows())
-    rows.foreach(index.endBatch()) { row =>
-      val k = keyOf(row)
-      if (k.isNullAt(0)) index.addNull() else index.add(k.getLong(0))
+    val batches = rows.output.batches().asScala.toSeq
+    val gatheredKeys = batches.map(BuildRows.keysOf)
+    if (gatheredKeys.forall(_.isDefined)) {
+      batches.zip(gatheredKeys).foreach { case (batch, keys) =>
+        index.add(keys.get, batch.numRows())
+        index.endBatch()
+      }
+    } else {
+      val keyOf = UnsafeProjection.create(Seq(key))
+      rows.foreach(index.endBatch()) { row =>
+        val k = keyOf(row)
+        if (k.isNullAt(0)) index.addNull() else index.add(k.getLong(0))
+      }
     }
     index.build()
   }
@@ -113,19 +125,38 @@ private[npugather] final class IndexedRows(val output: GatheredOutput, val field
     row
   }
 
-  /** The rows of a key from `first` (null when there is none), each the one `after` the last. */
-  def chain(numbering: RowNumbering, first: Int, after: Int => Int): Iterator[InternalRow] =
+  /** The rows of a key from `first` (null when there is none), each the one after the last in
+    * `index`'s chain. The same iterator object on every call, as the row is: a call moves both, so
+    * a caller reads one key's rows at a time, as Spark's joins do (each within one stream row).
+    */
+  def chain(index: RowIndex, first: Int): Iterator[InternalRow] =
     if (first < 0) null
-    else
-      new Iterator[InternalRow] {
-        private var at = first
-        override def hasNext: Boolean = at >= 0
-        override def next(): InternalRow = {
-          val row = IndexedRows.this(numbering, at)
-          at = after(at)
-          row
-        }
-      }
+    else {
+      matches.from(index, first)
+      matches
+    }
+
+  private val matches = new Matches
+
+  /** The rows of one key: Spark's relations give a new iterator per key; this one is reset. */
+  private final class Matches extends Iterator[InternalRow] {
+    private var index: RowIndex = _
+    private var at = -1
+
+    def from(index: RowIndex, first: Int): Unit = {
+      this.index = index
+      at = first
+    }
+
+    override def hasNext: Boolean = at >= 0
+
+    override def next(): InternalRow = {
+      if (at < 0) throw new NoSuchElementException("no more rows of this key")
+      val row = IndexedRows.this(index.numbering(), at)
+      at = index.next(at)
+      row
+    }
+  }
 
   /** `f` of every row, batch after batch, `endBatch` after each. */
   def foreach(endBatch: => Unit)(f: UnsafeRow => Unit): Unit =
@@ -153,7 +184,7 @@ final class GatheredLongRelation private[npugather] (index: LongRowIndex, rows: 
   override def estimatedSize: Long = index.bytes()
 
   override def get(key: Long): Iterator[InternalRow] =
-    rows.chain(index.numbering(), index.first(key), index.next)
+    rows.chain(index, index.first(key))
 
   override def getValue(key: Long): InternalRow = {
     val first = index.first(key)
@@ -196,7 +227,7 @@ final class GatheredKeyRelation private[npugather] (
   override def estimatedSize: Long = index.bytes()
 
   override def get(key: InternalRow): Iterator[InternalRow] =
-    rows.chain(index.numbering(), first(key), index.next)
+    rows.chain(index, first(key))
 
   override def getValue(key: InternalRow): InternalRow = {
     val row = first(key)
