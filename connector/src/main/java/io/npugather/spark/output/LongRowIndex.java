@@ -3,8 +3,6 @@ package io.npugather.spark.output;
 import java.util.Arrays;
 import java.util.BitSet;
 import java.util.PrimitiveIterator;
-import org.apache.arrow.vector.BigIntVector;
-import org.apache.spark.unsafe.Platform;
 
 /**
  * The rows of a gathered output by a long key. Dense (an array over the key range) when the keys
@@ -141,45 +139,6 @@ public final class LongRowIndex extends RowIndex {
       keyedRows++;
       minKey = Math.min(minKey, key);
       maxKey = Math.max(maxKey, key);
-    }
-
-    /**
-     * The keys of the next {@code count} rows, from an Arrow long vector (a null value: a null
-     * key): its values copied at once, then the nulls marked.
-     */
-    public void add(BigIntVector vector, int count) {
-      if (count > vector.getValueCount() || count > keys.length - rows) {
-        throw new IllegalArgumentException(
-            "count "
-                + count
-                + " of a vector of "
-                + vector.getValueCount()
-                + " values, with room for "
-                + (keys.length - rows)
-                + " rows");
-      }
-      Platform.copyMemory(
-          null,
-          vector.getDataBufferAddress(),
-          keys,
-          Platform.LONG_ARRAY_OFFSET + 8L * rows,
-          8L * count);
-      boolean anyNull = vector.getNullCount() > 0;
-      long min = minKey;
-      long max = maxKey;
-      for (int i = 0; i < count; i++) {
-        if (anyNull && vector.isNull(i)) {
-          nulls.set(rows + i);
-        } else {
-          long key = keys[rows + i];
-          min = Math.min(min, key);
-          max = Math.max(max, key);
-          keyedRows++;
-        }
-      }
-      minKey = min;
-      maxKey = max;
-      rows += count;
     }
 
     /** The next row, whose key is null: no key leads to it. */

@@ -18,7 +18,6 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Deque;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BiFunction;
@@ -35,7 +34,6 @@ import org.apache.spark.sql.execution.ExplainMode;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec;
 import org.apache.spark.sql.execution.adaptive.QueryStageExec;
-import org.apache.spark.sql.execution.joins.npugather.BuildRows;
 import org.apache.spark.sql.execution.joins.npugather.ExecutorBuildExec;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.junit.jupiter.api.DynamicTest;
@@ -505,27 +503,6 @@ abstract class ExecutorBroadcastJoinContract {
       Map<String, SQLMetric> figures = buildNode(joined).metrics();
       assertTrue(figures.apply("rowsBuilt").value() > 0, explained(joined));
       assertEquals(0, figures.apply("rowsCopied").value(), "rows copied on " + on);
-    }
-  }
-
-  @Test
-  void aJoinOnOneLongKeyGathersTheKeyBesideEachRow() {
-    Dataset<Row> mark = NpuGather.broadcastOnExecutors(build());
-    // A long key, an int key (Spark joins it as a long) and two int keys (packed into one long)
-    // are gathered with the rows; a string key is not.
-    LinkedHashMap<Column, Boolean> keyed = new LinkedHashMap<>();
-    keyed.put(col("lk").equalTo(col("rlk")), true);
-    keyed.put(col("k").equalTo(col("rk")), true);
-    keyed.put(col("k").equalTo(col("rk")).and(col("lk").equalTo(col("rlk"))), false);
-    keyed.put(col("k").equalTo(col("rk")).and(col("k").plus(1).equalTo(col("rk"))), true);
-    keyed.put(col("k2").equalTo(col("rk2")), false);
-    for (java.util.Map.Entry<Column, Boolean> e : keyed.entrySet()) {
-      Dataset<Row> joined = stream().join(mark, e.getKey());
-      List<String> rows = timed(e.getKey().toString(), () -> sorted(joined));
-      String plan = explained(joined);
-      assertEquals(e.getValue(), plan.contains(BuildRows.Key()), e.getKey() + ": " + plan);
-      assertEquals(
-          sorted(stream().join(build(), e.getKey())), rows, "rows of " + e.getKey().toString());
     }
   }
 

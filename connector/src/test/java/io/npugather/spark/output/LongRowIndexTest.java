@@ -13,9 +13,6 @@ import java.util.Map;
 import java.util.Random;
 import java.util.Set;
 import java.util.function.LongSupplier;
-import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.memory.RootAllocator;
-import org.apache.arrow.vector.BigIntVector;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -91,19 +88,6 @@ class LongRowIndexTest {
     short1.add(3);
     short1.endBatch();
     assertThrows(IllegalStateException.class, short1::build);
-    try (BufferAllocator allocator = new RootAllocator();
-        BigIntVector vector = new BigIntVector("k", allocator)) {
-      vector.allocateNew(4);
-      vector.setValueCount(4);
-      IllegalArgumentException overRoom =
-          assertThrows(
-              IllegalArgumentException.class, () -> LongRowIndex.builder(3).add(vector, 4));
-      assertTrue(overRoom.getMessage().contains("room for 3 rows"), overRoom.getMessage());
-      IllegalArgumentException overValues =
-          assertThrows(
-              IllegalArgumentException.class, () -> LongRowIndex.builder(9).add(vector, 5));
-      assertTrue(overValues.getMessage().contains("vector of 4 values"), overValues.getMessage());
-    }
   }
 
   /** Batches of rows with keys from {@code keys}, about one in nine null, some batches empty. */
@@ -127,41 +111,19 @@ class LongRowIndexTest {
     Map<Long, List<Integer>> rowsByKey = new LinkedHashMap<>();
     List<int[]> places = new ArrayList<>(); // row -> {batch, row in batch}
     int row = 0;
-    try (BufferAllocator allocator = new RootAllocator()) {
-      for (int b = 0; b < batches.size(); b++) {
-        List<Long> keys = batches.get(b);
-        // Some batches as the gathered key column gives them, the others row by row.
-        boolean asVector = random != null && random.nextBoolean();
-        try (BigIntVector vector = new BigIntVector("k", allocator)) {
-          vector.allocateNew(keys.size() + 3);
-          for (int i = 0; i < keys.size(); i++, row++) {
-            Long key = keys.get(i);
-            if (key == null) {
-              vector.set(i, random == null ? 77 : random.nextLong()); // a value under the null
-              vector.setNull(i);
-              if (!asVector) {
-                builder.addNull();
-              }
-            } else {
-              vector.set(i, key);
-              if (!asVector) {
-                builder.add(key);
-              }
-              rowsByKey.computeIfAbsent(key, k -> new ArrayList<>()).add(row);
-            }
-            places.add(new int[] {b, i});
-          }
-          // Values past the rows are not the rows' keys.
-          for (int i = keys.size(); i < keys.size() + 3; i++) {
-            vector.set(i, i);
-          }
-          vector.setValueCount(keys.size() + 3);
-          if (asVector) {
-            builder.add(vector, keys.size());
-          }
+    for (int b = 0; b < batches.size(); b++) {
+      List<Long> keys = batches.get(b);
+      for (int i = 0; i < keys.size(); i++, row++) {
+        Long key = keys.get(i);
+        if (key == null) {
+          builder.addNull();
+        } else {
+          builder.add(key);
+          rowsByKey.computeIfAbsent(key, k -> new ArrayList<>()).add(row);
         }
-        builder.endBatch();
+        places.add(new int[] {b, i});
       }
+      builder.endBatch();
     }
     LongRowIndex index = builder.build();
 

@@ -3,22 +3,19 @@ package org.apache.spark.sql.execution.joins.npugather
 import scala.jdk.CollectionConverters._
 
 import io.npugather.spark.output.GatheredOutput
-import org.apache.arrow.vector.{BigIntVector, VarBinaryVector}
+import org.apache.arrow.vector.VarBinaryVector
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.rdd.RDD
 import org.apache.spark.sql.catalyst.expressions.{
-  Alias,
   Attribute,
   AttributeReference,
-  BindReferences,
-  Expression,
   UnsafeProjection,
   UnsafeRow
 }
 import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning
 import org.apache.spark.sql.execution.{SparkPlan, UnaryExecNode}
-import org.apache.spark.sql.types.{BinaryType, LongType}
+import org.apache.spark.sql.types.BinaryType
 import org.apache.spark.sql.vectorized.{ArrowColumnVector, ColumnarBatch}
 import org.apache.spark.unsafe.Platform
 import org.apache.spark.unsafe.types.UTF8String
@@ -28,30 +25,16 @@ import org.apache.spark.unsafe.types.UTF8String
   * ([[BuildRowBytes]]). A probe's match is then an UnsafeRow over the gathered memory, as over the
   * pages of Spark's own relations: no copy, and one or two cache lines where a row spread over
   * columns costs one or more per column. Each rank writes its own rows in this form, so the
-  * executors receive them ready to read, and no executor copies the table. A join on one long key
-  * gathers that key beside each row ([[BuildRows.Key]]), evaluated by the rank that writes the row
-  * while the row is at hand: each executor then indexes the keys as they came, instead of reading
-  * every row again to evaluate them alone while its other tasks wait.
+  * executors receive them ready to read, and no executor copies the table.
   */
 object BuildRows {
 
-  /** The name of the gathered row column. */
+  /** The name of the gathered column. */
   val Column = "build_row"
 
-  /** The name of the gathered key column. */
-  val Key = "build_key"
-
-  /** `plan`'s rows as one binary column of their UnsafeRow bytes, in `plan.output`'s order; with
-    * `longKey` (a long expression of `plan.output`), its value of each row in a second column.
-    */
-  def asBytes(plan: SparkPlan, longKey: Option[Expression] = None): SparkPlan = {
-    require(longKey.forall(_.dataType == LongType), s"a long key, not $longKey")
-    BuildRowsExec(
-      AttributeReference(Column, BinaryType, nullable = false)(),
-      longKey.map(Alias(_, Key)()),
-      plan
-    )
-  }
+  /** `plan`'s rows as one binary column of their UnsafeRow bytes, in `plan.output`'s order. */
+  def asBytes(plan: SparkPlan): SparkPlan =
+    BuildRowsExec(AttributeReference(Column, BinaryType, nullable = false)(), plan)
 
   /** Every gathered row of `output` (rows of `fields` columns), batch after batch, as an UnsafeRow
     * over the gathered bytes: a new row object each (`fresh`, for callers that keep them), or one
@@ -67,39 +50,20 @@ object BuildRows {
       }
     }
   }
-
-  /** The gathered long key of each row of `batch` (a batch of an output gathered with a key), in
-    * place: the values and Arrow's validity bits, valid while the output is held; None when the
-    * output was gathered without one.
-    */
-  def keysOf(batch: ColumnarBatch): Option[BigIntVector] =
-    if (batch.numCols() < 3) None
-    else
-      batch.column(2) match {
-        case arrow: ArrowColumnVector =>
-          arrow.getValueVector match {
-            case keys: BigIntVector => Some(keys)
-            case _                  => None
-          }
-        case _ => None
-      }
 }
 
 /** `child`'s rows as one binary column, `row`: the bytes of each row as an [[UnsafeRow]] of
-  * `child.output`, in that order; with `key`, a second column of its value of each row. A row that
-  * is already an UnsafeRow of those columns (what Spark's operators produce) is copied once into
-  * the output row, with no projection.
+  * `child.output`, in that order. A row that is already an UnsafeRow of those columns (what Spark's
+  * operators produce) is copied once into the output row, with no projection.
   */
-case class BuildRowsExec(row: Attribute, key: Option[Alias], child: SparkPlan)
-    extends UnaryExecNode {
-  override def output: Seq[Attribute] = row +: key.map(_.toAttribute).toSeq
+case class BuildRowsExec(row: Attribute, child: SparkPlan) extends UnaryExecNode {
+  override def output: Seq[Attribute] = Seq(row)
 
   override def outputPartitioning: Partitioning = child.outputPartitioning
 
   override protected def doExecute(): RDD[InternalRow] = {
     val columns = child.output
-    val boundKey = key.map(k => BindReferences.bindReference(k.child, columns))
-    child.execute().mapPartitionsInternal(rows => BuildRowsExec.asBytes(columns, boundKey, rows))
+    child.execute().mapPartitionsInternal(rows => BuildRowsExec.asBytes(columns, rows))
   }
 
   override protected def withNewChildInternal(newChild: SparkPlan): BuildRowsExec =
@@ -108,17 +72,12 @@ case class BuildRowsExec(row: Attribute, key: Option[Alias], child: SparkPlan)
 
 object BuildRowsExec {
 
-  /** `rows` of `columns` as rows of one binary column, their UnsafeRow bytes, then `key`'s value (a
-    * long expression bound to `columns`) if given; the output row is reused.
+  /** `rows` of `columns` as rows of one binary column, their UnsafeRow bytes; the output row is
+    * reused.
     */
-  def asBytes(
-      columns: Seq[Attribute],
-      key: Option[Expression],
-      rows: Iterator[InternalRow]
-  ): Iterator[InternalRow] = {
+  def asBytes(columns: Seq[Attribute], rows: Iterator[InternalRow]): Iterator[InternalRow] = {
     val toUnsafe = UnsafeProjection.create(columns, columns)
-    val keyOf = key.map(k => UnsafeProjection.create(Seq(k)))
-    val writer = new UnsafeRowWriter(1 + key.size)
+    val writer = new UnsafeRowWriter(1)
     rows.map { row =>
       val unsafe = row match {
         case u: UnsafeRow if u.numFields == columns.size => u
@@ -131,10 +90,6 @@ object BuildRowsExec {
         0,
         UTF8String.fromAddress(unsafe.getBaseObject, unsafe.getBaseOffset, unsafe.getSizeInBytes)
       )
-      keyOf.foreach { project =>
-        val k = project(unsafe)
-        if (k.isNullAt(0)) writer.setNullAt(1) else writer.write(1, k.getLong(0))
-      }
       writer.getRow
     }
   }

@@ -61,7 +61,7 @@ import org.apache.spark.sql.execution.joins.{
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.vectorized.ColumnarBatch
-import org.apache.spark.sql.types.{DataType, LongType}
+import org.apache.spark.sql.types.DataType
 import org.apache.spark.storage.RDDBlockId
 import org.apache.spark.util.ThreadUtils
 
@@ -83,13 +83,13 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
         case BuildRight => (rightKeys, right.asInstanceOf[AllGatherJoinHint])
         case BuildLeft  => (leftKeys, left.asInstanceOf[AllGatherJoinHint])
       }
-      val keys = HashJoin.rewriteKeyExpr(buildKeys)
-      val longKey = if (keys.size == 1 && keys.head.dataType == LongType) keys.headOption else None
+      val boundKeys =
+        BindReferences.bindReferences(HashJoin.rewriteKeyExpr(buildKeys), marker.output)
       val build =
         ExecutorBuildExec(
-          HashedRelationBroadcastMode(BindReferences.bindReferences(keys, marker.output)),
+          HashedRelationBroadcastMode(boundKeys),
           marker.output,
-          gather(marker, longKey),
+          gather(marker),
           marker.automatic,
           marker.child.stats.sizeInBytes
         )
@@ -111,7 +111,7 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
       val build = ExecutorBuildExec(
         IdentityBroadcastMode,
         marker.output,
-        gather(marker, longKey = None),
+        gather(marker),
         marker.automatic,
         marker.child.stats.sizeInBytes
       )
@@ -187,14 +187,14 @@ object AllGatherJoinStrategy extends SparkStrategy with JoinSelectionHelper {
     case BuildLeft  => (build, planLater(right))
   }
 
-  /** The gather of the hinted side's rows ([[BuildRows]]), with their `longKey` if the join has
-    * one, with the session's options, by one rank per task slot.
+  /** The gather of the hinted side's rows ([[BuildRows]]), with the session's options, by one rank
+    * per task slot.
     */
-  private def gather(marker: AllGatherJoinHint, longKey: Option[Expression]): NpuAllGatherExec = {
+  private def gather(marker: AllGatherJoinHint): NpuAllGatherExec = {
     val session = SparkSession.active
     val options = AllGatherOptions.fromConf(session.conf.getAll.asJava)
     val slots = math.max(1, session.sparkContext.defaultParallelism)
-    val rows = BuildRows.asBytes(planLater(marker.child), longKey)
+    val rows = BuildRows.asBytes(planLater(marker.child))
     NpuAllGatherExec.spreadOver(slots, options, rows, marker.metrics)
   }
 }

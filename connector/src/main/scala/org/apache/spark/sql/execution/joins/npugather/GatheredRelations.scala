@@ -62,24 +62,12 @@ object GatheredRelation {
     }
   }
 
-  /** The index of `rows` by `key`: from the keys gathered beside the rows ([[BuildRows.keysOf]]),
-    * else evaluated on every row.
-    */
   private def longIndex(rows: IndexedRows, key: Expression): LongRowIndex = {
+    val keyOf = UnsafeProjection.create(Seq(key))
     val index = LongRowIndex.builder(rows.output.totalRows())
-    val batches = rows.output.batches().asScala.toSeq
-    val gatheredKeys = batches.map(BuildRows.keysOf)
-    if (gatheredKeys.forall(_.isDefined)) {
-      batches.zip(gatheredKeys).foreach { case (batch, keys) =>
-        index.add(keys.get, batch.numRows())
-        index.endBatch()
-      }
-    } else {
-      val keyOf = UnsafeProjection.create(Seq(key))
-      rows.foreach(index.endBatch()) { row =>
-        val k = keyOf(row)
-        if (k.isNullAt(0)) index.addNull() else index.add(k.getLong(0))
-      }
+    rows.foreach(index.endBatch()) { row =>
+      val k = keyOf(row)
+      if (k.isNullAt(0)) index.addNull() else index.add(k.getLong(0))
     }
     index.build()
   }
@@ -126,37 +114,20 @@ private[npugather] final class IndexedRows(val output: GatheredOutput, val field
   }
 
   /** The rows of a key from `first` (null when there is none), each the one after the last in
-    * `index`'s chain. The same iterator object on every call, as the row is: a call moves both, so
-    * a caller reads one key's rows at a time, as Spark's joins do (each within one stream row).
+    * `index`'s chain: a new iterator, as Spark's relations give, over this reader's row object.
     */
   def chain(index: RowIndex, first: Int): Iterator[InternalRow] =
     if (first < 0) null
-    else {
-      matches.from(index, first)
-      matches
-    }
-
-  private val matches = new Matches
-
-  /** The rows of one key: Spark's relations give a new iterator per key; this one is reset. */
-  private final class Matches extends Iterator[InternalRow] {
-    private var index: RowIndex = _
-    private var at = -1
-
-    def from(index: RowIndex, first: Int): Unit = {
-      this.index = index
-      at = first
-    }
-
-    override def hasNext: Boolean = at >= 0
-
-    override def next(): InternalRow = {
-      if (at < 0) throw new NoSuchElementException("no more rows of this key")
-      val row = IndexedRows.this(index.numbering(), at)
-      at = index.next(at)
-      row
-    }
-  }
+    else
+      new Iterator[InternalRow] {
+        private var at = first
+        override def hasNext: Boolean = at >= 0
+        override def next(): InternalRow = {
+          val row = IndexedRows.this(index.numbering(), at)
+          at = index.next(at)
+          row
+        }
+      }
 
   /** `f` of every row, batch after batch, `endBatch` after each. */
   def foreach(endBatch: => Unit)(f: UnsafeRow => Unit): Unit =

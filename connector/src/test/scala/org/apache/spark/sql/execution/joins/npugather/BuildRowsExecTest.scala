@@ -1,18 +1,10 @@
 package org.apache.spark.sql.execution.joins.npugather
 
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{
-  Add,
-  AttributeReference,
-  BindReferences,
-  Literal,
-  Multiply,
-  UnsafeProjection,
-  UnsafeRow
-}
+import org.apache.spark.sql.catalyst.expressions.{AttributeReference, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.types.{LongType, StringType}
 import org.apache.spark.unsafe.types.UTF8String
-import org.junit.jupiter.api.Assertions.{assertArrayEquals, assertEquals, assertTrue}
+import org.junit.jupiter.api.Assertions.{assertArrayEquals, assertEquals}
 import org.junit.jupiter.api.Test
 
 /** A build row's bytes are the UnsafeRow of its columns, whatever form its input has. */
@@ -31,7 +23,7 @@ class BuildRowsExecTest {
 
   /** The bytes each output row holds, copied out (the output row is reused). */
   private def bytesOf(rows: Seq[InternalRow]): Seq[Array[Byte]] =
-    BuildRowsExec.asBytes(columns, None, rows.iterator).map(_.getBinary(0)).toList
+    BuildRowsExec.asBytes(columns, rows.iterator).map(_.getBinary(0)).toList
 
   @Test
   def unsafeAndGenericRowsOfTheColumnsGiveTheirUnsafeRowBytes(): Unit = {
@@ -50,25 +42,6 @@ class BuildRowsExecTest {
       if (!inputs(i).isNullAt(1)) assertEquals(inputs(i).getUTF8String(1), row.getUTF8String(1))
       if (!inputs(i).isNullAt(2)) assertEquals(inputs(i).getLong(2), row.getLong(2))
     }
-  }
-
-  @Test
-  def aKeyIsGatheredBesideEachRowAndANullKeyIsNull(): Unit = {
-    // Spark's packed form of two keys, as HashJoin.rewriteKeyExpr gives it: a + b * 2^32.
-    val key = BindReferences.bindReference(
-      Add(columns(0), Multiply(columns(2), Literal(1L << 32))),
-      columns
-    )
-    val out = BuildRowsExec.asBytes(columns, Some(key), inputs.iterator).map(_.copy()).toList
-    val toUnsafe = UnsafeProjection.create(columns, columns)
-    for ((input, i) <- inputs.zipWithIndex) {
-      assertEquals(2, out(i).numFields, s"fields of row $i")
-      assertArrayEquals(toUnsafe(input).getBytes, out(i).getBinary(0), s"bytes of row $i")
-      val expected = key.eval(input)
-      assertEquals(expected == null, out(i).isNullAt(1), s"null key of row $i")
-      if (expected != null) assertEquals(expected, out(i).getLong(1), s"key of row $i")
-    }
-    assertTrue(out(2).getLong(1) == -1L + (3L << 32))
   }
 
   @Test
