@@ -42,25 +42,6 @@ public final class RowNumbering {
     return starts.length - 1;
   }
 
-  /** The number of rows. */
-  public int rows() {
-    return starts[starts.length - 1];
-  }
-
-  /** The rows of batches of {@code batchRows} rows each, in that order. */
-  public static RowNumbering of(int[] batchRows) {
-    Builder builder = new Builder();
-    long rows = 0;
-    for (int n : batchRows) {
-      if (n < 0) {
-        throw new IllegalArgumentException("a batch of " + n + " rows");
-      }
-      rows += n;
-      builder.endBatch(checkedRows(rows));
-    }
-    return builder.build((int) rows);
-  }
-
   /** {@code rows}, when an index can number that many rows. */
   static int checkedRows(long rows) {
     if (rows < 0 || rows > MAX_ROWS) {

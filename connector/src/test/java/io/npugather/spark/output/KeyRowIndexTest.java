@@ -8,18 +8,14 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.Set;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.function.ToIntFunction;
 import org.apache.spark.unsafe.Platform;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -45,71 +41,6 @@ class KeyRowIndexTest {
       checked(batches(random, 1 + random.nextInt(300)), key -> key.length % 3, random);
     }
     checked(batches(random, 50), key -> 7, random);
-  }
-
-  @Test
-  void manyKeysInSeveralRangesOfTheTableAreFoundInOrder() {
-    Random random = new Random(23);
-    // Tables of 2^15 slots and more: several ranges; crowded hashes send searches past a range.
-    for (ToIntFunction<byte[]> hash :
-        List.<ToIntFunction<byte[]>>of(Arrays::hashCode, key -> Arrays.hashCode(key) & 0x3ff)) {
-      List<List<byte[]>> batches = new ArrayList<>();
-      for (int b = 0; b < 4; b++) {
-        batches.addAll(batches(random, 1 + random.nextInt(20000)));
-      }
-      checked(batches, hash, random);
-    }
-  }
-
-  @Test
-  void keysWhoseSearchLeavesTheirRangeOrWrapsAroundAreFoundInOrder() {
-    // 5000 rows: a table of 16384 slots, 4 ranges of 4096 with 4 threads. Many keys of one hash
-    // whose first slot is the last of a range (or of the table) crowd past its end.
-    int mask = 16383;
-    int beforeBoundary = hashWithFirstSlot(4095, mask);
-    int atTheEnd = hashWithFirstSlot(mask, mask);
-    Random random = new Random(24);
-    List<byte[]> crowded = new ArrayList<>();
-    for (int i = 0; i < 300; i++) {
-      byte[] key = new byte[8 + 8 * random.nextInt(3)];
-      random.nextBytes(key);
-      crowded.add(key);
-    }
-    Map<ByteBuffer, Integer> hashes = new HashMap<>();
-    for (int i = 0; i < crowded.size(); i++) {
-      hashes.put(ByteBuffer.wrap(crowded.get(i)), i % 2 == 0 ? beforeBoundary : atTheEnd);
-    }
-    List<List<byte[]>> batches = new ArrayList<>();
-    for (int b = 0; b < 5; b++) {
-      List<byte[]> rows = new ArrayList<>();
-      for (int i = 0; i < 1000; i++) {
-        int pick = random.nextInt(10);
-        rows.add(
-            pick == 0
-                ? null
-                : pick < 6
-                    ? crowded.get(random.nextInt(crowded.size())).clone()
-                    : randomKey(random));
-      }
-      batches.add(rows);
-    }
-    checked(
-        batches, key -> hashes.getOrDefault(ByteBuffer.wrap(key), Arrays.hashCode(key)), random);
-  }
-
-  private static byte[] randomKey(Random random) {
-    byte[] key = new byte[16];
-    random.nextBytes(key);
-    return key;
-  }
-
-  /** A hash whose first slot in a table of {@code mask + 1} slots is {@code slot}. */
-  private static int hashWithFirstSlot(int slot, int mask) {
-    for (int h = 0; ; h++) {
-      if (RowIndex.firstSlot(h, mask) == slot) {
-        return h;
-      }
-    }
   }
 
   @Test
@@ -174,26 +105,7 @@ class KeyRowIndexTest {
       builder.endBatch();
     }
     KeyRowIndex index = builder.build();
-    // The same index built by several threads: each checked alike.
-    for (int threads = 2; threads <= 4; threads += 2) {
-      checked(builder.build(threads, POOL), rowsByKey, hash, random);
-    }
-    return checked(index, rowsByKey, hash, random);
-  }
 
-  private static final ExecutorService POOL = Executors.newFixedThreadPool(4);
-
-  @AfterAll
-  static void stopPool() {
-    POOL.shutdownNow();
-  }
-
-  /** {@code index} against {@code rowsByKey}, every key's rows in order. */
-  private static KeyRowIndex checked(
-      KeyRowIndex index,
-      Map<ByteBuffer, List<Integer>> rowsByKey,
-      ToIntFunction<byte[]> hash,
-      Random random) {
     for (Map.Entry<ByteBuffer, List<Integer>> e : rowsByKey.entrySet()) {
       byte[] key = e.getKey().array().clone(); // other bytes than the ones given
       List<Integer> found = new ArrayList<>();

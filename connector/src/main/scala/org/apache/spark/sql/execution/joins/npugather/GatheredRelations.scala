@@ -1,14 +1,12 @@
 package org.apache.spark.sql.execution.joins.npugather
 
 import java.io.{ObjectInput, ObjectOutput}
-import java.util.concurrent.ExecutorService
 
 import scala.jdk.CollectionConverters._
 
 import com.esotericsoftware.kryo.Kryo
 import com.esotericsoftware.kryo.io.{Input, Output}
 import io.npugather.spark.output.{GatheredOutput, KeyRowIndex, LongRowIndex, RowIndex, RowNumbering}
-import org.apache.spark.SparkEnv
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{
   Attribute,
@@ -25,7 +23,6 @@ import org.apache.spark.sql.execution.joins.{
   ValueRowWithKeyIndex
 }
 import org.apache.spark.sql.types.LongType
-import org.apache.spark.util.ThreadUtils
 
 /** Spark's hash relations of a join's build side, over an executor's gathered output in place: an
   * index from key to row numbers ([[LongRowIndex]] on one long key, [[KeyRowIndex]] on any other)
@@ -75,30 +72,21 @@ object GatheredRelation {
     index.build()
   }
 
-  /** The index of `rows` by `keys`, built by this thread and the executor's idle ones: the
-    * executor's other tasks wait for it ([[ExecutorRelation]]), so their cores are free.
-    */
-  private def keyIndex(rows: IndexedRows, keys: Seq[Expression]): KeyRowIndex =
-    KeyRowIndex.build(rows.numbering, () => rows.keys(keys), BuildThreads.count, BuildThreads.pool)
+  private def keyIndex(rows: IndexedRows, keys: Seq[Expression]): KeyRowIndex = {
+    val keyOf = UnsafeProjection.create(keys)
+    val index = KeyRowIndex.builder(rows.output.totalRows())
+    rows.foreach(index.endBatch()) { row =>
+      val k = keyOf(row)
+      if (k.anyNull()) index.addNull()
+      else index.add(k.getBaseObject, k.getBaseOffset, k.getSizeInBytes, k.hashCode())
+    }
+    index.build()
+  }
 
   private[npugather] def notSerialized(): Nothing =
     throw new UnsupportedOperationException(
       "a gathered relation is built in each executor from its own output and never serialized"
     )
-}
-
-/** The threads that build an executor's key indexes beside the task that builds one: as many as the
-  * executor's cores (`spark.executor.cores`, else the machine's), each idle when not building.
-  */
-private[npugather] object BuildThreads {
-  lazy val count: Int = {
-    val conf = Option(SparkEnv.get).map(_.conf)
-    val machine = Runtime.getRuntime.availableProcessors()
-    conf.flatMap(_.getOption("spark.executor.cores")).map(_.toInt).getOrElse(machine).max(1)
-  }
-
-  lazy val pool: ExecutorService =
-    ThreadUtils.newDaemonCachedThreadPool("npugather-index-build", math.max(1, count - 1))
 }
 
 /** A relation over gathered rows in place, read by each task through the output it holds. */
@@ -140,34 +128,6 @@ private[npugather] final class IndexedRows(val output: GatheredOutput, val field
           row
         }
       }
-
-  /** The rows numbered across the batches, in order. */
-  def numbering: RowNumbering = RowNumbering.of(batches.map(_.rows))
-
-  /** The keys of the rows by number, read through a row object and a projection of their own (one
-    * reader per thread): the bytes of an UnsafeRow of `keys`, null when any key column is.
-    */
-  def keys(keys: Seq[Expression]): KeyRowIndex.Keys = new KeyRowIndex.Keys {
-    private val numbering = IndexedRows.this.numbering
-    private val row = new UnsafeRow(fields)
-    private val keyOf = UnsafeProjection.create(keys)
-    private var key: UnsafeRow = _
-
-    override def read(n: Int): Boolean = {
-      val batch = numbering.batchOf(n)
-      batches(batch).pointTo(row, n - numbering.batchStart(batch))
-      key = keyOf(row)
-      !key.anyNull()
-    }
-
-    override def base(): AnyRef = key.getBaseObject
-
-    override def offset(): Long = key.getBaseOffset
-
-    override def length(): Int = key.getSizeInBytes
-
-    override def hash(): Int = key.hashCode()
-  }
 
   /** `f` of every row, batch after batch, `endBatch` after each. */
   def foreach(endBatch: => Unit)(f: UnsafeRow => Unit): Unit =
