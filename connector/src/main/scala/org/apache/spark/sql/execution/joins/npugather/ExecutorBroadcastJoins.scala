@@ -2,6 +2,7 @@ package org.apache.spark.sql.execution.joins.npugather
 
 import java.util.Locale
 import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.locks.ReentrantLock
 
 import scala.concurrent.duration.Duration
 import scala.jdk.CollectionConverters._
@@ -497,30 +498,35 @@ object ExecutorRelation {
   def nextId(): Long = ids.incrementAndGet()
 
   private final class Slot {
-    var value: AnyRef = _
-    var source: AnyRef = _ // the executor output it was built of
+    val building = new ReentrantLock()
+    @volatile var value: AnyRef = _
+    @volatile var source: AnyRef = _ // the executor output it was built of
   }
 
   /** This executor's relations, by the gather they are built of; dropped once its output is. */
   private val slots = new ConcurrentHashMap[(Int, Int, BroadcastMode), Slot]()
 
   /** The relation of `key` built of `source`: built now when there is none, or when the one there
-    * was built of another output (the gather ran again since).
+    * was built of another output (the gather ran again since). A task that waits while another
+    * builds it can be interrupted (a killed task): it then throws InterruptedException.
     */
-  private def getOrBuild(
+  private[npugather] def getOrBuild(
       key: (Int, Int, BroadcastMode),
       source: AnyRef,
       build: => AnyRef
   ): AnyRef = {
     forgetReleased()
     val slot = slots.computeIfAbsent(key, _ => new Slot)
-    slot.synchronized {
+    slot.building.lockInterruptibly()
+    try {
       if (slot.value == null || (slot.source ne source)) {
         slot.value = null
         slot.value = build
         slot.source = source
       }
       slot.value
+    } finally {
+      slot.building.unlock()
     }
   }
 
@@ -536,9 +542,7 @@ object ExecutorRelation {
       .collect { case RDDBlockId(rdd, _) => rdd }
       .toSet
     slots.entrySet().removeIf { e =>
-      e.getKey._1 >= 0 && !held.contains(e.getKey._1) && e.getValue.synchronized(
-        e.getValue.value != null
-      )
+      e.getKey._1 >= 0 && !held.contains(e.getKey._1) && e.getValue.value != null
     }
   }
 }
