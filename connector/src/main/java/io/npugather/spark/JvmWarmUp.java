@@ -1,20 +1,25 @@
 package io.npugather.spark;
 
 import io.npugather.NativeLibrary;
+import io.npugather.block.BlockLayout;
 import io.npugather.block.LocalBlock;
+import io.npugather.spark.arrow.read.GatheredPartitions;
 import io.npugather.spark.arrow.write.PartitionWriter;
 import io.npugather.spark.memory.GatherMemory;
 import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
 import java.security.SecureRandom;
 import java.util.Collections;
+import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import javax.crypto.Cipher;
 import javax.crypto.Mac;
 import javax.crypto.spec.GCMParameterSpec;
 import javax.crypto.spec.SecretKeySpec;
+import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
@@ -23,9 +28,10 @@ import org.slf4j.LoggerFactory;
 /**
  * The one-time costs a JVM pays for its first gather, paid ahead of it: the native library, Arrow's
  * schema machinery (its JSON mapper) and vector classes, the conversion's classes and the task
- * memory, and the first use of the JDK's cryptography (AES-GCM, HMAC-SHA256, SHA-256, the secure
- * random source) that the rendezvous uses. Once per JVM; a failure is logged and left to the
- * gather, which meets it again and reports it there.
+ * memory, the receiving side's (Arrow's vector loader and its codec lookup, the checks of the
+ * peers' blocks, the gathered batches), and the first use of the JDK's cryptography (AES-GCM,
+ * HMAC-SHA256, SHA-256, the secure random source) that the rendezvous uses. Once per JVM; a failure
+ * is logged and left to the gather, which meets it again and reports it there.
  */
 public final class JvmWarmUp {
   private static final Logger LOG = LoggerFactory.getLogger(JvmWarmUp.class);
@@ -89,7 +95,7 @@ public final class JvmWarmUp {
     try (BufferAllocator allocator = GatherMemory.newTaskAllocator("npugather-warm-up");
         LocalBlock block =
             PartitionWriter.fromRows(Collections.emptyIterator(), SCHEMA, "UTC", allocator)) {
-      block.layout().toBytes();
+      readBack(block, BlockLayout.fromBytes(block.layout().toBytes()), allocator);
     }
     byte[] key = new byte[32];
     new SecureRandom().nextBytes(key);
@@ -103,5 +109,29 @@ public final class JvmWarmUp {
         new SecretKeySpec(key, 0, 16, "AES"),
         new GCMParameterSpec(128, new byte[12]));
     cipher.doFinal(key);
+  }
+
+  /**
+   * The receiving side of a gather over {@code block}: its bytes copied into a receive buffer as a
+   * peer's, both ranks' vectors loaded and checked (Arrow's loader and its codec lookup), and their
+   * batches made.
+   */
+  private static void readBack(LocalBlock block, BlockLayout layout, BufferAllocator allocator) {
+    try (ArrowBuf recv = allocator.buffer(layout.blockBytes())) {
+      long at = recv.memoryAddress();
+      long[] addresses = block.segmentAddresses();
+      long[] lengths = block.segmentLengths();
+      for (int s = 0; s < addresses.length; s++) {
+        MemoryUtil.copyMemory(addresses[s], at, lengths[s]);
+        at += lengths[s];
+      }
+      try (GatheredPartitions gathered =
+          GatheredPartitions.wrap(
+              recv, List.of(layout, layout), new long[] {0, 0}, 0, block, SCHEMA, allocator)) {
+        for (int rank = 0; rank < 2; rank++) {
+          gathered.batch(rank).rowIterator().forEachRemaining(row -> row.numFields());
+        }
+      }
+    }
   }
 }
