@@ -14,10 +14,10 @@ namespace npg {
 // 4 KiB. A hint only: memory that cannot take it (shared or file mappings) keeps its pages.
 void advise_huge_pages(void* address, uint64_t bytes) noexcept;
 
-// Faults in the pages of [address, address + bytes) writable without changing a byte
-// (madvise MADV_POPULATE_WRITE, Linux 5.14), so that the first write into them does not trap
-// page by page. Safe while other threads write into the range: a present page is left as it is.
-// A hint: on an older kernel, or without memory for the pages, it does nothing.
+// Faults in the pages of [address, address + bytes), which must be writable memory of this
+// process, without changing a byte (one atomic add of zero per page), so that the first write
+// into them does not trap page by page. Safe while other threads write into the range: every
+// byte they write is kept.
 void populate_pages(void* address, uint64_t bytes) noexcept;
 
 }  // namespace npg

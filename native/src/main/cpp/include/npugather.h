@@ -190,11 +190,12 @@ npg_result_t npg_advise_huge_pages(void* address, uint64_t bytes);
 
 /*
  * For a buffer about to be written for the first time: faults in its pages over
- * [address, address + bytes) writable without changing its contents (madvise
- * MADV_POPULATE_WRITE), so that the writes that follow run at the copy rate instead of
- * trapping page by page. Safe while other threads write into the range, so it can run ahead of
- * a collective receiving into it. A hint: on a kernel before Linux 5.14 or without memory for
- * the pages it does nothing. NPG_INVALID_ARGUMENT for a NULL address with bytes > 0.
+ * [address, address + bytes), which must be writable memory of the caller, without changing
+ * its contents (one atomic add of zero per page), so that the writes that follow run at the
+ * copy rate instead of trapping page by page. Safe while other threads write into the range,
+ * so it can run ahead of a collective receiving into it; each fault holds only its own
+ * mapping's lock, so the process's other mappings (mmap) are not held up meanwhile.
+ * NPG_INVALID_ARGUMENT for a NULL address with bytes > 0.
  */
 npg_result_t npg_populate_pages(void* address, uint64_t bytes);
 
