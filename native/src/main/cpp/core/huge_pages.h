@@ -15,9 +15,9 @@ namespace npg {
 void advise_huge_pages(void* address, uint64_t bytes) noexcept;
 
 // Faults in the pages of [address, address + bytes), which must be writable memory of this
-// process, without changing a byte (one atomic add of zero per page), so that the first write
-// into them does not trap page by page. Safe while other threads write into the range: every
-// byte they write is kept.
+// process and stay mapped until the call returns, without changing a byte (one atomic add of
+// zero per page), so that the first write into them does not trap page by page. Safe while
+// other threads write into the range: every byte they write is kept.
 void populate_pages(void* address, uint64_t bytes) noexcept;
 
 }  // namespace npg

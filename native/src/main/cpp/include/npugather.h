@@ -190,7 +190,8 @@ npg_result_t npg_advise_huge_pages(void* address, uint64_t bytes);
 
 /*
  * For a buffer about to be written for the first time: faults in its pages over
- * [address, address + bytes), which must be writable memory of the caller, without changing
+ * [address, address + bytes), which must be writable memory of the caller and stay mapped
+ * until the call returns (a touch of unmapped memory is a segmentation fault), without changing
  * its contents (one atomic add of zero per page), so that the writes that follow run at the
  * copy rate instead of trapping page by page. Safe while other threads write into the range,
  * so it can run ahead of a collective receiving into it; each fault holds only its own

@@ -28,8 +28,9 @@ public final class NativeMemory {
   }
 
   /**
-   * Faults in the pages of {@code bytes} at {@code address} ({@code npg_populate_pages}); pages
-   * already present are left as they are, so the memory may be written meanwhile.
+   * Faults in the pages of {@code bytes} at {@code address} ({@code npg_populate_pages}) without
+   * changing a byte, so the memory may be written meanwhile. The memory must stay allocated until
+   * the call returns: a touch of freed memory may crash the JVM.
    *
    * @throws IllegalArgumentException if {@code bytes} is negative, or {@code address} is 0 and
    *     {@code bytes} is not

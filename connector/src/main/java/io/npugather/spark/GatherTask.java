@@ -194,8 +194,7 @@ public final class GatherTask implements Serializable {
     ArrowBuf recv = received == 0 ? null : allocator.buffer(received);
     // The receive buffer's fresh pages are faulted in while this rank connects and waits for its
     // executor's ranks, and ahead of the collective's writes (Prefault).
-    try (Prefault prefault =
-        recv == null ? Prefault.start(0, 0) : Prefault.start(recv.memoryAddress(), received)) {
+    try (Prefault prefault = Prefault.start(recv, received)) {
       // Connected first, so that a local rank's failure aborts the communicator and the other
       // executors' leaders fail at once instead of waiting for this one to join.
       Communicator communicator = null;

@@ -46,7 +46,7 @@ class PrefaultTest {
       byte[] data = new byte[(int) bytes];
       random.nextBytes(data);
       try (ArrowBuf buf = allocator.buffer(bytes)) {
-        Prefault prefault = Prefault.start(buf.memoryAddress(), bytes);
+        Prefault prefault = Prefault.start(buf, bytes);
         try (prefault) {
           // From the back in 1 MiB steps: the writer meets pages before and after populating.
           for (long end = bytes; end > 0; ) {
@@ -69,7 +69,7 @@ class PrefaultTest {
     new Random(23).nextBytes(data);
     try (ArrowBuf buf = allocator.buffer(bytes)) {
       buf.setBytes(0, data);
-      try (Prefault prefault = Prefault.start(buf.memoryAddress(), bytes)) {
+      try (Prefault prefault = Prefault.start(buf, bytes)) {
         assertTrue(prefault.awaitDone(TimeUnit.MINUTES.toMillis(1)));
         assertEquals(bytes, prefault.populatedBytes());
       }
@@ -80,11 +80,49 @@ class PrefaultTest {
   }
 
   @Test
+  void aBufferReleasedWhilePopulatedStaysMappedUntilThePopulatingEnds() throws Exception {
+    // The cache keeps nothing idle: a released buffer's memory is unmapped at once, and a touch
+    // of it would crash the JVM.
+    for (int round = 0; round < 5; round++) {
+      long bytes = 96 * MIB;
+      ArrowBuf buf = allocator.buffer(bytes);
+      Prefault prefault = Prefault.start(buf, bytes);
+      buf.close(); // the owner lets go first, as a failing task does
+      try (prefault) {
+        assertTrue(prefault.awaitDone(TimeUnit.MINUTES.toMillis(1)));
+      }
+      assertEquals(0, allocator.getAllocatedMemory(), "the populating thread let go too");
+    }
+  }
+
+  @Test
+  void closeWaitsForTheChunkInProgressThroughAnInterrupt() throws Exception {
+    long bytes = 64 * MIB;
+    try (ArrowBuf buf = allocator.buffer(bytes)) {
+      Prefault prefault = Prefault.start(buf, bytes);
+      Thread.currentThread().interrupt();
+      try {
+        prefault.close();
+        assertTrue(Thread.interrupted(), "the interrupt is kept for the caller");
+      } finally {
+        Thread.interrupted();
+      }
+      long stoppedAt = prefault.populatedBytes();
+      Thread.sleep(50);
+      assertEquals(stoppedAt, prefault.populatedBytes(), "nothing populated after close");
+    }
+  }
+
+  @Test
   void argumentsAreCheckedAndNothingIsNothing() {
-    Prefault.start(0, 0).close();
+    Prefault.start(null, 0).close();
     IllegalArgumentException e =
-        assertThrows(IllegalArgumentException.class, () -> Prefault.start(0, 8));
-    assertTrue(e.getMessage().contains("address 0, bytes 8"), e.getMessage());
-    assertThrows(IllegalArgumentException.class, () -> Prefault.start(4096, -1));
+        assertThrows(IllegalArgumentException.class, () -> Prefault.start(null, 8));
+    assertTrue(e.getMessage().contains("bytes 8 of a buffer of none"), e.getMessage());
+    try (ArrowBuf buf = allocator.buffer(4096)) {
+      assertThrows(IllegalArgumentException.class, () -> Prefault.start(buf, -1));
+      e = assertThrows(IllegalArgumentException.class, () -> Prefault.start(buf, 8192));
+      assertTrue(e.getMessage().contains("bytes 8192 of a buffer of 4096 bytes"), e.getMessage());
+    }
   }
 }
