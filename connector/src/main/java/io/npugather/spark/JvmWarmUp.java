@@ -19,7 +19,6 @@ import javax.crypto.spec.GCMParameterSpec;
 import javax.crypto.spec.SecretKeySpec;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.slf4j.Logger;
@@ -118,13 +117,7 @@ public final class JvmWarmUp {
    */
   private static void readBack(LocalBlock block, BlockLayout layout, BufferAllocator allocator) {
     try (ArrowBuf recv = allocator.buffer(layout.blockBytes())) {
-      long at = recv.memoryAddress();
-      long[] addresses = block.segmentAddresses();
-      long[] lengths = block.segmentLengths();
-      for (int s = 0; s < addresses.length; s++) {
-        MemoryUtil.copyMemory(addresses[s], at, lengths[s]);
-        at += lengths[s];
-      }
+      block.copyTo(recv.memoryAddress());
       try (GatheredPartitions gathered =
           GatheredPartitions.wrap(
               recv, List.of(layout, layout), new long[] {0, 0}, 0, block, SCHEMA, allocator)) {

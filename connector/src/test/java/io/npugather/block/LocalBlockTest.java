@@ -1,7 +1,6 @@
 package io.npugather.block;
 
 import static io.npugather.spark.arrow.ArrowTestSupport.TZ;
-import static io.npugather.spark.arrow.ArrowTestSupport.copyBlock;
 import static io.npugather.spark.arrow.ArrowTestSupport.randomRows;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -49,7 +48,7 @@ class LocalBlockTest extends WithRootAllocator {
           assertTrue(padSegments, "padding segments in use");
         }
         block.setOne(0, block.capacity());
-        copyBlock(p, block.memoryAddress());
+        p.copyTo(block.memoryAddress());
         // Buffers sit at their layout offsets: compare with the vectors' own buffers, in order.
         try (org.apache.arrow.vector.ipc.message.ArrowRecordBatch rb =
             new org.apache.arrow.vector.VectorUnloader(p.root()).getRecordBatch()) {

@@ -3,6 +3,7 @@ package io.npugather.block;
 import java.util.List;
 import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.util.MemoryUtil;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.VectorUnloader;
 import org.apache.arrow.vector.compression.NoCompressionCodec;
@@ -135,6 +136,19 @@ public final class LocalBlock implements AutoCloseable {
   /** Lengths of the segments of {@link #segmentAddresses()}. Returns a copy. */
   public long[] segmentLengths() {
     return segmentLengths.clone();
+  }
+
+  /**
+   * Copies the segments, in order, to {@code address}: the block as one contiguous buffer of {@code
+   * layout().blockBytes()} bytes, as a peer receives it.
+   */
+  public void copyTo(long address) {
+    checkOpen();
+    long at = address;
+    for (int s = 0; s < segmentAddresses.length; s++) {
+      MemoryUtil.copyMemory(segmentAddresses[s], at, segmentLengths[s]);
+      at += segmentLengths[s];
+    }
   }
 
   /** Number of segments. */

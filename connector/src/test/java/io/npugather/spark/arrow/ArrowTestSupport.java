@@ -298,7 +298,7 @@ public final class ArrowTestSupport {
       LocalBlock p = ranks.get(r);
       if (r % 2 == 1) {
         // The contiguous-copy path a staging transport uses.
-        copyBlock(p, recv.memoryAddress() + displs[r]);
+        p.copyTo(recv.memoryAddress() + displs[r]);
         continue;
       }
       long[] addr = p.segmentAddresses();
@@ -312,20 +312,6 @@ public final class ArrowTestSupport {
       assertEquals(p.layout().blockBytes(), pos - displs[r], "segments of rank " + r);
     }
     return recv;
-  }
-
-  /**
-   * Copies {@code block}'s segments, in order, to {@code address}: the one contiguous send buffer a
-   * transport without segment lists would take.
-   */
-  public static void copyBlock(LocalBlock block, long address) {
-    long[] addr = block.segmentAddresses();
-    long[] len = block.segmentLengths();
-    long pos = address;
-    for (int s = 0; s < addr.length; s++) {
-      MemoryUtil.copyMemory(addr[s], pos, len[s]);
-      pos += len[s];
-    }
   }
 
   /** Every rank's displacement in a buffer holding every block, and the total as an extra entry. */

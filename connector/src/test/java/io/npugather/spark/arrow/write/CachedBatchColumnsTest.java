@@ -87,8 +87,8 @@ class CachedBatchColumnsTest extends WithRootAllocator {
     long n = expected.layout().blockBytes();
     try (ArrowBuf e = a.buffer(Math.max(8, n));
         ArrowBuf g = a.buffer(Math.max(8, n))) {
-      ArrowTestSupport.copyBlock(expected, e.memoryAddress());
-      ArrowTestSupport.copyBlock(actual, g.memoryAddress());
+      expected.copyTo(e.memoryAddress());
+      actual.copyTo(g.memoryAddress());
       for (long k = 0; k < n; k++) {
         if (e.getByte(k) != g.getByte(k)) {
           throw new AssertionError("blocks differ at byte " + k + " of " + n);
